@@ -1,0 +1,185 @@
+"""Applying a saved model: evaluate, predict, and re-fit its threshold on new data.
+
+All three stream the data in record batches; evaluate and threshold keep
+only one logit and one label per row (what exact metrics need), predict
+keeps nothing.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from . import io
+from .errors import DmoError, UnreachableTarget
+from .modelfile import DmoModel, load_model
+from .problems import Problem
+from .report import binary_split_report, envelope, multiclass_split_report, plot_pr_curve, write_report
+from .threshold import search
+
+BATCH_ROWS = 65536
+
+
+def _collect(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    schema = io.schema(data)
+    model.preprocessor.check_columns(schema)
+    label_col = model.labels.column
+    if need_labels and label_col not in schema.names:
+        raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
+    columns = model.preprocessor.input_columns + [label_col]
+    parts, ys = [], []
+    unseen: dict[str, int] = {}
+    for batch in io.iter_batches(data, BATCH_ROWS, columns):
+        logits, batch_unseen = model.logits(batch)
+        y = model.labels.encode(batch.column(label_col))
+        keep = y >= 0
+        parts.append(logits[keep])
+        ys.append(y[keep])
+        for k, v in batch_unseen.items():
+            unseen[k] = unseen.get(k, 0) + v
+    if not parts:
+        raise DmoError(f"{data} has no rows")
+    y_all = np.concatenate(ys)
+    if y_all.size == 0:
+        raise DmoError(f"{data} has no labeled rows to evaluate on")
+    return np.concatenate(parts), y_all, unseen
+
+
+def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
+             plot_path: str | Path | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    for out in (report_path, plot_path):
+        if out is not None:
+            io.check_writable(out)
+    model = load_model(model_path)
+    logits, y, unseen = _collect(model, data)
+    if model.binary:
+        split = binary_split_report(logits, y, model.threshold, model.problem)
+        if plot_path is not None:
+            if split["n_pos"] == 0:
+                raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
+            plot_pr_curve(plot_path, logits, y, model.threshold, model.problem,
+                          title=f"{Path(data).name}: {model.problem.describe() if model.problem else ''}")
+    else:
+        if plot_path is not None:
+            raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
+        split = multiclass_split_report(logits, y, model.labels.classes)
+    problem = model.problem
+    report = envelope(
+        "evaluate", model=str(model_path), data=str(data), solver=model.solver,
+        **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
+        seed=model.info.get("seed"), device="cpu", unseen_levels={k: v for k, v in unseen.items() if v},
+        splits={"data": split},
+    )
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, output: str | Path,
+                    confidence: float | None = None, allow_infeasible: bool = False,
+                    report_path: str | Path | None = None) -> dict[str, Any]:
+    """Exact threshold search for `problem` on `data`; writes a new model file with that threshold."""
+    io.check_writable(output)
+    model = load_model(model_path)
+    if not model.binary:
+        raise DmoError("threshold applies to binary models; this model is multi-class")
+    logits, y, _ = _collect(model, data)
+    point = search(logits, y, problem, confidence)
+    if point.feasible is False and not allow_infeasible:
+        what = problem.constraint_name
+        raise UnreachableTarget(
+            f"target {what} >= {problem.target:g} is not reachable on {data} "
+            f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f}); "
+            "lower --target, or pass --allow-infeasible to keep the closest threshold",
+            best_achievable=point.best_achievable,
+        )
+    previous = model.threshold
+    model.threshold = point.threshold
+    model.problem = problem
+    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": str(data)}
+    report = envelope("threshold", model=str(model_path), data=str(data), output=str(output),
+                      **problem.to_dict(), confidence=confidence, previous_threshold=previous,
+                      threshold=point.threshold, operating_point=point.to_dict(),
+                      splits={"data": binary_split_report(logits, y, point.threshold, problem)})
+    model.save(output)
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None) -> dict[str, Any]:
+    """Per row: logit, probability and decision (binary) or class and probabilities (multi-class)."""
+    started = time.perf_counter()
+    io.check_writable(output)
+    model = load_model(model_path)
+    schema = io.schema(data)
+    model.preprocessor.check_columns(schema)
+    if id_col is not None and id_col not in schema.names:
+        raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
+    columns = model.preprocessor.input_columns + ([id_col] if id_col else [])
+    classes = model.labels.classes
+    if model.binary:
+        out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
+                                ("predicted", _binary_label_type(classes))])
+    else:
+        out_schema = pa.schema([("predicted", _label_type(classes[0])), ("probability", pa.float32()),
+                                ("probabilities", pa.list_(pa.float32(), len(classes)))])
+    if id_col:
+        out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
+    rows = 0
+    unseen: dict[str, int] = {}
+    with io.ParquetSink(output, out_schema) as sink:
+        for batch in io.iter_batches(data, BATCH_ROWS, columns):
+            logits, batch_unseen = model.logits(batch)
+            for k, v in batch_unseen.items():
+                unseen[k] = unseen.get(k, 0) + v
+            arrays = _prediction_arrays(model, logits)
+            if id_col:
+                arrays = [batch.column(id_col)] + arrays
+            sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
+            rows += batch.num_rows
+    return envelope("predict", model=str(model_path), data=str(data), output=str(output), rows=rows,
+                    unseen_levels={k: v for k, v in unseen.items() if v},
+                    wall_seconds=time.perf_counter() - started)
+
+
+def _label_type(example: Any) -> pa.DataType:
+    if isinstance(example, bool):
+        return pa.bool_()
+    if isinstance(example, int):
+        return pa.int64()
+    if isinstance(example, float):
+        return pa.float64()
+    return pa.string()
+
+
+def _binary_label_type(classes: list[Any]) -> pa.DataType:
+    """The label type when both class names share it; string when the negative is a 'not X' name."""
+    negative, positive = classes
+    return _label_type(positive) if type(negative) is type(positive) else pa.string()
+
+
+def _prediction_arrays(model: DmoModel, logits: np.ndarray) -> list[pa.Array]:
+    if model.binary:
+        decision = model.decide(logits)
+        classes = model.labels.classes
+        label_type = _binary_label_type(classes)
+        names = classes if label_type != pa.string() else [str(c) for c in classes]
+        predicted = pa.array(np.asarray(names, dtype=object)[decision.astype(np.int64)], type=label_type)
+        proba = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        return [pa.array(logits, pa.float32()), pa.array(proba.astype(np.float32)), pa.array(decision, pa.int8()),
+                predicted]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    proba = np.exp(shifted)
+    proba /= proba.sum(axis=1, keepdims=True)
+    best = proba.argmax(axis=1)
+    classes = model.labels.classes
+    predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes[0]))
+    flat = pa.array(proba.astype(np.float32).ravel())
+    return [predicted, pa.array(proba[np.arange(len(best)), best].astype(np.float32)),
+            pa.FixedSizeListArray.from_arrays(flat, len(classes))]

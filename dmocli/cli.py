@@ -1,0 +1,225 @@
+"""The `dmo` command line: each command parses options and calls one library function.
+
+Errors the user can fix (DmoError) become one line on stderr and exit code
+2 (3 when a target is unreachable); anything else is exit code 1, with the
+traceback only under --debug.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import DmoError, UnreachableTarget
+
+app = typer.Typer(
+    name="dmo",
+    help="Train thresholded classifiers on imbalanced data at one operating point "
+    "(precision >= a with most recall, recall >= a with best precision, or best F-beta).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+PROBLEM_HELP = "fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; " \
+               "ofbs: max F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)"
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    """dmo: exact operating points for imbalanced classification."""
+
+
+def _parse_params(values: list[str]) -> dict[str, str]:
+    params = {}
+    for item in values:
+        if "=" not in item:
+            raise DmoError(f"--param {item!r} must look like KEY=VALUE (see `dmo solvers` for each solver's keys)")
+        key, value = item.split("=", 1)
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
+    from .report import dumps
+
+    if as_json:
+        sys.stdout.write(dumps(report))
+    else:
+        for line in lines:
+            out.print(line)
+
+
+def _split_lines(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, s in report.get("splits", {}).items():
+        if "precision" in s and "accuracy" not in s:
+            feasible = "" if s.get("feasible") is None else f"  feasible={s['feasible']}"
+            lines.append(f"{name:>6}: precision {s['precision']:.4f}  recall {s['recall']:.4f}  "
+                         f"F{s['beta']:g} {s['f_beta']:.4f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}, n {s['n']}){feasible}")
+        else:
+            lines.append(f"{name:>6}: accuracy {s['accuracy']:.4f}  balanced accuracy {s['balanced_accuracy']:.4f}  "
+                         f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})")
+    return lines
+
+
+@app.command()
+def train(
+    data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV."),
+    problem: Optional[str] = typer.Option(None, "--problem", "-p", help=PROBLEM_HELP),
+    target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for the constrained metric (fpor/frop)."),
+    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta (ofbs, and F-beta in reports)."),
+    solver: str = typer.Option("wce", "--solver", "-s", help="Training method; `dmo solvers` lists them."),
+    model: str = typer.Option("linear", "--model", "-m", help="linear or mlp."),
+    width: int = typer.Option(100, "--width", help="MLP hidden width."),
+    depth: int = typer.Option(2, "--depth", help="MLP hidden layers."),
+    val: Optional[Path] = typer.Option(None, "--val", help="Validation table: early stopping and threshold are fitted on it."),
+    val_frac: float = typer.Option(0.0, "--val-frac", help="Hold out this stratified fraction of DATA as validation instead of --val."),
+    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
+    positive: Optional[str] = typer.Option(None, "--positive", help="Positive class value (default: minority class of a two-class label)."),
+    drop: list[str] = typer.Option([], "--drop", help="Column to ignore (repeatable), e.g. an id column."),
+    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
+    impute: str = typer.Option("none", "--impute", help="none: refuse NaN/inf features; median: fill with training medians."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same model."),
+    param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
+    adjust: bool = typer.Option(True, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold)."),
+    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
+    drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Train a classifier and fit its threshold for the chosen operating point.
+
+    Example: dmo train --problem frop --target 0.8 data.parquet
+    """
+    from .training import TrainOptions, train as run_train
+
+    opts = TrainOptions(
+        problem=problem, target=target, beta=beta, solver=solver, model=model, width=width, depth=depth,
+        label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
+        val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
+        adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
+    )
+    _, result = run_train(data, opts, output=output, report_path=report)
+    header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
+    if result.get("threshold") is not None:
+        header.append(f"threshold (logit): {result['threshold']:.6g}")
+    _emit(result, as_json, header + _split_lines(result))
+
+
+@app.command()
+def threshold(
+    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train."),
+    data: Path = typer.Argument(..., help="Labeled table to fit the threshold on."),
+    problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
+    target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
+    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."),
+    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable."),
+    output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Re-fit a model's threshold exactly on DATA and write a new model file."""
+    from .applying import refit_threshold
+    from .problems import Problem
+
+    result = refit_threshold(model, data, Problem(problem, target, beta), output, confidence, allow_infeasible, report)
+    _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
+
+
+@app.command()
+def evaluate(
+    model: Path = typer.Argument(..., help="Model file (.safetensors)."),
+    data: Path = typer.Argument(..., help="Labeled table to evaluate on."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Precision, recall, F-beta, AP and ROC AUC of a model at its stored threshold."""
+    from .applying import evaluate as run_evaluate
+
+    result = run_evaluate(model, data, report, plot)
+    _emit(result, as_json, _split_lines(result))
+
+
+@app.command()
+def predict(
+    model: Path = typer.Argument(..., help="Model file (.safetensors)."),
+    data: Path = typer.Argument(..., help="Table to score (label column not needed)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions."),
+    id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+) -> None:
+    """Write logit, probability and decision per row, streaming in record batches."""
+    from .applying import predict as run_predict
+
+    result = run_predict(model, data, output, id_col)
+    _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
+
+
+@app.command()
+def solvers() -> None:
+    """List the solvers and their --param hyper-parameters."""
+    from .solvers import available, get_solver
+    from .solvers.base import param_help
+
+    for name in available():
+        solver = get_solver(name)
+        table = Table(title=f"{name}: {solver.summary}", title_justify="left", show_edge=False)
+        table.add_column("--param")
+        table.add_column("default")
+        table.add_column("meaning")
+        for row in param_help(solver.Params):
+            table.add_row(*row)
+        out.print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        code = app(args=args, prog_name="dmo", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except UnreachableTarget as exc:
+        if debug:
+            raise
+        err.print(f"dmo: {exc}", markup=False)
+        sys.exit(exc.exit_code)
+    except DmoError as exc:
+        if debug:
+            raise
+        err.print(f"dmo: error: {exc}", markup=False)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("dmo: aborted", markup=False)
+        sys.exit(130)
+    except click.ClickException as exc:
+        err.print(f"dmo: error: {exc.format_message()} (see dmo --help)", markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("dmo: interrupted", markup=False)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
+        if debug:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        err.print(f"dmo: unexpected error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)",
+                  markup=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Exceptions that the CLI turns into one stderr line and a stable exit code.
+
+Library code raises these instead of printing, so that both the CLI and
+Python callers get the same message; the CLI maps them to exit codes
+(2: bad input or usage, 3: target not reachable).
+"""
+from __future__ import annotations
+
+
+class DmoError(Exception):
+    """A problem the user can fix; the message names the problem and the fix."""
+
+    exit_code = 2
+
+
+class UnreachableTarget(DmoError):
+    """No threshold meets the requested constraint; carries the best achievable value."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, best_achievable: float | None = None):
+        super().__init__(message)
+        self.best_achievable = best_achievable

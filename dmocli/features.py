@@ -1,0 +1,314 @@
+"""Turning table columns into a float32 feature matrix, the same way at train and predict time.
+
+The fitted Preprocessor is stored in the model file as JSON: column names,
+categorical levels, standardization statistics and imputation values, so a
+model applied to new data reproduces training's encoding exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import DmoError
+
+MAX_CATEGORICAL_LEVELS = 1000
+RESERVOIR_ROWS = 100_000
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
+
+
+@dataclass
+class ColumnPlan:
+    """Which columns become features, decided from the schema alone."""
+
+    numeric: list[str]
+    categorical: list[str]
+    embedding: str | None
+
+
+def plan_columns(
+    schema: pa.Schema,
+    label_col: str,
+    drop: Iterable[str] = (),
+    embedding_col: str | None = None,
+) -> ColumnPlan:
+    """Numeric columns, string columns (one-hot), or one embedding list column.
+
+    With an embedding column the table is a feature file (as `dmo extract`
+    writes): only the embedding is used; other list columns are extra views.
+    """
+    drop = set(drop)
+    missing = [c for c in drop if c not in schema.names]
+    if missing:
+        raise DmoError(f"--drop names column(s) not in the data: {', '.join(missing)}")
+    if label_col not in schema.names:
+        raise DmoError(
+            f"no label column '{label_col}' in the data (columns: {', '.join(schema.names[:12])}); "
+            "name it with --label-col"
+        )
+    candidates = [f for f in schema if f.name != label_col and f.name not in drop]
+    lists = [f.name for f in candidates if _is_list(f.type)]
+    if embedding_col is not None:
+        if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
+            raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")
+        return ColumnPlan([], [], embedding_col)
+    if lists:
+        if "features" in lists:
+            return ColumnPlan([], [], "features")
+        if len(lists) == 1:
+            return ColumnPlan([], [], lists[0])
+        raise DmoError(f"several list columns ({', '.join(lists)}); choose the embedding with --embedding-col")
+    numeric, categorical, unusable = [], [], []
+    for f in candidates:
+        if _is_numeric(f.type):
+            numeric.append(f.name)
+        elif _is_string(f.type):
+            categorical.append(f.name)
+        else:
+            unusable.append(f"{f.name} ({f.type})")
+    if unusable:
+        raise DmoError(f"cannot use column(s) {', '.join(unusable)} as features; remove them with --drop")
+    if not numeric and not categorical:
+        raise DmoError("no feature columns: the data has only the label column (add numeric or string feature columns)")
+    return ColumnPlan(numeric, categorical, None)
+
+
+@dataclass
+class Preprocessor:
+    """Fitted encoding: raw columns -> standardized float32 matrix."""
+
+    numeric: list[str] = field(default_factory=list)
+    categorical: dict[str, list[str]] = field(default_factory=dict)
+    embedding: str | None = None
+    embedding_dim: int = 0
+    mean: list[float] = field(default_factory=list)
+    scale: list[float] = field(default_factory=list)
+    impute: str = "none"
+    fill: list[float] = field(default_factory=list)
+
+    @property
+    def input_columns(self) -> list[str]:
+        if self.embedding:
+            return [self.embedding]
+        return self.numeric + list(self.categorical)
+
+    @property
+    def n_dense(self) -> int:
+        return self.embedding_dim if self.embedding else len(self.numeric)
+
+    @property
+    def n_features(self) -> int:
+        return self.n_dense + sum(len(v) for v in self.categorical.values())
+
+    @property
+    def feature_names(self) -> list[str]:
+        if self.embedding:
+            return [f"{self.embedding}[{i}]" for i in range(self.embedding_dim)]
+        names = list(self.numeric)
+        for col, levels in self.categorical.items():
+            names += [f"{col}={level}" for level in levels]
+        return names
+
+    # ---- fitting -------------------------------------------------------------
+    @classmethod
+    def fit(cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none") -> "Preprocessor":
+        """One pass: exact mean/std (float64 sums), categorical levels, medians from a reservoir.
+
+        The median for imputation comes from a uniform reservoir of up to
+        100k rows, exact for smaller data; it keeps fitting O(1) in memory.
+        """
+        if impute not in {"none", "median"}:
+            raise DmoError(f"--impute {impute!r} is not known (use none or median)")
+        pre = cls(numeric=list(plan.numeric), embedding=plan.embedding, impute=impute)
+        levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
+        total = sq = None
+        count = None
+        bad_nan: np.ndarray | None = None
+        bad_inf: np.ndarray | None = None
+        reservoir: list[np.ndarray] = []
+        rng = np.random.default_rng(0)
+        seen = 0
+        for batch in batches:
+            dense = pre._dense(batch)
+            for col in plan.categorical:
+                arr = batch.column(col)
+                if pa.types.is_dictionary(arr.type):
+                    arr = arr.cast(arr.type.value_type)
+                levels[col].update(v for v in pc.unique(arr.drop_null()).to_pylist())
+                if len(levels[col]) > MAX_CATEGORICAL_LEVELS:
+                    raise DmoError(
+                        f"string column '{col}' has more than {MAX_CATEGORICAL_LEVELS} distinct values "
+                        "(looks like an id or free text); remove it with --drop"
+                    )
+            if dense.shape[1] == 0:
+                continue
+            nan = np.isnan(dense)
+            inf = np.isinf(dense)
+            finite = ~(nan | inf)
+            if total is None:
+                total = np.zeros(dense.shape[1])
+                sq = np.zeros(dense.shape[1])
+                count = np.zeros(dense.shape[1])
+                bad_nan = np.zeros(dense.shape[1], dtype=np.int64)
+                bad_inf = np.zeros(dense.shape[1], dtype=np.int64)
+            clean = np.where(finite, dense, 0.0)
+            total += clean.sum(axis=0)
+            sq += (clean * clean).sum(axis=0)
+            count += finite.sum(axis=0)
+            bad_nan += nan.sum(axis=0)
+            bad_inf += inf.sum(axis=0)
+            if impute == "median":
+                seen = _reservoir_add(reservoir, np.where(finite, dense, np.nan), seen, rng)
+        if total is not None:
+            names = pre.feature_names if pre.embedding else pre.numeric
+            bad = bad_nan + bad_inf
+            if bad.any() and impute == "none":
+                parts = [
+                    f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]
+                ]
+                raise DmoError(
+                    f"features contain missing or infinite values: {', '.join(parts)}; "
+                    "clean them or pass --impute median"
+                )
+            if (count == 0).any():
+                empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
+                raise DmoError(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
+            mean = total / count
+            var = np.maximum(sq / count - mean * mean, 0.0)
+            std = np.sqrt(var)
+            std[std < 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0  # constant column: centre only
+            pre.mean = mean.tolist()
+            pre.scale = std.tolist()
+            if impute == "median":
+                sample = np.concatenate(reservoir, axis=0)
+                pre.fill = np.nanmedian(sample, axis=0).tolist()
+        pre.categorical = {c: sorted(map(str, levels[c])) for c in plan.categorical}
+        if pre.n_features == 0:
+            raise DmoError("no usable feature columns after encoding")
+        return pre
+
+    # ---- transforming --------------------------------------------------------
+    def _dense(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        n = batch.num_rows
+        if self.embedding:
+            col = batch.column(self.embedding)
+            if isinstance(col, pa.ChunkedArray):
+                col = col.combine_chunks()
+            if col.null_count:
+                raise DmoError(f"embedding column '{self.embedding}' has {col.null_count} missing rows; remove them")
+            if pa.types.is_fixed_size_list(col.type):
+                dim = col.type.list_size
+            else:
+                lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+                dim = int(lengths[0]) if n else 0
+                if n and (lengths != dim).any():
+                    raise DmoError(f"embedding column '{self.embedding}' has rows of different lengths; all must match")
+            if self.embedding_dim and dim != self.embedding_dim:
+                raise DmoError(
+                    f"embedding column '{self.embedding}' has dimension {dim}, the model expects {self.embedding_dim}"
+                )
+            self.embedding_dim = dim
+            values = col.flatten().to_numpy(zero_copy_only=False)
+            return values.astype(np.float64, copy=False).reshape(n, dim)
+        if not self.numeric:
+            return np.empty((n, 0))
+        out = np.empty((n, len(self.numeric)))
+        for j, name in enumerate(self.numeric):
+            col = batch.column(name)
+            if isinstance(col, pa.ChunkedArray):
+                col = col.combine_chunks()
+            if pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type):
+                col = col.cast(pa.float64())
+            out[:, j] = col.to_numpy(zero_copy_only=False)  # nulls become NaN
+        return out
+
+    def check_columns(self, schema: pa.Schema) -> None:
+        """Refuse data lacking a training column, naming it, before any work."""
+        missing = [c for c in self.input_columns if c not in schema.names]
+        if missing:
+            raise DmoError(
+                f"data is missing column(s) the model was trained on: {', '.join(missing)} "
+                "(use data with the training columns)"
+            )
+
+    def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
+        """Float32 features and, per categorical column, how many rows had an unseen level."""
+        self.check_columns(batch.schema)
+        dense = self._dense(batch)
+        if dense.shape[1]:
+            bad = ~np.isfinite(dense)
+            if bad.any():
+                if self.impute != "median":
+                    names = self.feature_names
+                    cols = np.flatnonzero(bad.any(axis=0))
+                    parts = [f"{names[i]} ({int(bad[:, i].sum())} rows)" for i in cols[:8]]
+                    raise DmoError(
+                        f"features contain missing or infinite values: {', '.join(parts)}; "
+                        "clean them or train with --impute median"
+                    )
+                dense = np.where(bad, np.asarray(self.fill), dense)
+            dense = (dense - np.asarray(self.mean)) / np.asarray(self.scale)
+        blocks = [dense.astype(np.float32)]
+        unseen: dict[str, int] = {}
+        for col, levels in self.categorical.items():
+            arr = batch.column(col)
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            arr = arr.cast(pa.string())
+            index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
+            idx = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
+            onehot = np.zeros((batch.num_rows, len(levels)), dtype=np.float32)
+            rows = np.flatnonzero(idx >= 0)
+            onehot[rows, idx[rows]] = 1.0
+            unseen[col] = int(((idx < 0) & ~arr.is_null().to_numpy(zero_copy_only=False)).sum())
+            blocks.append(onehot)
+        return np.ascontiguousarray(np.concatenate(blocks, axis=1)), unseen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "numeric": self.numeric,
+            "categorical": self.categorical,
+            "embedding": self.embedding,
+            "embedding_dim": self.embedding_dim,
+            "mean": self.mean,
+            "scale": self.scale,
+            "impute": self.impute,
+            "fill": self.fill,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Preprocessor":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _reservoir_add(reservoir: list[np.ndarray], rows: np.ndarray, seen: int, rng: np.random.Generator) -> int:
+    """Keep a uniform sample of at most RESERVOIR_ROWS rows across batches (Algorithm R, vectorized)."""
+    held = sum(len(r) for r in reservoir)
+    room = RESERVOIR_ROWS - held
+    if room > 0:
+        head = rows[:room]
+        reservoir.append(head.copy())
+        seen += len(head)
+        rows = rows[room:]
+    if len(rows):
+        sample = np.concatenate(reservoir, axis=0)
+        positions = rng.integers(0, seen + np.arange(1, len(rows) + 1))
+        keep = positions < RESERVOIR_ROWS
+        sample[positions[keep]] = rows[keep]
+        reservoir[:] = [sample]
+        seen += len(rows)
+    return seen

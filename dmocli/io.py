@@ -1,0 +1,167 @@
+"""Reading feature tables (parquet file, parquet directory, CSV) and writing outputs atomically.
+
+Everything that touches the file system for data goes through here so that
+commands share one set of error messages and one "never half-written" rule.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from .errors import DmoError
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
+
+
+def _is_csv(path: Path) -> bool:
+    name = path.name.lower()
+    return name.endswith(CSV_SUFFIXES)
+
+
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise DmoError(f"input not found: {path} (check the path; parquet file, directory of parquet files, or CSV)")
+
+
+def open_dataset(path: str | os.PathLike) -> pads.Dataset:
+    """A pyarrow dataset over a parquet file, a directory of parquet files, or a CSV file."""
+    path = Path(path)
+    _check_exists(path)
+    try:
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+            if not files:
+                raise DmoError(f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)")
+            return pads.dataset([str(p) for p in files], format="parquet")
+        if _is_csv(path):
+            delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+            fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delimiter))
+            return pads.dataset(str(path), format=fmt)
+        return pads.dataset(str(path), format="parquet")
+    except DmoError:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
+    """Read a whole table; refuses an empty one since no command can do anything with it."""
+    dataset = open_dataset(path)
+    try:
+        table = dataset.to_table(columns=columns)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+    if table.num_rows == 0:
+        raise DmoError(f"{path} has no rows (give a table with at least one row)")
+    return table
+
+
+def schema(path: str | os.PathLike) -> pa.Schema:
+    return open_dataset(path).schema
+
+
+def iter_batches(
+    path: str | os.PathLike, batch_size: int = 65536, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Stream record batches in file order; memory is O(batch), not O(rows)."""
+    dataset = open_dataset(path)
+    try:
+        for batch in dataset.to_batches(columns=columns, batch_size=batch_size):
+            if batch.num_rows:
+                yield batch
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+
+
+def count_rows(path: str | os.PathLike) -> int | None:
+    """Row count from parquet metadata without reading data; None for CSV (unknown without a pass)."""
+    path = Path(path)
+    _check_exists(path)
+    if not path.is_dir() and _is_csv(path):
+        return None
+    dataset = open_dataset(path)
+    try:
+        return int(dataset.count_rows())
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet file?)") from exc
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it into place only on success.
+
+    A crash or a bad input half-way leaves the old file (or nothing) behind,
+    never a truncated output that a batch job could pick up.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise DmoError(f"output directory does not exist: {directory} (create it or choose another -o path)")
+    if not os.access(directory, os.W_OK):
+        raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail before any expensive work if the output cannot be written."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise DmoError(f"output path {target} is a directory (give a file name)")
+    if not directory.is_dir():
+        raise DmoError(f"output directory does not exist: {directory} (create it or choose another output path)")
+    if not os.access(directory, os.W_OK):
+        raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+class ParquetSink:
+    """Write record batches to a parquet file that only appears when closed successfully."""
+
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema):
+        self._stack = contextlib.ExitStack()
+        self._tmp = self._stack.enter_context(atomic_path(path))
+        self._writer = pq.ParquetWriter(str(self._tmp), schema)
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if isinstance(batch, pa.RecordBatch):
+            self._writer.write_batch(batch)
+        else:
+            self._writer.write_table(batch)
+
+    def __enter__(self) -> "ParquetSink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._writer.close()
+        return self._stack.__exit__(exc_type, exc, tb)
+
+
+def write_parquet(path: str | os.PathLike, table: pa.Table) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, str(tmp))

@@ -1,0 +1,152 @@
+"""Label column handling: class names, the positive class, and integer codes.
+
+Labels keep their original type (int, string, bool) in the model file so a
+prediction can be mapped back; a missing label is an unlabeled row (code -1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import DmoError
+
+UNLABELED = -1
+
+
+def _python_value(value: Any) -> Any:
+    """Numpy/arrow scalars to plain JSON-able Python values."""
+    if isinstance(value, pa.Scalar):
+        value = value.as_py()
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value
+
+
+@dataclass
+class LabelSpec:
+    """Which column holds the label, its classes, and (for binary problems) the positive class."""
+
+    column: str
+    classes: list[Any]
+    positive: Any | None = None
+    counts: list[int] = field(default_factory=list)
+
+    @property
+    def binary(self) -> bool:
+        return self.positive is not None
+
+    @property
+    def n_outputs(self) -> int:
+        """1 logit for a binary (one-vs-rest) problem, K logits otherwise."""
+        return 1 if self.binary else len(self.classes)
+
+    def encode(self, labels: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Integer codes: 0/1 for binary, class index for multi-class, -1 for a missing label.
+
+        A value not seen in training is an error for multi-class (the model has
+        no logit for it) and a negative for one-vs-rest.
+        """
+        labels = _as_array(labels)
+        missing = labels.is_null().to_numpy(zero_copy_only=False)
+        if self.binary:
+            is_pos = pc.fill_null(pc.equal(labels, pa.scalar(self.positive, labels.type)), False)
+            codes = is_pos.to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            index = pc.index_in(labels, value_set=pa.array(self.classes, type=labels.type))
+            unknown = pc.and_(pc.is_null(index), pc.invert(labels.is_null()))
+            if pc.any(unknown).as_py():
+                bad = pc.filter(labels, unknown)[0].as_py()
+                raise DmoError(
+                    f"label value {bad!r} in column '{self.column}' was not seen in training "
+                    f"(known classes: {self.classes[:10]}); retrain with it or remove those rows"
+                )
+            codes = pc.fill_null(index, UNLABELED).to_numpy(zero_copy_only=False).astype(np.int64)
+        codes[missing] = UNLABELED
+        return codes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "classes": self.classes, "positive": self.positive, "counts": self.counts}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LabelSpec":
+        return cls(column=data["column"], classes=list(data["classes"]), positive=data.get("positive"),
+                   counts=list(data.get("counts", [])))
+
+
+def _as_array(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(labels, pa.ChunkedArray):
+        return labels.combine_chunks()
+    return labels
+
+
+def parse_positive(text: str, label_type: pa.DataType) -> Any:
+    """Turn the --positive string into a value of the label column's type."""
+    try:
+        if pa.types.is_integer(label_type):
+            return int(text)
+        if pa.types.is_floating(label_type):
+            return float(text)
+        if pa.types.is_boolean(label_type):
+            lowered = text.strip().lower()
+            if lowered not in {"true", "false", "1", "0"}:
+                raise ValueError(text)
+            return lowered in {"true", "1"}
+    except ValueError as exc:
+        raise DmoError(f"--positive {text!r} is not a valid {label_type} value for the label column") from exc
+    return text
+
+
+def infer_label_spec(
+    labels: pa.Array | pa.ChunkedArray,
+    column: str,
+    positive: str | None,
+    binary: bool,
+) -> LabelSpec:
+    """Classes sorted by value; for a binary problem the positive class defaults to the minority.
+
+    binary=False keeps all classes (multi-class solvers). binary=True with more
+    than two classes needs --positive, which makes the problem one-vs-rest.
+    """
+    labels = _as_array(labels)
+    if pa.types.is_dictionary(labels.type):
+        labels = labels.cast(labels.type.value_type)
+    counts = pc.value_counts(labels.drop_null())
+    values = [_python_value(v) for v in counts.field("values")]
+    freq = [int(c) for c in counts.field("counts").to_numpy()]
+    if not values:
+        raise DmoError(f"label column '{column}' has no labeled rows (every label is missing)")
+    order = sorted(range(len(values)), key=lambda i: (str(type(values[i])), values[i]))
+    classes = [values[i] for i in order]
+    class_counts = [freq[i] for i in order]
+    if len(classes) < 2 and (binary or positive is None):
+        raise DmoError(
+            f"label column '{column}' has only one class ({classes[0]!r}); "
+            "a classifier needs at least two classes in the training data"
+        )
+    if not binary:
+        return LabelSpec(column=column, classes=classes, positive=None, counts=class_counts)
+    if positive is not None:
+        pos_value = parse_positive(positive, labels.type)
+        if pos_value not in classes:
+            raise DmoError(
+                f"--positive {positive!r} does not occur in label column '{column}' "
+                f"(classes: {classes[:10]})"
+            )
+    else:
+        if len(classes) > 2:
+            raise DmoError(
+                f"label column '{column}' has {len(classes)} classes; a binary problem needs "
+                "--positive VALUE to choose the positive class (one-vs-rest)"
+            )
+        pos_value = classes[int(np.argmin(class_counts))] if class_counts[0] != class_counts[1] else classes[1]
+    n_pos = class_counts[classes.index(pos_value)]
+    n_total = sum(class_counts)
+    if n_pos == n_total:
+        raise DmoError(f"label column '{column}' has only the positive class; the training data needs negatives too")
+    rest = [c for c in classes if c != pos_value]
+    return LabelSpec(column=column, classes=[rest[0] if len(rest) == 1 else f"not {pos_value}", pos_value],
+                     positive=pos_value, counts=[n_total - n_pos, n_pos])

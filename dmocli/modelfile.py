@@ -1,0 +1,135 @@
+"""The model file: one .safetensors with weights and a JSON metadata header.
+
+Loading reads tensors and JSON only (safetensors never unpickles), checks
+the format version, and rebuilds the network from the stored architecture.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, safe_open, save_file
+
+from . import __version__
+from .errors import DmoError
+from .features import Preprocessor
+from .io import atomic_path
+from .labels import LabelSpec
+from .networks import Architecture, build_network, logits_of
+from .problems import Problem
+
+FORMAT_VERSION = 1
+METADATA_KEY = "dmocli"
+
+
+@dataclass
+class DmoModel:
+    """A trained classifier: preprocessing, network, labels and the operating point."""
+
+    network: torch.nn.Module
+    architecture: Architecture
+    preprocessor: Preprocessor
+    labels: LabelSpec
+    solver: str
+    problem: Problem | None
+    threshold: float | None  # on the logit scale; decision is logit >= threshold (binary only)
+    info: dict[str, Any] = field(default_factory=dict)  # solver-specific extras and training summary
+
+    @property
+    def binary(self) -> bool:
+        return self.labels.binary
+
+    def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
+        """Logits for a batch of raw rows, and unseen categorical level counts."""
+        features, unseen = self.preprocessor.transform(batch)
+        device = next(self.network.parameters()).device
+        out = logits_of(self.network, torch.from_numpy(features).to(device))
+        return out.float().cpu().numpy(), unseen
+
+    def decide(self, logits: np.ndarray) -> np.ndarray:
+        if self.binary:
+            return (logits >= self.threshold).astype(np.int8)
+        return logits.argmax(axis=1)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "format": "dmocli-model",
+            "format_version": FORMAT_VERSION,
+            "dmocli_version": __version__,
+            "solver": self.solver,
+            **(self.problem.to_dict() if self.problem else {"problem": None, "target": None, "beta": None}),
+            "threshold": self.threshold,
+            "decision_rule": "logit >= threshold" if self.binary else "argmax over class logits",
+            "labels": self.labels.to_dict(),
+            "feature_columns": self.preprocessor.input_columns,
+            "preprocessing": self.preprocessor.to_dict(),
+            "architecture": self.architecture.to_dict(),
+            "info": self.info,
+        }
+
+    def save(self, path: str | Path) -> None:
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.network.state_dict().items()}
+        meta = json.dumps(self.metadata(), default=_json_default)
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise DmoError(f"model file not found: {path} (train one with `dmo train`)")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            raw = (handle.metadata() or {}).get(METADATA_KEY)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise DmoError(f"{path} is not a readable dmo model file (safetensors): {exc}") from exc
+    if raw is None:
+        raise DmoError(f"{path} is a safetensors file but not a dmo model (no '{METADATA_KEY}' metadata)")
+    try:
+        meta = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DmoError(f"{path} has corrupt dmo metadata; retrain the model") from exc
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise DmoError(
+            f"{path} has model format version {version}; this dmocli reads version {FORMAT_VERSION} "
+            "(retrain or use a matching dmocli)"
+        )
+    return meta
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel:
+    meta = read_metadata(path)
+    try:
+        arch = Architecture.from_dict(meta["architecture"])
+        network = build_network(arch)
+        state = load_file(str(path), device="cpu")
+        network.load_state_dict(state)
+    except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
+        raise DmoError(f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain") from exc
+    network.to(device).eval()
+    problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
+    return DmoModel(
+        network=network,
+        architecture=arch,
+        preprocessor=Preprocessor.from_dict(meta["preprocessing"]),
+        labels=LabelSpec.from_dict(meta["labels"]),
+        solver=meta["solver"],
+        problem=problem,
+        threshold=meta.get("threshold"),
+        info=meta.get("info", {}),
+    )

@@ -1,0 +1,77 @@
+"""Torch heads that map a feature vector to logits: linear and MLP.
+
+The architecture is a small JSON-able dict so the model file can rebuild
+the network without pickled code.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .errors import DmoError
+
+
+@dataclass
+class Architecture:
+    """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU)."""
+
+    kind: str
+    n_inputs: int
+    n_outputs: int
+    width: int = 100
+    depth: int = 2
+    batchnorm: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("linear", "mlp"):
+            raise DmoError(f"--model {self.kind!r} is not known (use linear or mlp)")
+        if self.width < 1 or self.depth < 1:
+            raise DmoError("--width and --depth must be at least 1")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Architecture":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def build_network(arch: Architecture) -> nn.Module:
+    if arch.kind == "linear":
+        return nn.Sequential(nn.Linear(arch.n_inputs, arch.n_outputs))
+    layers: list[nn.Module] = []
+    width_in = arch.n_inputs
+    for _ in range(arch.depth):
+        layers.append(nn.Linear(width_in, arch.width))
+        if arch.batchnorm:
+            layers.append(nn.BatchNorm1d(arch.width))
+        layers.append(nn.ReLU())
+        width_in = arch.width
+    layers.append(nn.Linear(width_in, arch.n_outputs))
+    return nn.Sequential(*layers)
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU; asking for cuda without one is a usage error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DmoError("--device cuda was asked for but no CUDA device is available (use --device auto or cpu)")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise DmoError(f"--device {name!r} is not known (use auto, cpu or cuda)")
+    return torch.device(name)
+
+
+@torch.inference_mode()
+def logits_of(network: nn.Module, features: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
+    """Logits in eval mode, in chunks so inference memory stays bounded."""
+    was_training = network.training
+    network.eval()
+    try:
+        parts = [network(features[i:i + chunk]) for i in range(0, features.shape[0], chunk)]
+    finally:
+        network.train(was_training)
+    out = torch.cat(parts) if parts else torch.empty(0)
+    return out.squeeze(-1) if out.ndim == 2 and out.shape[1] == 1 else out

@@ -1,0 +1,107 @@
+"""JSON reports (stable keys, see DESIGN.md) and the precision-recall plot."""
+from __future__ import annotations
+
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .curve import ScoreCurve
+from .io import atomic_path, write_text
+from .metrics import binary_scores, multiclass_scores
+from .problems import Problem
+
+
+def binary_split_report(logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None,
+                        beta: float = 1.0) -> dict[str, Any]:
+    """Counts and metrics at `threshold` plus threshold-free AP and ROC AUC, for one split."""
+    beta = problem.beta if problem else beta
+    scores = binary_scores(y, logits >= threshold, beta)
+    curve = ScoreCurve.from_scores(logits, y) if logits.size else None
+    feasible = problem.feasible(scores["tp"], scores["fp"], scores["n_pos"]) if problem else None
+    return {
+        **scores,
+        "beta": beta,
+        "threshold": float(threshold),
+        "threshold_probability": _sigmoid(threshold),
+        "feasible": feasible,
+        "average_precision": curve.average_precision() if curve and scores["n_pos"] else None,
+        "roc_auc": curve.roc_auc() if curve else None,
+    }
+
+
+def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any]) -> dict[str, Any]:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    proba = np.exp(shifted)
+    proba /= proba.sum(axis=1, keepdims=True)
+    out = multiclass_scores(y, logits.argmax(axis=1), len(classes), proba)
+    out["classes"] = classes
+    return out
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def envelope(command: str, **fields: Any) -> dict[str, Any]:
+    """Keys every report carries."""
+    import torch
+
+    return {"command": command, "dmocli_version": __version__, "python": platform.python_version(),
+            "torch": torch.__version__, **fields}
+
+
+def dumps(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, default=_default, allow_nan=False) + "\n"
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def write_report(path: str | Path, report: dict[str, Any]) -> None:
+    write_text(path, dumps(report))
+
+
+def plot_pr_curve(path: str | Path, logits: np.ndarray, y: np.ndarray, threshold: float,
+                  problem: Problem | None, title: str) -> None:
+    """Precision-recall curve with the operating point and the target line marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = ScoreCurve.from_scores(logits, y)
+    rec, prec = curve.pr_points()
+    point = binary_scores(y, logits >= threshold)
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
+    ax.step(rec, prec, where="post", color="tab:blue", label=f"PR curve (AP {curve.average_precision():.3f})")
+    ax.plot([point["recall"]], [point["precision"]], "o", color="tab:red", markersize=8,
+            label=f"operating point (P {point['precision']:.3f}, R {point['recall']:.3f})")
+    if problem and problem.kind == "fpor":
+        ax.axhline(problem.target, color="gray", linestyle="--", linewidth=1, label=f"precision target {problem.target:g}")
+    elif problem and problem.kind == "frop":
+        ax.axvline(problem.target, color="gray", linestyle="--", linewidth=1, label=f"recall target {problem.target:g}")
+    ax.set_xlim(0, 1.01)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_title(title)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)

@@ -1,0 +1,19 @@
+"""Registry of solvers: one module per solver, looked up by the name used on the command line."""
+from __future__ import annotations
+
+from ..errors import DmoError
+from .base import Solver
+from .wce import WeightedCrossEntropy
+
+_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy,)}
+
+
+def available() -> list[str]:
+    return sorted(_SOLVERS)
+
+
+def get_solver(name: str) -> Solver:
+    try:
+        return _SOLVERS[name]()
+    except KeyError:
+        raise DmoError(f"--solver {name!r} is not available (choose from: {', '.join(available())})") from None

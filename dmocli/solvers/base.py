@@ -1,0 +1,127 @@
+"""What a solver receives and returns, so every solver plugs into the same train pipeline.
+
+A solver turns prepared tensors into a network (and optionally its own
+threshold); reading data, preprocessing, threshold adjustment, reports and
+the model file are the pipeline's job, shared by all solvers.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..errors import DmoError
+from ..networks import Architecture
+from ..problems import Problem
+
+
+@dataclass
+class SplitData:
+    """One split on the solver's device: features X (n, d) float32, labels y (n,) int64 (-1 = unlabeled).
+
+    `extra` holds optional per-row arrays a solver may use: LUS log acceptance
+    offsets ("offsets", (n, K)), extra augmented views ("views": name -> (n, d)).
+    """
+
+    X: torch.Tensor
+    y: torch.Tensor
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    def labeled(self) -> "SplitData":
+        mask = self.y >= 0
+        return SplitData(self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)})
+
+
+@dataclass
+class FitContext:
+    """Everything a solver needs besides the data."""
+
+    problem: Problem | None  # None for multi-class training
+    architecture: Architecture
+    device: torch.device
+    seed: int
+    params: Any  # the solver's own Params dataclass, validated
+    verbose: bool = False
+
+
+@dataclass
+class FitResult:
+    network: torch.nn.Module
+    trace: dict[str, Any] = field(default_factory=dict)
+    threshold: float | None = None  # the solver's own decision threshold on the logit scale, if it learns one
+
+
+class Solver:
+    """Base class: subclasses set name/summary/Params and implement fit()."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    binary_only: ClassVar[bool] = True
+    multiclass: ClassVar[bool] = False
+    uses_unlabeled: ClassVar[bool] = False
+    problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
+
+    @dataclass
+    class Params:
+        pass
+
+    def parse_params(self, raw: dict[str, str]) -> Any:
+        """Build Params from --param key=value strings, converting to each field's type."""
+        fields = {f.name: f for f in dataclasses.fields(self.Params)}
+        values: dict[str, Any] = {}
+        for key, text in raw.items():
+            name = key.replace("-", "_")
+            if name not in fields:
+                known = ", ".join(sorted(fields)) or "none"
+                raise DmoError(f"--param {key} is not a parameter of solver {self.name} (known: {known})")
+            values[name] = _convert(text, fields[name].type, key)
+        return self.Params(**values)
+
+    def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        raise NotImplementedError
+
+
+def _convert(text: str, annotation: Any, key: str) -> Any:
+    kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    try:
+        if "bool" in kind:
+            lowered = text.lower()
+            if lowered not in {"true", "false", "1", "0", "yes", "no"}:
+                raise ValueError(text)
+            return lowered in {"true", "1", "yes"}
+        if "int" in kind and "float" not in kind:
+            return int(text)
+        if "float" in kind:
+            return float(text)
+    except ValueError as exc:
+        raise DmoError(f"--param {key}={text!r}: expected a {kind} value") from exc
+    return text
+
+
+def param_help(params_cls: type) -> list[tuple[str, str, str]]:
+    """(name, default, help) rows for `dmo solvers`."""
+    rows = []
+    for f in dataclasses.fields(params_cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        rows.append((f.name.replace("_", "-"), repr(default), f.metadata.get("help", "")))
+    return rows
+
+
+def inverse_frequency_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """w_k = n / (K n_k): each class contributes equally to a weighted loss."""
+    counts = torch.bincount(y, minlength=n_classes).to(torch.float32)
+    weights = y.numel() / (n_classes * counts.clamp(min=1))
+    return weights
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
+    return torch.Generator().manual_seed(seed)

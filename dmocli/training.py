@@ -1,0 +1,200 @@
+"""The `train` pipeline: read, preprocess, fit a solver, adjust the threshold, report, save.
+
+Solvers only see tensors; everything around them is shared here so every
+solver's model gets the same exact threshold adjustment ("TA"), report and
+model file.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import io
+from .dataset import Prepared, prepare, stratified_split
+from .errors import DmoError, UnreachableTarget
+from .features import Preprocessor, plan_columns
+from .labels import LabelSpec, infer_label_spec
+from .modelfile import DmoModel
+from .networks import Architecture, logits_of, resolve_device
+from .problems import Problem
+from .report import binary_split_report, envelope, multiclass_split_report, write_report
+from .solvers import get_solver
+from .solvers.base import FitContext, SplitData
+from .threshold import search
+
+
+@dataclass
+class TrainOptions:
+    """Every option of `dmo train`; the CLI fills it, Python callers may too."""
+
+    problem: str | None = None  # fpor | frop | ofbs | multiclass; None: ofbs for binary labels, else multiclass
+    target: float | None = None
+    beta: float = 1.0
+    solver: str = "wce"
+    model: str = "linear"
+    width: int = 100
+    depth: int = 2
+    label_col: str = "label"
+    positive: str | None = None
+    drop: tuple[str, ...] = ()
+    embedding_col: str | None = None
+    impute: str = "none"
+    val: str | Path | None = None
+    val_frac: float = 0.0
+    device: str = "auto"
+    seed: int = 0
+    params: dict[str, str] = field(default_factory=dict)
+    confidence: float | None = None
+    adjust: bool = True
+    allow_infeasible: bool = False
+    drop_unlabeled: bool = False
+
+
+def default_model_path(data: str | Path) -> Path:
+    data = Path(data)
+    stem = data.name.split(".")[0] if data.is_file() else data.name
+    return data.parent / f"{stem}.dmo.safetensors"
+
+
+def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
+    kind = opts.problem
+    if kind is None:
+        kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
+    if kind == "multiclass":
+        if opts.target is not None:
+            raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
+        return None
+    return Problem(kind, opts.target, opts.beta)
+
+
+def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
+    extra = {k: torch.as_tensor(v, device=device) for k, v in data.extra.items()}
+    return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
+
+
+def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None,
+          report_path: str | Path | None = None) -> tuple[DmoModel, dict[str, Any]]:
+    """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input."""
+    started = time.perf_counter()
+    output = Path(output) if output is not None else default_model_path(data)
+    io.check_writable(output)
+    if report_path is not None:
+        io.check_writable(report_path)
+    if opts.val is not None and opts.val_frac:
+        raise DmoError("give either --val FILE or --val-frac, not both")
+    if not 0.0 <= opts.val_frac < 1.0:
+        raise DmoError(f"--val-frac {opts.val_frac} must be in [0, 1)")
+    solver = get_solver(opts.solver)
+    params = solver.parse_params(opts.params)
+    device = resolve_device(opts.device)
+
+    table = io.read_table(data)
+    plan = plan_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
+    label_column = table.column(opts.label_col)
+    n_classes = len(set(label_column.drop_null().unique().to_pylist()))
+    problem = _resolve_problem(opts, n_classes)
+    if problem is None and not solver.multiclass:
+        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
+    if problem is not None and problem.kind not in solver.problems:
+        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
+    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None)
+    pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
+    full = prepare(table, pre, labels)
+    n_unlabeled = int((full.y < 0).sum())
+    if n_unlabeled and not solver.uses_unlabeled:
+        if not opts.drop_unlabeled:
+            raise DmoError(
+                f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
+                "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
+            )
+        full = full.take(np.flatnonzero(full.y >= 0))
+    if solver.uses_unlabeled and n_unlabeled == 0:
+        raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
+
+    if opts.val is not None:
+        val_table = io.read_table(opts.val)
+        pre.check_columns(val_table.schema)
+        if opts.label_col not in val_table.schema.names:
+            raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
+        val_data: Prepared | None = prepare(val_table, pre, labels)
+        val_data = val_data.take(np.flatnonzero(val_data.y >= 0))
+        train_data = full
+    elif opts.val_frac > 0:
+        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed)
+        train_data, val_data = full.take(train_rows), full.take(val_rows)
+    else:
+        train_data, val_data = full, None
+
+    arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
+    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params)
+    train_split = _split_tensors(train_data, device)
+    val_split = _split_tensors(val_data, device) if val_data is not None else None
+    fit_started = time.perf_counter()
+    result = solver.fit(train_split, val_split, ctx)
+    fit_seconds = time.perf_counter() - fit_started
+    network = result.network.eval()
+
+    labeled_train = train_data.take(np.flatnonzero(train_data.y >= 0))
+    logits = {"train": logits_of(network, train_split.labeled().X).float().cpu().numpy()}
+    truth = {"train": labeled_train.y}
+    if val_data is not None:
+        logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
+        truth["val"] = val_data.y
+
+    report: dict[str, Any] = envelope(
+        "train", solver=solver.name, **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
+        confidence=opts.confidence, seed=opts.seed, device=str(device), data=str(data),
+        val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
+        model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
+        unseen_levels={k: v for k, v in full.unseen.items() if v},
+    )
+    threshold: float | None = None
+    if problem is not None:
+        threshold_split = "val" if val_data is not None else "train"
+        own = result.threshold
+        if own is not None:
+            report["before_adjustment"] = {
+                name: binary_split_report(logits[name], truth[name], own, problem) for name in logits
+            }
+        if opts.adjust or own is None:
+            point = search(logits[threshold_split], truth[threshold_split], problem, opts.confidence)
+            report["operating_point"] = {"split": threshold_split, **point.to_dict()}
+            if point.feasible is False and not opts.allow_infeasible:
+                what = problem.constraint_name
+                raise UnreachableTarget(
+                    f"target {what} >= {problem.target:g} is not reachable on the {threshold_split} split "
+                    f"(best achievable {what}{' bound' if opts.confidence else ''}: {point.best_achievable:.4f}); "
+                    "lower --target, or pass --allow-infeasible to keep the closest threshold",
+                    best_achievable=point.best_achievable,
+                )
+            threshold = point.threshold
+        else:
+            threshold = own
+        report["threshold"] = threshold
+        report["splits"] = {name: binary_split_report(logits[name], truth[name], threshold, problem) for name in logits}
+    else:
+        report["splits"] = {name: multiclass_split_report(logits[name], truth[name], labels.classes) for name in logits}
+    report["solver_trace"] = result.trace
+    report["fit_seconds"] = fit_seconds
+
+    model = DmoModel(network=network.cpu(), architecture=arch, preprocessor=pre, labels=labels, solver=solver.name,
+                     problem=problem, threshold=threshold,
+                     info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
+                           "summary": _summary(report)})
+    report["wall_seconds"] = time.perf_counter() - started
+    report["model_path"] = str(output)
+    model.save(output)
+    if report_path is not None:
+        write_report(report_path, report)
+    return model, report
+
+
+def _summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The few numbers worth keeping inside the model file."""
+    keep = ("precision", "recall", "f_beta", "feasible", "accuracy", "balanced_accuracy", "macro_f1")
+    return {split: {k: v for k, v in values.items() if k in keep} for split, values in report.get("splits", {}).items()}
