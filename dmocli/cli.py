@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -191,8 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        code = app(args=args, prog_name="dmo", standalone_mode=False)
-        sys.exit(code if isinstance(code, int) else 0)
+        # Standalone mode: click reports usage errors itself (exit 2); our own errors propagate to here.
+        app(args=args, prog_name="dmo")
     except UnreachableTarget as exc:
         if debug:
             raise
@@ -203,12 +202,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"dmo: error: {exc}", markup=False)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("dmo: aborted", markup=False)
-        sys.exit(130)
-    except click.ClickException as exc:
-        err.print(f"dmo: error: {exc.format_message()} (see dmo --help)", markup=False)
-        sys.exit(2)
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.exit(0)
     except KeyboardInterrupt:
         err.print("dmo: interrupted", markup=False)
         sys.exit(130)
