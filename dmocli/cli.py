@@ -170,6 +170,59 @@ def predict(
 
 
 @app.command()
+def extract(
+    source: Path = typer.Argument(..., help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
+                                            "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet feature table to write."),
+    kind: str = typer.Option("auto", "--kind", help="image, text or auto (a table or .txt folder is text)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local model folder (save_pretrained layout, or a timm "
+                                        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+                                        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Items per forward pass."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Image decode worker processes (0: in the main process; default: one per core, at most 8)."),
+    pooling: str = typer.Option("auto", "--pooling", help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images)."),
+    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no)."),
+    views: Optional[str] = typer.Option(None, "--views", help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the augmented views."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest."),
+    checkpoint_every: int = typer.Option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items."),
+    text_col: str = typer.Option("text", "--text-col", help="Text column of a table."),
+    label_col: str = typer.Option("label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Truncate texts to this many tokens (default: the model's limit)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report (incl. skipped unreadable items) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Embed images or texts with a pretrained backbone into a feature table `dmo train` reads.
+
+    Example: dmo extract photos/ -o features.parquet --model ./dinov2-small --views weak:1,strong:2
+    """
+    import signal
+
+    from .extract import ExtractOptions, extract as run_extract
+    from .extract.progress import progress_bar
+
+    def _terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # a batch scheduler's SIGTERM: save finished rows, then stop
+
+    signal.signal(signal.SIGTERM, _terminate)
+    opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,
+                          pooling=pooling, normalize=normalize, views=views, seed=seed, resume=resume,
+                          text_col=text_col, label_col=label_col, max_length=max_length, checkpoint_every=checkpoint_every)
+    with progress_bar(err, "extract") as progress:
+        result = run_extract(source, output, opts, report, progress)
+    if result["n_skipped"]:
+        err.print(f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "
+                  f"{next(iter(result['skipped'][0].values()))}" + ("" if report else " (list them with --report FILE)"),
+                  markup=False)
+    rate = f", {result['items_per_second']:.1f} items/s" if result["items_per_second"] else ""
+    _emit(result, as_json, [f"wrote {result['n_rows']} rows x {result['dim']} features to {output} "
+                            f"({result['n_extracted']} extracted in {result['extract_seconds']:.1f} s{rate}, "
+                            f"{result['n_resumed']} resumed, {result['n_skipped']} skipped)"])
+
+
+@app.command()
 def solvers() -> None:
     """List the solvers and their --param hyper-parameters."""
     from .solvers import available, get_solver
