@@ -84,10 +84,10 @@ def image_run(env: dict[str, Path]) -> dict:
 
 @pytest.fixture(scope="module")
 def text_run(env: dict[str, Path]) -> dict:
+    """The library call behind the CLI (the CLI itself is run on images above; each dmo process costs seconds)."""
     out = env["root"] / "txt.parquet"
-    proc = run_dmo("extract", env["texts"], "-o", out, "--model", env["bert"], "--batch-size", "8", "--json",
-                   check=True)
-    return {"table": pq.read_table(out), "report": json.loads(proc.stdout)}
+    report = extract(env["texts"], out, ExtractOptions(model=str(env["bert"]), batch_size=8))
+    return {"table": pq.read_table(out), "report": report}
 
 
 def _features(table: pa.Table, column: str = "features") -> np.ndarray:
@@ -278,3 +278,18 @@ def test_pickle_only_checkpoint_is_refused(env: dict[str, Path], tmp_path: Path)
     (model_dir / "pytorch_model.bin").write_bytes(b"pickle")
     with pytest.raises(DmoError, match="never unpickles"):
         extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(model=str(model_dir)))
+
+
+def test_sentence_transformers_checkpoint_matches_encode(env: dict[str, Path], tmp_path: Path) -> None:
+    """A checkpoint saved by the installed sentence-transformers: pooling/normalization read from modules.json."""
+    st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+    from sentence_transformers import models
+
+    model = st.SentenceTransformer(modules=[models.Transformer(str(env["bert"]), max_seq_length=16),
+                                            models.Pooling(32, "cls"), models.Normalize()], device="cpu")
+    model.save(str(tmp_path / "st"))
+    out = tmp_path / "st.parquet"
+    report = extract(env["texts"], out, ExtractOptions(model=str(tmp_path / "st"), batch_size=8))
+    assert report["pooling"] == "cls" and report["normalize"] is True
+    texts = pd.read_csv(env["texts"])["text"].tolist()
+    np.testing.assert_allclose(_features(pq.read_table(out)), model.encode(texts, batch_size=8), atol=1e-5)

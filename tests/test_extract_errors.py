@@ -10,6 +10,8 @@ import pytest
 
 from conftest import run_dmo
 
+from dmocli.errors import DmoError
+
 
 def _image_folder(root: Path) -> Path:
     folder = root / "imgs" / "a"
@@ -25,13 +27,13 @@ def test_missing_model_folder(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and not (tmp_path / "f.parquet").exists()
 
 
-def test_hub_name_not_in_the_offline_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_name_not_in_the_offline_cache() -> None:
     pytest.importorskip("huggingface_hub", reason='needs the extract extra: pip install "dmocli[extract]"')
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
-    proc = run_dmo("extract", _image_folder(tmp_path), "-o", tmp_path / "f.parquet", "--model", "facebook/dinov2-small")
-    assert proc.returncode == 2, proc.stderr
-    assert "not in the local Hugging Face cache" in proc.stderr and "hf download facebook/dinov2-small" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    from dmocli.extract.backbones import resolve_model_dir
+
+    with pytest.raises(DmoError, match="not in the local Hugging Face cache") as info:
+        resolve_model_dir("dmocli-tests/no-such-model")
+    assert "hf download dmocli-tests/no-such-model" in str(info.value) and "--model /path/to/folder" in str(info.value)
 
 
 def _run_without(modules: list[str], code: str) -> subprocess.CompletedProcess:
@@ -43,17 +45,12 @@ def _run_without(modules: list[str], code: str) -> subprocess.CompletedProcess:
 
 def test_core_imports_and_extract_fails_clearly_without_the_extra(tmp_path: Path) -> None:
     extras = ["transformers", "timm", "PIL", "huggingface_hub"]
-    proc = _run_without(extras, "import dmocli.cli, dmocli.training, dmocli.applying, dmocli.extract; print('ok')")
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
     args = [str(_image_folder(tmp_path)), "-o", str(tmp_path / "f.parquet"), "--model", "org/model"]
-    proc = _run_without(extras, f"from dmocli.cli import main; main(['extract', *{args!r}])")
+    proc = _run_without(extras, "import dmocli.cli, dmocli.training, dmocli.applying, dmocli.extract; print('ok'); "
+                                f"dmocli.cli.main(['extract', *{args!r}])")
+    assert proc.stdout.strip() == "ok", proc.stderr
     assert proc.returncode == 2, proc.stderr
     assert 'pip install "dmocli[extract]"' in proc.stderr and "Traceback" not in proc.stderr
-
-
-def test_bad_views_spec(tmp_path: Path) -> None:
-    proc = run_dmo("extract", _image_folder(tmp_path), "-o", tmp_path / "f.parquet", "--views", "medium:2")
-    assert proc.returncode == 2 and "unknown policy 'medium'" in proc.stderr
 
 
 def test_augmentations_are_seeded_per_item_and_view() -> None:
@@ -62,6 +59,8 @@ def test_augmentations_are_seeded_per_item_and_view() -> None:
     from dmocli.extract.views import View, parse_views
 
     assert parse_views("weak:1,strong:2") == [View("weak", 0), View("strong", 0), View("strong", 1)]
+    with pytest.raises(DmoError, match="unknown policy 'medium'"):
+        parse_views("medium:2")
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8))
     a = np.asarray(augment(img, View("strong", 0), 0, "x.jpg"))
     assert a.shape == (32, 32, 3)

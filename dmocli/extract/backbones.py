@@ -20,9 +20,6 @@ from .deps import require
 from .imagespec import RESAMPLE, ImageSpec
 
 DEFAULT_MODELS = {"image": "facebook/dinov2-small", "text": "sentence-transformers/all-MiniLM-L6-v2"}
-ST_TRANSFORMER = "sentence_transformers.models.Transformer"
-ST_POOLING = "sentence_transformers.models.Pooling"
-ST_NORMALIZE = "sentence_transformers.models.Normalize"
 
 
 def _how_to_provide(name: str) -> str:
@@ -60,25 +57,22 @@ class SentenceConfig:
 
 
 def sentence_config(model_dir: Path) -> SentenceConfig | None:
+    """Read modules.json in both layouts (sentence_transformers.models.X up to v5, ...modules.x.X from v6)."""
     modules_file = model_dir / "modules.json"
     if not modules_file.is_file():
         return None
-    modules = json.loads(modules_file.read_text())
-    by_type = {m.get("type"): m for m in modules}
-    base = model_dir / by_type.get(ST_TRANSFORMER, {}).get("path", "")
-    cfg = SentenceConfig(transformer_dir=base, normalize=ST_NORMALIZE in by_type)
-    if ST_POOLING in by_type:
-        pool_file = model_dir / by_type[ST_POOLING].get("path", "") / "config.json"
-        if pool_file.is_file():
-            pool = json.loads(pool_file.read_text())
-            if pool.get("pooling_mode_cls_token"):
-                cfg.pooling = "cls"
-            elif pool.get("pooling_mode_mean_tokens"):
-                cfg.pooling = "mean"
-    for name in ("sentence_bert_config.json",):
-        f = base / name if (base / name).is_file() else model_dir / name
-        if f.is_file():
-            cfg.max_length = json.loads(f.read_text()).get("max_seq_length")
+    by_class = {str(m.get("type", "")).rsplit(".", 1)[-1]: m for m in json.loads(modules_file.read_text())}
+    base = model_dir / by_class.get("Transformer", {}).get("path", "")
+    cfg = SentenceConfig(transformer_dir=base, normalize="Normalize" in by_class)
+    if "Pooling" in by_class:
+        pool_file = model_dir / by_class["Pooling"].get("path", "") / "config.json"
+        pool = json.loads(pool_file.read_text()) if pool_file.is_file() else {}
+        legacy = [k.removeprefix("pooling_mode_").removesuffix("_token").removesuffix("_tokens")
+                  for k, v in pool.items() if k.startswith("pooling_mode_") and v is True]
+        cfg.pooling = pool.get("pooling_mode") or "+".join(legacy) or None
+    bert_cfg = base / "sentence_bert_config.json"
+    if bert_cfg.is_file():
+        cfg.max_length = json.loads(bert_cfg.read_text()).get("max_seq_length")
     return cfg
 
 
@@ -152,6 +146,9 @@ def _load_transformers(model_dir: Path, name: str, kind: str, pooling: str, norm
     model.eval()
     if pooling == "auto":
         pooling = (st.pooling if st and st.pooling else None) or ("mean" if kind == "text" else "cls")
+        if pooling not in ("cls", "mean"):
+            raise DmoError(f"{name} pools with '{pooling}' (sentence-transformers), which dmo extract does not "
+                           "implement; choose --pooling cls or mean")
     if normalize is None:
         normalize = bool(st and st.normalize)
     cfg = model.config
