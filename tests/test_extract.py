@@ -280,6 +280,7 @@ def test_pickle_only_checkpoint_is_refused(env: dict[str, Path], tmp_path: Path)
         extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(model=str(model_dir)))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_sentence_transformers_checkpoint_matches_encode(env: dict[str, Path], tmp_path: Path) -> None:
     """A checkpoint saved by the installed sentence-transformers: pooling/normalization read from modules.json."""
     st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
