@@ -17,18 +17,16 @@ Prints a table and writes bench/results/extract.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
 import torch
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from _common import print_table, write_results
 
 from dmocli.extract import ExtractOptions, extract  # noqa: E402
 from dmocli.extract.backbones import load_backbone  # noqa: E402
@@ -86,7 +84,8 @@ def dinov2_small(path: Path) -> Path:
 def minilm_sized(path: Path, max_len: int) -> Path:
     """Random BERT of all-MiniLM-L6-v2's shape, saved as a sentence-transformers checkpoint (mean + normalize)."""
     import transformers
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models  # noqa: deprecated alias kept for sentence-transformers < 6
 
     if not (path / "modules.json").exists():
         torch.manual_seed(0)
@@ -173,7 +172,6 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="minimum timing window of each bare forward figure")
     ap.add_argument("--skip-text", action="store_true")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/dmo-bench-extract"))
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "extract.json")
     args = ap.parse_args()
 
     device = resolve_device(args.device)
@@ -203,7 +201,6 @@ def main() -> None:
             print(rows[-1], flush=True)
     if not args.skip_text:
         from sentence_transformers import SentenceTransformer
-        import pandas as pd
 
         st_dir = minilm_sized(args.tmp / "minilm-sized-random", args.text_tokens)
         rng = np.random.default_rng(0)
@@ -225,28 +222,23 @@ def main() -> None:
                     theirs = st.encode(sentences, batch_size=batch, convert_to_numpy=True)
                     sync(device)
                     st_rate = len(sentences) / (time.perf_counter() - t0)
-                import pyarrow.parquet as pq
-
                 col = pq.read_table(out).column("features").combine_chunks()
                 ours = col.values.to_numpy().reshape(len(col), -1)
                 rows.append({"task": "text", "dtype": dtype, "batch": batch, "forward_per_s": fwd,
                              "pipeline_per_s": rep["items_per_second"], "sentence_transformers_per_s": st_rate,
-                             "pipeline_items": rep["n_extracted"], "max_abs_diff_vs_st": float(np.abs(ours - theirs).max())})
+                             "pipeline_items": rep["n_extracted"], "binding": f"forward@{args.text_tokens}tok",
+                             "fraction_of_ceiling": rep["items_per_second"] / fwd,
+                             "max_abs_diff_vs_st": float(np.abs(ours - theirs).max())})
                 print(rows[-1], flush=True)
-    result = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if gpu else platform.processor() or "cpu",
-              "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "workers": workers,
-              "n_images": len(files), "text_tokens": args.text_tokens, "n_texts": n_texts, "torch": torch.__version__,
-              "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"\n{result['device']} ({result['device_name']}), {workers} decode workers, torch {torch.__version__}")
-    print(f"{'task':5} {'dtype':5} {'batch':>5} {'forward/s':>10} {'decode/s':>9} {'pipeline/s':>10} {'ST encode/s':>11} {'of ceiling':>10}  binds")
-    for r in rows:
-        dec = f"{r['decode_per_s']:9.1f}" if "decode_per_s" in r else f"{'-':>9}"
-        st_r = f"{r['sentence_transformers_per_s']:11.1f}" if "sentence_transformers_per_s" in r else f"{'-':>11}"
-        frac = f"{r['fraction_of_ceiling']:10.0%}" if "fraction_of_ceiling" in r else f"{r['pipeline_per_s'] / r['forward_per_s']:10.0%}"
-        print(f"{r['task']:5} {r['dtype']:5} {r['batch']:5d} {r['forward_per_s']:10.1f} {dec} {r['pipeline_per_s']:10.1f} {st_r} {frac}  {r.get('binding', 'forward@' + str(args.text_tokens) + 'tok')}")
-    print(f"wrote {args.out}")
+    path = write_results("extract", {
+        "device": str(device), "device_name": torch.cuda.get_device_name(device) if gpu else platform.processor() or "cpu",
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "workers": workers,
+        "n_images": len(files), "text_tokens": args.text_tokens, "n_texts": n_texts, "torch": torch.__version__,
+        "rows": rows})
+    print(f"\n{device}, {os.cpu_count()} cores, {workers} decode workers, torch {torch.__version__}")
+    print_table(rows, ["task", "dtype", "batch", "pipeline_items", "forward_per_s", "decode_per_s", "pipeline_per_s",
+                       "sentence_transformers_per_s", "fraction_of_ceiling", "binding"])
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ _API = {
     "load_model": ("modelfile", "load_model"),
     "Problem": ("problems", "Problem"),
     "search_threshold": ("threshold", "search"),
+    "extract": ("extract", "extract"),
+    "ExtractOptions": ("extract", "ExtractOptions"),
 }
 
 __all__ = ["__version__", *_API]

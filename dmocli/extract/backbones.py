@@ -9,7 +9,7 @@ gives the same vectors as `SentenceTransformer.encode`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -91,7 +91,6 @@ class Backbone:
     image_spec: ImageSpec | None = None
     tokenizer: Any = None
     max_length: int = 512
-    info: dict[str, Any] = field(default_factory=dict)
 
     def embed(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = self.forward(*inputs).float()
@@ -115,8 +114,9 @@ def _image_spec_from_processor(proc: Any) -> ImageSpec:
     if shortest is None and size is not None and _get(size, "height"):
         resize_hw = (int(_get(size, "height")), int(_get(size, "width")))
     crop_hw = (int(_get(crop, "height")), int(_get(crop, "width"))) if crop is not None and _get(proc, "do_center_crop") else None
-    if shortest is None and resize_hw is None:
-        raise DmoError("the model's image processor has no fixed input size (size.shortest_edge or height/width)")
+    if resize_hw is None and (shortest is None or crop_hw is None):
+        raise DmoError("the model's image processor gives no fixed input size (it needs size.height/width, or "
+                       "size.shortest_edge with a centre crop); dmo extract batches images of one size")
     resample = _get(proc, "resample")
     normalize = _get(proc, "do_normalize") is not False
     mean = tuple(_get(proc, "image_mean")) if normalize else (0.0, 0.0, 0.0)

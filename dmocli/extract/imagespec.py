@@ -19,14 +19,6 @@ class ImageSpec:
     std: tuple[float, float, float]
     scale: float = 1 / 255
 
-    @property
-    def output_hw(self) -> tuple[int, int]:
-        if self.crop_hw:
-            return self.crop_hw
-        if self.resize_hw:
-            return self.resize_hw
-        raise ValueError("an ImageSpec needs a crop or a fixed resize to give a fixed input size")
-
     def to_dict(self) -> dict[str, Any]:
         return {"shortest_edge": self.shortest_edge, "resize_hw": self.resize_hw, "crop_hw": self.crop_hw,
                 "resample": self.resample, "mean": self.mean, "std": self.std, "scale": self.scale}
