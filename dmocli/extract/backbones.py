@@ -192,7 +192,7 @@ def _load_transformers(model_dir: Path, name: str, kind: str, pooling: str, norm
 
 
 def _load_timm(model_dir: Path, name: str, pooling: str, normalize: bool | None) -> Backbone:
-    timm = require("timm", "timm image backbones")
+    timm = require("timm", "timm image backbones", hint='pip install "dmocli[extract,timm]"')
     _check_safetensors(model_dir)
     pooling = "cls" if pooling == "auto" else pooling
     try:

@@ -25,7 +25,7 @@ def offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
 
-def require(name: str, purpose: str) -> ModuleType:
+def require(name: str, purpose: str, hint: str = INSTALL_HINT) -> ModuleType:
     """Import `name` or raise a DmoError naming the extra to install."""
     offline()
     try:
@@ -35,5 +35,5 @@ def require(name: str, purpose: str) -> ModuleType:
         raise DmoError(
             f"dmo extract needs the optional package '{missing}' for {purpose} "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else missing}); "
-            f"install it with: {INSTALL_HINT}"
+            f"install it with: {hint}"
         ) from exc
