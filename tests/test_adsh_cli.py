@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from conftest import run_dmo
 from dmocli.applying import evaluate
@@ -21,6 +22,10 @@ def this_checkout_one_thread(monkeypatch):
     """Run the `dmo` installed next to this interpreter (this checkout), with one torch thread (fast on a small machine)."""
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def partly_labeled(seed: int = 0, counts=(150, 50, 20), d: int = 4) -> tuple[pd.DataFrame, np.ndarray]:

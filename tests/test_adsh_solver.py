@@ -11,6 +11,15 @@ from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext, SplitData
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def long_tailed(seed: int = 0, counts=(30, 200, 60, 12), labeled_frac: float = 0.15, d: int = 6):
     """Gaussian blobs, one per class, with class 1 the head; returns X, y (-1 = unlabeled) and the truth."""
     rng = np.random.default_rng(seed)
