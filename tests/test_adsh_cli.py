@@ -94,13 +94,16 @@ def test_unlabeled_rows_are_refused_by_wce_and_required_by_fixmatch(tmp_path):
     assert not (tmp_path / "m.safetensors").exists()
 
 
-def test_truth_may_be_the_fully_labeled_original(tmp_path):
+def test_csv_with_empty_string_labels_and_the_original_as_truth(tmp_path):
+    """An empty label cell in a CSV is an unlabeled row (not a class ''); the truth file may be the full original."""
     frame, truth = partly_labeled()
-    data, full = tmp_path / "train.parquet", tmp_path / "full.csv"
-    frame.to_parquet(data)
+    data, full = tmp_path / "train.csv", tmp_path / "full.csv"
+    frame.to_csv(data, index=False)
+    assert ",\n" in data.read_text()  # missing labels are written as empty cells
     frame.assign(label=truth).to_csv(full, index=False)
     _, report = train(data, TrainOptions(solver="fixmatch", params=dict(FAST_PARAMS), unlabeled_truth=full),
                       output=tmp_path / "m.safetensors")
+    assert report["splits"]["train"]["classes"] == ["a", "b", "c"]
     quality = report["solver_trace"]["pseudo_label_quality"][-1]
     assert quality["true"] == [int(np.sum(truth[frame["label"].isna()] == c)) for c in "abc"]
 
