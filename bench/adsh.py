@@ -30,7 +30,8 @@ from dmocli.applying import evaluate
 from dmocli.training import TrainOptions, train
 
 REPO = Path(__file__).resolve().parent.parent
-METHODS = ("wce", "fixmatch", "adsh")
+# name -> (solver, extra params); "ce" is the paper's "Supervised" row (plain, unweighted cross-entropy)
+METHODS = {"wce": ("wce", {}), "ce": ("wce", {"balanced": "false"}), "fixmatch": ("fixmatch", {}), "adsh": ("adsh", {})}
 
 
 def profile(first: float, gamma: float, n_classes: int, reverse: bool) -> np.ndarray:
@@ -64,16 +65,19 @@ def build(train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool) 
 
 def run(method: str, data: Path, truth: Path, test: Path, out: Path, seed: int, model: str,
         epochs: int, steps: int) -> dict:
-    params = {} if method == "wce" else {"epochs": str(epochs), "steps_per_epoch": str(steps)}
-    opts = TrainOptions(solver=method, model=model, seed=seed, params=params, drop_unlabeled=method == "wce",
-                        unlabeled_truth=None if method == "wce" else truth, device="cpu")
+    solver, params = METHODS[method]
+    semi = solver != "wce"
+    if semi:
+        params = {**params, "epochs": str(epochs), "steps_per_epoch": str(steps)}
+    opts = TrainOptions(solver=solver, model=model, seed=seed, params=params, drop_unlabeled=not semi,
+                        unlabeled_truth=truth if semi else None, device="cpu")
     started = time.perf_counter()
     _, report = train(data, opts, output=out)
     wall = time.perf_counter() - started
     split = evaluate(out, test)["splits"]["data"]
     result = {"balanced_accuracy": split["balanced_accuracy"], "recall": split["per_class"]["recall"],
               "classes": split["classes"], "wall_seconds": wall}
-    if method != "wce":
+    if semi:
         trace = report["solver_trace"]
         result["final_thresholds"] = trace["thresholds"][-1]
         result["final_pseudo_label_quality"] = trace["pseudo_label_quality"][-1]
@@ -87,6 +91,7 @@ def main() -> None:
     parser.add_argument("--gammas", type=float, nargs="+", default=[10, 50, 100])
     parser.add_argument("--n1", type=int, nargs="+", default=[30, 60])
     parser.add_argument("--profiles", nargs="+", default=["same", "reversed"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--model", default="linear")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
@@ -107,7 +112,7 @@ def main() -> None:
             table.to_parquet(data)
             truth.to_parquet(truth_path)
             rare = order[-3:]
-            for method in METHODS:
+            for method in args.methods:
                 res = run(method, data, truth_path, test, tmp / f"{method}.safetensors", seed, args.model,
                           args.epochs, args.steps)
                 res["rare3_recall"] = float(np.mean([res["recall"][res["classes"].index(c)] for c in rare]))
@@ -116,8 +121,8 @@ def main() -> None:
                                 "class_order": [int(c) for c in order], **res})
                 print(f"gamma {gamma:g} N1 {n1} {prof:8s} seed {seed} {method:8s} bal.acc {res['balanced_accuracy']:.4f} "
                       f"rare3 {res['rare3_recall']:.4f} {res['wall_seconds']:.1f}s", flush=True)
-    summary = summarize(records)
-    print_table(summary)
+    summary = summarize(records, args.methods)
+    print_table(summary, args.methods)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -126,13 +131,13 @@ def main() -> None:
     print(f"wrote {args.output} ({time.perf_counter() - started:.0f} s)")
 
 
-def summarize(records: list[dict]) -> list[dict]:
+def summarize(records: list[dict], methods: list[str]) -> list[dict]:
     frame = pd.DataFrame([{k: r[k] for k in ("gamma", "n1", "profile", "seed", "method", "balanced_accuracy",
                                               "rare3_recall", "wall_seconds")} for r in records])
     rows = []
     for (gamma, n1, prof), group in frame.groupby(["gamma", "n1", "profile"], sort=True):
         row = {"gamma": gamma, "n1": n1, "profile": prof}
-        for method in METHODS:
+        for method in methods:
             g = group[group["method"] == method]
             row[f"{method}_bal_acc"] = float(g["balanced_accuracy"].mean())
             row[f"{method}_bal_acc_std"] = float(g["balanced_accuracy"].std(ddof=0))
@@ -142,15 +147,16 @@ def summarize(records: list[dict]) -> list[dict]:
     return rows
 
 
-def print_table(rows: list[dict]) -> None:
-    head = (f"{'gamma':>5} {'N1':>3} {'profile':8} | {'bal.acc wce':>11} {'fixmatch':>8} {'adsh':>6} | "
-            f"{'rare3 wce':>9} {'fixmatch':>8} {'adsh':>6} | {'wall s wce':>10} {'fixmatch':>8} {'adsh':>6}")
+def print_table(rows: list[dict], methods: list[str]) -> None:
+    """Means over seeds: balanced accuracy | rare-3 recall | wall seconds, one column per method."""
+    names = " ".join(f"{m:>8}" for m in methods)
+    head = f"{'gamma':>5} {'N1':>3} {'profile':8} | bal.acc {names} | rare3 {names} | wall s {names}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {r['wce_bal_acc']:>11.4f} {r['fixmatch_bal_acc']:>8.4f} "
-              f"{r['adsh_bal_acc']:>6.4f} | {r['wce_rare3']:>9.4f} {r['fixmatch_rare3']:>8.4f} {r['adsh_rare3']:>6.4f} | "
-              f"{r['wce_wall_s']:>10.1f} {r['fixmatch_wall_s']:>8.1f} {r['adsh_wall_s']:>6.1f}")
+        cells = [" ".join(f"{r[f'{m}_{key}']:>8.{digits}f}" for m in methods)
+                 for key, digits in (("bal_acc", 4), ("rare3", 4), ("wall_s", 1))]
+        print(f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | {'':5} {cells[1]} | {'':6} {cells[2]}")
 
 
 if __name__ == "__main__":
