@@ -64,11 +64,11 @@ def build(train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool) 
 
 
 def run(method: str, data: Path, truth: Path, test: Path, out: Path, seed: int, model: str,
-        epochs: int, steps: int) -> dict:
+        epochs: int, steps: int, extra: dict[str, str]) -> dict:
     solver, params = METHODS[method]
     semi = solver != "wce"
     if semi:
-        params = {**params, "epochs": str(epochs), "steps_per_epoch": str(steps)}
+        params = {**params, "epochs": str(epochs), "steps_per_epoch": str(steps), **extra}
     opts = TrainOptions(solver=solver, model=model, seed=seed, params=params, drop_unlabeled=not semi,
                         unlabeled_truth=truth if semi else None, device="cpu")
     started = time.perf_counter()
@@ -95,6 +95,7 @@ def main() -> None:
     parser.add_argument("--model", default="linear")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
+    parser.add_argument("--param", action="append", default=[], help="KEY=VALUE for fixmatch and adsh (repeatable)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: best on a shared machine)")
     parser.add_argument("--output", type=Path, default=REPO / "bench" / "results" / "adsh.json")
     args = parser.parse_args()
@@ -114,7 +115,7 @@ def main() -> None:
             rare = order[-3:]
             for method in args.methods:
                 res = run(method, data, truth_path, test, tmp / f"{method}.safetensors", seed, args.model,
-                          args.epochs, args.steps)
+                          args.epochs, args.steps, dict(item.split("=", 1) for item in args.param))
                 res["rare3_recall"] = float(np.mean([res["recall"][res["classes"].index(c)] for c in rare]))
                 records.append({"gamma": gamma, "n1": n1, "profile": prof, "seed": seed, "method": method,
                                 "n_labeled": int(table["label"].notna().sum()), "n_unlabeled": int(table["label"].isna().sum()),
