@@ -48,6 +48,8 @@ def read_unlabeled_truth(path: str | Path, labels: LabelSpec, label_type: pa.Dat
     table = io.read_table(path)
     if labels.column not in table.schema.names:
         raise DmoError(f"--unlabeled-truth {path} has no label column '{labels.column}' (name it like DATA's label column)")
+    if pa.types.is_dictionary(label_type):
+        label_type = label_type.value_type
     try:
         column = table.column(labels.column).cast(label_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
