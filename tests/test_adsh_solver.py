@@ -113,3 +113,16 @@ def test_bad_parameters_are_refused():
         fit("fixmatch", X, y, strong_mask=1.0)
     with pytest.raises(DmoError, match="views=columns"):
         fit("fixmatch", X, y, views="columns")
+
+
+def test_validation_split_is_scored_each_epoch_with_the_ema_network():
+    X, y, truth = long_tailed()
+    val = SplitData(X[truth >= 0], truth[truth >= 0])
+    solver = get_solver("adsh")
+    p = solver.parse_params({"epochs": "3", "steps_per_epoch": "5"})
+    result = solver.fit(SplitData(X, y), val, FitContext(None, Architecture("linear", X.shape[1], 4), torch.device("cpu"), 0, p))
+    scores = result.trace["val_balanced_accuracy"]
+    assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
+    predicted = result.network(val.X).argmax(1).numpy()
+    recalls = [np.mean(predicted[val.y.numpy() == k] == k) for k in range(4)]
+    assert scores[-1] == pytest.approx(np.mean(recalls))
