@@ -95,6 +95,7 @@ def train(
     adjust: bool = typer.Option(True, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold)."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
     drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
+    unlabeled_truth: Optional[Path] = typer.Option(None, "--unlabeled-truth", help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -110,6 +111,7 @@ def train(
         label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
         val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
         adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
+        unlabeled_truth=unlabeled_truth,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from ..errors import DmoError
 from .base import Solver
+from .adsh import Adsh
+from .fixmatch import FixMatch
 from .wce import WeightedCrossEntropy
 
-_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy,)}
+_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh)}
 
 
 def available() -> list[str]:
