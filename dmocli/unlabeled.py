@@ -3,8 +3,9 @@
 Both become per-row arrays in `Prepared.extra`, so they follow the rows
 through train/validation splitting like the features do:
 - "view_weak" / "view_strong": list columns `<embedding>_weak` and
-  `<embedding>_strong` (augmented views of a feature file), encoded with the
-  embedding's fitted standardization;
+  `<embedding>_strong`, or `<embedding>_weak_0` / `<embedding>_strong_0` as
+  `dmo extract --views` writes them (augmented views of a feature file),
+  encoded with the embedding's fitted standardization;
 - "unlabeled_truth": the true class code of each unlabeled row (-1 for
   labeled rows and unknown truths), used for reporting only, never training.
 """
@@ -25,15 +26,20 @@ VIEW_KINDS = ("weak", "strong")
 
 
 def view_columns(table: pa.Table, pre: Preprocessor) -> dict[str, np.ndarray]:
-    """Standardized `<embedding>_weak` / `_strong` matrices present in `table` (none for non-embedding data)."""
+    """Standardized weak/strong view matrices present in `table` (none for non-embedding data).
+
+    `<embedding>_<kind>` is used if present, else the first extracted view
+    `<embedding>_<kind>_0`.
+    """
     if not pre.embedding:
         return {}
     out = {}
     for kind in VIEW_KINDS:
-        name = f"{pre.embedding}_{kind}"
-        if name in table.schema.names:
-            X, _ = dataclasses.replace(pre, embedding=name).transform(table)
-            out[f"view_{kind}"] = X
+        for name in (f"{pre.embedding}_{kind}", f"{pre.embedding}_{kind}_0"):
+            if name in table.schema.names:
+                X, _ = dataclasses.replace(pre, embedding=name).transform(table)
+                out[f"view_{kind}"] = X
+                break
     return out
 
 

@@ -131,3 +131,20 @@ def test_view_columns_replace_noise_views_and_binary_problems_get_a_threshold(tm
     _, r = train(data, TrainOptions(solver="fixmatch", problem="ofbs", params={**FAST_PARAMS, "views": "noise"}),
                  output=tmp_path / "m.safetensors")
     assert r["solver_trace"]["views"] == {"weak": "noise", "strong": "noise"}
+
+
+def test_view_columns_as_dmo_extract_names_them(tmp_path):
+    """`dmo extract --views weak:1,strong:2` writes features_weak_0 / features_strong_0, _1: the first is used."""
+    rng = np.random.default_rng(4)
+    n, d = 200, 4
+    y = (rng.random(n) < 0.3).astype(np.int64)
+    X = (rng.normal(size=(n, d)) + 1.5 * y[:, None]).astype(np.float32)
+    frame = pd.DataFrame({"features": list(X), "features_weak_0": list(X), "features_strong_0": list(X * 0.5),
+                          "features_strong_1": list(X * 0.7),
+                          "label": pd.array(np.where(rng.random(n) < 0.4, y, -1), dtype="Int64")})
+    frame.loc[frame["label"] == -1, "label"] = pd.NA
+    data = tmp_path / "extracted.parquet"
+    frame.to_parquet(data)
+    _, r = train(data, TrainOptions(solver="fixmatch", problem="ofbs", params=dict(FAST_PARAMS)),
+                 output=tmp_path / "m.safetensors")
+    assert r["solver_trace"]["views"] == {"weak": "column", "strong": "column"}

@@ -14,8 +14,8 @@ which after the pipeline's standardization is the training mean (mean
 imputation, as if the feature were missing).
 
 When the data carries extra view columns (`<embedding>_weak`,
-`<embedding>_strong`, e.g. embeddings of augmented images written by
-`dmo extract`), the pipeline passes them, standardized like the embedding,
+`<embedding>_strong`, or `<embedding>_weak_0` / `<embedding>_strong_0` as
+written by `dmo extract --views`), the pipeline passes them, standardized like the embedding,
 as `extra["view_weak"]` / `extra["view_strong"]`; with views=auto (default)
 each present column replaces the noise view of that kind and is used as
 given. views=noise ignores such columns; views=columns requires both.
