@@ -59,7 +59,7 @@ def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
 
 def test_same_seed_same_model_bytes(tmp_path: Path, binary_parquet: Path):
     a, b, c = (tmp_path / f"{x}.safetensors" for x in "abc")
-    args = ["train", binary_parquet, "--problem", "ofbs", "--model", "mlp", "--width", "16"]
+    args = ["train", binary_parquet, "--problem", "ofbs", "--model", "mlp", "--width", "16", "--param", "max_epochs=40"]
     run_dmo(*args, "--seed", "3", "-o", a, check=True)
     run_dmo(*args, "--seed", "3", "-o", b, check=True)
     run_dmo(*args, "--seed", "4", "-o", c, check=True)

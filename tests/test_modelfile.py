@@ -14,12 +14,14 @@ from dmocli.training import TrainOptions, train
 from conftest import make_binary_frame
 
 
-@pytest.fixture
-def model_and_data(tmp_path):
+@pytest.fixture(scope="module")
+def model_and_data(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("modelfile")
     data = tmp_path / "d.parquet"
     make_binary_frame(n=300).to_parquet(data)
     path = tmp_path / "m.safetensors"
-    model, _ = train(data, TrainOptions(problem="fpor", target=0.7, model="mlp", width=8, seed=1), output=path)
+    opts = TrainOptions(problem="fpor", target=0.7, model="mlp", width=8, seed=1, params={"max_epochs": "30"})
+    model, _ = train(data, opts, output=path)
     return model, path, data
 
 
