@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..errors import DmoError
 from .base import Solver
+from .lus import LocalUncertaintySampling
 from .wce import WeightedCrossEntropy
 
-_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy,)}
+_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy, LocalUncertaintySampling)}
 
 
 def available() -> list[str]:
