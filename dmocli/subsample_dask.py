@@ -10,6 +10,7 @@ it must be on a file system the workers share with the client.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -64,7 +65,7 @@ class DaskEngine:
                 self.client = Client(scheduler, timeout="30s")
             else:
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                            dashboard_address=None)
+                                            dashboard_address=None, silence_logs=logging.ERROR)
                 self.client = Client(self.cluster)
         except (OSError, TimeoutError) as exc:
             raise DmoError(f"cannot reach the Dask scheduler {scheduler!r}: {exc} (check --scheduler ADDRESS)") from exc
