@@ -219,6 +219,8 @@ def _check(opts: SubsampleOptions) -> None:
     check_gamma(opts.gamma)
     if not 0.0 < opts.pilot_frac < 1.0:
         raise DmoError(f"--pilot-frac {opts.pilot_frac:g} must be in (0, 1)")
+    if opts.pilot_model not in ("linear", "mlp"):
+        raise DmoError(f"--pilot-model {opts.pilot_model!r} is not known (use linear or mlp)")
     if opts.pilot_max_rows < 2 or opts.batch_rows < 1:
         raise DmoError("--pilot-max-rows must be at least 2 and --batch-rows at least 1")
     if opts.match_size and opts.method == "lus":

@@ -29,13 +29,22 @@ def _arrow(frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
+def _one_thread() -> None:
+    """Dask already runs one task per worker thread; torch's own threads on top would oversubscribe the cores."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _call(fn: Callable[[pa.Table, int], Any], frame: pd.DataFrame, part: int, columns: list[str] | None) -> Any:
+    _one_thread()
     return fn(_arrow(frame if columns is None else frame[columns]), part)
 
 
 def _write_partition(frame: pd.DataFrame, sampler: Any, directory: str, schema: pa.Schema,
                      partition_info: dict | None = None) -> pd.DataFrame:
     """Accept one partition's rows, write them as part-NNNNN.parquet, return the counts as one row."""
+    _one_thread()
     part = partition_info["number"] if partition_info else 0
     table, counts = sampler.process(_arrow(frame), part)
     pq.write_table(table.cast(schema), os.path.join(directory, f"part-{part:06d}.parquet"))
