@@ -93,14 +93,10 @@ class Sampler:
     pilot_rate: float = 0.0  # rows drawn for the pilot in pass 1; skipped here
     rates: np.ndarray | None = None  # per-class acceptance of the baselines
 
-    def pilot_mask(self, n: int, part: int) -> tuple[np.ndarray, np.random.Generator]:
-        rng = row_generator(self.seed, part)
-        return rng.random(n) < self.pilot_rate, rng
-
     def process(self, batch: pa.RecordBatch | pa.Table, part: int) -> tuple[pa.Table, dict[str, Any]]:
         """Accepted rows of one batch (all input columns + log_accept_<class>) and the batch's counts."""
         n = batch.num_rows
-        in_pilot, rng = self.pilot_mask(n, part)
+        in_pilot, rng = pilot_mask(self.seed, part, n, self.pilot_rate)
         draws = rng.random(n)
         y = self.labels.encode(batch.column(self.labels.column))
         eligible = (y >= 0) & ~in_pilot
@@ -125,10 +121,12 @@ class Sampler:
             table = table.append_column(pa.field(offset_column(cls), pa.float32()), pa.array(log_a[:, k]))
         return table, counts
 
-    def pilot_rows(self, batch: pa.RecordBatch | pa.Table, part: int) -> pa.Table:
-        in_pilot, _ = self.pilot_mask(batch.num_rows, part)
-        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-        return table.filter(pa.array(in_pilot))
+
+
+def pilot_mask(seed: int, part: int, n: int, rate: float) -> tuple[np.ndarray, np.random.Generator]:
+    """Which rows of a batch/partition belong to the pilot; the generator continues with the acceptance draws."""
+    rng = row_generator(seed, part)
+    return rng.random(n) < rate, rng
 
 
 def label_counts(column: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
@@ -185,12 +183,13 @@ class LocalEngine:
         self.batch_rows = batch_rows
 
     def map(self, fn: Callable[[pa.RecordBatch, int], Any], columns: list[str] | None) -> list[Any]:
-        return [fn(batch, part) for part, batch in enumerate(io.iter_batches(self.data, self.batch_rows, columns))]
+        batches = io.iter_batches(self.data, self.batch_rows, columns, low_memory=True)
+        return [fn(batch, part) for part, batch in enumerate(batches)]
 
     def write(self, sampler: Sampler, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
         parts = []
         with io.ParquetSink(output, schema) as sink:
-            for part, batch in enumerate(io.iter_batches(self.data, self.batch_rows)):
+            for part, batch in enumerate(io.iter_batches(self.data, self.batch_rows, low_memory=True)):
                 table, counts = sampler.process(batch, part)
                 if table.num_rows:
                     sink.write(table.cast(schema))
@@ -256,10 +255,13 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
 def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema: pa.Schema, plan: ColumnPlan,
          pilot_rate: float, started: float) -> dict[str, Any]:
     columns = [opts.label_col] + (plan.numeric + plan.categorical + ([plan.embedding] if plan.embedding else []))
-    probe = Sampler("uniform", LabelSpec(opts.label_col, []), opts.seed, pilot_rate=pilot_rate)
+    seed = opts.seed
 
     def first_pass(batch: pa.RecordBatch, part: int) -> tuple[dict[Any, int], pa.Table | None]:
-        rows = probe.pilot_rows(batch, part) if pilot_rate > 0 else None
+        rows = None
+        if pilot_rate > 0:
+            table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+            rows = table.filter(pa.array(pilot_mask(seed, part, batch.num_rows, pilot_rate)[0]))
         return label_counts(batch.column(opts.label_col)), rows
 
     t0 = time.perf_counter()
