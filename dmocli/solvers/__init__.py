@@ -3,10 +3,14 @@ from __future__ import annotations
 
 from ..errors import DmoError
 from .base import Solver
+from .adsh import Adsh
+from .fixmatch import FixMatch
 from .lus import LocalUncertaintySampling
 from .wce import WeightedCrossEntropy
 
-_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy, LocalUncertaintySampling)}
+_SOLVERS: dict[str, type[Solver]] = {
+    cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh, LocalUncertaintySampling)
+}
 
 
 def available() -> list[str]:
