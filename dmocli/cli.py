@@ -91,6 +91,7 @@ def train(
     device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
     seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same model."),
     param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
+    gamma: Optional[float] = typer.Option(None, "--gamma", help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
     adjust: bool = typer.Option(True, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold)."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
@@ -111,7 +112,7 @@ def train(
         label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
         val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
         adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
-        unlabeled_truth=unlabeled_truth,
+        unlabeled_truth=unlabeled_truth, gamma=gamma,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
@@ -139,6 +140,48 @@ def threshold(
 
     result = refit_threshold(model, data, Problem(problem, target, beta), output, confidence, allow_infeasible, report)
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
+
+
+@app.command()
+def subsample(
+    data: Path = typer.Argument(..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."),
+    gamma: Optional[float] = typer.Option(None, "--gamma", "-g", help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows."),
+    method: str = typer.Option("lus", "--method", help="lus, uniform or case-control (equal count per class)."),
+    pilot_frac: float = typer.Option(0.1, "--pilot-frac", help="Uniform fraction of rows for the pilot model (left out of the subsample)."),
+    pilot_max_rows: int = typer.Option(200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."),
+    pilot_model: str = typer.Option("linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."),
+    match_size: bool = typer.Option(False, "--match-size", help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot)."),
+    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
+    drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
+    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
+    impute: str = typer.Option("none", "--impute", help="none or median (pilot features)."),
+    engine: str = typer.Option("local", "--engine", help="local (record batches in this process) or dask (needs dmocli[dask])."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes)."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes of the local Dask cluster."),
+    batch_rows: int = typer.Option(65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same subsample."),
+    output: Path = typer.Option(..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Keep an informative subsample with per-class log acceptance columns for `dmo train`.
+
+    Example: dmo subsample big.parquet --gamma 10 -o sub.parquet && dmo train --solver lus sub.parquet
+    """
+    from .subsample import SubsampleOptions, subsample as run_subsample
+
+    opts = SubsampleOptions(
+        gamma=gamma, method=method, pilot_frac=pilot_frac, pilot_max_rows=pilot_max_rows, pilot_model=pilot_model,
+        match_size=match_size, seed=seed, label_col=label_col, drop=tuple(drop), embedding_col=embedding_col,
+        impute=impute, engine=engine, scheduler=scheduler, workers=workers, batch_rows=batch_rows,
+    )
+    result = run_subsample(data, output, opts, report)
+    pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
+    _emit(result, as_json, [
+        f"wrote {result['rows_kept']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g})",
+        f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
+        f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
+    ])
 
 
 @app.command()

@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .features import Preprocessor
+from .errors import DmoError
+from .features import OFFSET_PREFIX, Preprocessor
 from .labels import LabelSpec
-
-OFFSET_PREFIX = "log_accept_"  # LUS subsample columns carrying per-class log acceptance probabilities
 
 
 @dataclass
@@ -34,7 +33,43 @@ class Prepared:
 def prepare(table: pa.Table, pre: Preprocessor, labels: LabelSpec) -> Prepared:
     X, unseen = pre.transform(table)
     y = labels.encode(table.column(labels.column))
-    return Prepared(X=X, y=y, unseen=unseen)
+    return Prepared(X=X, y=y, unseen=unseen, extra=offsets_of(table, labels))
+
+
+def offset_column(cls: Any) -> str:
+    """Name of the subsample column holding log a(x, cls)."""
+    return f"{OFFSET_PREFIX}{cls}"
+
+
+def offsets_of(table: pa.Table, labels: LabelSpec) -> dict[str, np.ndarray]:
+    """{"offsets": (n, K) float32 log acceptance per class} for a `dmo subsample` file, {} otherwise.
+
+    Columns are matched to classes by name, so the order of the model's
+    classes decides the order of the offsets; a binary model (from a
+    two-class subsample) gets [negative, positive]. One-vs-rest of a K > 2
+    subsample has no exact offset (the rest class mixes acceptances): refused.
+    """
+    present = [name for name in table.schema.names if name.startswith(OFFSET_PREFIX)]
+    if not present:
+        return {}
+    wanted = [offset_column(c) for c in labels.classes]
+    if labels.binary and len(present) != 2:
+        raise DmoError(
+            f"{len(present)}-class subsample (columns {OFFSET_PREFIX}*) cannot be trained one-vs-rest with --positive: "
+            "the offsets are per class; train multi-class (--problem multiclass) or subsample a two-class label"
+        )
+    missing = [name for name in present if name not in wanted]
+    if missing or len(present) != len(wanted):
+        raise DmoError(
+            f"subsample offset column(s) {', '.join(missing or sorted(set(wanted) - set(present)))} do not match "
+            f"the label classes {labels.classes[:10]} (a class with no kept rows?); subsample again with a smaller "
+            "--gamma, or drop the rows of that class from the pilot data"
+        )
+    columns = [table.column(name).to_numpy(zero_copy_only=False) for name in wanted]
+    offsets = np.stack(columns, axis=1).astype(np.float32)
+    if not np.isfinite(offsets).all():
+        raise DmoError(f"subsample offset columns {OFFSET_PREFIX}* contain missing or infinite values; rewrite it with dmo subsample")
+    return {"offsets": offsets}
 
 
 def stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from .errors import DmoError
 
 MAX_CATEGORICAL_LEVELS = 1000
 RESERVOIR_ROWS = 100_000
+OFFSET_PREFIX = "log_accept_"  # `dmo subsample` columns (per-class log acceptance): training offsets, never features
 
 
 def _is_numeric(t: pa.DataType) -> bool:
@@ -60,7 +61,8 @@ def plan_columns(
             f"no label column '{label_col}' in the data (columns: {', '.join(schema.names[:12])}); "
             "name it with --label-col"
         )
-    candidates = [f for f in schema if f.name != label_col and f.name not in drop]
+    candidates = [f for f in schema
+                  if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
     lists = [f.name for f in candidates if _is_list(f.type)]
     if embedding_col is not None:
         if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):

@@ -55,6 +55,7 @@ class TrainOptions:
     allow_infeasible: bool = False
     drop_unlabeled: bool = False
     unlabeled_truth: str | Path | None = None  # true labels of the unlabeled rows, for the report (adsh/fixmatch)
+    gamma: float | None = None  # LUS subsampling level (--gamma), same as --param gamma=G
 
 
 def default_model_path(data: str | Path) -> Path:
@@ -92,7 +93,12 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
     if not 0.0 <= opts.val_frac < 1.0:
         raise DmoError(f"--val-frac {opts.val_frac} must be in [0, 1)")
     solver = get_solver(opts.solver)
-    params = solver.parse_params(opts.params)
+    raw_params = dict(opts.params)
+    if opts.gamma is not None:
+        if not any(f == "gamma" for f in solver.Params.__dataclass_fields__):
+            raise DmoError(f"--gamma applies to --solver lus, not to {solver.name}")
+        raw_params["gamma"] = repr(float(opts.gamma))
+    params = solver.parse_params(raw_params)
     device = resolve_device(opts.device)
 
     table = io.read_table(data)
@@ -107,6 +113,9 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
     labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None)
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     full = prepare(table, pre, labels)
+    if "offsets" in full.extra and not solver.uses_offsets:
+        raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
+                       "its offsets; train it with --solver lus or wce")
     n_unlabeled = int((full.y < 0).sum())
     if n_unlabeled and not solver.uses_unlabeled:
         if not opts.drop_unlabeled:

@@ -16,7 +16,8 @@ SAMPLE = REPO / "sample_data"
 
 
 def dmo_command() -> list[str]:
-    exe = shutil.which("dmo")
+    beside = Path(sys.executable).with_name("dmo")  # this interpreter's (worktree venv's) entry point first
+    exe = str(beside) if beside.exists() else shutil.which("dmo")
     return [exe] if exe else [sys.executable, "-m", "dmocli.cli"]
 
 
@@ -35,6 +36,22 @@ def make_binary_frame(n: int = 600, d: int = 4, pos_frac: float = 0.15, seed: in
     y = (rng.random(n) < pos_frac).astype(np.int64)
     X = rng.normal(size=(n, d)) + sep * y[:, None] * np.linspace(1.0, 0.3, d)[None, :]
     frame = pd.DataFrame(X.astype(np.float32), columns=[f"f{i}" for i in range(d)])
+    frame["label"] = y
+    return frame
+
+
+def make_gaussian_classes(n: int, seed: int = 0, d: int = 20, priors: tuple[float, ...] = (0.1, 0.8, 0.1),
+                          sep: float = 0.5) -> pd.DataFrame:
+    """The LUS paper's simulation (section 6.1): x | y=k ~ N(mu_k, I), so the true log-odds are linear.
+
+    Three classes with P = 0.1/0.8/0.1 and means +sep, 0, -sep on every coordinate
+    (the paper does not print its means; these give a Bayes accuracy near 0.88).
+    """
+    rng = np.random.default_rng(seed)
+    y = rng.choice(len(priors), size=n, p=np.asarray(priors))
+    means = np.linspace(sep, -sep, len(priors))[:, None] * np.ones((1, d))
+    X = rng.normal(size=(n, d)) + means[y]
+    frame = pd.DataFrame(X.astype(np.float32), columns=[f"x{i}" for i in range(d)])
     frame["label"] = y
     return frame
 

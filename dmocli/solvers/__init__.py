@@ -5,9 +5,12 @@ from ..errors import DmoError
 from .base import Solver
 from .adsh import Adsh
 from .fixmatch import FixMatch
+from .lus import LocalUncertaintySampling
 from .wce import WeightedCrossEntropy
 
-_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh)}
+_SOLVERS: dict[str, type[Solver]] = {
+    cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh, LocalUncertaintySampling)
+}
 
 
 def available() -> list[str]:

@@ -66,6 +66,7 @@ class Solver:
     binary_only: ClassVar[bool] = True
     multiclass: ClassVar[bool] = False
     uses_unlabeled: ClassVar[bool] = False
+    uses_offsets: ClassVar[bool] = False  # adds SplitData.extra["offsets"] (a `dmo subsample` file) to its logits
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
 
     @dataclass
@@ -112,6 +113,20 @@ def param_help(params_cls: type) -> list[tuple[str, str, str]]:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         rows.append((f.name.replace("_", "-"), repr(default), f.metadata.get("help", "")))
     return rows
+
+
+def offset_logits(logits: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
+    """Training-time LUS correction: add log a(x, k) to every class logit (ALGORITHMS.md section 4).
+
+    offsets is (n, K); a one-logit binary head gets log a(x, 1) - log a(x, 0),
+    the same correction written on the log-odds. Prediction never adds it.
+    """
+    if offsets is None:
+        return logits
+    offsets = offsets.to(logits.dtype)
+    if logits.shape[-1] == 1 and offsets.shape[1] == 2:
+        return logits + (offsets[:, 1] - offsets[:, 0]).unsqueeze(-1)
+    return logits + offsets
 
 
 def inverse_frequency_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:

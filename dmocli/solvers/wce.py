@@ -3,7 +3,8 @@
 Binary: BCE with rows weighted by inverse class frequency (decision at
 logit 0 before threshold adjustment). Multi-class: class-weighted softmax CE.
 Adam, mini-batches, early stopping on validation loss (train loss if no
-validation split), best weights restored.
+validation split), best weights restored. On a `dmo subsample` file the
+per-class log acceptance offsets are added to the logits during training.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from ..networks import build_network
-from .base import FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, seed_everything
+from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
+                   seed_everything)
 from .loop import EarlyStopping, minibatches
 
 
@@ -22,6 +24,7 @@ class WeightedCrossEntropy(Solver):
     summary = "weighted cross-entropy (inverse class frequency), then exact threshold adjustment"
     multiclass = True
     binary_only = False
+    uses_offsets = True
 
     @dataclass
     class Params:
@@ -39,8 +42,8 @@ class WeightedCrossEntropy(Solver):
         n_classes = max(2, ctx.architecture.n_outputs)
         weights = inverse_frequency_weights(train.y.cpu(), n_classes).to(ctx.device) if p.balanced else None
 
-        def loss_of(X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            logits = network(X)
+        def loss_of(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
+            logits = offset_logits(network(X), offsets)
             if ctx.architecture.n_outputs == 1:
                 row_w = weights[y] if weights is not None else None
                 return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.float(), weight=row_w)
@@ -54,12 +57,13 @@ class WeightedCrossEntropy(Solver):
             network.train()
             for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
                 optimizer.zero_grad(set_to_none=True)
-                loss = loss_of(train.X[idx], train.y[idx])
+                offsets = train.extra.get("offsets")
+                loss = loss_of(train.X[idx], train.y[idx], None if offsets is None else offsets[idx])
                 loss.backward()
                 optimizer.step()
             network.eval()
             with torch.no_grad():
-                monitored = float(loss_of(monitor.X, monitor.y))
+                monitored = float(loss_of(monitor.X, monitor.y, monitor.extra.get("offsets")))
             epochs = epoch + 1
             if stopper.step(monitored):
                 break

@@ -1,0 +1,186 @@
+"""LUS: multinomial logistic regression on a local uncertainty subsample (ALGORITHMS.md section 4).
+
+Two ways in:
+- DATA is a `dmo subsample` file: its per-class log acceptance offsets are
+  added to every class logit during training (no post-hoc correction) and
+  the fit is plain maximum likelihood on those rows;
+- `--gamma G` on ordinary data: pilot on a uniform `pilot_frac` of the rows,
+  acceptance drawn for the other rows, offset-corrected fit on the accepted
+  ones, all in memory (use `dmo subsample` for data that does not fit).
+The linear model is fitted to convergence by full-batch L-BFGS (float64 on
+CPU), so it is the maximum likelihood estimate the paper's variance claims
+are about; the MLP uses Adam mini-batches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..acceptance import acceptance, check_gamma, row_generator
+from ..errors import DmoError
+from ..networks import Architecture, build_network, logits_of
+from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
+from .loop import EarlyStopping, minibatches
+
+
+@dataclass
+class LogisticParams:
+    """How to fit an offset-corrected logistic model (shared by the solver, the pilot and the bench)."""
+
+    l2: float = field(default=1e-5, metadata={"help": "L2 penalty on the weights (keeps separable data finite)"})
+    max_iter: int = field(default=500, metadata={"help": "L-BFGS iterations (linear model)"})
+    lr: float = field(default=3e-3, metadata={"help": "Adam learning rate (mlp)"})
+    batch_size: int = field(default=1024, metadata={"help": "rows per mini-batch (mlp)"})
+    max_epochs: int = field(default=200, metadata={"help": "upper bound on passes over the data (mlp)"})
+    patience: int = field(default=10, metadata={"help": "epochs without improvement before stopping (mlp)"})
+
+
+def offset_nll(logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
+    """Mean negative log-likelihood of log softmax(f(x) + log a(x, .))[y]; one-logit heads use the log-odds form."""
+    logits = offset_logits(logits, offsets)
+    if logits.shape[-1] == 1:
+        return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype))
+    return F.cross_entropy(logits, y)
+
+
+def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None, arch: Architecture,
+                        seed: int, params: LogisticParams) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Fit `arch` by maximum likelihood with training-only offsets; returns a float32 network and a trace."""
+    generator = seed_everything(seed)
+    network = build_network(arch).to(X.device)
+    if arch.kind == "linear":
+        return _fit_lbfgs(network, X, y, offsets, params)
+    return _fit_adam(network, X, y, offsets, params, generator)
+
+
+def _fit_lbfgs(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
+               params: LogisticParams) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Convex problem: start from zero (the minimum-norm solution of the shift-invariant softmax) and run L-BFGS."""
+    dtype = torch.float64 if X.device.type == "cpu" else torch.float32
+    network = network.to(dtype)
+    for tensor in network.parameters():
+        torch.nn.init.zeros_(tensor)
+    Xd = X.to(dtype)
+    off = None if offsets is None else offsets.to(dtype)
+    weight = network[0].weight
+    optimizer = torch.optim.LBFGS(network.parameters(), lr=1.0, max_iter=params.max_iter, history_size=20,
+                                  tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+
+    def objective() -> torch.Tensor:
+        return offset_nll(network(Xd), y, off) + 0.5 * params.l2 * (weight * weight).sum()
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = objective()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        final = float(objective())
+    state = optimizer.state[weight]
+    return network.float().eval(), {"optimizer": "lbfgs", "iterations": int(state.get("n_iter", 0)),
+                                    "objective": final}
+
+
+def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
+              params: LogisticParams, generator: torch.Generator) -> tuple[torch.nn.Module, dict[str, Any]]:
+    optimizer = torch.optim.Adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
+    stopper = EarlyStopping(network, patience=params.patience)
+    epochs = 0
+    for epoch in range(params.max_epochs):
+        network.train()
+        for idx in minibatches(X.shape[0], params.batch_size, generator, X.device):
+            if idx.numel() < 2 and X.shape[0] > 1:
+                continue  # BatchNorm needs two rows
+            optimizer.zero_grad(set_to_none=True)
+            loss = offset_nll(network(X[idx]), y[idx], None if offsets is None else offsets[idx])
+            loss.backward()
+            optimizer.step()
+        network.eval()
+        with torch.no_grad():
+            monitored = float(offset_nll(network(X), y, offsets))
+        epochs = epoch + 1
+        if stopper.step(monitored):
+            break
+    stopper.restore()
+    return network.eval(), {"optimizer": "adam", "epochs": epochs, "objective": stopper.best}
+
+
+def softmax_proba(logits: torch.Tensor) -> np.ndarray:
+    """Class probabilities (n, K) as float64; a one-logit head becomes [1 - p, p]."""
+    logits = logits.double()
+    if logits.ndim == 1:
+        logits = torch.stack([torch.zeros_like(logits), logits], dim=1)
+    return torch.softmax(logits, dim=1).cpu().numpy()
+
+
+class LocalUncertaintySampling(Solver):
+    name = "lus"
+    summary = "local uncertainty sampling: logistic fit on a subsample with per-class log-acceptance offsets"
+    multiclass = True
+    binary_only = False
+    uses_offsets = True
+
+    @dataclass
+    class Params(LogisticParams):
+        gamma: float = field(default=0.0, metadata={
+            "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"})
+        pilot_frac: float = field(default=0.1, metadata={"help": "uniform fraction of rows for the pilot (with --gamma)"})
+        pilot_model: str = field(default="linear", metadata={"help": "pilot network: linear or mlp"})
+
+    def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        p = ctx.params
+        arch = ctx.architecture
+        offsets = train.extra.get("offsets")
+        own_threshold = 0.0 if arch.n_outputs == 1 else None
+        if offsets is not None:
+            if p.gamma:
+                raise DmoError("DATA is already a subsample (it has log_accept_* columns); drop --gamma to fit on it")
+            network, trace = fit_offset_logistic(train.X, train.y, offsets, arch, ctx.seed, p)
+            return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n},
+                             own_threshold)
+        if not p.gamma:
+            raise DmoError("--solver lus needs --gamma G (>= 1), or a DATA file written by `dmo subsample`")
+        gamma = check_gamma(p.gamma)
+        if not 0.0 < p.pilot_frac < 1.0:
+            raise DmoError(f"--param pilot_frac={p.pilot_frac:g} must be in (0, 1)")
+        sub, info = self._subsample(train, ctx, gamma)
+        network, trace = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, ctx.seed, p)
+        return FitResult(network, {**trace, **info}, own_threshold)
+
+    def _subsample(self, train: SplitData, ctx: FitContext, gamma: float) -> tuple[SplitData, dict[str, Any]]:
+        """Pilot on a uniform sample, then accept each other row with a(x, y); rows keep log a(x, .) as offsets."""
+        p = ctx.params
+        n = train.n
+        rng = row_generator(ctx.seed, 0)
+        in_pilot = rng.random(n) < p.pilot_frac
+        draws = rng.random(n)
+        if in_pilot.sum() < 2 or in_pilot.all():
+            raise DmoError(f"--param pilot_frac={p.pilot_frac:g} leaves no rows for the pilot or for the subsample "
+                           f"({n} rows); change it or use more data")
+        n_classes = max(2, ctx.architecture.n_outputs)
+        pilot_arch = Architecture(p.pilot_model, ctx.architecture.n_inputs, n_classes,
+                                  width=ctx.architecture.width, depth=ctx.architecture.depth)
+        pilot_rows = torch.as_tensor(np.flatnonzero(in_pilot), device=train.X.device)
+        pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
+        rest = np.flatnonzero(~in_pilot)
+        rest_t = torch.as_tensor(rest, device=train.X.device)
+        proba = softmax_proba(logits_of(pilot, train.X[rest_t]))
+        a = acceptance(proba, gamma)
+        y_rest = train.y[rest_t].cpu().numpy()
+        a_y = a[np.arange(rest.size), y_rest]
+        keep = draws[rest] < a_y
+        kept = torch.as_tensor(rest[keep], device=train.X.device)
+        offsets = torch.as_tensor(np.log(a[keep]), dtype=torch.float32, device=train.X.device)
+        info = {
+            "gamma": gamma, "rows": n, "pilot_rows": int(in_pilot.sum()), "kept_rows": int(keep.sum()),
+            "expected_fraction": float(a_y.sum() / n), "realized_fraction": float(keep.sum() / n),
+            "fraction_used": float((in_pilot.sum() + keep.sum()) / n),
+            "pilot_accuracy": float((proba.argmax(axis=1) == y_rest).mean()),
+        }
+        return SplitData(train.X[kept], train.y[kept], {"offsets": offsets}), info

@@ -1,0 +1,327 @@
+"""`dmo subsample`: LUS, uniform and case-control subsampling in two streamed passes.
+
+Pass 1 counts the classes and draws the uniform pilot sample (capped at
+--pilot-max-rows, so memory does not grow with the data); the pilot model is
+fitted on it. Pass 2 computes a(x, k) for every class of every row, draws
+acceptance with the label's a(x, y), and writes the accepted rows with one
+float32 column `log_accept_<class>` per class: training adds those to the
+class logits (ALGORITHMS.md section 4). Pilot rows are left out of pass 2, so
+the pilot stays independent of the subsample (the paper's setting).
+
+Randomness is drawn per batch (local engine) or per partition (Dask engine)
+from (seed, part number), so a run is reproducible for a seed and the pilot
+rows of pass 1 are recognized again in pass 2 without storing their ids.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from . import io
+from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, row_generator
+from .dataset import offset_column, prepare
+from .errors import DmoError
+from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
+from .labels import LabelSpec, _python_value
+from .networks import Architecture, build_network, logits_of
+from .report import envelope, write_report
+from .solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
+
+METADATA_KEY = b"dmocli.subsample"
+COUNT_KEYS = ("rows", "unlabeled", "pilot_rows", "eligible", "kept", "expected", "pilot_correct")
+
+
+@dataclass
+class SubsampleOptions:
+    """Every option of `dmo subsample`; the CLI fills it, Python callers may too."""
+
+    gamma: float | None = None
+    method: str = "lus"
+    pilot_frac: float = 0.1
+    pilot_max_rows: int = 200_000
+    pilot_model: str = "linear"
+    match_size: bool = False
+    seed: int = 0
+    label_col: str = "label"
+    drop: tuple[str, ...] = ()
+    embedding_col: str | None = None
+    impute: str = "none"
+    engine: str = "local"
+    scheduler: str | None = None
+    workers: int = 2
+    batch_rows: int = 65536
+
+
+@dataclass
+class Pilot:
+    """The pilot p~(k|x): preprocessing plus network weights as arrays, picklable for Dask workers."""
+
+    preprocessor: Preprocessor
+    architecture: Architecture
+    state: dict[str, np.ndarray]
+
+    def proba(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        network = getattr(self, "_network", None)
+        if network is None:
+            network = build_network(self.architecture)
+            network.load_state_dict({k: torch.from_numpy(v) for k, v in self.state.items()})
+            self._network = network.eval()
+        X, _ = self.preprocessor.transform(batch)
+        return softmax_proba(logits_of(network, torch.from_numpy(X)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_network"}
+
+
+@dataclass
+class Sampler:
+    """What one batch or partition needs to draw acceptance; small and picklable (shipped to Dask workers)."""
+
+    method: str
+    labels: LabelSpec
+    seed: int
+    gamma: float = 1.0
+    pilot: Pilot | None = None
+    pilot_rate: float = 0.0  # rows drawn for the pilot in pass 1; skipped here
+    rates: np.ndarray | None = None  # per-class acceptance of the baselines
+
+    def process(self, batch: pa.RecordBatch | pa.Table, part: int) -> tuple[pa.Table, dict[str, Any]]:
+        """Accepted rows of one batch (all input columns + log_accept_<class>) and the batch's counts."""
+        n = batch.num_rows
+        in_pilot, rng = pilot_mask(self.seed, part, n, self.pilot_rate)
+        draws = rng.random(n)
+        y = self.labels.encode(batch.column(self.labels.column))
+        eligible = (y >= 0) & ~in_pilot
+        K = len(self.labels.classes)
+        counts = {"rows": n, "unlabeled": int((y < 0).sum()), "pilot_rows": int(in_pilot.sum()),
+                  "eligible": int(eligible.sum()), "pilot_correct": 0}
+        if self.method == "lus":
+            proba = self.pilot.proba(batch)
+            a = acceptance(proba, self.gamma)
+            counts["pilot_correct"] = int((proba.argmax(axis=1) == y)[eligible].sum())
+        else:
+            a = np.broadcast_to(self.rates, (n, K))
+        a_y = np.where(eligible, a[np.arange(n), np.maximum(y, 0)], 0.0)
+        keep = draws < a_y
+        counts["kept"] = int(keep.sum())
+        counts["expected"] = float(a_y.sum())
+        counts["kept_per_class"] = np.bincount(y[keep], minlength=K).tolist()
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        table = table.filter(pa.array(keep))
+        log_a = np.log(a[keep]).astype(np.float32)
+        for k, cls in enumerate(self.labels.classes):
+            table = table.append_column(pa.field(offset_column(cls), pa.float32()), pa.array(log_a[:, k]))
+        return table, counts
+
+
+
+def pilot_mask(seed: int, part: int, n: int, rate: float) -> tuple[np.ndarray, np.random.Generator]:
+    """Which rows of a batch/partition belong to the pilot; the generator continues with the acceptance draws."""
+    rng = row_generator(seed, part)
+    return rng.random(n) < rate, rng
+
+
+def label_counts(column: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
+    """Class -> count of one batch (missing labels left out)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    counts = pc.value_counts(column.drop_null())
+    return {_python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts"))}
+
+
+def merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {key: 0 for key in COUNT_KEYS}
+    per_class: np.ndarray | None = None
+    for part in parts:
+        for key in COUNT_KEYS:
+            total[key] += part[key]
+        kept = np.asarray(part["kept_per_class"])
+        per_class = kept if per_class is None else per_class + kept
+    total["kept_per_class"] = [] if per_class is None else per_class.tolist()
+    return total
+
+
+def label_spec(counts: dict[Any, int], column: str) -> LabelSpec:
+    """Multi-class LabelSpec from whole-data counts, classes ordered as `dmo train` orders them."""
+    if len(counts) < 2:
+        raise DmoError(f"label column '{column}' has {len(counts)} class(es); subsampling needs at least two")
+    classes = sorted(counts, key=lambda v: (str(type(v)), v))
+    return LabelSpec(column=column, classes=classes, positive=None, counts=[counts[c] for c in classes])
+
+
+def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: SubsampleOptions) -> Pilot:
+    """Preprocessing and a K-class logistic (or MLP) pilot fitted on the uniform pilot rows."""
+    if table.num_rows < 2:
+        raise DmoError(f"the pilot sample has {table.num_rows} rows; raise --pilot-frac or use more data")
+    pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
+    data = prepare(table, pre, labels)
+    labeled = data.take(np.flatnonzero(data.y >= 0))
+    arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
+    network, _ = fit_offset_logistic(torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch,
+                                     opts.seed, LogisticParams())
+    state = {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
+    return Pilot(pre, arch, state)
+
+
+class LocalEngine:
+    """Record batches of one process, in file order: memory O(batch)."""
+
+    name = "local"
+
+    def __init__(self, data: str | Path, batch_rows: int):
+        self.data = data
+        self.batch_rows = batch_rows
+
+    def map(self, fn: Callable[[pa.RecordBatch, int], Any], columns: list[str] | None) -> list[Any]:
+        batches = io.iter_batches(self.data, self.batch_rows, columns, low_memory=True)
+        return [fn(batch, part) for part, batch in enumerate(batches)]
+
+    def write(self, sampler: Sampler, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
+        parts = []
+        with io.ParquetSink(output, schema) as sink:
+            for part, batch in enumerate(io.iter_batches(self.data, self.batch_rows, low_memory=True)):
+                table, counts = sampler.process(batch, part)
+                if table.num_rows:
+                    sink.write(table.cast(schema))
+                parts.append(counts)
+        return parts
+
+    def close(self) -> None:
+        pass
+
+
+def _engine(data: str | Path, opts: SubsampleOptions):
+    if opts.engine == "local":
+        return LocalEngine(data, opts.batch_rows)
+    if opts.engine == "dask":
+        from .subsample_dask import DaskEngine
+
+        return DaskEngine(data, opts.scheduler, opts.workers)
+    raise DmoError(f"--engine {opts.engine!r} is not known (use local or dask)")
+
+
+def _check(opts: SubsampleOptions) -> None:
+    if opts.method not in METHODS:
+        raise DmoError(f"--method {opts.method!r} is not known (use {', '.join(METHODS)})")
+    if opts.gamma is None:
+        raise DmoError("--gamma G is required (>= 1: keep about 1/G of the rows at most)")
+    check_gamma(opts.gamma)
+    if not 0.0 < opts.pilot_frac < 1.0:
+        raise DmoError(f"--pilot-frac {opts.pilot_frac:g} must be in (0, 1)")
+    if opts.pilot_model not in ("linear", "mlp"):
+        raise DmoError(f"--pilot-model {opts.pilot_model!r} is not known (use linear or mlp)")
+    if opts.pilot_max_rows < 2 or opts.batch_rows < 1:
+        raise DmoError("--pilot-max-rows must be at least 2 and --batch-rows at least 1")
+    if opts.match_size and opts.method == "lus":
+        raise DmoError("--match-size sizes uniform/case-control like LUS; it does not apply to --method lus")
+
+
+def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
+              report_path: str | Path | None = None) -> dict[str, Any]:
+    """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
+    started = time.perf_counter()
+    _check(opts)
+    output = Path(output)
+    io.check_writable(output)
+    if report_path is not None:
+        io.check_writable(report_path)
+    schema = io.schema(data)
+    taken = [name for name in schema.names if name.startswith(OFFSET_PREFIX)]
+    if taken:
+        raise DmoError(f"{data} already has subsample columns ({', '.join(taken[:3])}); subsample the original data")
+    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    needs_pilot = opts.method == "lus" or opts.match_size
+    n_rows = io.count_rows(data)
+    if n_rows is None:
+        n_rows = sum(batch.num_rows for batch in io.iter_batches(data, opts.batch_rows, [opts.label_col]))
+    pilot_rate = min(opts.pilot_frac, opts.pilot_max_rows / max(n_rows, 1)) if needs_pilot else 0.0
+    engine = _engine(data, opts)
+    try:
+        return _run(data, output, opts, report_path, engine, schema, plan, pilot_rate, started)
+    finally:
+        engine.close()
+
+
+def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema: pa.Schema, plan: ColumnPlan,
+         pilot_rate: float, started: float) -> dict[str, Any]:
+    columns = [opts.label_col] + (plan.numeric + plan.categorical + ([plan.embedding] if plan.embedding else []))
+    seed = opts.seed
+
+    def first_pass(batch: pa.RecordBatch, part: int) -> tuple[dict[Any, int], pa.Table | None]:
+        rows = None
+        if pilot_rate > 0:
+            table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+            rows = table.filter(pa.array(pilot_mask(seed, part, batch.num_rows, pilot_rate)[0]))
+        return label_counts(batch.column(opts.label_col)), rows
+
+    t0 = time.perf_counter()
+    scanned = engine.map(first_pass, columns)
+    class_counts: dict[Any, int] = {}
+    for counts, _ in scanned:
+        for cls, c in counts.items():
+            class_counts[cls] = class_counts.get(cls, 0) + c
+    labels = label_spec(class_counts, opts.label_col)
+    pilot = None
+    if pilot_rate > 0:
+        pilot_table = pa.concat_tables([rows for _, rows in scanned if rows is not None and rows.num_rows])
+        pilot = fit_pilot(pilot_table, plan, labels, opts)
+    pilot_seconds = time.perf_counter() - t0
+
+    lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate)
+    info: dict[str, Any] = {}
+    if opts.method == "lus":
+        sampler = lus
+    else:
+        n_labeled = sum(labels.counts)
+        target = n_labeled / opts.gamma
+        if opts.match_size:  # LUS's budget: its expected kept rows plus the pilot it paid for
+            lus_counts = merge_counts(engine.map(lambda b, part: lus.process(b, part)[1], columns))
+            target = lus_counts["expected"] + lus_counts["pilot_rows"]
+            info["matched_lus"] = {"expected_kept": lus_counts["expected"], "pilot_rows": lus_counts["pilot_rows"]}
+        counts = np.asarray(labels.counts, dtype=np.float64)
+        rates = (np.full(counts.size, min(1.0, target / n_labeled)) if opts.method == "uniform"
+                 else case_control_rates(counts, target))
+        sampler = Sampler(opts.method, labels, opts.seed, opts.gamma, rates=rates)
+        info["rates"] = dict(zip(map(str, labels.classes), rates.tolist()))
+
+    out_schema = _output_schema(schema, labels, opts)
+    t1 = time.perf_counter()
+    totals = merge_counts(engine.write(sampler, output, out_schema))
+    pass_seconds = time.perf_counter() - t1
+    n = totals["rows"]
+    report = envelope(
+        "subsample", data=str(data), output=str(output), method=opts.method, gamma=opts.gamma,
+        match_size=opts.match_size, seed=opts.seed, engine=engine.name, label_col=opts.label_col,
+        classes=labels.classes, class_counts=labels.counts,
+        offset_columns=[offset_column(c) for c in labels.classes],
+        rows_read=n, rows_unlabeled=totals["unlabeled"], pilot_rows=totals["pilot_rows"],
+        rows_kept=totals["kept"], kept_per_class=totals["kept_per_class"],
+        expected_fraction=totals["expected"] / max(n, 1), realized_fraction=totals["kept"] / max(n, 1),
+        fraction_used=(totals["kept"] + totals["pilot_rows"]) / max(n, 1),
+        pilot_model=opts.pilot_model if pilot is not None else None,
+        pilot_accuracy=(totals["pilot_correct"] / max(totals["eligible"], 1)) if opts.method == "lus" else None,
+        pilot_seconds=pilot_seconds, pass_seconds=pass_seconds, rows_per_second=n / max(pass_seconds, 1e-9),
+        **info,
+    )
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def _output_schema(schema: pa.Schema, labels: LabelSpec, opts: SubsampleOptions) -> pa.Schema:
+    """Input columns plus one float32 log acceptance column per class; provenance in the schema metadata."""
+    fields = list(schema) + [pa.field(offset_column(c), pa.float32()) for c in labels.classes]
+    meta = {"method": opts.method, "gamma": opts.gamma, "seed": opts.seed, "label_col": labels.column,
+            "classes": labels.classes, "offset_prefix": OFFSET_PREFIX}
+    return pa.schema(fields, metadata={**(schema.metadata or {}), METADATA_KEY: json.dumps(meta).encode()})
