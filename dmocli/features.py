@@ -156,6 +156,11 @@ class Preprocessor:
                     )
             if dense.shape[1] == 0:
                 continue
+            if total is not None and impute == "none" and np.isfinite(dense).all():
+                total += dense.sum(axis=0)  # fast path for clean batches: 2 passes instead of ~8
+                sq += np.einsum("ij,ij->j", dense, dense)
+                count += dense.shape[0]
+                continue
             nan = np.isnan(dense)
             inf = np.isinf(dense)
             finite = ~(nan | inf)
@@ -226,7 +231,7 @@ class Preprocessor:
             return values.astype(np.float64, copy=False).reshape(n, dim)
         if not self.numeric:
             return np.empty((n, 0))
-        out = np.empty((n, len(self.numeric)))
+        out = np.empty((n, len(self.numeric)), order="F")  # column-major: each column is one contiguous write
         for j, name in enumerate(self.numeric):
             col = batch.column(name)
             if isinstance(col, pa.ChunkedArray):
@@ -261,7 +266,8 @@ class Preprocessor:
                         "clean them or train with --impute median"
                     )
                 dense = np.where(bad, np.asarray(self.fill), dense)
-            dense = (dense - np.asarray(self.mean)) / np.asarray(self.scale)
+            dense = dense - np.asarray(self.mean)
+            dense /= np.asarray(self.scale)
         blocks = [dense.astype(np.float32)]
         unseen: dict[str, int] = {}
         for col, levels in self.categorical.items():

@@ -50,9 +50,11 @@ class TrainOptions:
     seed: int = 0
     params: dict[str, str] = field(default_factory=dict)
     confidence: float | None = None
-    adjust: bool = True
+    adjust: bool | None = None  # None: the solver's default (TA for in-memory solvers, the learned threshold for streaming ones)
     allow_infeasible: bool = False
     drop_unlabeled: bool = False
+    epochs: int | None = None  # passes over the data (streaming solvers)
+    plot: str | Path | None = None  # PNG of online F vs rows seen (streaming solvers)
 
 
 def default_model_path(data: str | Path) -> Path:
@@ -90,6 +92,12 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
     if not 0.0 <= opts.val_frac < 1.0:
         raise DmoError(f"--val-frac {opts.val_frac} must be in [0, 1)")
     solver = get_solver(opts.solver)
+    if solver.streaming:
+        from .streaming import train_streaming
+
+        return train_streaming(data, opts, solver, output, report_path)
+    if opts.epochs is not None or opts.plot is not None:
+        raise DmoError(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
     params = solver.parse_params(opts.params)
     device = resolve_device(opts.device)
 
@@ -161,7 +169,7 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
             report["before_adjustment"] = {
                 name: binary_split_report(logits[name], truth[name], own, problem) for name in logits
             }
-        if opts.adjust or own is None:
+        if opts.adjust is not False or own is None:
             point = search(logits[threshold_split], truth[threshold_split], problem, opts.confidence)
             report["operating_point"] = {"split": threshold_split, **point.to_dict()}
             if point.feasible is False and not opts.allow_infeasible:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..errors import DmoError
 from .base import Solver
+from .online import Fofo, Ofo, OnlineLR
 from .wce import WeightedCrossEntropy
 
-_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy,)}
+_SOLVERS: dict[str, type[Solver]] = {cls.name: cls for cls in (WeightedCrossEntropy, Fofo, Ofo, OnlineLR)}
 
 
 def available() -> list[str]:

@@ -67,6 +67,8 @@ class Solver:
     multiclass: ClassVar[bool] = False
     uses_unlabeled: ClassVar[bool] = False
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
+    streaming: ClassVar[bool] = False  # True: trained by fit_stream over record batches (dmocli/streaming.py)
+    adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
 
     @dataclass
     class Params:
