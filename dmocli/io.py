@@ -76,10 +76,22 @@ def schema(path: str | os.PathLike) -> pa.Schema:
 def iter_batches(
     path: str | os.PathLike, batch_size: int = 65536, columns: list[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Stream record batches in file order; memory is O(batch), not O(rows)."""
+    """Stream record batches in file order; memory is O(batch), not O(rows).
+
+    Parquet is read file by file, row group by row group, without
+    pre-buffering: pyarrow's dataset scanner reads ahead of a slower consumer
+    and its peak memory grew with the file (measured in bench/fofo.py).
+    """
     dataset = open_dataset(path)
     try:
-        for batch in dataset.to_batches(columns=columns, batch_size=batch_size):
+        if isinstance(getattr(dataset, "format", None), pads.ParquetFileFormat):
+            source: Iterator[pa.RecordBatch] = (
+                batch for name in dataset.files
+                for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
+            )
+        else:
+            source = dataset.to_batches(columns=columns, batch_size=batch_size)
+        for batch in source:
             if batch.num_rows:
                 yield batch
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:

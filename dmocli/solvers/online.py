@@ -180,7 +180,7 @@ class StreamingSolver(Solver):
             if epoch:
                 rule.restart(n)
             score = OnlineScore(beta, n, rows_before)
-            for X, y in batches():
+            for X, y in _aligned(batches(), learner.batch_size):
                 eta = learner.process(X, y)
                 pred = rule.decide(eta, y)
                 score.add(pred, y)
@@ -197,6 +197,21 @@ class StreamingSolver(Solver):
                   "curve": {"rows": curve_rows, "f_beta": curve_f}}
         trace = {"epochs": epochs, "rows": rows_before, "sgd_steps": learner.steps, **rule.trace()}
         return StreamFitResult(network=network, threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
+
+
+def _aligned(batches: Iterable[tuple[np.ndarray, np.ndarray]], multiple: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Re-cut the stream so mini-batches never straddle record batches: the model depends on the row
+    sequence only, not on how the file happens to be split (row groups, CSV blocks, several files)."""
+    carry: tuple[np.ndarray, np.ndarray] | None = None
+    for X, y in batches:
+        if carry is not None:
+            X, y = np.concatenate([carry[0], X]), np.concatenate([carry[1], y])
+        cut = len(y) - len(y) % multiple
+        if cut:
+            yield X[:cut], y[:cut]
+        carry = (X[cut:], y[cut:]) if cut < len(y) else None
+    if carry is not None:
+        yield carry
 
 
 def _linear_network(ctx: FitContext, w: np.ndarray, b: float) -> torch.nn.Module:
