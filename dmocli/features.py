@@ -268,7 +268,9 @@ class Preprocessor:
                 dense = np.where(bad, np.asarray(self.fill), dense)
             dense = dense - np.asarray(self.mean)
             dense /= np.asarray(self.scale)
-        blocks = [dense.astype(np.float32)]
+        out = np.zeros((batch.num_rows, self.n_features), dtype=np.float32)
+        out[:, :dense.shape[1]] = dense  # one casting copy into the row-major result (no concatenate)
+        offset = dense.shape[1]
         unseen: dict[str, int] = {}
         for col, levels in self.categorical.items():
             arr = batch.column(col)
@@ -277,12 +279,11 @@ class Preprocessor:
             arr = arr.cast(pa.string())
             index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
             idx = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
-            onehot = np.zeros((batch.num_rows, len(levels)), dtype=np.float32)
             rows = np.flatnonzero(idx >= 0)
-            onehot[rows, idx[rows]] = 1.0
+            out[rows, offset + idx[rows]] = 1.0
+            offset += len(levels)
             unseen[col] = int(((idx < 0) & ~arr.is_null().to_numpy(zero_copy_only=False)).sum())
-            blocks.append(onehot)
-        return np.ascontiguousarray(np.concatenate(blocks, axis=1)), unseen
+        return out, unseen
 
     def to_dict(self) -> dict[str, Any]:
         return {
