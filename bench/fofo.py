@@ -267,7 +267,9 @@ def main() -> None:
             results["synthetic_online_f1"] = synthetic_online_f1(args.synthetic_rows, 20)
             print("\n## 2a. online F1 after one pass, synthetic logistic streams")
             print(table(results["synthetic_online_f1"], ["set", "seed", "rows", *SOLVERS]))
-        if "shared" not in args.skip and args.data_dir.is_dir():
+        if "shared" not in args.skip and not args.data_dir.is_dir():
+            print(f"\n## 2b. skipped: no benchmark data at {args.data_dir} (give --data-dir)")
+        elif "shared" not in args.skip:
             results["shared_online_f1"] = shared_sets_online_f1(args.data_dir, work)
             keys = ["set", "seed", "rows", "passes"]
             for s in SOLVERS:
