@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -32,13 +31,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from dmocli import io  # noqa: E402
-from dmocli.applying import evaluate  # noqa: E402
-from dmocli.online_threshold import FofoThreshold  # noqa: E402
-from dmocli.training import TrainOptions, train  # noqa: E402
+from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
+from dmocli import io
+from dmocli.applying import evaluate
+from dmocli.online_threshold import FofoThreshold
+from dmocli.training import TrainOptions, train
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]
 SOLVERS = ("fofo", "ofo", "lr")
@@ -195,12 +192,9 @@ def synthetic_online_f1(rows: int, width: int) -> list[dict]:
 
 
 def shared_sets_online_f1(data_dir: Path, tmp: Path) -> list[dict]:
-    names = [p.name for p in sorted(data_dir.iterdir()) if (p / "train.parquet").exists()]
     results = []
-    for name in names:
+    for name in BINARY_SETS:
         train_table = pq.read_table(data_dir / name / "train.parquet")
-        if len(set(train_table.column("label").to_pylist())) != 2:
-            continue  # multi-class sets: FOFO is binary
         n = train_table.num_rows
         passes = max(1, min(20, math.ceil(50_000 / n)))
         for seed in range(3):
@@ -235,17 +229,9 @@ def peak_rss(tmp: Path, rows_list: tuple[int, ...], width: int) -> dict:
     return out
 
 
-# ---- report --------------------------------------------------------------------------------------------
-def table(rows: list[dict], keys: list[str]) -> str:
-    lines = [" | ".join(keys), " | ".join("---" for _ in keys)]
-    for row in rows:
-        lines.append(" | ".join(f"{row[k]:.4f}" if isinstance(row.get(k), float) else str(row.get(k, "")) for k in keys))
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--width", type=int, default=50)
@@ -255,8 +241,7 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "f1", "shared", "rss"])
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fofo_bench_", dir=args.tmp))
-    results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                 "load_average_at_start": os.getloadavg()}}
+    results: dict = {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     try:
         if "throughput" not in args.skip:
             results["throughput"] = throughput(work, args.rows, args.width)
@@ -266,7 +251,7 @@ def main() -> None:
         if "f1" not in args.skip:
             results["synthetic_online_f1"] = synthetic_online_f1(args.synthetic_rows, 20)
             print("\n## 2a. online F1 after one pass, synthetic logistic streams")
-            print(table(results["synthetic_online_f1"], ["set", "seed", "rows", *SOLVERS]))
+            print_table(results["synthetic_online_f1"], ["set", "seed", "rows", *SOLVERS])
         if "shared" not in args.skip and not args.data_dir.is_dir():
             print(f"\n## 2b. skipped: no benchmark data at {args.data_dir} (give --data-dir)")
         elif "shared" not in args.skip:
@@ -276,7 +261,7 @@ def main() -> None:
                 keys += [s, f"{s}_test"]
             keys += [k for k in results["shared_online_f1"][0] if "_x" in k]
             print("\n## 2b. online F1 (shuffled benchmark sets); _test: F1 of the final model on test.parquet")
-            print(table(results["shared_online_f1"], list(dict.fromkeys(keys))))
+            print_table(results["shared_online_f1"], list(dict.fromkeys(keys)))
         if "rss" not in args.skip:
             rss = peak_rss(work, tuple(args.rss_rows), args.rss_width)
             small, large = (rss[r] for r in args.rss_rows)
@@ -288,11 +273,8 @@ def main() -> None:
             print(f"ratio {large / small:.3f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["machine"]["load_average_at_end"] = os.getloadavg()
-    out = REPO / "bench" / "results" / "fofo.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=float) + "\n")
-    print(f"\nwrote {out}")
+    results["load_average_at_end"] = os.getloadavg()
+    print(f"\nwrote {write_results('fofo', json.loads(json.dumps(results, default=float)))}")
 
 
 if __name__ == "__main__":

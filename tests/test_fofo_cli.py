@@ -157,7 +157,7 @@ def peak_rss_mb(*command: str | os.PathLike) -> float:
 
 
 def test_memory_does_not_grow_with_stream_length(tmp_path):
-    """150k vs 600k rows x 32 float32 features: an in-memory pipeline would hold >= 150 MB more for the larger."""
+    """150k vs 600k rows x 32 float32 features: an in-memory pipeline would hold >= 200 MB more for the larger."""
     rng = np.random.default_rng(0)
     rss = {}
     for n in (150_000, 600_000):
@@ -169,4 +169,4 @@ def test_memory_does_not_grow_with_stream_length(tmp_path):
         del X, table
         rss[n] = peak_rss_mb(*dmo_command(), "train", path, "--solver", "fofo", "-o", tmp_path / f"m{n}.safetensors")
     assert peak_rss_mb(sys.executable, "-c", "pass") < 60  # the launcher really isolates the measurement
-    assert rss[600_000] - rss[150_000] < 25, rss
+    assert rss[600_000] < 1.1 * rss[150_000], rss  # flat within 10% (the bench's 1M vs 8M criterion)
