@@ -120,7 +120,7 @@ class OnlineScore:
             f = np.divide((1 + self.b2) * tp, den, out=np.zeros(marks.size), where=den > 0)
             self.curve_rows.extend((self.rows_before + seen + marks + 1).tolist())
             self.curve_f.extend(f.tolist())
-            if len(self.curve_rows) > 2 * CURVE_POINTS:
+            while len(self.curve_rows) > 2 * CURVE_POINTS:
                 self.curve_rows, self.curve_f = self.curve_rows[1::2], self.curve_f[1::2]
                 self.interval *= 2
         tp = int((pred & yb).sum())
