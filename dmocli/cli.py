@@ -93,13 +93,15 @@ def train(
     param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
     gamma: Optional[float] = typer.Option(None, "--gamma", help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
-    adjust: bool = typer.Option(True, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold)."),
+    adjust: Optional[bool] = typer.Option(None, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, except for the streaming solvers fofo/ofo/lr, which keep their learned threshold."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
     drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
     unlabeled_truth: Optional[Path] = typer.Option(None, "--unlabeled-truth", help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG."),
 ) -> None:
     """Train a classifier and fit its threshold for the chosen operating point.
 
@@ -112,12 +114,16 @@ def train(
         label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
         val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
         adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
-        unlabeled_truth=unlabeled_truth, gamma=gamma,
+        unlabeled_truth=unlabeled_truth, gamma=gamma, epochs=epochs, plot=plot,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
+    if "online" in result:
+        o = result["online"]
+        header.append(f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
+                      f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)")
     _emit(result, as_json, header + _split_lines(result))
 
 

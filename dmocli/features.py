@@ -158,6 +158,11 @@ class Preprocessor:
                     )
             if dense.shape[1] == 0:
                 continue
+            if total is not None and impute == "none" and np.isfinite(dense).all():
+                total += dense.sum(axis=0)  # fast path for clean batches: 2 passes instead of ~8
+                sq += np.einsum("ij,ij->j", dense, dense)
+                count += dense.shape[0]
+                continue
             nan = np.isnan(dense)
             inf = np.isinf(dense)
             finite = ~(nan | inf)
@@ -228,7 +233,7 @@ class Preprocessor:
             return values.astype(np.float64, copy=False).reshape(n, dim)
         if not self.numeric:
             return np.empty((n, 0))
-        out = np.empty((n, len(self.numeric)))
+        out = np.empty((n, len(self.numeric)), order="F")  # column-major: each column is one contiguous write
         for j, name in enumerate(self.numeric):
             col = batch.column(name)
             if isinstance(col, pa.ChunkedArray):
@@ -263,8 +268,11 @@ class Preprocessor:
                         "clean them or train with --impute median"
                     )
                 dense = np.where(bad, np.asarray(self.fill), dense)
-            dense = (dense - np.asarray(self.mean)) / np.asarray(self.scale)
-        blocks = [dense.astype(np.float32)]
+            dense = dense - np.asarray(self.mean)
+            dense /= np.asarray(self.scale)
+        out = np.zeros((batch.num_rows, self.n_features), dtype=np.float32)
+        out[:, :dense.shape[1]] = dense  # one casting copy into the row-major result (no concatenate)
+        offset = dense.shape[1]
         unseen: dict[str, int] = {}
         for col, levels in self.categorical.items():
             arr = batch.column(col)
@@ -273,12 +281,11 @@ class Preprocessor:
             arr = arr.cast(pa.string())
             index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
             idx = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
-            onehot = np.zeros((batch.num_rows, len(levels)), dtype=np.float32)
             rows = np.flatnonzero(idx >= 0)
-            onehot[rows, idx[rows]] = 1.0
+            out[rows, offset + idx[rows]] = 1.0
+            offset += len(levels)
             unseen[col] = int(((idx < 0) & ~arr.is_null().to_numpy(zero_copy_only=False)).sum())
-            blocks.append(onehot)
-        return np.ascontiguousarray(np.concatenate(blocks, axis=1)), unseen
+        return out, unseen
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -80,14 +80,23 @@ def iter_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Stream record batches in file order; memory is O(batch), not O(rows).
 
-    low_memory: read ahead one file and two batches instead of pyarrow's 4 files and 16 batches, for
-    passes whose per-batch work is slower than the read (the read-ahead would otherwise fill up, ~1 GB
-    on 50-column data).
+    Parquet is read file by file, row group by row group, without
+    pre-buffering: pyarrow's dataset scanner reads ahead of a slower consumer
+    and its peak memory grew with the file (measured in bench/fofo.py).
+    low_memory (CSV and other dataset reads): read ahead one file and two
+    batches instead of pyarrow's 4 files and 16 batches.
     """
     dataset = open_dataset(path)
     readahead = {"fragment_readahead": 1, "batch_readahead": 2} if low_memory else {}
     try:
-        for batch in dataset.to_batches(columns=columns, batch_size=batch_size, **readahead):
+        if isinstance(getattr(dataset, "format", None), pads.ParquetFileFormat):
+            source: Iterator[pa.RecordBatch] = (
+                batch for name in dataset.files
+                for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
+            )
+        else:
+            source = dataset.to_batches(columns=columns, batch_size=batch_size, **readahead)
+        for batch in source:
             if batch.num_rows:
                 yield batch
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:

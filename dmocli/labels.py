@@ -117,6 +117,12 @@ def infer_label_spec(
     counts = pc.value_counts(labels.drop_null())
     values = [_python_value(v) for v in counts.field("values")]
     freq = [int(c) for c in counts.field("counts").to_numpy()]
+    return label_spec_from_counts(values, freq, labels.type, column, positive, binary)
+
+
+def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.DataType, column: str,
+                           positive: str | None, binary: bool) -> LabelSpec:
+    """infer_label_spec from per-class counts, so a streaming pass can count batch by batch."""
     if not values:
         raise DmoError(f"label column '{column}' has no labeled rows (every label is missing)")
     order = sorted(range(len(values)), key=lambda i: (str(type(values[i])), values[i]))
@@ -130,7 +136,7 @@ def infer_label_spec(
     if not binary:
         return LabelSpec(column=column, classes=classes, positive=None, counts=class_counts)
     if positive is not None:
-        pos_value = parse_positive(positive, labels.type)
+        pos_value = parse_positive(positive, label_type)
         if pos_value not in classes:
             raise DmoError(
                 f"--positive {positive!r} does not occur in label column '{column}' "

@@ -51,11 +51,13 @@ class TrainOptions:
     seed: int = 0
     params: dict[str, str] = field(default_factory=dict)
     confidence: float | None = None
-    adjust: bool = True
+    adjust: bool | None = None  # None: the solver's default (TA for in-memory solvers, the learned threshold for streaming ones)
     allow_infeasible: bool = False
     drop_unlabeled: bool = False
     unlabeled_truth: str | Path | None = None  # true labels of the unlabeled rows, for the report (adsh/fixmatch)
     gamma: float | None = None  # LUS subsampling level (--gamma), same as --param gamma=G
+    epochs: int | None = None  # passes over the data (streaming solvers)
+    plot: str | Path | None = None  # PNG of online F vs rows seen (streaming solvers)
 
 
 def default_model_path(data: str | Path) -> Path:
@@ -98,6 +100,15 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
         if not any(f == "gamma" for f in solver.Params.__dataclass_fields__):
             raise DmoError(f"--gamma applies to --solver lus, not to {solver.name}")
         raw_params["gamma"] = repr(float(opts.gamma))
+    if solver.streaming:
+        from .streaming import train_streaming
+
+        if opts.unlabeled_truth is not None:
+            raise DmoError(f"--unlabeled-truth applies to --solver adsh/fixmatch, not to {solver.name}")
+
+        return train_streaming(data, opts, solver, output, report_path)
+    if opts.epochs is not None or opts.plot is not None:
+        raise DmoError(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
     params = solver.parse_params(raw_params)
     device = resolve_device(opts.device)
 
@@ -178,7 +189,7 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
             report["before_adjustment"] = {
                 name: binary_split_report(logits[name], truth[name], own, problem) for name in logits
             }
-        if opts.adjust or own is None:
+        if opts.adjust is not False or own is None:
             point = search(logits[threshold_split], truth[threshold_split], problem, opts.confidence)
             report["operating_point"] = {"split": threshold_split, **point.to_dict()}
             if point.feasible is False and not opts.allow_infeasible:

@@ -6,10 +6,11 @@ from .base import Solver
 from .adsh import Adsh
 from .fixmatch import FixMatch
 from .lus import LocalUncertaintySampling
+from .online import Fofo, Ofo, OnlineLR
 from .wce import WeightedCrossEntropy
 
 _SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh, LocalUncertaintySampling)
+    cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh, LocalUncertaintySampling, Fofo, Ofo, OnlineLR)
 }
 
 

@@ -68,6 +68,8 @@ class Solver:
     uses_unlabeled: ClassVar[bool] = False
     uses_offsets: ClassVar[bool] = False  # adds SplitData.extra["offsets"] (a `dmo subsample` file) to its logits
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
+    streaming: ClassVar[bool] = False  # True: trained by fit_stream over record batches (dmocli/streaming.py)
+    adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
 
     @dataclass
     class Params:

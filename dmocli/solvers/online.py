@@ -1,0 +1,319 @@
+"""One-pass (streaming) F-measure solvers: FOFO and the paper's baselines OFO and LR.
+
+All three share the posterior learner, online logistic regression by
+mini-batch SGD, and differ only in the threshold that turns eta_t(x_t) into
+a prediction (ALGORITHMS.md section 3):
+
+* fofo: the learned threshold of Liu et al. (NeurIPS 2018), staged SGD on Q(theta);
+* ofo:  Busa-Fekete et al. (2015), threshold = online F of past predictions / (1+b^2);
+* lr:   fixed threshold 0.5.
+
+Online protocol. Rows arrive in record batches and are cut into mini-batches
+of `batch-size` rows. For every row of a mini-batch, eta_t = sigmoid(w.x_t)
+uses the weights from before that mini-batch, i.e. learned from earlier rows
+only; its prediction is made with a threshold that depends only on earlier
+rows too; only then are the mini-batch's labels used (one SGD step on the mean
+log loss, then the threshold recurrence). Mini-batching thus delays the
+logistic update by at most batch-size - 1 rows but never lets a label inform
+its own prediction; with batch-size 1 it is the paper's per-row algorithm.
+
+The streaming pipeline (dmocli/streaming.py) feeds these solvers; they never
+see the whole data.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Iterator
+
+import numpy as np
+import torch
+from scipy.special import expit
+
+from ..errors import DmoError
+from ..networks import build_network
+from ..online_threshold import FofoThreshold, ofo_predictions
+from .base import FitContext, FitResult, Solver
+
+Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
+Progress = Callable[[int, float], None]  # (rows seen, online F so far)
+CURVE_POINTS = 200
+PROBABILITY_FLOOR = 1e-7  # a learned threshold of 0 would be logit -inf; clamp so the model file stays finite
+
+
+class OnlineLogistic:
+    """Online logistic regression: one SGD step per mini-batch, step lr / sqrt(k) at step k.
+
+    With `average`, predictions use the running average of the iterates
+    (Polyak-Ruppert), as the paper's eq. (5) allows; memory is O(d).
+    """
+
+    def __init__(self, n_features: int, lr: float, batch_size: int, average: bool):
+        self.w = np.zeros(n_features, dtype=np.float32)
+        self.b = 0.0
+        self.w_avg = np.zeros(n_features, dtype=np.float32)
+        self.b_avg = 0.0
+        self.lr = lr
+        self.batch_size = batch_size
+        self.average = average
+        self.steps = 0
+
+    def process(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """eta for every row, each computed before its own mini-batch's labels update the weights."""
+        eta = np.empty(X.shape[0])
+        B = self.batch_size
+        for start in range(0, X.shape[0], B):  # loop over mini-batches, not rows
+            Xb = X[start:start + B]
+            if self.average and self.steps:
+                eta[start:start + B] = expit(Xb @ self.w_avg + self.b_avg)
+                residual = expit(Xb @ self.w + self.b) - y[start:start + B]
+            else:
+                eta[start:start + B] = expit(Xb @ self.w + self.b)
+                residual = eta[start:start + B] - y[start:start + B]
+            self.steps += 1
+            step = self.lr / math.sqrt(self.steps)
+            self.w -= (step / Xb.shape[0]) * (residual.astype(np.float32) @ Xb)
+            self.b -= step * float(residual.mean())
+            if self.average:
+                self.w_avg += (self.w - self.w_avg) / self.steps
+                self.b_avg += (self.b - self.b_avg) / self.steps
+        return eta
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        return (self.w_avg, self.b_avg) if self.average and self.steps else (self.w, self.b)
+
+
+class OnlineScore:
+    """Confusion counts of the online predictions of one pass and a bounded curve of online F vs rows seen.
+
+    The curve keeps at most 2 * CURVE_POINTS points for any stream length:
+    when full, every other point is dropped and the spacing doubles.
+    """
+
+    def __init__(self, beta: float, expected_rows: int | None, rows_before: int = 0):
+        self.b2 = beta * beta
+        self.tp = self.fp = self.fn = self.tn = 0
+        self.rows_before = rows_before
+        self.interval = max(1, (expected_rows or 1024) // CURVE_POINTS)
+        self.curve_rows: list[int] = []
+        self.curve_f: list[float] = []
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+    @property
+    def f_beta(self) -> float:
+        den = (1 + self.b2) * self.tp + self.b2 * self.fn + self.fp
+        return (1 + self.b2) * self.tp / den if den else 0.0
+
+    def add(self, pred: np.ndarray, y: np.ndarray) -> None:
+        pred = pred.astype(bool)
+        yb = y.astype(bool)
+        seen = self.n
+        marks = np.arange(self.interval - seen % self.interval - 1, y.size, self.interval)
+        if marks.size:
+            tp = self.tp + np.cumsum(pred & yb)[marks]
+            pos = self.tp + self.fn + np.cumsum(yb)[marks]
+            predicted = self.tp + self.fp + np.cumsum(pred)[marks]
+            den = self.b2 * pos + predicted
+            f = np.divide((1 + self.b2) * tp, den, out=np.zeros(marks.size), where=den > 0)
+            self.curve_rows.extend((self.rows_before + seen + marks + 1).tolist())
+            self.curve_f.extend(f.tolist())
+            while len(self.curve_rows) > 2 * CURVE_POINTS:
+                self.curve_rows, self.curve_f = self.curve_rows[1::2], self.curve_f[1::2]
+                self.interval *= 2
+        tp = int((pred & yb).sum())
+        fp = int(pred.sum()) - tp
+        pos = int(yb.sum())
+        self.tp += tp
+        self.fp += fp
+        self.fn += pos - tp
+        self.tn += y.size - tp - fp - (pos - tp)
+
+    def to_dict(self) -> dict[str, Any]:
+        n_pos = self.tp + self.fn
+        predicted = self.tp + self.fp
+        return {"n": self.n, "n_pos": n_pos, "tp": self.tp, "fp": self.fp, "tn": self.tn, "fn": self.fn,
+                "precision": self.tp / predicted if predicted else 0.0, "recall": self.tp / n_pos if n_pos else 0.0,
+                "f_beta": self.f_beta, "beta": math.sqrt(self.b2)}
+
+
+@dataclass
+class StreamFitResult(FitResult):
+    """FitResult plus the online (progressive) evaluation of every pass."""
+
+    online: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamingSolver(Solver):
+    """Base of the one-pass solvers: subclasses supply the threshold rule."""
+
+    streaming: ClassVar[bool] = True
+    adjust_by_default: ClassVar[bool] = False  # keep the threshold learned online; --adjust asks for TA
+    problems = ("ofbs",)
+
+    @dataclass
+    class Params:
+        lr: float = field(default=8.0, metadata={"help": "SGD step of the logistic model at mini-batch k is lr/sqrt(k)"})
+        batch_size: int = field(default=256, metadata={"help": "rows per SGD mini-batch (1 = the per-row algorithm)"})
+        average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
+
+    def threshold_rule(self, beta: float, n: int | None, params: Any) -> "ThresholdRule":
+        raise NotImplementedError
+
+    def fit(self, train, val, ctx):  # the pipeline calls fit_stream for streaming solvers
+        raise NotImplementedError(f"{self.name} is a streaming solver; use fit_stream")
+
+    def fit_stream(self, batches: Batches, n: int | None, n_features: int, ctx: FitContext, epochs: int = 1,
+                   progress: Progress | None = None) -> StreamFitResult:
+        """`epochs` passes over `batches()`; n = rows per pass when known (None: unknown, doubling scheme)."""
+        p = ctx.params
+        beta = ctx.problem.beta
+        learner = OnlineLogistic(n_features, p.lr, max(1, p.batch_size), p.average)
+        rule = self.threshold_rule(beta, n, p)
+        passes: list[dict[str, Any]] = []
+        curve_rows: list[int] = []
+        curve_f: list[float] = []
+        rows_before = 0
+        for epoch in range(epochs):
+            if epoch:
+                rule.restart(n)
+            score = OnlineScore(beta, n, rows_before)
+            for X, y in _aligned(batches(), learner.batch_size):
+                eta = learner.process(X, y)
+                pred = rule.decide(eta, y)
+                score.add(pred, y)
+                if progress is not None:
+                    progress(rows_before + score.n, score.f_beta)
+            passes.append(score.to_dict())
+            curve_rows += score.curve_rows
+            curve_f += score.curve_f
+            rows_before += score.n
+        w, b = learner.weights()
+        theta = float(np.clip(rule.final, PROBABILITY_FLOOR, 1 - PROBABILITY_FLOOR))
+        network = _linear_network(ctx, w, b)
+        online = {**passes[0], "passes": passes, "final_threshold_probability": theta,
+                  "curve": {"rows": curve_rows, "f_beta": curve_f}}
+        trace = {"epochs": epochs, "rows": rows_before, "sgd_steps": learner.steps, **rule.trace()}
+        return StreamFitResult(network=network, threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
+
+
+def _aligned(batches: Iterable[tuple[np.ndarray, np.ndarray]], multiple: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Re-cut the stream so mini-batches never straddle record batches: the model depends on the row
+    sequence only, not on how the file happens to be split (row groups, CSV blocks, several files)."""
+    carry: tuple[np.ndarray, np.ndarray] | None = None
+    for X, y in batches:
+        if carry is not None:
+            X, y = np.concatenate([carry[0], X]), np.concatenate([carry[1], y])
+        cut = len(y) - len(y) % multiple
+        if cut:
+            yield X[:cut], y[:cut]
+        carry = (X[cut:], y[cut:]) if cut < len(y) else None
+    if carry is not None:
+        yield carry
+
+
+def _linear_network(ctx: FitContext, w: np.ndarray, b: float) -> torch.nn.Module:
+    network = build_network(ctx.architecture)
+    layer = network[0]
+    with torch.no_grad():
+        layer.weight.copy_(torch.as_tensor(w, dtype=torch.float32).reshape(1, -1))
+        layer.bias.fill_(float(b))
+    return network.eval()
+
+
+class ThresholdRule:
+    """Turns eta into predictions, one chunk at a time, learning from the chunk's labels afterwards."""
+
+    final: float
+
+    def decide(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def restart(self, n: int | None) -> None:
+        """Called at the start of every pass after the first."""
+
+    def trace(self) -> dict[str, Any]:
+        return {}
+
+
+class FofoRule(ThresholdRule):
+    def __init__(self, beta: float, n: int | None):
+        self.learner = FofoThreshold(beta, n)
+
+    @property
+    def final(self) -> float:
+        return self.learner.average
+
+    def decide(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return eta >= self.learner.process(eta, y)
+
+    def restart(self, n: int | None) -> None:
+        self.learner.restart(n)
+
+    def trace(self) -> dict[str, Any]:
+        s = self.learner.schedule
+        return {"stages": s.stages, "stage_rows": s.stage_rows, "doubling": self.learner.doubling,
+                "schedule_restarts": self.learner.restarts, "recurrence_iterations": self.learner.iterations}
+
+
+class OfoRule(ThresholdRule):
+    def __init__(self, beta: float):
+        self.b2 = beta * beta
+        self.tp = self.pos = self.predicted = 0
+        self.iterations = 0
+
+    @property
+    def final(self) -> float:
+        den = self.b2 * self.pos + self.predicted
+        return self.tp / den if den else 0.0
+
+    def decide(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+        pred, _, iterations = ofo_predictions(eta, y, self.tp, self.pos, self.predicted, self.b2)
+        self.iterations += iterations
+        self.tp += int((pred & (y == 1)).sum())
+        self.pos += int(y.sum())
+        self.predicted += int(pred.sum())
+        return pred
+
+    def trace(self) -> dict[str, Any]:
+        return {"recurrence_iterations": self.iterations}
+
+
+class FixedRule(ThresholdRule):
+    final = 0.5
+
+    def decide(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return eta >= self.final
+
+
+class Fofo(StreamingSolver):
+    name = "fofo"
+    summary = "FOFO (Liu et al. 2018): one-pass online logistic regression with a learned F-optimal threshold"
+
+    @dataclass
+    class Params(StreamingSolver.Params):
+        horizon: str = field(default="auto", metadata={
+            "help": "auto: stage schedule from the row count; doubling: doubling scheme as if n were unknown"})
+
+    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
+        if params.horizon not in ("auto", "doubling"):
+            raise DmoError(f"--param horizon={params.horizon!r} is not known (use auto or doubling)")
+        return FofoRule(beta, n if params.horizon == "auto" else None)
+
+
+class Ofo(StreamingSolver):
+    name = "ofo"
+    summary = "OFO (Busa-Fekete et al. 2015): online logistic regression, threshold = online F / (1+beta^2)"
+
+    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
+        return OfoRule(beta)
+
+
+class OnlineLR(StreamingSolver):
+    name = "lr"
+    summary = "online logistic regression thresholded at probability 0.5 (FOFO's baseline)"
+
+    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
+        return FixedRule()

@@ -1,0 +1,163 @@
+"""The `train` pipeline for streaming solvers (fofo, ofo, lr): data larger than memory, read in record batches.
+
+Pass 1 (cheap: no model work) fits the Preprocessor (exact standardization
+statistics, categorical levels) and counts the labels, which fixes the
+positive class and the exact number n of labeled rows, so FOFO's stage
+schedule uses the true n for parquet and CSV alike. Then `--epochs` passes
+feed (X, y) batches to the solver's fit_stream. Memory is O(features +
+batch) throughout; the only O(rows) steps are the ones the user asks for:
+`--val` (one logit and label per validation row, for exact AP/AUC) and
+`--adjust` (exact threshold search needs every logit of its split).
+
+The model file and report match the in-memory pipeline's (training.py),
+plus an "online" section: progressive F, final threshold, rows/s, and the
+curve of online F versus rows seen.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from . import io
+from .applying import _collect
+from .errors import DmoError
+from .features import Preprocessor, plan_columns
+from .labels import LabelSpec, _python_value, label_spec_from_counts
+from .modelfile import DmoModel
+from .networks import Architecture
+from .online_report import plot_online_curve, progress_bar
+from .problems import Problem
+from .report import binary_split_report, envelope, write_report
+from .solvers.base import FitContext
+from .threshold import search
+
+BATCH_ROWS = 65536
+
+
+class LabelCounter:
+    """Per-class label counts accumulated while another consumer reads the batches."""
+
+    def __init__(self, column: str):
+        self.column = column
+        self.counts: dict[Any, int] = {}
+        self.missing = 0
+        self.rows = 0
+        self.type: pa.DataType | None = None
+
+    def tap(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            labels = batch.column(self.column)
+            if pa.types.is_dictionary(labels.type):
+                labels = labels.cast(labels.type.value_type)
+            self.type = labels.type
+            self.rows += batch.num_rows
+            self.missing += labels.null_count
+            counts = pc.value_counts(labels.drop_null())
+            for value, count in zip(counts.field("values"), counts.field("counts").to_numpy()):
+                key = _python_value(value)
+                self.counts[key] = self.counts.get(key, 0) + int(count)
+            yield batch
+
+    def spec(self, positive: str | None) -> LabelSpec:
+        values = list(self.counts)
+        return label_spec_from_counts(values, [self.counts[v] for v in values], self.type or pa.null(),
+                                      self.column, positive, binary=True)
+
+
+def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
+                    report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
+    """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions."""
+    started = time.perf_counter()
+    for path in (output, report_path, opts.plot):
+        if path is not None:
+            io.check_writable(path)
+    if opts.val_frac:
+        raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
+    if opts.model != "linear":
+        raise DmoError(f"solver {solver.name} learns a linear (logistic) model; drop --model {opts.model}")
+    epochs = 1 if opts.epochs is None else opts.epochs
+    if epochs < 1:
+        raise DmoError(f"--epochs {epochs} must be at least 1")
+    params = solver.parse_params(opts.params)
+    problem = Problem(opts.problem or "ofbs", opts.target, opts.beta)
+    if problem.kind not in solver.problems:
+        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: ofbs)")
+    if opts.device not in ("auto", "cpu"):
+        raise DmoError(f"solver {solver.name} streams on the CPU (numpy); use --device auto or cpu")
+
+    plan = plan_columns(io.schema(data), opts.label_col, opts.drop, opts.embedding_col)
+    columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
+    counter = LabelCounter(opts.label_col)
+    prepass_started = time.perf_counter()
+    pre = Preprocessor.fit(counter.tap(io.iter_batches(data, BATCH_ROWS, columns)), plan, opts.impute)
+    prepass_seconds = time.perf_counter() - prepass_started
+    labels = counter.spec(opts.positive)
+    if counter.missing and not opts.drop_unlabeled:
+        raise DmoError(f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
+                       "(pass --drop-unlabeled to ignore them)")
+    n = counter.rows - counter.missing
+
+    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for batch in io.iter_batches(data, BATCH_ROWS, columns):
+            X, _ = pre.transform(batch)
+            y = labels.encode(batch.column(opts.label_col))
+            if counter.missing:
+                keep = y >= 0
+                X, y = X[keep], y[keep]
+            yield X, y
+
+    arch = Architecture("linear", pre.n_features, 1)
+    ctx = FitContext(problem=problem, architecture=arch, device=torch.device("cpu"), seed=opts.seed, params=params)
+    torch.manual_seed(opts.seed)
+    fit_started = time.perf_counter()
+    with progress_bar(n * epochs, f"{solver.name}") as progress:
+        result = solver.fit_stream(batches, n, pre.n_features, ctx, epochs=epochs, progress=progress)
+    fit_seconds = time.perf_counter() - fit_started
+    online = {**result.online, "final_threshold": result.threshold,
+              "rows_per_second": n * epochs / fit_seconds if fit_seconds > 0 else None}
+
+    model = DmoModel(network=result.network, architecture=arch, preprocessor=pre, labels=labels,
+                     solver=solver.name, problem=problem, threshold=result.threshold)
+    adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
+    report: dict[str, Any] = envelope(
+        "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
+        data=str(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
+        n_features=pre.n_features, streaming=True, epochs=epochs, adjusted=adjust,
+    )
+    logits: dict[str, np.ndarray] = {}
+    truth: dict[str, np.ndarray] = {}
+    if opts.val is not None:
+        logits["val"], truth["val"], _ = _collect(model, opts.val)  # streamed; keeps one logit + label per row
+    threshold = result.threshold
+    if adjust:
+        split = "val" if opts.val is not None else "train"
+        if split == "train":
+            logits["train"], truth["train"], _ = _collect(model, data)
+        report["before_adjustment"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
+        point = search(logits[split], truth[split], problem, opts.confidence)
+        report["operating_point"] = {"split": split, **point.to_dict()}
+        threshold = model.threshold = point.threshold
+    report["threshold"] = threshold
+    report["online"] = online
+    report["splits"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
+    report["solver_trace"] = result.trace
+    report["prepass_seconds"] = prepass_seconds
+    report["fit_seconds"] = fit_seconds
+    model.info = {"seed": opts.seed, "confidence": opts.confidence, "params": vars(params), "epochs": epochs,
+                  "summary": {"online": {k: online[k] for k in ("precision", "recall", "f_beta")},
+                              **{k: {m: v[m] for m in ("precision", "recall", "f_beta")}
+                                 for k, v in report["splits"].items()}}}
+    if opts.plot is not None:
+        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(data).name}: {problem.describe()}")
+    report["wall_seconds"] = time.perf_counter() - started
+    report["model_path"] = str(output)
+    model.save(output)
+    if report_path is not None:
+        write_report(report_path, report)
+    return model, report
