@@ -42,6 +42,7 @@ from .base import FitContext, FitResult, SplitData, Solver, seed_everything
 from .loop import EarlyStopping, minibatches
 from .relaxation import agreement_bce, metric_terms, soft_counts, violations
 from .selection import BestIterate, evaluate_decision
+from .wce import WeightedCrossEntropy
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Settings:
     warm_lr: float
     warm_patience: int
     warm_balanced: bool
+    warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
     init: str  # ta | predictions | random
     outer: int
     outer_patience: int  # 0: run every outer iteration
@@ -74,14 +76,14 @@ class Settings:
 def _preset(protocol: str, model: str) -> Settings:
     mlp = model == "mlp"
     if protocol == "authors":
-        return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False,
+        return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False, warm_start="bce",
                         init="random", outer=50, outer_patience=0, inner_steps=1000, inner_patience=50, inner_tol=0.0, inner_rule="best",
                         inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False)
     if protocol == "fast":
-        return Settings(warm_steps=400, warm_lr=3e-3 if mlp else 3e-2, warm_patience=20, warm_balanced=True,
+        return Settings(warm_steps=1000 if mlp else 400, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce" if mlp else "bce",
                         init="ta", outer=8, outer_patience=3, inner_steps=200, inner_patience=25, inner_tol=1e-3, inner_rule="window",
-                        inner_epochs=2, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
+                        inner_epochs=25, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True)
     raise DmoError(f"--param protocol={protocol!r} is not known (use fast or authors)")
 
@@ -97,6 +99,7 @@ class ERO(Solver):
         warm_lr: float | None = field(default=None, metadata={"help": "warm-start learning rate"})
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
+        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop, authors) or wce (the wce solver with its defaults, fast)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
         outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
@@ -127,6 +130,8 @@ class ERO(Solver):
         out = replace(base, **given)
         if out.init not in ("ta", "predictions", "random"):
             raise DmoError(f"--param init={out.init!r} is not known (use ta, predictions or random)")
+        if out.warm_start not in ("bce", "wce"):
+            raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
         if out.inner_rule not in ("best", "window"):
             raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
         if out.reg_weighting not in ("none", "balanced"):
@@ -154,7 +159,12 @@ class ERO(Solver):
         full = p.mode == "full" or (p.mode == "auto" and work <= p.full_batch_max_work)
         batch = n if full else min(n, p.batch_size if p.batch_size > 0 else min(max(n // 8, 256), 8192))
 
-        warm = _warm_start(network, train, cfg, batch, generator)
+        if cfg.warm_start == "wce":
+            wce = WeightedCrossEntropy()
+            fitted = wce.fit(train, monitor if monitor is not train else None, replace(ctx, params=wce.Params()))
+            network, warm = fitted.network, fitted.trace.get("epochs", 0)
+        else:
+            warm = _warm_start(network, train, cfg, batch, generator)
         s = _initial_s(network, train, problem, cfg.init, generator)
         warm_seconds = time.perf_counter() - started
 
@@ -278,7 +288,7 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
     per_epoch = math.ceil(n / batch)
     max_steps = cfg.inner_steps if full else cfg.inner_epochs * per_epoch
     check_every = 1 if full else per_epoch
-    patience = cfg.inner_patience if full else 2
+    patience = cfg.inner_patience if full else 3
     optimizer = torch.optim.Adam(network.parameters(), lr=cfg.lr)
     network.train()
     checks: list[float] = []
@@ -336,10 +346,12 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     n, n_pos = train.n, float(y.sum())
     weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
     optimizer = torch.optim.Adam(network.parameters(), lr=cfg.warm_lr)
-    stopper = EarlyStopping(network, patience=cfg.warm_patience)
+    # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
+    per_check = math.ceil(n / batch)
+    stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
     rows_iter = _endless_batches(n, batch, generator, train.X.device)
     network.train()
-    steps = 0
+    steps, running = 0, 0.0
     for steps in range(1, cfg.warm_steps + 1):
         rows = next(rows_iter)
         optimizer.zero_grad(set_to_none=True)
@@ -347,8 +359,11 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
                                                   weight=None if weight is None else weight[rows])
         loss.backward()
         optimizer.step()
-        if stopper.step(loss.item()):
-            break
+        running += loss.item()
+        if steps % per_check == 0:
+            if stopper.step(running / per_check):
+                break
+            running = 0.0
     stopper.restore()
     return steps
 
