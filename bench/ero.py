@@ -78,6 +78,15 @@ def fmt(cell: dict) -> str:
     return f"{cell['objective']:.3f}/{cell['constraint']:.3f}{'' if cell['feasible'] else '*'}"
 
 
+def _rank(cell: dict) -> tuple[float, float]:
+    """The problem's own order: feasible before infeasible; then the objective, or (infeasible) the constraint."""
+    if cell["constraint"] is None:
+        return (1.0, round(cell["objective"], 12))
+    if cell["feasible"]:
+        return (1.0, round(cell["objective"], 12))
+    return (0.0, round(cell["constraint"], 12))
+
+
 def summarize(rows: list[dict]) -> dict:
     """The issue's targets, counted over the runs that were made."""
     fast = [r for r in rows if r["protocol"] != "authors"]
@@ -94,10 +103,9 @@ def summarize(rows: list[dict]) -> dict:
             feas_total += 1
             feas_ok += bool(ero["own_train"]["feasible"])
         if wce is not None:
-            ero_ok = problem == "ofbs" or ero["own_train"]["feasible"] or not wce["ta_train"]["feasible"]
             w = wins.setdefault(f"{problem}/{model}", [0, 0, 0])
-            w[0] += int(ero_ok and ero["own_train"]["objective"] >= wce["ta_train"]["objective"] - 1e-12)
-            w[1] += int(ero_ok and ero["own_test"]["objective"] >= wce["ta_test"]["objective"] - 1e-12)
+            w[0] += int(_rank(ero["own_train"]) >= _rank(wce["ta_train"]))
+            w[1] += int(_rank(ero["own_test"]) >= _rank(wce["ta_test"]))
             w[2] += 1
     speed = []
     for r in rows:

@@ -13,14 +13,14 @@ Two presets (`--param protocol=...`), every value overridable:
 - `fast` (default): the same penalty, regularizer and update rule, reached
   quicker: a stronger warm start (linear: class-balanced BCE, full batch,
   larger learning rate, <= 150 steps; MLP: the `wce` solver, patience 10
-  epochs); the output bias moved to the
-  exact TA threshold of the warm-started scores and s started at those
-  predictions (a feasible, WCE+TA-quality point when the target is
-  reachable); 5 outer iterations of at most 100 steps (MLP: 10 epochs)
-  that stop once F falls by less than 0.1% over 15 steps (epochs: 3); each outer iterate judged with its
-  bias at the exact train-optimal value (`bias_projection`); and the outer
-  loop stops once the iterate is train-feasible and the monitored objective
-  has not improved for 3 outer iterations.
+  epochs); the output bias moved to the exact TA threshold of the
+  warm-started scores and s started at those predictions (a feasible,
+  WCE+TA-quality point when the target is reachable); 5 outer iterations of
+  at most 100 steps (mini-batch: 10 epochs) that stop once F falls by less
+  than 0.1% over 15 steps (3 epochs); each outer iterate judged with its bias
+  at the exact train-optimal value (`bias_projection`); and the outer loop
+  stops once the iterate is train-feasible and the monitored objective has
+  not improved for 3 outer iterations.
 
 Batch mode (`--param mode`): auto trains full batch (the paper's; always
 with protocol=authors) while rows x model parameters stay under 5e7 (every
@@ -102,11 +102,11 @@ class ERO(Solver):
     @dataclass
     class Params:
         protocol: str = field(default="fast", metadata={"help": "preset: fast (default) or authors (the paper's protocol); the options below override it"})
-        warm_steps: int | None = field(default=None, metadata={"help": "warm-start BCE Adam steps (authors 3000, fast 400)"})
+        warm_steps: int | None = field(default=None, metadata={"help": "warm-start BCE Adam steps (authors 3000, fast 150; None = from the preset)"})
         warm_lr: float | None = field(default=None, metadata={"help": "warm-start learning rate"})
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
-        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop, authors) or wce (the wce solver with its defaults, fast)"})
+        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop: authors, fast linear) or wce (the wce solver: fast mlp)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
         outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
