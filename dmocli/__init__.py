@@ -1,2 +1,34 @@
-"""dmocli: thresholded classifiers for imbalanced data at one operating point."""
+"""dmocli: thresholded classifiers for imbalanced data at one operating point.
+
+The top-level names are imported lazily so `import dmocli` stays cheap
+(torch loads only when a function that needs it is used).
+"""
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_API = {
+    "train": ("training", "train"),
+    "TrainOptions": ("training", "TrainOptions"),
+    "evaluate": ("applying", "evaluate"),
+    "predict": ("applying", "predict"),
+    "refit_threshold": ("applying", "refit_threshold"),
+    "load_model": ("modelfile", "load_model"),
+    "Problem": ("problems", "Problem"),
+    "search_threshold": ("threshold", "search"),
+    "extract": ("extract", "extract"),
+    "ExtractOptions": ("extract", "ExtractOptions"),
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from importlib import import_module
+
+        module, attr = _API[name]
+        return getattr(import_module(f".{module}", __name__), attr)
+    raise AttributeError(f"module 'dmocli' has no attribute {name!r}")

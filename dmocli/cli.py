@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -96,6 +95,7 @@ def train(
     adjust: bool = typer.Option(True, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold)."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
     drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
+    unlabeled_truth: Optional[Path] = typer.Option(None, "--unlabeled-truth", help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -111,6 +111,7 @@ def train(
         label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
         val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
         adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
+        unlabeled_truth=unlabeled_truth,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
@@ -171,6 +172,59 @@ def predict(
 
 
 @app.command()
+def extract(
+    source: Path = typer.Argument(..., help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
+                                            "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet feature table to write."),
+    kind: str = typer.Option("auto", "--kind", help="image, text or auto (a table or .txt folder is text)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local model folder (save_pretrained layout, or a timm "
+                                        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+                                        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Items per forward pass."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Image decode worker processes (0: in the main process; default: one per core, at most 8)."),
+    pooling: str = typer.Option("auto", "--pooling", help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images)."),
+    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no)."),
+    views: Optional[str] = typer.Option(None, "--views", help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the augmented views."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest."),
+    checkpoint_every: int = typer.Option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items."),
+    text_col: str = typer.Option("text", "--text-col", help="Text column of a table."),
+    label_col: str = typer.Option("label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Truncate texts to this many tokens (default: the model's limit)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report (incl. skipped unreadable items) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Embed images or texts with a pretrained backbone into a feature table `dmo train` reads.
+
+    Example: dmo extract photos/ -o features.parquet --model ./dinov2-small --views weak:1,strong:2
+    """
+    import signal
+
+    from .extract import ExtractOptions, extract as run_extract
+    from .extract.progress import progress_bar
+
+    def _terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # a batch scheduler's SIGTERM: save finished rows, then stop
+
+    signal.signal(signal.SIGTERM, _terminate)
+    opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,
+                          pooling=pooling, normalize=normalize, views=views, seed=seed, resume=resume,
+                          text_col=text_col, label_col=label_col, max_length=max_length, checkpoint_every=checkpoint_every)
+    with progress_bar(err, "extract") as progress:
+        result = run_extract(source, output, opts, report, progress)
+    if result["n_skipped"]:
+        err.print(f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "
+                  f"{next(iter(result['skipped'][0].values()))}" + ("" if report else " (list them with --report FILE)"),
+                  markup=False)
+    rate = f", {result['items_per_second']:.1f} items/s" if result["items_per_second"] else ""
+    _emit(result, as_json, [f"wrote {result['n_rows']} rows x {result['dim']} features to {output} "
+                            f"({result['n_extracted']} extracted in {result['extract_seconds']:.1f} s{rate}, "
+                            f"{result['n_resumed']} resumed, {result['n_skipped']} skipped)"])
+
+
+@app.command()
 def solvers() -> None:
     """List the solvers and their --param hyper-parameters."""
     from .solvers import available, get_solver
@@ -191,8 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        code = app(args=args, prog_name="dmo", standalone_mode=False)
-        sys.exit(code if isinstance(code, int) else 0)
+        # Standalone mode: click reports usage errors itself (exit 2); our own errors propagate to here.
+        app(args=args, prog_name="dmo")
     except UnreachableTarget as exc:
         if debug:
             raise
@@ -203,12 +257,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"dmo: error: {exc}", markup=False)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("dmo: aborted", markup=False)
-        sys.exit(130)
-    except click.ClickException as exc:
-        err.print(f"dmo: error: {exc.format_message()} (see dmo --help)", markup=False)
-        sys.exit(2)
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.exit(0)
     except KeyboardInterrupt:
         err.print("dmo: interrupted", markup=False)
         sys.exit(130)

@@ -43,7 +43,9 @@ def open_dataset(path: str | os.PathLike) -> pads.Dataset:
             return pads.dataset([str(p) for p in files], format="parquet")
         if _is_csv(path):
             delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
-            fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delimiter))
+            # an empty cell is missing in every column, strings included (a missing label = an unlabeled row)
+            fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                                     convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
             return pads.dataset(str(path), format=fmt)
         return pads.dataset(str(path), format="parquet")
     except DmoError:

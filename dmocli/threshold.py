@@ -57,6 +57,15 @@ def search(scores: np.ndarray, labels: np.ndarray, problem: Problem, confidence:
     return search_curve(curve, problem, confidence)
 
 
+def _best_index(objective: np.ndarray, tie_break: np.ndarray) -> int:
+    """Index of the best objective; ties go to the larger constrained metric, then the higher threshold.
+
+    O(n) with one pass for the maximum; the tie set is usually tiny.
+    """
+    ties = np.flatnonzero(objective == objective.max())
+    return int(ties[np.argmax(tie_break[ties])])
+
+
 def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None = None) -> OperatingPoint:
     n_pos = curve.n_pos
     if n_pos == 0:
@@ -78,9 +87,7 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
         if problem.kind == "fpor":
             ok &= tp > 0  # recall 0 "meets" precision only vacuously
         if ok.any():
-            # best objective; ties broken towards the larger constrained metric, then fewer positives
-            key = np.lexsort((-np.arange(tp.size), np.where(ok, level, -np.inf), np.where(ok, objective, -np.inf)))
-            best = int(key[-1])
+            best = _best_index(np.where(ok, objective, -np.inf), level)
             feasible = True
         else:
             best = int(np.argmax(np.where(tp > 0, level, -np.inf))) if problem.kind == "fpor" else int(np.argmax(level))

@@ -26,6 +26,7 @@ from .report import binary_split_report, envelope, multiclass_split_report, writ
 from .solvers import get_solver
 from .solvers.base import FitContext, SplitData
 from .threshold import search
+from .unlabeled import read_unlabeled_truth, view_columns
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TrainOptions:
     adjust: bool = True
     allow_infeasible: bool = False
     drop_unlabeled: bool = False
+    unlabeled_truth: str | Path | None = None  # true labels of the unlabeled rows, for the report (adsh/fixmatch)
 
 
 def default_model_path(data: str | Path) -> Path:
@@ -115,6 +117,12 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
         full = full.take(np.flatnonzero(full.y >= 0))
     if solver.uses_unlabeled and n_unlabeled == 0:
         raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
+    if solver.uses_unlabeled:
+        full.extra.update(view_columns(table, pre))
+        if opts.unlabeled_truth is not None:
+            full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
+    elif opts.unlabeled_truth is not None:
+        raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
 
     if opts.val is not None:
         val_table = io.read_table(opts.val)

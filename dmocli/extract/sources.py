@@ -1,0 +1,162 @@
+"""Finding what to extract: image folders, text tables and text folders, as sorted items.
+
+Every item has a key (relative POSIX path, or row number of a table), and the
+items are sorted by key so that the output order does not depend on the file
+system, the number of workers or how often a job was resumed.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .. import io
+from ..errors import DmoError
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
+TEXT_SUFFIXES = frozenset({".txt"})
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
+UNLABELED_DIR = "unlabeled"
+
+
+@dataclass
+class Items:
+    """What to extract, in output order.
+
+    `keys` is a string array (relative paths) or an int64 array (table rows);
+    `labels` keeps the label's type, null for unlabeled; images carry `files`,
+    texts carry `texts`. `skipped` lists items refused before extraction.
+    """
+
+    kind: str
+    key_name: str
+    keys: pa.Array
+    labels: pa.Array
+    files: list[Path] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, rows: np.ndarray) -> "Items":
+        rows = np.asarray(rows, dtype=np.int64)
+        idx = pa.array(rows, type=pa.int64())
+        return Items(self.kind, self.key_name, self.keys.take(idx), self.labels.take(idx),
+                     [self.files[i] for i in rows] if self.files else [],
+                     [self.texts[i] for i in rows] if self.texts else [], list(self.skipped))
+
+
+def _walk(root: Path, suffixes: frozenset[str]) -> list[str]:
+    """Relative POSIX paths of files with a wanted suffix, hidden files and folders left out."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel_dir = Path(dirpath).relative_to(root)
+        for name in filenames:
+            if not name.startswith(".") and Path(name).suffix.lower() in suffixes:
+                found.append((rel_dir / name).as_posix())
+    found.sort()
+    return found
+
+
+def _folder_label(rel: str) -> str | None:
+    """The first path component names the class; loose files and `unlabeled/` have no label."""
+    parts = rel.split("/")
+    if len(parts) == 1 or parts[0] == UNLABELED_DIR:
+        return None
+    return parts[0]
+
+
+def detect_kind(source: Path) -> str:
+    """image or text, from what SOURCE holds (a table is text; a folder is whichever files dominate)."""
+    if not source.exists():
+        raise DmoError(f"source not found: {source} (give an image folder, a text table or a folder of .txt files)")
+    if source.is_file():
+        return "text"
+    n_images = len(_walk(source, IMAGE_SUFFIXES))
+    n_texts = len(_walk(source, TEXT_SUFFIXES))
+    if n_images == 0 and n_texts == 0:
+        raise DmoError(f"no image ({', '.join(sorted(IMAGE_SUFFIXES))}) or .txt files under {source}")
+    return "image" if n_images >= n_texts else "text"
+
+
+def image_folder(source: Path) -> Items:
+    if not source.is_dir():
+        raise DmoError(f"--kind image needs a folder of images (one subfolder per class), got {source}")
+    rel = _walk(source, IMAGE_SUFFIXES)
+    if not rel:
+        raise DmoError(f"no image files under {source} (looked for {', '.join(sorted(IMAGE_SUFFIXES))})")
+    return Items("image", "path", pa.array(rel, pa.string()), pa.array([_folder_label(r) for r in rel], pa.string()),
+                 files=[source / r for r in rel])
+
+
+def text_folder(source: Path) -> Items:
+    rel = _walk(source, TEXT_SUFFIXES)
+    if not rel:
+        raise DmoError(f"no .txt files under {source} (one subfolder of .txt files per class)")
+    keys, labels, texts, skipped = [], [], [], []
+    for r in rel:
+        try:
+            texts.append((source / r).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            skipped.append({"path": r, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        keys.append(r)
+        labels.append(_folder_label(r))
+    if not keys:
+        raise DmoError(f"none of the .txt files under {source} could be read as UTF-8")
+    return Items("text", "path", pa.array(keys, pa.string()), pa.array(labels, pa.string()), texts=texts,
+                 skipped=skipped)
+
+
+def _read_text_table(source: Path) -> pa.Table:
+    name = source.name.lower()
+    if name.endswith((".jsonl", ".ndjson", ".json")):
+        import pyarrow.json as pajson
+
+        try:
+            return pajson.read_json(str(source))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DmoError(f"cannot read {source} as JSON lines: {str(exc).splitlines()[0]} "
+                           "(one JSON object per line, e.g. {\"text\": ..., \"label\": ...})") from exc
+    if not name.endswith(TABLE_SUFFIXES):
+        raise DmoError(f"cannot tell the format of {source}: use .csv, .tsv, .parquet or .jsonl")
+    return io.read_table(source)
+
+
+def text_table(source: Path, text_col: str, label_col: str | None) -> Items:
+    """Rows of a CSV/TSV/parquet/JSONL table; keys are 0-based row numbers."""
+    table = _read_text_table(source)
+    if text_col not in table.column_names:
+        raise DmoError(f"no text column '{text_col}' in {source} (columns: {', '.join(table.column_names[:12])}); "
+                       "name it with --text-col")
+    col = table.column(text_col).combine_chunks()
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        col = col.cast(pa.string())
+    if label_col is not None and label_col in table.column_names:
+        labels = table.column(label_col).combine_chunks()
+        if pa.types.is_dictionary(labels.type):
+            labels = labels.cast(labels.type.value_type)
+    else:
+        labels = pa.nulls(table.num_rows, pa.string())
+    valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
+    skipped = [{"row": str(r), "error": "null text"} for r in np.setdiff1d(np.arange(table.num_rows), valid)]
+    idx = pa.array(valid, pa.int64())
+    return Items("text", "row", idx, labels.take(idx), texts=col.take(idx).to_pylist(), skipped=skipped)
+
+
+def discover(source: Path, kind: str, text_col: str, label_col: str | None) -> Items:
+    """Items of SOURCE for --kind image|text|auto."""
+    if kind == "auto":
+        kind = detect_kind(source)
+    if kind == "image":
+        return image_folder(source)
+    if kind != "text":
+        raise DmoError(f"--kind {kind!r} is not known (use image, text or auto)")
+    if not source.exists():
+        raise DmoError(f"source not found: {source} (give a text table or a folder of .txt files)")
+    return text_folder(source) if source.is_dir() else text_table(source, text_col, label_col)

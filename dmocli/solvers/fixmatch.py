@@ -1,0 +1,33 @@
+"""FixMatch with one fixed confidence threshold for every class: the baseline Adsh improves on.
+
+Pseudo-labels of unlabeled rows whose weak-view confidence reaches tau
+(default 0.95, the paper's setting) train the strong view; see semisup.py
+for the loop and views.py for the feature-space augmentations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DmoError
+from .semisup import SemiParams, SemiSupervisedSolver
+
+
+class FixMatch(SemiSupervisedSolver):
+    name = "fixmatch"
+    summary = "semi-supervised FixMatch (one fixed threshold tau) on rows with missing labels; EMA weights"
+
+    @dataclass
+    class Params(SemiParams):
+        tau: float = field(default=0.95, metadata={"help": "confidence threshold for every class (1.0: no pseudo-labels)"})
+
+    def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
+        if not 0.0 <= params.tau <= 1.0:
+            raise DmoError(f"--param tau={params.tau} must be in [0, 1]")
+        return np.full(n_classes, params.tau)
+
+    def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
+                          majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        return previous, {}

@@ -1,0 +1,217 @@
+"""The FixMatch training loop shared by `fixmatch` (one fixed threshold) and `adsh` (per-class thresholds).
+
+Per step (ALGORITHMS.md section 5): L = L_s + lambda_u L_u, with L_s the
+cross-entropy of a labeled batch of B rows (weak view) and
+  L_u = 1/(mu B) sum_b 1{max_k q_bk >= tau_{yhat_b}} CE(yhat_b, f(A(x_b))),
+q_b = softmax f(alpha(x_b)) (weak view, no gradient), yhat_b = argmax q_b.
+The two solvers differ only in how the per-class thresholds tau change once
+per epoch (an epoch is `steps_per_epoch` optimizer steps; the paper updates
+every 512 iterations). A threshold of exactly 1.0 selects nothing, so
+thresholds at 1.0 switch the unlabeled loss off even when a saturated softmax
+returns a confidence of 1.0.
+
+Weights are averaged (EMA); the returned network (evaluation, threshold
+adjustment, the saved model) is the EMA network. Binary problems (one logit
+z) use the two-class distribution (1 - sigmoid z, sigmoid z).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import DmoError
+from ..metrics import multiclass_scores
+from ..networks import build_network, logits_of
+from ..problems import safe_div
+from .base import FitContext, FitResult, SplitData, Solver, seed_everything
+from .views import FeatureViews
+
+
+@dataclass
+class SemiParams:
+    """Hyper-parameters common to fixmatch and adsh (defaults from the paper's appendix B where it gives them)."""
+
+    lr: float = field(default=2e-3, metadata={"help": "Adam learning rate (paper: 2e-3)"})
+    weight_decay: float = field(default=0.0, metadata={"help": "Adam weight decay (L2)"})
+    batch_size: int = field(default=64, metadata={"help": "labeled rows per step, B (paper: 64)"})
+    mu: int = field(default=4, metadata={"help": "unlabeled rows per step = mu * B (paper: 2..7)"})
+    lambda_u: float = field(default=1.0, metadata={"help": "weight of the unlabeled loss"})
+    ema: float = field(default=0.999, metadata={"help": "EMA decay of the weights (saved model = EMA weights)"})
+    epochs: int = field(default=50, metadata={"help": "epochs; thresholds are updated after each"})
+    steps_per_epoch: int = field(default=100, metadata={"help": "optimizer steps per epoch"})
+    weak_noise: float = field(default=0.1, metadata={"help": "weak view: Gaussian noise, in units of each feature's std"})
+    strong_noise: float = field(default=0.5, metadata={"help": "strong view: Gaussian noise, in units of each feature's std"})
+    strong_mask: float = field(default=0.3, metadata={"help": "strong view: probability of zeroing (mean-imputing) a feature"})
+    views: str = field(default="auto", metadata={"help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns"})
+
+
+def log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """(n, K) log-probabilities; a single logit z is the two-class distribution (1 - sigmoid z, sigmoid z)."""
+    if logits.ndim == 1 or logits.shape[1] == 1:
+        z = logits.reshape(-1)
+        return torch.stack([F.logsigmoid(-z), F.logsigmoid(z)], dim=1)
+    return F.log_softmax(logits, dim=1)
+
+
+def selection_mask(confidence: torch.Tensor, pseudo: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    """1{max q >= tau_{yhat}}, with a threshold of 1.0 (or more) selecting nothing."""
+    tau = thresholds[pseudo]
+    return (confidence >= tau) & (tau < 1.0)
+
+
+def unlabeled_loss(weak_logits: torch.Tensor, strong_logits: torch.Tensor,
+                   thresholds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """FixMatch's L_u (mean over all mu*B rows, unselected rows count as 0) and the selection mask."""
+    with torch.no_grad():
+        confidence, pseudo = log_probs(weak_logits).exp().max(dim=1)
+        mask = selection_mask(confidence, pseudo, thresholds)
+    per_row = F.nll_loss(log_probs(strong_logits), pseudo, reduction="none")
+    return (per_row * mask).mean(), mask
+
+
+class WeightEMA:
+    """Exponential moving average of a network's parameters (buffers such as BatchNorm statistics are copied).
+
+    The decay ramps up as min(decay, (1 + t) / (10 + t)) over the first
+    updates (TensorFlow's num_updates rule), so short runs are not dominated
+    by the random initial weights; from a few thousand steps on it is `decay`.
+    """
+
+    def __init__(self, network: torch.nn.Module, decay: float):
+        if not 0.0 <= decay < 1.0:
+            raise DmoError(f"--param ema={decay} must be in [0, 1)")
+        self.network = copy.deepcopy(network).eval()
+        for param in self.network.parameters():
+            param.requires_grad_(False)
+        self.decay = decay
+        self.updates = 0
+
+    @torch.no_grad()
+    def update(self, live: torch.nn.Module) -> None:
+        self.updates += 1
+        decay = min(self.decay, (1 + self.updates) / (10 + self.updates))
+        for shadow, param in zip(self.network.parameters(), live.parameters()):
+            shadow.lerp_(param, 1.0 - decay)
+        for shadow, buffer in zip(self.network.buffers(), live.buffers()):
+            shadow.copy_(buffer)
+
+
+class IndexStream:
+    """Endless batches of row positions: shuffled passes over `rows`, joined so a batch may span two passes."""
+
+    def __init__(self, rows: torch.Tensor, batch: int, generator: torch.Generator):
+        self.rows = rows
+        self.batch = batch
+        self.generator = generator
+        self.pending = rows[:0]
+
+    def next(self) -> torch.Tensor:
+        while self.pending.numel() < self.batch:
+            order = torch.randperm(self.rows.numel(), generator=self.generator, device=self.rows.device)
+            self.pending = torch.cat([self.pending, self.rows[order]])
+        out, self.pending = self.pending[:self.batch], self.pending[self.batch:]
+        return out
+
+
+def pseudo_label_quality(pseudo: np.ndarray, selected: np.ndarray, truth: np.ndarray, n_classes: int) -> dict[str, list[float]]:
+    """Per class k: precision = correct selected / selected as k; recall = correct selected / true k (rows with known truth)."""
+    known = truth >= 0
+    chosen = selected & known
+    predicted = np.bincount(pseudo[chosen], minlength=n_classes)
+    correct = np.bincount(pseudo[chosen & (pseudo == truth)], minlength=n_classes)
+    actual = np.bincount(truth[known], minlength=n_classes)
+    return {"precision": safe_div(correct, predicted).tolist(), "recall": safe_div(correct, actual).tolist(),
+            "selected": predicted.tolist(), "true": actual.tolist()}
+
+
+class SemiSupervisedSolver(Solver):
+    """FixMatch loop; subclasses say where thresholds start and how they move after each epoch."""
+
+    binary_only = False
+    multiclass = True
+    uses_unlabeled = True
+
+    def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
+                          majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """New thresholds from one weak-view pass over all unlabeled rows, and what to log about the update."""
+        raise NotImplementedError
+
+    def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        p = ctx.params
+        for name in ("batch_size", "mu", "epochs", "steps_per_epoch"):
+            if getattr(p, name) < 1:
+                raise DmoError(f"--param {name.replace('_', '-')}={getattr(p, name)} must be at least 1")
+        if p.lambda_u < 0:
+            raise DmoError(f"--param lambda-u={p.lambda_u} must be >= 0")
+        seed_everything(ctx.seed)
+        generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
+        n_classes = max(2, ctx.architecture.n_outputs)
+        labeled = torch.nonzero(train.y >= 0).flatten()
+        unlabeled = torch.nonzero(train.y < 0).flatten()
+        if labeled.numel() == 0 or unlabeled.numel() == 0:
+            raise DmoError(f"solver {self.name} needs both labeled and unlabeled rows in the training data")
+        counts = torch.bincount(train.y[labeled], minlength=n_classes).cpu().numpy()
+        majority = int(np.argmax(counts))  # most labeled rows; the lowest class index among ties
+        views = FeatureViews(train, p.weak_noise, p.strong_noise, p.strong_mask, p.views, generator)
+        truth = train.extra.get("unlabeled_truth")
+        truth_u = truth[unlabeled].cpu().numpy() if truth is not None else None
+
+        network = build_network(ctx.architecture).to(ctx.device)
+        ema = WeightEMA(network, p.ema)
+        optimizer = torch.optim.Adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+        lab_stream = IndexStream(labeled, p.batch_size, generator)
+        unl_stream = IndexStream(unlabeled, p.mu * p.batch_size, generator)
+        thresholds = self.initial_thresholds(p, n_classes)
+        trace: dict[str, Any] = {
+            "majority_class": majority, "labeled_counts": counts.tolist(), "n_unlabeled": int(unlabeled.numel()),
+            "views": views.source, "thresholds": [thresholds.tolist()], "pseudo_labels": [], "predicted": [],
+            "unlabeled_used_fraction": [], "updates": [],
+        }
+        if truth_u is not None:
+            trace["pseudo_label_quality"] = []
+        if val is not None and val.n:
+            trace["val_balanced_accuracy"] = []
+        for _ in range(p.epochs):
+            network.train()
+            tau = torch.as_tensor(thresholds, dtype=torch.float32, device=ctx.device)
+            used = torch.zeros((), device=ctx.device)
+            for _ in range(p.steps_per_epoch):
+                rows_l, rows_u = lab_stream.next(), unl_stream.next()
+                batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
+                logits_l, logits_w, logits_s = network(batch).split([rows_l.numel(), rows_u.numel(), rows_u.numel()])
+                loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l])
+                loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
+                loss = loss_s + p.lambda_u * loss_u
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                ema.update(network)
+                used += mask.sum()
+            trace["unlabeled_used_fraction"].append(float(used) / (p.steps_per_epoch * rows_u.numel()))
+
+            confidence, pseudo = log_probs(logits_of(network, views.weak(unlabeled))).exp().max(dim=1)
+            confidence_np = confidence.double().cpu().numpy()
+            pseudo_np = pseudo.cpu().numpy()
+            thresholds, info = self.update_thresholds(confidence_np, pseudo_np, thresholds, majority, p)
+            selected = selection_mask(confidence, pseudo, torch.as_tensor(thresholds, device=confidence.device,
+                                                                          dtype=confidence.dtype)).cpu().numpy()
+            trace["thresholds"].append(thresholds.tolist())
+            trace["updates"].append(info)
+            trace["predicted"].append(np.bincount(pseudo_np, minlength=n_classes).tolist())
+            trace["pseudo_labels"].append(np.bincount(pseudo_np[selected], minlength=n_classes).tolist())
+            if truth_u is not None:
+                trace["pseudo_label_quality"].append(pseudo_label_quality(pseudo_np, selected, truth_u, n_classes))
+            if "val_balanced_accuracy" in trace:
+                val_pred = log_probs(logits_of(ema.network, val.X)).argmax(dim=1).cpu().numpy()
+                trace["val_balanced_accuracy"].append(
+                    multiclass_scores(val.y.cpu().numpy(), val_pred, n_classes)["balanced_accuracy"])
+        return FitResult(network=ema.network.eval(), trace=trace,
+                         threshold=0.0 if ctx.architecture.n_outputs == 1 else None)

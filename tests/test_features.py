@@ -1,0 +1,86 @@
+"""Column planning, one-hot levels, standardization, imputation, embeddings, label handling."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from dmocli.errors import DmoError
+from dmocli.features import Preprocessor, plan_columns
+from dmocli.labels import infer_label_spec
+
+
+def fit(table: pa.Table, impute: str = "none", **kw) -> Preprocessor:
+    return Preprocessor.fit(table.to_batches(max_chunksize=7), plan_columns(table.schema, "label", **kw), impute)
+
+
+def test_standardization_matches_numpy_and_constant_column_is_centred():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(5, 3, 50), "b": np.full(50, 2.0), "label": rng.integers(0, 2, 50)})
+    table = pa.Table.from_pandas(frame)
+    pre = fit(table)
+    X, _ = pre.transform(table)
+    assert np.allclose(X[:, 0], (frame.a - frame.a.mean()) / frame.a.std(ddof=0), atol=1e-5)
+    assert np.allclose(X[:, 1], 0.0)
+
+
+def test_categorical_levels_stored_and_unseen_level_is_all_zero_and_counted():
+    train = pa.table({"x": [1.0, 2.0, 3.0, 4.0], "color": ["red", "blue", "red", None], "label": [0, 1, 0, 1]})
+    pre = fit(train)
+    assert pre.categorical == {"color": ["blue", "red"]}
+    assert pre.feature_names == ["x", "color=blue", "color=red"]
+    new = pa.table({"x": [1.0, 2.0], "color": ["green", "blue"], "label": [0, 1]})
+    X, unseen = pre.transform(new)
+    assert unseen == {"color": 1}
+    assert X[0, 1:].tolist() == [0.0, 0.0]
+    assert X[1, 1:].tolist() == [1.0, 0.0]
+
+
+def test_round_trip_through_dict():
+    train = pa.table({"x": [1.0, 2.0, 3.0], "c": ["a", "b", "a"], "label": [0, 1, 0]})
+    pre = fit(train)
+    again = Preprocessor.from_dict(pre.to_dict())
+    assert np.array_equal(pre.transform(train)[0], again.transform(train)[0])
+
+
+def test_nan_refused_with_counts_then_median_imputation():
+    table = pa.table({"x": [1.0, np.nan, 3.0, 10.0, None], "label": [0, 1, 0, 1, 0]})
+    with pytest.raises(DmoError, match=r"x \(2 NaN/null, 0 inf\).*--impute median"):
+        fit(table)
+    pre = fit(table, impute="median")
+    assert pre.fill == [3.0]
+    X, _ = pre.transform(table)
+    assert np.isfinite(X).all()
+
+
+def test_embedding_column_is_the_feature_vector_and_views_are_ignored():
+    emb = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]], type=pa.list_(pa.float32(), 2))
+    table = pa.table({"features": emb, "features_weak": emb, "id": [1, 2, 3], "label": [0, 1, 0]})
+    pre = fit(table)
+    assert pre.embedding == "features" and pre.embedding_dim == 2
+    X, _ = pre.transform(table)
+    assert X.shape == (3, 2)
+
+
+def test_id_like_string_column_refused_unless_dropped():
+    n = 1500
+    table = pa.table({"x": np.arange(n, dtype=float), "uid": [f"u{i}" for i in range(n)], "label": [i % 2 for i in range(n)]})
+    with pytest.raises(DmoError, match="--drop"):
+        fit(table)
+    assert fit(table, drop=["uid"]).numeric == ["x"]
+
+
+def test_positive_defaults_to_minority_and_multiclass_needs_positive():
+    spec = infer_label_spec(pa.array(["a", "b", "b", "b"]), "label", None, binary=True)
+    assert spec.positive == "a"
+    with pytest.raises(DmoError, match="--positive"):
+        infer_label_spec(pa.array([0, 1, 2, 2]), "label", None, binary=True)
+    ovr = infer_label_spec(pa.array([0, 1, 2, 2]), "label", "2", binary=True)
+    assert ovr.positive == 2 and ovr.encode(pa.array([0, 1, 2, None])).tolist() == [0, 0, 1, -1]
+
+
+def test_missing_label_is_unlabeled():
+    spec = infer_label_spec(pa.array([0, 1, None, 2]), "label", None, binary=False)
+    assert spec.classes == [0, 1, 2]
+    assert spec.encode(pa.array([2, None, 0])).tolist() == [2, -1, 0]

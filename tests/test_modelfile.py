@@ -1,0 +1,64 @@
+"""The model file: safetensors + JSON metadata, no pickle, versioned, exact round trip."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from safetensors import safe_open
+
+from dmocli.errors import DmoError
+from dmocli.modelfile import FORMAT_VERSION, load_model, read_metadata
+from dmocli.training import TrainOptions, train
+from conftest import make_binary_frame
+
+
+@pytest.fixture
+def model_and_data(tmp_path):
+    data = tmp_path / "d.parquet"
+    make_binary_frame(n=300).to_parquet(data)
+    path = tmp_path / "m.safetensors"
+    model, _ = train(data, TrainOptions(problem="fpor", target=0.7, model="mlp", width=8, seed=1), output=path)
+    return model, path, data
+
+
+def test_round_trip_gives_identical_logits(model_and_data):
+    model, path, data = model_and_data
+    table = pq.read_table(data)
+    loaded = load_model(path)
+    assert np.array_equal(model.logits(table)[0], loaded.logits(table)[0])
+    assert loaded.threshold == model.threshold
+    assert loaded.problem == model.problem
+
+
+def test_metadata_has_design_keys(model_and_data):
+    _, path, _ = model_and_data
+    meta = read_metadata(path)
+    for key in ("format_version", "solver", "problem", "target", "beta", "threshold", "labels", "feature_columns",
+                "preprocessing", "architecture", "info"):
+        assert key in meta
+    assert meta["format_version"] == FORMAT_VERSION
+    assert meta["feature_columns"] == ["f0", "f1", "f2", "f3"]
+
+
+def test_file_holds_only_tensors_and_json(model_and_data):
+    _, path, _ = model_and_data
+    raw = path.read_bytes()
+    assert b"\x80\x04\x95" not in raw and b"\x80\x02" not in raw[:64]  # no pickle protocol header
+    with safe_open(str(path), framework="pt") as handle:
+        assert all(isinstance(v, str) for v in handle.metadata().values())
+        json.loads(handle.metadata()["dmocli"])
+
+
+def test_newer_format_version_refused(model_and_data, tmp_path):
+    _, path, _ = model_and_data
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(path), framework="pt") as handle:
+        meta = json.loads(handle.metadata()["dmocli"])
+    meta["format_version"] = FORMAT_VERSION + 1
+    other = tmp_path / "future.safetensors"
+    save_file(load_file(str(path)), str(other), metadata={"dmocli": json.dumps(meta)})
+    with pytest.raises(DmoError, match="format version"):
+        load_model(other)
