@@ -4,13 +4,17 @@ from __future__ import annotations
 from ..errors import DmoError
 from .base import Solver
 from .adsh import Adsh
+from .ero import ERO
 from .fixmatch import FixMatch
+from .lagrangian import Lagrangian
 from .lus import LocalUncertaintySampling
 from .online import Fofo, Ofo, OnlineLR
+from .sigmoid_f1 import SigmoidF1
 from .wce import WeightedCrossEntropy
 
 _SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (WeightedCrossEntropy, FixMatch, Adsh, LocalUncertaintySampling, Fofo, Ofo, OnlineLR)
+    cls.name: cls for cls in (WeightedCrossEntropy, ERO, SigmoidF1, Lagrangian, FixMatch, Adsh,
+                              LocalUncertaintySampling, Fofo, Ofo, OnlineLR)
 }
 
 

@@ -1,0 +1,189 @@
+"""Benchmark ERO against WCE+TA, SigmoidF1 (OFBS) and the TFCO-style Lagrangian on the binary sets.
+
+For every (set, problem, model, seed, solver) it trains with `dmocli.train`
+(validation split = the set's val.parquet, used by the solvers for iterate
+selection), then scores the model on train and test twice: at the solver's
+own decision (logit 0, "before TA") and after exact threshold adjustment on
+the training split ("TA", the paper's protocol). `--authors` adds ERO runs
+with the published protocol (`--param protocol=authors`) for the speed
+comparison. Results are written after every run, so a cut-short run keeps
+what it measured.
+
+    python bench/ero.py --data-dir /work/shared/data --models linear --seeds 0
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dmocli.modelfile import DmoModel  # noqa: E402
+from dmocli.report import binary_split_report  # noqa: E402
+from dmocli.threshold import search  # noqa: E402
+from dmocli.training import TrainOptions, train  # noqa: E402
+
+SETS = ("page_blocks0", "segment0", "abalone19", "yeast4", "satimage", "ada")
+PROBLEMS = {"fpor": 0.8, "frop": 0.8, "ofbs": None}
+SOLVERS = ("ero", "wce", "sigmoid-f1", "lagrangian")
+
+
+def score(model: DmoModel, data_dir: Path) -> dict:
+    """Metrics on train and test at the solver's own threshold (0) and at the train-TA threshold."""
+    logits, labels = {}, {}
+    for split in ("train", "test"):
+        table = pq.read_table(data_dir / f"{split}.parquet")
+        logits[split], _ = model.logits(table)
+        labels[split] = model.labels.encode(table.column(model.labels.column))
+    problem = model.problem
+    ta = search(logits["train"], labels["train"], problem).threshold
+    out = {}
+    for name, threshold in (("own", 0.0), ("ta", ta)):
+        for split in ("train", "test"):
+            r = binary_split_report(logits[split], labels[split], threshold, problem)
+            out[f"{name}_{split}"] = {"objective": r[problem.objective_name],
+                                      "constraint": r[problem.constraint_name] if problem.constraint_name else None,
+                                      "feasible": r["feasible"], "precision": r["precision"], "recall": r["recall"]}
+    return out
+
+
+def run_one(data_root: Path, dataset: str, problem: str, model: str, seed: int, solver: str, args, params: dict) -> dict:
+    data_dir = data_root / dataset
+    opts = TrainOptions(problem=problem, target=PROBLEMS[problem], solver=solver, model=model, width=args.width,
+                        depth=args.depth, val=data_dir / "val.parquet", device=args.device, seed=seed, params=params,
+                        allow_infeasible=True)
+    out_path = args.out.parent / "ero_model.safetensors"
+    started = time.perf_counter()
+    fitted, report = train(data_dir / "train.parquet", opts, output=out_path)
+    wall = time.perf_counter() - started
+    trace = report.get("solver_trace", {})
+    return {"set": dataset, "problem": problem, "model": model, "seed": seed, "solver": solver,
+            "protocol": params.get("protocol", "fast" if solver == "ero" else None),
+            "fit_seconds": report["fit_seconds"], "wall_seconds": wall,
+            "outer_iterations": trace.get("outer_iterations"), "selected_outer": trace.get("selected_outer"),
+            "inner_steps_total": trace.get("inner_steps_total"), "mode": trace.get("mode"),
+            **score(fitted, data_dir)}
+
+
+def fmt(cell: dict) -> str:
+    if cell["constraint"] is None:
+        return f"{cell['objective']:.3f}"
+    return f"{cell['objective']:.3f}/{cell['constraint']:.3f}{'' if cell['feasible'] else '*'}"
+
+
+def _rank(cell: dict) -> tuple[float, float]:
+    """The problem's own order: feasible before infeasible; then the objective, or (infeasible) the constraint."""
+    if cell["constraint"] is None:
+        return (1.0, round(cell["objective"], 12))
+    if cell["feasible"]:
+        return (1.0, round(cell["objective"], 12))
+    return (0.0, round(cell["constraint"], 12))
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The issue's targets, counted over the runs that were made."""
+    fast = [r for r in rows if r["protocol"] != "authors"]
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for r in fast:
+        by_key.setdefault((r["set"], r["problem"], r["model"], r["seed"]), {})[r["solver"]] = r
+    feas_ok = feas_total = 0
+    wins: dict[str, list[int]] = {}
+    for (dataset, problem, model, seed), runs in by_key.items():
+        ero, wce = runs.get("ero"), runs.get("wce")
+        if ero is None:
+            continue
+        if problem != "ofbs" and any(r["ta_train"]["feasible"] for r in runs.values()):
+            feas_total += 1
+            feas_ok += bool(ero["own_train"]["feasible"])
+        if wce is not None:
+            w = wins.setdefault(f"{problem}/{model}", [0, 0, 0])
+            w[0] += int(_rank(ero["own_train"]) >= _rank(wce["ta_train"]))
+            w[1] += int(_rank(ero["own_test"]) >= _rank(wce["ta_test"]))
+            w[2] += 1
+    speed = []
+    for r in rows:
+        if r["protocol"] == "authors":
+            fast_run = next((f for f in fast if f["solver"] == "ero" and all(f[k] == r[k] for k in ("set", "problem", "model", "seed"))), None)
+            if fast_run:
+                speed.append({"set": r["set"], "problem": r["problem"], "model": r["model"],
+                              "authors_seconds": r["fit_seconds"], "fast_seconds": fast_run["fit_seconds"],
+                              "speedup": r["fit_seconds"] / max(fast_run["fit_seconds"], 1e-9),
+                              "authors_train_objective": r["own_train"]["objective"], "authors_train_feasible": r["own_train"]["feasible"],
+                              "fast_train_objective": fast_run["own_train"]["objective"], "fast_train_feasible": fast_run["own_train"]["feasible"]})
+    return {"ero_feasible_before_ta_where_any_feasible_after_ta": [feas_ok, feas_total],
+            "ero_before_ta_ge_wce_ta[train, test, of]": wins, "authors_vs_fast": speed}
+
+
+def _warm_up_torch() -> None:
+    """Pay torch's one-time lazy imports (the first optimizer step loads several hundred modules) before timing."""
+    weight = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.Adam([weight])
+    (weight * 2).sum().backward()
+    optimizer.step()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--problems", default="fpor,frop,ofbs")
+    parser.add_argument("--models", default="linear,mlp")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--solvers", default=",".join(SOLVERS))
+    parser.add_argument("--authors", default="", help="comma list of SET:PROBLEM:MODEL to also run with protocol=authors")
+    parser.add_argument("--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)")
+    parser.add_argument("--width", type=int, default=100)
+    parser.add_argument("--depth", type=int, default=10)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: fastest on a shared 2-core box)")
+    parser.add_argument("--budget", type=float, default=0, help="stop starting new runs after this many seconds (0: no limit)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ero.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    _warm_up_torch()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    jobs = []
+    for seed in map(int, args.seeds.split(",")):
+        for model in args.models.split(","):
+            for dataset in args.sets.split(","):
+                for problem in args.problems.split(","):
+                    for solver in args.solvers.split(","):
+                        if solver == "sigmoid-f1" and problem != "ofbs":
+                            continue
+                        jobs.append((dataset, problem, model, seed, solver, {}))
+    for spec in filter(None, args.authors.split(",")):
+        dataset, problem, model = spec.split(":")
+        params = {"protocol": "authors"}
+        if args.authors_max_outer:
+            params["outer"] = str(args.authors_max_outer)
+        jobs.append((dataset, problem, model, 0, "ero", params))
+
+    rows: list[dict] = []
+    started = time.perf_counter()
+    print(f"{'set':13s} {'prob':4s} {'model':6s} s {'solver':14s} {'train own':>14s} {'test own':>14s} {'train TA':>14s} {'test TA':>14s} {'fit s':>7s}")
+    for dataset, problem, model, seed, solver, params in jobs:
+        if args.budget and time.perf_counter() - started > args.budget:
+            print(f"budget of {args.budget:.0f} s spent: {len(jobs) - len(rows)} runs not started")
+            break
+        row = run_one(args.data_dir, dataset, problem, model, seed, solver, args, params)
+        rows.append(row)
+        label = solver + ("(authors)" if params.get("protocol") == "authors" else "")
+        print(f"{dataset:13s} {problem:4s} {model:6s} {seed} {label:14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
+              f"{fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} {row['fit_seconds']:7.1f}", flush=True)
+        args.out.write_text(json.dumps({"runs": rows, "summary": summarize(rows), "threads": args.threads,
+                                        "jobs_planned": len(jobs)}, indent=1))
+    summary = summarize(rows)
+    print(json.dumps(summary, indent=1))
+    args.out.write_text(json.dumps({"runs": rows, "summary": summary, "threads": args.threads, "jobs_planned": len(jobs)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,443 @@
+"""ERO: exact reformulation + l1 exact penalty for FPOR, FROP and OFBS (ALGORITHMS.md section 1).
+
+Every training row gets a variable s_i in [0,1] standing for its prediction;
+the one-sided identities on h(s, z) tie s to the model (z = sigmoid(f) - 1/2)
+exactly, and the metric is computed on s. The constrained problem is solved
+by an l1 exact penalty with one penalty parameter per row (mu_i) plus one
+for the metric constraint (mu_0), updated by the authors' outer rule, with a
+BCE agreement regularizer whose weight grows with the penalties.
+
+Two presets (`--param protocol=...`), every value overridable:
+- `authors`: the published protocol (plain-BCE warm start up to 3000 steps,
+  s uniform random, 50 outer x up to 1000 Adam steps, patience 50).
+- `fast` (default): the same penalty, regularizer and update rule, reached
+  quicker: a stronger warm start (linear: class-balanced BCE, full batch,
+  larger learning rate, <= 150 steps; MLP: the `wce` solver, patience 10
+  epochs); the output bias moved to the exact TA threshold of the
+  warm-started scores and s started at those predictions (a feasible,
+  WCE+TA-quality point when the target is reachable); 5 outer iterations of
+  at most 100 steps (mini-batch: 10 epochs) that stop once F falls by less
+  than 0.1% over 15 steps (3 epochs); each outer iterate judged with its bias
+  at the exact train-optimal value (`bias_projection`); and the outer loop
+  stops once the iterate is train-feasible and the monitored objective has
+  not improved for 3 outer iterations.
+
+Batch mode (`--param mode`): auto trains full batch (the paper's; always
+with protocol=authors) while rows x model parameters stay under 5e7 (every
+linear model on the benchmark sets), else mini-batch (the 10x100 MLP there).
+Mini-batch mode keeps s, its Adam state
+and mu on the device as whole tensors and updates only the batch's rows,
+with the metric computed on all of s (cheap: no network pass) and an exact
+full pass over the data at each outer iteration for the mu updates.
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import DmoError
+from ..networks import build_network, logits_of
+from ..threshold import search
+from .base import FitContext, FitResult, SplitData, Solver, seed_everything
+from .loop import EarlyStopping, minibatches
+from .relaxation import agreement_bce, metric_terms, soft_counts, violations
+from .selection import BestIterate, evaluate_decision
+from .wce import WeightedCrossEntropy
+
+
+@dataclass
+class Settings:
+    """Concrete ERO hyper-parameters after applying a preset."""
+
+    warm_steps: int
+    warm_lr: float
+    warm_patience: int
+    warm_balanced: bool
+    warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
+    init: str  # ta | predictions | random
+    outer: int
+    outer_patience: int  # 0: run every outer iteration
+    inner_steps: int
+    inner_patience: int
+    inner_tol: float
+    inner_rule: str  # best | window
+    inner_epochs: int
+    lr: float
+    lr_s: float
+    mu0: float
+    mu_init: float
+    growth: float
+    lam: float
+    violation_tol: float
+    reg_weighting: str  # none | balanced
+    bias_projection: bool
+
+
+def _preset(protocol: str, model: str) -> Settings:
+    mlp = model == "mlp"
+    if protocol == "authors":
+        return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False, warm_start="bce",
+                        init="random", outer=50, outer_patience=0, inner_steps=1000, inner_patience=50, inner_tol=0.0, inner_rule="best",
+                        inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
+                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False)
+    if protocol == "fast":
+        return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce" if mlp else "bce",
+                        init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
+                        inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
+                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True)
+    raise DmoError(f"--param protocol={protocol!r} is not known (use fast or authors)")
+
+
+class ERO(Solver):
+    name = "ero"
+    summary = "exact reformulation + l1 exact penalty (Peng et al.): direct FPOR/FROP/OFBS training"
+
+    @dataclass
+    class Params:
+        protocol: str = field(default="fast", metadata={"help": "preset: fast (default) or authors (the paper's protocol); the options below override it"})
+        warm_steps: int | None = field(default=None, metadata={"help": "warm-start BCE Adam steps (authors 3000, fast 150; None = from the preset)"})
+        warm_lr: float | None = field(default=None, metadata={"help": "warm-start learning rate"})
+        warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
+        warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
+        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop: authors, fast linear) or wce (the wce solver: fast mlp)"})
+        init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
+        outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
+        outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
+        inner_steps: int | None = field(default=None, metadata={"help": "max Adam steps per penalty subproblem, full batch (authors 1000)"})
+        inner_patience: int | None = field(default=None, metadata={"help": "subproblem early-stopping patience in steps (authors 50)"})
+        inner_tol: float | None = field(default=None, metadata={"help": "subproblem stops when F fell by less than this (relative) over the patience window"})
+        inner_rule: str | None = field(default=None, metadata={"help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)"})
+        inner_epochs: int | None = field(default=None, metadata={"help": "max epochs per subproblem in mini-batch mode"})
+        lr: float | None = field(default=None, metadata={"help": "Adam learning rate for the model (authors 1e-3 linear, 1e-4 mlp)"})
+        lr_s: float | None = field(default=None, metadata={"help": "Adam learning rate for s (authors 0.1)"})
+        mu0: float | None = field(default=None, metadata={"help": "initial penalty on the metric constraint"})
+        mu_init: float | None = field(default=None, metadata={"help": "initial per-row penalty mu_i"})
+        growth: float | None = field(default=None, metadata={"help": "penalty update factor (authors 1.3)"})
+        lam: float | None = field(default=None, metadata={"help": "initial weight of the BCE agreement regularizer (grows by the same factor)"})
+        violation_tol: float | None = field(default=None, metadata={"help": "a row counts as violating when c_i exceeds this"})
+        reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
+        bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
+        mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x model parameters <= full-batch-max-work)"})
+        batch_size: int = field(default=0, metadata={"help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
+        full_batch_max_work: float = field(default=5e7, metadata={"help": "auto mode: largest rows x parameters trained full batch"})
+        folding: int = field(default=0, metadata={"help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
+        fold: int = field(default=0, metadata={"help": "which fold to hold out (0..K-1) with folding"})
+
+    def settings(self, params: Any, model: str) -> Settings:
+        """The preset for `params.protocol` and the model kind, with explicitly given values on top."""
+        base = _preset(params.protocol, model)
+        given = {f.name: getattr(params, f.name) for f in fields(Settings) if getattr(params, f.name) is not None}
+        out = replace(base, **given)
+        if out.init not in ("ta", "predictions", "random"):
+            raise DmoError(f"--param init={out.init!r} is not known (use ta, predictions or random)")
+        if out.warm_start not in ("bce", "wce"):
+            raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
+        if out.inner_rule not in ("best", "window"):
+            raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
+        if out.reg_weighting not in ("none", "balanced"):
+            raise DmoError(f"--param reg-weighting={out.reg_weighting!r} is not known (use none or balanced)")
+        if out.growth < 1.0 or out.lr <= 0 or out.lr_s <= 0 or out.outer < 1:
+            raise DmoError("ERO needs growth >= 1, positive learning rates and at least one outer iteration")
+        return out
+
+    def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        started = time.perf_counter()
+        p = ctx.params
+        problem = ctx.problem
+        cfg = self.settings(p, ctx.architecture.kind)
+        if p.mode not in ("auto", "full", "minibatch"):
+            raise DmoError(f"--param mode={p.mode!r} is not known (use auto, full or minibatch)")
+        generator = seed_everything(ctx.seed)
+        train, monitor, monitor_name = _monitor_split(train, val, p.folding, p.fold, ctx.seed)
+        n = train.n
+        positive = train.y == 1
+        n_pos = int(positive.sum())
+        if n_pos == 0 or n_pos == n:
+            raise DmoError("ERO needs both classes in the training data")
+        network = build_network(ctx.architecture).to(ctx.device)
+        work = n * sum(q.numel() for q in network.parameters())
+        full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or work <= p.full_batch_max_work))
+        batch = n if full else min(n, p.batch_size if p.batch_size > 0 else min(max(n // 8, 256), 8192))
+
+        if cfg.warm_start == "wce":
+            wce = WeightedCrossEntropy()
+            wce_params = wce.Params(patience=cfg.warm_patience // 4)  # epochs; wce's own default is 20
+            fitted = wce.fit(train, monitor if monitor is not train else None, replace(ctx, params=wce_params))
+            network, warm = fitted.network, fitted.trace.get("epochs", 0)
+        else:
+            warm = _warm_start(network, train, cfg, batch, generator)
+        s = _initial_s(network, train, problem, cfg.init, generator)
+        warm_seconds = time.perf_counter() - started
+
+        # Per-row class weights of the penalty (rare class weighs more) and of the regularizer.
+        w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
+        rw = (torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
+              if cfg.reg_weighting == "balanced" else torch.ones_like(w))
+        mu = torch.full((n,), cfg.mu_init, device=ctx.device)
+        mu0, lam = cfg.mu0, cfg.lam
+        s_adam = RowAdam(n, ctx.device)
+
+        best = BestIterate(network)
+        best.offer(evaluate_decision(network, monitor.X, monitor.y, problem), step=0,
+                   train_feasible=evaluate_decision(network, train.X, train.y, problem).feasible)
+        history: list[dict[str, Any]] = []
+        steps_total, stale = 0, 0
+        for outer in range(1, cfg.outer + 1):
+            weights = (mu * w, lam * rw)
+            steps = _inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator)
+            steps_total += steps
+            # Exact full pass: violations, metric constraint on s, then the outer update rule.
+            with torch.no_grad():
+                train_logits = logits_of(network, train.X).float()
+                z = torch.sigmoid(train_logits) - 0.5
+                c = violations(s, z, positive)
+                violating = c > cfg.violation_tol
+                tp, fp = soft_counts(s, positive)
+                objective, gap = metric_terms(problem, tp, fp, n_pos)
+                gap_value = float(gap) if gap is not None else 0.0
+                n_violating = int(violating.sum())
+                max_violation = float(c.max())
+                mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
+            if gap_value > 0:
+                mu0 *= cfg.growth
+            lam *= cfg.growth
+            with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection):
+                train_eval = evaluate_decision(network, train.X, train.y, problem)
+                monitored = evaluate_decision(network, monitor.X, monitor.y, problem)
+                improved = best.offer(monitored, step=outer, train_feasible=train_eval.feasible)
+            history.append({"outer": outer, "steps": steps, "n_violating": n_violating, "max_violation": max_violation,
+                            "metric_gap_on_s": gap_value, "objective_on_s": float(objective),
+                            "train_objective": train_eval.objective, "train_feasible": train_eval.feasible,
+                            f"{monitor_name}_objective": monitored.objective, f"{monitor_name}_feasible": monitored.feasible})
+            stale = 0 if improved else stale + 1
+            train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
+            if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
+                break
+        best.restore()
+        network.eval()
+        final = evaluate_decision(network, train.X, train.y, problem)
+        trace = {
+            "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
+            "monitored_split": monitor_name, "warm_start_steps": warm, "outer_iterations": len(history),
+            "inner_steps_total": steps_total, "selected_outer": best.best_step,
+            "selected": best.best.to_dict() if best.best else None,
+            "final_constraint_violations": {"n_rows_violating": history[-1]["n_violating"] if history else None,
+                                             "max_row_violation": history[-1]["max_violation"] if history else None,
+                                             "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None},
+            "penalty_parameters": {"mu0": mu0, "lam": lam, "mu_min": float(mu.min()), "mu_median": float(mu.median()),
+                                   "mu_max": float(mu.max())},
+            "train_before_ta": final.to_dict(),
+            "warm_start_seconds": warm_seconds, "seconds": time.perf_counter() - started,
+            "history": history,
+        }
+        return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+class RowAdam:
+    """Adam on the per-row vector s that touches only the given rows (their moments and step counts).
+
+    torch's Adam would move every row by its stale momentum on each
+    mini-batch step; here a row changes only when its batch comes, and s is
+    projected back onto [0, 1] after every step.
+    """
+
+    def __init__(self, n: int, device: torch.device, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.m = torch.zeros(n, device=device)
+        self.v = torch.zeros(n, device=device)
+        self.t = torch.zeros(n, device=device)
+        self.b1, self.b2, self.eps = betas[0], betas[1], eps
+
+    @torch.no_grad()
+    def step(self, s: torch.Tensor, rows: torch.Tensor | slice, grad: torch.Tensor, lr: float) -> None:
+        t = self.t[rows] + 1
+        m = self.b1 * self.m[rows] + (1 - self.b1) * grad
+        v = self.b2 * self.v[rows] + (1 - self.b2) * grad * grad
+        self.t[rows], self.m[rows], self.v[rows] = t, m, v
+        m_hat = m / (1 - torch.pow(self.b1, t))
+        v_hat = v / (1 - torch.pow(self.b2, t))
+        s[rows] = (s[rows] - lr * m_hat / (v_hat.sqrt() + self.eps)).clamp_(0.0, 1.0)
+
+
+def penalty_value(logits: torch.Tensor, s_rows: torch.Tensor, positive_rows: torch.Tensor, totals: tuple[torch.Tensor, torch.Tensor],
+                  scale: float, problem, n_pos: int, row_penalty: torch.Tensor, row_reg: torch.Tensor, mu0: float) -> torch.Tensor:
+    """The exact penalty function F on a batch of rows (all rows in full-batch mode).
+
+    The metric uses the totals over all of s, with the batch rows' share made
+    differentiable and scaled by n/b, so its gradient w.r.t. a row of s is
+    the full-batch one times n/b, like the batch means of the per-row terms.
+    """
+    tp_b, fp_b = soft_counts(s_rows, positive_rows)
+    tp = totals[0] + scale * (tp_b - tp_b.detach())
+    fp = totals[1] + scale * (fp_b - fp_b.detach())
+    objective, gap = metric_terms(problem, tp, fp, n_pos)
+    z = torch.sigmoid(logits) - 0.5
+    loss = -objective + (row_penalty * violations(s_rows, z, positive_rows)).mean()
+    loss = loss + (row_reg * agreement_bce(logits, s_rows)).mean()
+    if gap is not None:
+        loss = loss + mu0 * torch.clamp(gap, min=0.0)
+    return loss
+
+
+def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, train: SplitData, problem,
+                 weights: tuple[torch.Tensor, torch.Tensor], mu0: float, cfg: Settings, batch: int,
+                 generator: torch.Generator) -> int:
+    """Adam over (theta, s) on the penalty function for fixed penalties; returns the steps taken."""
+    n = train.n
+    positive = train.y == 1
+    n_pos = int(positive.sum())
+    full = batch >= n
+    per_epoch = math.ceil(n / batch)
+    max_steps = cfg.inner_steps if full else cfg.inner_epochs * per_epoch
+    check_every = 1 if full else per_epoch
+    patience = cfg.inner_patience if full else 3
+    optimizer = torch.optim.Adam(network.parameters(), lr=cfg.lr)
+    network.train()
+    checks: list[float] = []
+    running, steps = torch.zeros((), device=s.device), 0
+    rows_iter = _endless_batches(n, batch, generator, s.device)
+    for step in range(max_steps):
+        decay = 0.5 * (1.0 + math.cos(math.pi * step / max_steps))
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * decay
+        rows = next(rows_iter)
+        index: torch.Tensor | slice = slice(None) if full else rows
+        s_rows = s[index].detach().requires_grad_(True)
+        with torch.no_grad():
+            totals = soft_counts(s, positive)
+        optimizer.zero_grad(set_to_none=True)
+        logits = network(train.X[index]).squeeze(-1)
+        loss = penalty_value(logits, s_rows, positive[index], totals, n / s_rows.numel(), problem, n_pos,
+                             weights[0][index], weights[1][index], mu0)
+        loss.backward()
+        optimizer.step()
+        s_adam.step(s, index, s_rows.grad, cfg.lr_s * decay)
+        running += loss.detach()
+        steps = step + 1
+        if steps % check_every == 0:
+            checks.append(float(running) / check_every)
+            running.zero_()
+            if _converged(checks, patience, cfg.inner_tol, cfg.inner_rule):
+                break
+    return steps
+
+
+def _converged(checks: list[float], patience: int, tol: float, rule: str) -> bool:
+    """Subproblem stopping test on the recorded loss values.
+
+    best (the authors'): no new best for `patience` checks. window (fast): the
+    loss fell by less than tol (relative) over the last `patience` checks; it
+    tolerates the rise of F in the first Adam steps on s (which leave the
+    kink of the l1 penalty), where `best` stops before any progress.
+    """
+    if rule == "best":
+        return len(checks) > patience and min(checks[-patience:]) >= min(checks[:-patience]) - 1e-6 * max(1.0, abs(min(checks)))
+    return len(checks) > 2 * patience and checks[-1 - patience] - checks[-1] < tol * max(1.0, abs(checks[-1]))
+
+
+def _endless_batches(n: int, batch: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
+    while True:
+        yield from minibatches(n, batch, generator, device)
+
+
+def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch: int, generator: torch.Generator) -> int:
+    """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken."""
+    if cfg.warm_steps <= 0:
+        return 0
+    y = train.y.float()
+    n, n_pos = train.n, float(y.sum())
+    weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
+    optimizer = torch.optim.Adam(network.parameters(), lr=cfg.warm_lr)
+    # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
+    per_check = math.ceil(n / batch)
+    stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
+    rows_iter = _endless_batches(n, batch, generator, train.X.device)
+    network.train()
+    steps, running = 0, 0.0
+    for steps in range(1, cfg.warm_steps + 1):
+        rows = next(rows_iter)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.binary_cross_entropy_with_logits(network(train.X[rows]).squeeze(-1), y[rows],
+                                                  weight=None if weight is None else weight[rows])
+        loss.backward()
+        optimizer.step()
+        running += loss.item()
+        if steps % per_check == 0:
+            if stopper.step(running / per_check):
+                break
+            running = 0.0
+    stopper.restore()
+    return steps
+
+
+@torch.no_grad()
+def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, generator: torch.Generator) -> torch.Tensor:
+    """s at the start of the penalty phase (see the module docstring for `ta`)."""
+    if init == "random":
+        return torch.rand(train.n, generator=generator).to(train.X.device)
+    logits = logits_of(network, train.X).float()
+    if init == "ta":
+        point = search(logits.cpu().numpy(), train.y.cpu().numpy(), problem)
+        if np.isfinite(point.threshold):
+            _output_layer(network).bias -= point.threshold
+            logits = logits - point.threshold
+    return (logits >= 0).float()
+
+
+@contextmanager
+def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Tensor, problem, enabled: bool) -> Iterator[None]:
+    """Temporarily move the output bias to the exact best train threshold of the current scores.
+
+    The penalty iterations continue from the unmoved model; only the iterate
+    offered for selection is projected, so a model whose ranking is good but
+    whose decision sits just on the wrong side of the target is judged (and
+    kept) at its best train-feasible bias. This is a block-coordinate step
+    on the train problem itself, not a TA on held-out data.
+    """
+    if not enabled:
+        yield
+        return
+    point = search(logits.cpu().numpy(), y.cpu().numpy(), problem)
+    last = _output_layer(network)
+    shift = point.threshold if np.isfinite(point.threshold) else 0.0
+    with torch.no_grad():
+        last.bias -= shift
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            last.bias += shift
+
+
+def _output_layer(network: torch.nn.Module) -> torch.nn.Linear:
+    return [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
+
+
+def _monitor_split(train: SplitData, val: SplitData | None, folding: int, fold: int, seed: int) -> tuple[SplitData, SplitData, str]:
+    """(rows to train on, rows to select the iterate on, their name)."""
+    if val is not None and val.n > 0:
+        return train, val, "val"
+    if folding >= 2:
+        if not 0 <= fold < folding:
+            raise DmoError(f"--param fold={fold} must be in 0..{folding - 1} with folding={folding}")
+        held = _fold_mask(train.y.cpu(), folding, fold, seed).to(train.X.device)
+        return (SplitData(train.X[~held], train.y[~held]), SplitData(train.X[held], train.y[held]),
+                f"fold{fold}of{folding}")
+    return train, train, "train"
+
+
+def _fold_mask(y: torch.Tensor, k: int, fold: int, seed: int) -> torch.Tensor:
+    """Rows of fold `fold` in a stratified K-fold partition (each class shuffled, dealt round-robin)."""
+    generator = torch.Generator().manual_seed(seed)
+    fold_of = torch.empty_like(y)
+    for label in (0, 1):
+        rows = torch.nonzero(y == label).squeeze(-1)
+        order = rows[torch.randperm(rows.numel(), generator=generator)]
+        fold_of[order] = torch.arange(order.numel()) % k
+    return fold_of == fold

@@ -1,0 +1,59 @@
+"""TFCO-style Lagrangian baseline: sigmoid-smoothed rates, multiplier by projected gradient ascent.
+
+min over theta, max over lambda >= 0 of  -objective(q) + lambda (a - metric(q)),
+q = sigmoid(logit / temperature) per row. theta takes Adam steps, lambda
+takes a gradient-ascent step on the smoothed constraint gap after each one.
+As the paper stresses, this finds a feasible point only when lambda gets
+near the optimal multiplier, which is why every model still goes through
+threshold adjustment. OFBS has no constraint: plain smoothed F-beta ascent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .base import FitContext, FitResult, SplitData, Solver
+from .relaxation import metric_terms
+from .smoothed import LoopSettings, fit_smoothed
+
+
+class Lagrangian(Solver):
+    name = "lagrangian"
+    summary = "TFCO-style Lagrangian on sigmoid-smoothed rates (multiplier by gradient ascent)"
+
+    @dataclass
+    class Params:
+        temperature: float = field(default=1.0, metadata={"help": "q = sigmoid(logit / temperature)"})
+        lr: float = field(default=1e-2, metadata={"help": "Adam learning rate for the model"})
+        lr_multiplier: float = field(default=0.05, metadata={"help": "gradient-ascent step for the multiplier"})
+        multiplier_init: float = field(default=0.0, metadata={"help": "initial Lagrange multiplier"})
+        steps: int = field(default=2000, metadata={"help": "max Adam steps"})
+        batch_size: int = field(default=0, metadata={"help": "rows per step (0: full batch)"})
+        eval_every: int = field(default=20, metadata={"help": "steps between checks of the monitored metrics"})
+        patience: int = field(default=15, metadata={"help": "checks without a better iterate before stopping"})
+
+    def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        p = ctx.params
+        problem = ctx.problem
+        state = {"multiplier": p.multiplier_init, "gap": 0.0}
+
+        def soft(logits: torch.Tensor) -> torch.Tensor:
+            return torch.sigmoid(logits / p.temperature)
+
+        def loss_of(tp: torch.Tensor, fp: torch.Tensor, n_pos: float) -> torch.Tensor:
+            objective, gap = metric_terms(problem, tp, fp, n_pos)
+            if gap is None:
+                return -objective
+            state["gap"] = gap.detach()
+            return -objective + state["multiplier"] * gap
+
+        def ascend() -> None:
+            if problem.constraint_name is not None:
+                state["multiplier"] = max(0.0, state["multiplier"] + p.lr_multiplier * float(state["gap"]))
+
+        loop = LoopSettings(lr=p.lr, steps=p.steps, batch_size=p.batch_size, eval_every=p.eval_every, patience=p.patience)
+        result = fit_smoothed(train, val, ctx, soft, loss_of, loop, after_step=ascend)
+        result.trace["final_multiplier"] = state["multiplier"]
+        result.trace["final_smoothed_gap"] = float(state["gap"])
+        return result

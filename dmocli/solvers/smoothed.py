@@ -1,0 +1,74 @@
+"""The training loop shared by the sigmoid-smoothed baselines (sigmoid-f1, lagrangian).
+
+Both replace each prediction 1{g(x) > t} by a sigmoid, compute soft TP/FP
+counts (batch counts scaled by n/b in mini-batch mode, so rates keep their
+full-data scale), and take Adam steps on a loss built from them. The
+iterate kept is the best by true metrics at logit 0 on the monitored split
+(see selection.py), checked every `eval_every` steps.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..networks import build_network
+from ..problems import Problem
+from .base import FitContext, FitResult, SplitData, seed_everything
+from .loop import minibatches
+from .relaxation import soft_counts
+from .selection import BestIterate, evaluate_decision
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
+
+
+@dataclass
+class LoopSettings:
+    lr: float
+    steps: int
+    batch_size: int  # 0: full batch
+    eval_every: int
+    patience: int  # evaluations without a better monitored iterate before stopping
+
+
+def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_prediction: Callable[[torch.Tensor], torch.Tensor],
+                 loss_of: LossFn, loop: LoopSettings, after_step: Callable[[], None] | None = None) -> FitResult:
+    """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0."""
+    started = time.perf_counter()
+    problem: Problem = ctx.problem
+    generator = seed_everything(ctx.seed)
+    network = build_network(ctx.architecture).to(ctx.device)
+    optimizer = torch.optim.Adam(network.parameters(), lr=loop.lr)
+    monitor, monitor_name = (val, "val") if val is not None and val.n > 0 else (train, "train")
+    n = train.n
+    positive = train.y == 1
+    n_pos = float(positive.sum())
+    batch = n if loop.batch_size <= 0 else min(loop.batch_size, n)
+    best = BestIterate(network)
+    stale, step = 0, 0
+    while step < loop.steps and stale < loop.patience:
+        for rows in minibatches(n, batch, generator, ctx.device):
+            network.train()
+            optimizer.zero_grad(set_to_none=True)
+            q = soft_prediction(network(train.X[rows]).squeeze(-1))
+            tp, fp = soft_counts(q, positive[rows])
+            scale = n / rows.numel()
+            loss = loss_of(tp * scale, fp * scale, n_pos)
+            loss.backward()
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            step += 1
+            if step % loop.eval_every == 0 or step == loop.steps:
+                stale = 0 if best.offer(evaluate_decision(network, monitor.X, monitor.y, problem), step) else stale + 1
+            if step >= loop.steps or stale >= loop.patience:
+                break
+    best.restore()
+    network.eval()
+    final = evaluate_decision(network, train.X, train.y, problem)
+    trace = {"steps": step, "batch_size": batch, "monitored_split": monitor_name, "selected_step": best.best_step,
+             "selected": best.best.to_dict() if best.best else None, "train_before_ta": final.to_dict(),
+             "seconds": time.perf_counter() - started}
+    return FitResult(network=network, threshold=0.0, trace=trace)
