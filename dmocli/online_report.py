@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .io import atomic_path
+from .report import save_figure
 
 
 @contextlib.contextmanager
@@ -50,7 +50,4 @@ def plot_online_curve(path: str | Path, online: dict[str, Any], title: str) -> N
     ax.set_ylim(0, 1.01)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_figure(fig, path)

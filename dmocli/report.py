@@ -101,6 +101,13 @@ def plot_pr_curve(path: str | Path, logits: np.ndarray, y: np.ndarray, threshold
     ax.set_ylabel("precision")
     ax.set_title(title)
     ax.legend(loc="lower left", fontsize=8)
+    save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path) -> None:
+    """Write a matplotlib figure as PNG atomically and release it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")

@@ -33,9 +33,10 @@ from .modelfile import DmoModel
 from .networks import Architecture
 from .online_report import plot_online_curve, progress_bar
 from .problems import Problem
-from .report import binary_split_report, envelope, write_report
+from .report import binary_split_report, envelope
 from .solvers.base import FitContext
 from .threshold import search
+from .training import finish
 
 BATCH_ROWS = 65536
 
@@ -155,9 +156,4 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
                                  for k, v in report["splits"].items()}}}
     if opts.plot is not None:
         plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(data).name}: {problem.describe()}")
-    report["wall_seconds"] = time.perf_counter() - started
-    report["model_path"] = str(output)
-    model.save(output)
-    if report_path is not None:
-        write_report(report_path, report)
-    return model, report
+    return finish(model, report, output, report_path, started)

@@ -214,6 +214,12 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
                      problem=problem, threshold=threshold,
                      info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
                            "summary": _summary(report)})
+    return finish(model, report, output, report_path, started)
+
+
+def finish(model: DmoModel, report: dict[str, Any], output: Path, report_path: str | Path | None,
+           started: float) -> tuple[DmoModel, dict[str, Any]]:
+    """Last step of every train path: stamp the wall time, write the model, then the report."""
     report["wall_seconds"] = time.perf_counter() - started
     report["model_path"] = str(output)
     model.save(output)
