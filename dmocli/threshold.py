@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import beta as beta_dist
+from scipy.special import betaincinv
 
 from .curve import ScoreCurve
 from .errors import DmoError
@@ -24,7 +24,7 @@ def clopper_pearson_lower(successes: np.ndarray, trials: np.ndarray, confidence:
     trials = np.asarray(trials, dtype=np.float64)
     alpha = 1.0 - confidence
     with np.errstate(invalid="ignore"):
-        bound = beta_dist.ppf(alpha, successes, trials - successes + 1)
+        bound = betaincinv(successes, trials - successes + 1, alpha)  # the Beta(k, n-k+1) quantile
     return np.where(successes > 0, np.nan_to_num(bound, nan=0.0), 0.0)
 
 
