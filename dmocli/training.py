@@ -100,11 +100,10 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
         if not any(f == "gamma" for f in solver.Params.__dataclass_fields__):
             raise DmoError(f"--gamma applies to --solver lus, not to {solver.name}")
         raw_params["gamma"] = repr(float(opts.gamma))
+    if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
+        raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
     if solver.streaming:
         from .streaming import train_streaming
-
-        if opts.unlabeled_truth is not None:
-            raise DmoError(f"--unlabeled-truth applies to --solver adsh/fixmatch, not to {solver.name}")
 
         return train_streaming(data, opts, solver, output, report_path)
     if opts.epochs is not None or opts.plot is not None:
@@ -141,8 +140,6 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
         full.extra.update(view_columns(table, pre))
         if opts.unlabeled_truth is not None:
             full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
-    elif opts.unlabeled_truth is not None:
-        raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
 
     if opts.val is not None:
         val_table = io.read_table(opts.val)
