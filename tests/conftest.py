@@ -57,6 +57,17 @@ def make_gaussian_classes(n: int, seed: int = 0, d: int = 20, priors: tuple[floa
 
 
 @pytest.fixture
+def one_torch_thread():
+    """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def binary_parquet(tmp_path: Path) -> Path:
     path = tmp_path / "train.parquet"
     make_binary_frame().to_parquet(path)

@@ -11,13 +11,7 @@ from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext, SplitData
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def long_tailed(seed: int = 0, counts=(30, 200, 60, 12), labeled_frac: float = 0.15, d: int = 6):

@@ -9,13 +9,7 @@ from dmocli.solvers.adsh import adsh_thresholds
 from dmocli.solvers.semisup import pseudo_label_quality, selection_mask, unlabeled_loss
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _shuffled(groups: dict[int, list[float]], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
