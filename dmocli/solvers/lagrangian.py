@@ -23,15 +23,10 @@ class Lagrangian(Solver):
     summary = "TFCO-style Lagrangian on sigmoid-smoothed rates (multiplier by gradient ascent)"
 
     @dataclass
-    class Params:
+    class Params(LoopSettings):
         temperature: float = field(default=1.0, metadata={"help": "q = sigmoid(logit / temperature)"})
-        lr: float = field(default=1e-2, metadata={"help": "Adam learning rate for the model"})
         lr_multiplier: float = field(default=0.05, metadata={"help": "gradient-ascent step for the multiplier"})
         multiplier_init: float = field(default=0.0, metadata={"help": "initial Lagrange multiplier"})
-        steps: int = field(default=2000, metadata={"help": "max Adam steps"})
-        batch_size: int = field(default=0, metadata={"help": "rows per step (0: full batch)"})
-        eval_every: int = field(default=20, metadata={"help": "steps between checks of the monitored metrics"})
-        patience: int = field(default=15, metadata={"help": "checks without a better iterate before stopping"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -52,8 +47,7 @@ class Lagrangian(Solver):
             if problem.constraint_name is not None:
                 state["multiplier"] = max(0.0, state["multiplier"] + p.lr_multiplier * float(state["gap"]))
 
-        loop = LoopSettings(lr=p.lr, steps=p.steps, batch_size=p.batch_size, eval_every=p.eval_every, patience=p.patience)
-        result = fit_smoothed(train, val, ctx, soft, loss_of, loop, after_step=ascend)
+        result = fit_smoothed(train, val, ctx, soft, loss_of, p, after_step=ascend)
         result.trace["final_multiplier"] = state["multiplier"]
         result.trace["final_smoothed_gap"] = float(state["gap"])
         return result

@@ -22,14 +22,9 @@ class SigmoidF1(Solver):
     problems = ("ofbs",)
 
     @dataclass
-    class Params:
+    class Params(LoopSettings):
         tau: float = field(default=10.0, metadata={"help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"})
         offset: float = field(default=0.0, metadata={"help": "horizontal offset added inside the sigmoid"})
-        lr: float = field(default=1e-2, metadata={"help": "Adam learning rate"})
-        steps: int = field(default=2000, metadata={"help": "max Adam steps"})
-        batch_size: int = field(default=0, metadata={"help": "rows per step (0: full batch)"})
-        eval_every: int = field(default=20, metadata={"help": "steps between checks of the monitored F-beta"})
-        patience: int = field(default=15, metadata={"help": "checks without improvement before stopping"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -41,5 +36,4 @@ class SigmoidF1(Solver):
         def loss_of(tp: torch.Tensor, fp: torch.Tensor, n_pos: float) -> torch.Tensor:
             return -metric_terms(problem, tp, fp, n_pos)[0]
 
-        loop = LoopSettings(lr=p.lr, steps=p.steps, batch_size=p.batch_size, eval_every=p.eval_every, patience=p.patience)
-        return fit_smoothed(train, val, ctx, soft, loss_of, loop)
+        return fit_smoothed(train, val, ctx, soft, loss_of, p)

@@ -9,7 +9,7 @@ iterate kept is the best by true metrics at logit 0 on the monitored split
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -26,11 +26,13 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 @dataclass
 class LoopSettings:
-    lr: float
-    steps: int
-    batch_size: int  # 0: full batch
-    eval_every: int
-    patience: int  # evaluations without a better monitored iterate before stopping
+    """Hyper-parameters of the shared loop; each smoothed solver's Params extends this."""
+
+    lr: float = field(default=1e-2, metadata={"help": "Adam learning rate for the model"})
+    steps: int = field(default=2000, metadata={"help": "max Adam steps"})
+    batch_size: int = field(default=0, metadata={"help": "rows per step (0: full batch)"})
+    eval_every: int = field(default=20, metadata={"help": "steps between checks of the monitored metrics"})
+    patience: int = field(default=15, metadata={"help": "checks without a better iterate before stopping"})
 
 
 def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_prediction: Callable[[torch.Tensor], torch.Tensor],

@@ -53,11 +53,11 @@ class WeightedCrossEntropy(Solver):
         monitor = val if val is not None and val.n > 0 else train
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
+        offsets = train.extra.get("offsets")
         for epoch in range(p.max_epochs):
             network.train()
             for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
                 optimizer.zero_grad(set_to_none=True)
-                offsets = train.extra.get("offsets")
                 loss = loss_of(train.X[idx], train.y[idx], None if offsets is None else offsets[idx])
                 loss.backward()
                 optimizer.step()
