@@ -23,7 +23,7 @@ from .threshold import search
 BATCH_ROWS = 65536
 
 
-def _collect(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     schema = io.schema(data)
     model.preprocessor.check_columns(schema)
     label_col = model.labels.column
@@ -55,7 +55,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
         if out is not None:
             io.check_writable(out)
     model = load_model(model_path)
-    logits, y, unseen = _collect(model, data)
+    logits, y, unseen = collect_logits(model, data)
     if model.binary:
         split = binary_split_report(logits, y, model.threshold, model.problem)
         if plot_path is not None:
@@ -88,7 +88,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
-    logits, y, _ = _collect(model, data)
+    logits, y, _ = collect_logits(model, data)
     point = search(logits, y, problem, confidence)
     if point.feasible is False and not allow_infeasible:
         what = problem.constraint_name

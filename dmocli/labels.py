@@ -17,7 +17,7 @@ from .errors import DmoError
 UNLABELED = -1
 
 
-def _python_value(value: Any) -> Any:
+def python_value(value: Any) -> Any:
     """Numpy/arrow scalars to plain JSON-able Python values."""
     if isinstance(value, pa.Scalar):
         value = value.as_py()
@@ -111,13 +111,23 @@ def infer_label_spec(
     binary=False keeps all classes (multi-class solvers). binary=True with more
     than two classes needs --positive, which makes the problem one-vs-rest.
     """
+    labels = _plain(labels)
+    counts = label_counts(labels)
+    return label_spec_from_counts(list(counts), list(counts.values()), labels.type, column, positive, binary)
+
+
+def _plain(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array of the values' own type (dictionary-encoded labels decoded)."""
     labels = _as_array(labels)
     if pa.types.is_dictionary(labels.type):
         labels = labels.cast(labels.type.value_type)
-    counts = pc.value_counts(labels.drop_null())
-    values = [_python_value(v) for v in counts.field("values")]
-    freq = [int(c) for c in counts.field("counts").to_numpy()]
-    return label_spec_from_counts(values, freq, labels.type, column, positive, binary)
+    return labels
+
+
+def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
+    """Class value -> row count, missing labels left out; batch counts add up for streaming passes."""
+    counts = pc.value_counts(_plain(labels).drop_null())
+    return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_numpy())}
 
 
 def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.DataType, column: str,

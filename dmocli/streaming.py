@@ -21,14 +21,13 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from . import io
-from .applying import _collect
+from .applying import collect_logits
 from .errors import DmoError
 from .features import Preprocessor, plan_columns
-from .labels import LabelSpec, _python_value, label_spec_from_counts
+from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .modelfile import DmoModel
 from .networks import Architecture
 from .online_report import plot_online_curve, progress_bar
@@ -59,10 +58,8 @@ class LabelCounter:
             self.type = labels.type
             self.rows += batch.num_rows
             self.missing += labels.null_count
-            counts = pc.value_counts(labels.drop_null())
-            for value, count in zip(counts.field("values"), counts.field("counts").to_numpy()):
-                key = _python_value(value)
-                self.counts[key] = self.counts.get(key, 0) + int(count)
+            for key, count in label_counts(labels).items():
+                self.counts[key] = self.counts.get(key, 0) + count
             yield batch
 
     def spec(self, positive: str | None) -> LabelSpec:
@@ -134,12 +131,12 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}
     if opts.val is not None:
-        logits["val"], truth["val"], _ = _collect(model, opts.val)  # streamed; keeps one logit + label per row
+        logits["val"], truth["val"], _ = collect_logits(model, opts.val)  # streamed; keeps one logit + label per row
     threshold = result.threshold
     if adjust:
         split = "val" if opts.val is not None else "train"
         if split == "train":
-            logits["train"], truth["train"], _ = _collect(model, data)
+            logits["train"], truth["train"], _ = collect_logits(model, data)
         report["before_adjustment"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
         point = search(logits[split], truth[split], problem, opts.confidence)
         report["operating_point"] = {"split": split, **point.to_dict()}

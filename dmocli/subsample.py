@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from . import io
@@ -30,7 +29,7 @@ from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, ro
 from .dataset import offset_column, prepare
 from .errors import DmoError
 from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
-from .labels import LabelSpec, _python_value
+from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .networks import Architecture, build_network, logits_of
 from .report import envelope, write_report
 from .solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
@@ -129,16 +128,6 @@ def pilot_mask(seed: int, part: int, n: int, rate: float) -> tuple[np.ndarray, n
     return rng.random(n) < rate, rng
 
 
-def label_counts(column: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
-    """Class -> count of one batch (missing labels left out)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    counts = pc.value_counts(column.drop_null())
-    return {_python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts"))}
-
-
 def merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {key: 0 for key in COUNT_KEYS}
     per_class: np.ndarray | None = None
@@ -155,8 +144,7 @@ def label_spec(counts: dict[Any, int], column: str) -> LabelSpec:
     """Multi-class LabelSpec from whole-data counts, classes ordered as `dmo train` orders them."""
     if len(counts) < 2:
         raise DmoError(f"label column '{column}' has {len(counts)} class(es); subsampling needs at least two")
-    classes = sorted(counts, key=lambda v: (str(type(v)), v))
-    return LabelSpec(column=column, classes=classes, positive=None, counts=[counts[c] for c in classes])
+    return label_spec_from_counts(list(counts), list(counts.values()), pa.null(), column, None, binary=False)
 
 
 def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: SubsampleOptions) -> Pilot:

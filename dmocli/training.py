@@ -18,7 +18,7 @@ from . import io
 from .dataset import Prepared, prepare, stratified_split
 from .errors import DmoError, UnreachableTarget
 from .features import Preprocessor, plan_columns
-from .labels import LabelSpec, infer_label_spec
+from .labels import infer_label_spec
 from .modelfile import DmoModel
 from .networks import Architecture, logits_of, resolve_device
 from .problems import Problem

@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
