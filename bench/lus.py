@@ -7,9 +7,11 @@
    Var(estimate) / Var(full-data MLE) across repetitions, for LUS and for uniform and case-control
    sampling at LUS's realized size plus the pilot (the paper's fair budget).
 2. Test accuracy versus fraction of the training rows used (pilot included) on the simulation and on
-   letter (26 classes).
+   letter (26 classes), with the pilot at 10% (the paper) and 5% (its appendix D) of the rows, and the
+   smallest fraction at which each method is within a tolerance of the full-data accuracy.
 3. `dmo subsample` on 10,000,000 x 50 rows (5 classes, parquet under /tmp): rows/s of the acceptance pass
-   next to a plain pyarrow read of the same files, peak RSS, and the Dask engine on 2 local workers.
+   next to a plain pyarrow read of the same files, peak RSS, and the Dask engine on 2 local workers;
+   then peak RSS on rows/10 versus rows with the same pilot size (memory must not grow with rows).
 Every fit is the solver's own L-BFGS maximum likelihood fit (dmocli.solvers.lus.fit_offset_logistic).
 """
 from __future__ import annotations
@@ -154,7 +156,22 @@ def accuracy_curve(X, y, Xt, yt, K: int, gammas, reps: int, pilot_frac: float, p
         rows.append({"gamma": g, "fraction_used": float(np.mean(used)),
                      **{f"{k}_accuracy": float(np.mean([v[0] for v in vs])) for k, vs in acc.items()},
                      **{f"{k}_log_loss": float(np.mean([v[1] for v in vs])) for k, vs in acc.items()}})
-    return {"full_data_accuracy": full, "full_data_log_loss": full_loss, "n_train": n, "n_test": len(yt), "reps": reps, "rows": rows}
+    return {"full_data_accuracy": full, "full_data_log_loss": full_loss, "n_train": n, "n_test": len(yt), "reps": reps,
+            "pilot_frac": pilot_frac, "rows": rows, "reaches_full_accuracy": smallest_fractions(full, rows)}
+
+
+def smallest_fractions(full: float, rows: list[dict], tolerances=(0.0005, 0.001, 0.002)) -> dict:
+    """Per method, the smallest fraction used whose mean test accuracy is within `tol` of the full-data
+    accuracy, for the fraction and every larger one tried (None: no fraction tried gets there)."""
+    out: dict = {}
+    ordered = sorted(rows, key=lambda r: r["fraction_used"])
+    for tol in tolerances:
+        out[str(tol)] = {}
+        for method in ("lus", "uniform", "case-control"):
+            good = [r[f"{method}_accuracy"] >= full - tol for r in ordered]
+            first = next((i for i in range(len(good)) if all(good[i:])), None)
+            out[str(tol)][method] = None if first is None else ordered[first]["fraction_used"]
+    return out
 
 
 def letter(data_dir: Path):
@@ -203,12 +220,12 @@ def plain_read(directory: Path) -> dict:
     return {"rows": n, "seconds": seconds, "rows_per_second": n / seconds}
 
 
-def run_subsample(directory: Path, out: Path, engine: str, gamma: float) -> dict:
+def run_subsample(directory: Path, out: Path, engine: str, gamma: float, *extra: str) -> dict:
     """`dmo subsample` as a user runs it, under /usr/bin/time for the peak RSS."""
     report = out.with_suffix(".json")
     dmo = Path(sys.executable).with_name("dmo")
     cmd = [str(dmo), "subsample", str(directory), "--gamma", str(gamma), "-o", str(out), "--report", str(report),
-           "--engine", engine, "--workers", "2"]
+           "--engine", engine, "--workers", "2", *extra]
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
     started = time.perf_counter()
     proc = subprocess.run(timer + cmd, capture_output=True, text=True)
@@ -218,6 +235,7 @@ def run_subsample(directory: Path, out: Path, engine: str, gamma: float) -> dict
     result = json.loads(report.read_text())
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     return {"engine": engine, "rows_read": result["rows_read"], "rows_kept": result["rows_kept"],
+            "pilot_rows": result["pilot_rows"],
             "pilot_accuracy": result["pilot_accuracy"], "pilot_seconds": result["pilot_seconds"],
             "pass_seconds": result["pass_seconds"], "pass_rows_per_second": result["rows_per_second"],
             "command_seconds": wall, "overall_rows_per_second": result["rows_read"] / wall,
@@ -234,6 +252,13 @@ def throughput(rows: int, cols: int, scratch: Path, dask: bool) -> dict:
     out["local"] = run_subsample(source, scratch / "sub_local.parquet", "local", 10.0)
     if dask:
         out["dask_2_workers"] = run_subsample(source, scratch / "sub_dask.parquet", "dask", 10.0)
+    # Peak RSS versus rows: the same pilot size (the cap binds at both sizes), so only the pass's memory differs.
+    small_rows = rows // 10
+    small = scratch / "small"
+    make_big(small, small_rows, cols)
+    cap = ("--pilot-max-rows", str(small_rows // 10))
+    out["rss_vs_rows"] = {n: run_subsample(src, scratch / f"sub_rss_{n}.parquet", "local", 10.0, *cap)
+                          for n, src in ((small_rows, small), (rows, source))}
     return out
 
 
@@ -255,14 +280,16 @@ def section_accuracy(args, results: dict) -> None:
     rng = np.random.default_rng(99)
     X, y = simulate(50_000, rng)
     Xt, yt = simulate(20_000, rng)
-    results["accuracy_simulation"] = accuracy_curve(X, y, Xt, yt, 3, (1.5, 2, 3, 5, 10, 20, 40), args.acc_reps,
-                                                    0.1, FIT)
-    curves = {"simulation": results["accuracy_simulation"]}
+    curves = {}
+    for frac in args.pilot_fracs:
+        curves[f"simulation_pilot_{frac:g}"] = accuracy_curve(X, y, Xt, yt, 3, (1.5, 2, 3, 5, 10, 20, 40),
+                                                              args.acc_reps, frac, FIT)
     if (args.data_dir / "letter" / "train.parquet").exists():
         Xl, yl, Xlt, ylt, K = letter(args.data_dir)
-        results["accuracy_letter"] = accuracy_curve(Xl, yl, Xlt, ylt, K, (1.2, 1.5, 2, 3, 5, 10), args.acc_reps, 0.1,
-                                                    LogisticParams(l2=1e-4))
-        curves["letter"] = results["accuracy_letter"]
+        for frac in args.pilot_fracs:
+            curves[f"letter_pilot_{frac:g}"] = accuracy_curve(Xl, yl, Xlt, ylt, K, (1.2, 1.5, 2, 3, 5, 10),
+                                                              args.acc_reps, frac, LogisticParams(l2=1e-4))
+    results["accuracy"] = curves
     for name, curve in curves.items():
         print(f"-- {name}: full-data accuracy {curve['full_data_accuracy']:.4f}, log loss "
               f"{curve['full_data_log_loss']:.4f} (n_train {curve['n_train']}, {curve['reps']} reps)")
@@ -272,6 +299,9 @@ def section_accuracy(args, results: dict) -> None:
             print(f"{r['gamma']:>6g} {r['fraction_used']:>6.3f} |          {r['lus_accuracy']:>7.4f} "
                   f"{r['uniform_accuracy']:>8.4f} {r['case-control_accuracy']:>8.4f} |          {r['lus_log_loss']:>7.4f} "
                   f"{r['uniform_log_loss']:>8.4f} {r['case-control_log_loss']:>8.4f}")
+        for tol, fractions in curve["reaches_full_accuracy"].items():
+            shown = ", ".join(f"{m} {'-' if f is None else f'{f:.3f}'}" for m, f in fractions.items())
+            print(f"   smallest fraction within {tol} of full-data accuracy: {shown}")
 
 
 def section_throughput(args, results: dict) -> None:
@@ -285,6 +315,9 @@ def section_throughput(args, results: dict) -> None:
             print(f"{key:>15}: pass {r['pass_rows_per_second']:,.0f} rows/s ({r['pass_seconds']:.1f} s), whole command "
                   f"{r['overall_rows_per_second']:,.0f} rows/s ({r['command_seconds']:.1f} s, pilot {r['pilot_seconds']:.1f} s), "
                   f"kept {r['rows_kept']:,}, peak RSS {r['peak_rss_mib_largest_process']:.0f} MiB")
+    for n, r in tp["rss_vs_rows"].items():
+        print(f"peak RSS, local engine, {n:>11,} rows, pilot {r['pilot_rows']:,} rows: "
+              f"{r['peak_rss_mib_largest_process']:.0f} MiB")
     if not args.keep_scratch:
         shutil.rmtree(args.scratch, ignore_errors=True)
 
@@ -293,7 +326,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--acc-reps", type=int, default=5)
+    parser.add_argument("--acc-reps", type=int, default=10)
+    parser.add_argument("--pilot-fracs", type=float, nargs="+", default=[0.1, 0.05],
+                        help="pilot share of the training rows (paper: 10%%; its appendix D: 5%% suffices)")
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--cols", type=int, default=50)
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/dmo_lus_bench"))

@@ -159,8 +159,8 @@ class Preprocessor:
             if dense.shape[1] == 0:
                 continue
             if total is not None and impute == "none" and np.isfinite(dense).all():
-                total += dense.sum(axis=0)  # fast path for clean batches: 2 passes instead of ~8
-                sq += np.einsum("ij,ij->j", dense, dense)
+                total += dense.sum(axis=0, dtype=np.float64)  # fast path for clean batches: 2 passes instead of ~8
+                sq += np.einsum("ij,ij->j", dense, dense, dtype=np.float64)
                 count += dense.shape[0]
                 continue
             nan = np.isnan(dense)
@@ -172,7 +172,7 @@ class Preprocessor:
                 count = np.zeros(dense.shape[1])
                 bad_nan = np.zeros(dense.shape[1], dtype=np.int64)
                 bad_inf = np.zeros(dense.shape[1], dtype=np.int64)
-            clean = np.where(finite, dense, 0.0)
+            clean = np.where(finite, dense, 0.0).astype(np.float64, copy=False)
             total += clean.sum(axis=0)
             sq += (clean * clean).sum(axis=0)
             count += finite.sum(axis=0)
@@ -210,6 +210,9 @@ class Preprocessor:
 
     # ---- transforming --------------------------------------------------------
     def _dense(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        """The raw numeric or embedding values as an (n, d) array: float32 when every input is float32
+        (no precision to keep beyond it, half the memory traffic), else float64; nulls become NaN.
+        Numeric columns come out column-major, so each column is one contiguous write."""
         n = batch.num_rows
         if self.embedding:
             col = batch.column(self.embedding)
@@ -230,18 +233,20 @@ class Preprocessor:
                 )
             self.embedding_dim = dim
             values = col.flatten().to_numpy(zero_copy_only=False)
-            return values.astype(np.float64, copy=False).reshape(n, dim)
+            dtype = np.float32 if values.dtype == np.float32 else np.float64
+            return values.astype(dtype, copy=False).reshape(n, dim)
         if not self.numeric:
             return np.empty((n, 0))
-        out = np.empty((n, len(self.numeric)), order="F")  # column-major: each column is one contiguous write
-        for j, name in enumerate(self.numeric):
-            col = batch.column(name)
+        columns = [batch.column(name) for name in self.numeric]
+        dtype = np.float32 if all(c.type == pa.float32() for c in columns) else np.float64
+        out = np.empty((len(columns), n), dtype=dtype)
+        for j, col in enumerate(columns):
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
             if pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type):
                 col = col.cast(pa.float64())
-            out[:, j] = col.to_numpy(zero_copy_only=False)  # nulls become NaN
-        return out
+            out[j] = col.to_numpy(zero_copy_only=False)  # nulls become NaN
+        return out.T
 
     def check_columns(self, schema: pa.Schema) -> None:
         """Refuse data lacking a training column, naming it, before any work."""
@@ -256,23 +261,15 @@ class Preprocessor:
         """Float32 features and, per categorical column, how many rows had an unseen level."""
         self.check_columns(batch.schema)
         dense = self._dense(batch)
-        if dense.shape[1]:
-            bad = ~np.isfinite(dense)
-            if bad.any():
-                if self.impute != "median":
-                    names = self.feature_names
-                    cols = np.flatnonzero(bad.any(axis=0))
-                    parts = [f"{names[i]} ({int(bad[:, i].sum())} rows)" for i in cols[:8]]
-                    raise DmoError(
-                        f"features contain missing or infinite values: {', '.join(parts)}; "
-                        "clean them or train with --impute median"
-                    )
-                dense = np.where(bad, np.asarray(self.fill), dense)
-            dense = dense - np.asarray(self.mean)
-            dense /= np.asarray(self.scale)
-        out = np.zeros((batch.num_rows, self.n_features), dtype=np.float32)
-        out[:, :dense.shape[1]] = dense  # one casting copy into the row-major result (no concatenate)
+        # Column-major result: the numeric block is written column by column without a transposing copy,
+        # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
+        out = np.zeros((self.n_features, batch.num_rows), dtype=np.float32).T
         offset = dense.shape[1]
+        if offset:
+            if not np.isfinite(dense).all():
+                dense = self._fill_missing(dense)
+            np.subtract(dense, np.asarray(self.mean, dtype=dense.dtype), out=out[:, :offset])
+            out[:, :offset] *= (1.0 / np.asarray(self.scale)).astype(np.float32)
         unseen: dict[str, int] = {}
         for col, levels in self.categorical.items():
             arr = batch.column(col)
@@ -286,6 +283,19 @@ class Preprocessor:
             offset += len(levels)
             unseen[col] = int(((idx < 0) & ~arr.is_null().to_numpy(zero_copy_only=False)).sum())
         return out, unseen
+
+    def _fill_missing(self, dense: np.ndarray) -> np.ndarray:
+        """NaN/inf replaced by the stored medians under --impute median; otherwise the error naming the columns."""
+        bad = ~np.isfinite(dense)
+        if self.impute != "median":
+            names = self.feature_names
+            cols = np.flatnonzero(bad.any(axis=0))
+            parts = [f"{names[i]} ({int(bad[:, i].sum())} rows)" for i in cols[:8]]
+            raise DmoError(
+                f"features contain missing or infinite values: {', '.join(parts)}; "
+                "clean them or train with --impute median"
+            )
+        return np.where(bad, np.asarray(self.fill, dtype=dense.dtype), dense)
 
     def to_dict(self) -> dict[str, Any]:
         return {

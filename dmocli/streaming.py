@@ -1,9 +1,11 @@
 """The `train` pipeline for streaming solvers (fofo, ofo, lr): data larger than memory, read in record batches.
 
-Pass 1 (cheap: no model work) fits the Preprocessor (exact standardization
-statistics, categorical levels) and counts the labels, which fixes the
-positive class and the exact number n of labeled rows, so FOFO's stage
-schedule uses the true n for parquet and CSV alike. Then `--epochs` passes
+Pass 1 (cheap: no model work) counts the labels, which fixes the positive
+class and the exact number n of labeled rows, so FOFO's stage schedule uses
+the true n for parquet and CSV alike, and fits the Preprocessor: categorical
+levels and standardization statistics, the latter from evenly spaced parquet
+row groups of about `--param stats-rows` rows (see _prepass), so that pass
+reads little more than the label column. Then `--epochs` passes
 feed (X, y) batches to the solver's fit_stream. Memory is O(features +
 batch) throughout; the only O(rows) steps are the ones the user asks for:
 `--val` (one logit and label per validation row, for exact AP/AUC) and
@@ -68,6 +70,41 @@ class LabelCounter:
                                       self.column, positive, binary=True)
 
 
+def _prepass(data: str | Path, plan: Any, columns: list[str], counter: LabelCounter, impute: str,
+             stats_rows: int) -> tuple[Preprocessor, dict[str, Any]]:
+    """The Preprocessor and the label counts, before learning.
+
+    Labels are always counted over every row (the positive class and n
+    depend on all of them). With stats_rows > 0, parquet data without
+    string columns takes its standardization statistics from evenly spaced
+    row groups of about stats_rows rows instead of reading every feature
+    twice: the statistics only scale the features, the stored ones are the
+    ones used at predict time, and a few hundred thousand rows fix a mean
+    and a standard deviation to well under 1 % of the deviation. String
+    columns need every level and CSV cannot be sampled: both get the full
+    exact pass.
+    """
+    features = [c for c in columns if c != counter.column]
+    sample = None
+    if stats_rows > 0 and not plan.categorical:
+        sample = io.sample_row_groups(data, features, stats_rows)
+    if sample is None:
+        pre = Preprocessor.fit(counter.tap(io.iter_batches(data, BATCH_ROWS, columns)), plan, impute)
+        return pre, {"statistics": "exact", "statistics_rows": counter.rows}
+    for _ in counter.tap(io.iter_batches(data, BATCH_ROWS, [counter.column])):
+        pass
+    seen = 0
+
+    def counted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        nonlocal seen
+        for batch in batches:
+            seen += batch.num_rows
+            yield batch
+
+    pre = Preprocessor.fit(counted(sample), plan, impute)
+    return pre, {"statistics": "exact" if seen >= counter.rows else "row-group sample", "statistics_rows": seen}
+
+
 def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions."""
@@ -93,7 +130,7 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
     columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
     prepass_started = time.perf_counter()
-    pre = Preprocessor.fit(counter.tap(io.iter_batches(data, BATCH_ROWS, columns)), plan, opts.impute)
+    pre, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
     prepass_seconds = time.perf_counter() - prepass_started
     labels = counter.spec(opts.positive)
     if counter.missing and not opts.drop_unlabeled:
@@ -145,6 +182,7 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
     report["online"] = online
     report["splits"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
     report["solver_trace"] = result.trace
+    report["prepass"] = prepass
     report["prepass_seconds"] = prepass_seconds
     report["fit_seconds"] = fit_seconds
     model.info = {"seed": opts.seed, "confidence": opts.confidence, "params": vars(params), "epochs": epochs,

@@ -253,16 +253,7 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
         return label_counts(batch.column(opts.label_col)), rows
 
     t0 = time.perf_counter()
-    scanned = engine.map(first_pass, columns)
-    class_counts: dict[Any, int] = {}
-    for counts, _ in scanned:
-        for cls, c in counts.items():
-            class_counts[cls] = class_counts.get(cls, 0) + c
-    labels = label_spec(class_counts, opts.label_col)
-    pilot = None
-    if pilot_rate > 0:
-        pilot_table = pa.concat_tables([rows for _, rows in scanned if rows is not None and rows.num_rows])
-        pilot = fit_pilot(pilot_table, plan, labels, opts)
+    labels, pilot = _labels_and_pilot(engine.map(first_pass, columns), plan, opts, pilot_rate > 0)
     pilot_seconds = time.perf_counter() - t0
 
     lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate)
@@ -305,6 +296,22 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], plan: ColumnPlan,
+                      opts: SubsampleOptions, with_pilot: bool) -> tuple[LabelSpec, Pilot | None]:
+    """Class counts and the fitted pilot from pass 1's per-part results; the pilot rows are freed on return,
+    so pass 2 runs in O(batch) memory next to the small pilot model."""
+    class_counts: dict[Any, int] = {}
+    for counts, _ in scanned:
+        for cls, c in counts.items():
+            class_counts[cls] = class_counts.get(cls, 0) + c
+    labels = label_spec(class_counts, opts.label_col)
+    if not with_pilot:
+        return labels, None
+    pilot_table = pa.concat_tables([rows for _, rows in scanned if rows is not None and rows.num_rows])
+    scanned.clear()
+    return labels, fit_pilot(pilot_table, plan, labels, opts)
 
 
 def _output_schema(schema: pa.Schema, labels: LabelSpec, opts: SubsampleOptions) -> pa.Schema:

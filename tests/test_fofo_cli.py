@@ -88,6 +88,34 @@ def test_parquet_directory_and_csv_give_the_same_model(stream_files, tmp_path):
         assert reports[kind]["online"]["fp"] == first["online"]["fp"]
 
 
+def test_standardization_from_spread_row_groups_tracks_the_whole_file(tmp_path):
+    """A file whose feature drifts from start to end: statistics sampled from evenly spaced row groups match
+    the whole file's (a sample of the head would not); stats-rows=0 reads every row and is exact."""
+    from dmocli.modelfile import load_model
+
+    rng = np.random.default_rng(0)
+    n = 40_000
+    drift = np.linspace(-3, 3, n)
+    x = drift + rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(x - 2)))).astype(np.int64)
+    data = tmp_path / "drift.parquet"
+    pq.write_table(pa.table({"x": x, "noise": rng.normal(size=n), "label": y}), data, row_group_size=2_000)
+
+    sampled = library_train(data, tmp_path / "s.safetensors", solver="fofo", params={"stats-rows": "8000"})
+    assert sampled["prepass"]["statistics"] == "row-group sample"
+    assert 8_000 <= sampled["prepass"]["statistics_rows"] <= 10_000
+    mean, std = float(x.mean()), float(x.std())
+    head = x[:8_000].mean()
+    assert abs(head - mean) > 1.0  # the head alone is far off
+    pre = load_model(tmp_path / "s.safetensors").preprocessor
+    assert abs(pre.mean[0] - mean) < 0.1 * std and abs(pre.scale[0] - std) < 0.1 * std
+
+    exact = library_train(data, tmp_path / "e.safetensors", solver="fofo", params={"stats-rows": "0"})
+    assert exact["prepass"] == {"statistics": "exact", "statistics_rows": n}
+    pre = load_model(tmp_path / "e.safetensors").preprocessor
+    assert pre.mean[0] == pytest.approx(mean, rel=1e-9) and pre.scale[0] == pytest.approx(std, rel=1e-6)
+
+
 def test_epochs_plot_and_adjust(stream_files, tmp_path):
     plot = tmp_path / "online.png"
     report = train(stream_files["parquet"], tmp_path / "m.safetensors", "--solver", "ofo", "--epochs", "2",

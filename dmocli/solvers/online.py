@@ -60,19 +60,17 @@ class OnlineLogistic:
 
     def process(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """eta for every row, each computed before its own mini-batch's labels update the weights."""
-        eta = np.empty(X.shape[0])
+        eta = np.empty(X.shape[0])  # float64: the threshold recurrences run in double precision
+        y = y.astype(np.float32)  # float32 residuals keep the gradient product in float32
         B = self.batch_size
         for start in range(0, X.shape[0], B):  # loop over mini-batches, not rows
             Xb = X[start:start + B]
-            if self.average and self.steps:
-                eta[start:start + B] = expit(Xb @ self.w_avg + self.b_avg)
-                residual = expit(Xb @ self.w + self.b) - y[start:start + B]
-            else:
-                eta[start:start + B] = expit(Xb @ self.w + self.b)
-                residual = eta[start:start + B] - y[start:start + B]
+            p = expit(Xb @ self.w + self.b)
+            eta[start:start + B] = expit(Xb @ self.w_avg + self.b_avg) if self.average and self.steps else p
+            residual = p - y[start:start + B]
             self.steps += 1
             step = self.lr / math.sqrt(self.steps)
-            self.w -= (step / Xb.shape[0]) * (residual.astype(np.float32) @ Xb)
+            self.w -= (step / Xb.shape[0]) * (residual @ Xb)
             self.b -= step * float(residual.mean())
             if self.average:
                 self.w_avg += (self.w - self.w_avg) / self.steps
@@ -158,6 +156,9 @@ class StreamingSolver(Solver):
         lr: float = field(default=8.0, metadata={"help": "SGD step of the logistic model at mini-batch k is lr/sqrt(k)"})
         batch_size: int = field(default=256, metadata={"help": "rows per SGD mini-batch (1 = the per-row algorithm)"})
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
+        stats_rows: int = field(default=262_144, metadata={
+            "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
+                    "(0: every row, an extra full pass; CSV and string columns always use every row)"})
 
     def threshold_rule(self, beta: float, n: int | None, params: Any) -> "ThresholdRule":
         raise NotImplementedError
