@@ -33,6 +33,7 @@ from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .modelfile import DmoModel
 from .networks import Architecture
 from .online_report import plot_online_curve, progress_bar
+from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope
 from .solvers.base import FitContext
@@ -138,7 +139,7 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
                        "(pass --drop-unlabeled to ignore them)")
     n = counter.rows - counter.missing
 
-    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def transformed() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for batch in io.iter_batches(data, BATCH_ROWS, columns):
             X, _ = pre.transform(batch)
             y = labels.encode(batch.column(opts.label_col))
@@ -146,6 +147,9 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
                 keep = y >= 0
                 X, y = X[keep], y[keep]
             yield X, y
+
+    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return prefetched(transformed())  # reading and transforming overlap the learner's work
 
     arch = Architecture("linear", pre.n_features, 1)
     ctx = FitContext(problem=problem, architecture=arch, device=torch.device("cpu"), seed=opts.seed, params=params)

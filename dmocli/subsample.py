@@ -31,6 +31,7 @@ from .errors import DmoError
 from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
 from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .networks import Architecture, build_network, logits_of
+from .prefetch import prefetched
 from .report import envelope, write_report
 from .solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
 
@@ -177,7 +178,7 @@ class LocalEngine:
     def write(self, sampler: Sampler, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
         parts = []
         with io.ParquetSink(output, schema) as sink:
-            for part, batch in enumerate(io.iter_batches(self.data, self.batch_rows, low_memory=True)):
+            for part, batch in enumerate(prefetched(io.iter_batches(self.data, self.batch_rows, low_memory=True))):
                 table, counts = sampler.process(batch, part)
                 if table.num_rows:
                     sink.write(table.cast(schema))
