@@ -20,6 +20,7 @@ _API = {
     "search_threshold": ("threshold", "search"),
     "extract": ("extract", "extract"),
     "ExtractOptions": ("extract", "ExtractOptions"),
+    "DmoClassifier": ("estimator", "DmoClassifier"),
 }
 
 __all__ = ["__version__", *_API]

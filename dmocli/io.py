@@ -32,8 +32,20 @@ def _check_exists(path: Path) -> None:
         raise DmoError(f"input not found: {path} (check the path; parquet file, directory of parquet files, or CSV)")
 
 
-def open_dataset(path: str | os.PathLike) -> pads.Dataset:
-    """A pyarrow dataset over a parquet file, a directory of parquet files, or a CSV file."""
+Source = str | os.PathLike | pa.Table  # a path on disk, or a table already in memory (the Python API)
+
+
+def describe(source: Source) -> str:
+    """What a report calls the data: its path, or a short description of an in-memory table."""
+    if isinstance(source, pa.Table):
+        return f"<in-memory table: {source.num_rows} rows x {source.num_columns} columns>"
+    return str(source)
+
+
+def open_dataset(path: Source) -> pads.Dataset:
+    """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table."""
+    if isinstance(path, pa.Table):
+        return pads.dataset(path)
     path = Path(path)
     _check_exists(path)
     try:
@@ -60,8 +72,12 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
+def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     """Read a whole table; refuses an empty one since no command can do anything with it."""
+    if isinstance(path, pa.Table):
+        if path.num_rows == 0:
+            raise DmoError("the table has no rows (give a table with at least one row)")
+        return path if columns is None else path.select(columns)
     dataset = open_dataset(path)
     try:
         table = dataset.to_table(columns=columns)
@@ -72,12 +88,12 @@ def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.
     return table
 
 
-def schema(path: str | os.PathLike) -> pa.Schema:
+def schema(path: Source) -> pa.Schema:
     return open_dataset(path).schema
 
 
 def iter_batches(
-    path: str | os.PathLike, batch_size: int = 65536, columns: list[str] | None = None, low_memory: bool = False
+    path: Source, batch_size: int = 65536, columns: list[str] | None = None, low_memory: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Stream record batches in file order; memory is O(batch), not O(rows).
 
@@ -104,7 +120,7 @@ def iter_batches(
         raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
 
 
-def sample_row_groups(path: str | os.PathLike, columns: list[str], max_rows: int) -> Iterator[pa.RecordBatch] | None:
+def sample_row_groups(path: Source, columns: list[str], max_rows: int) -> Iterator[pa.RecordBatch] | None:
     """Whole parquet row groups, evenly spaced over the files in order, about `max_rows` rows in all
     (every row group when the data is smaller); None for CSV, which cannot be read at random.
 
@@ -137,8 +153,10 @@ def sample_row_groups(path: str | os.PathLike, columns: list[str], max_rows: int
     return batches()
 
 
-def count_rows(path: str | os.PathLike) -> int | None:
+def count_rows(path: Source) -> int | None:
     """Row count from parquet metadata without reading data; None for CSV (unknown without a pass)."""
+    if isinstance(path, pa.Table):
+        return path.num_rows
     path = Path(path)
     _check_exists(path)
     if not path.is_dir() and _is_csv(path):

@@ -71,7 +71,7 @@ class LabelCounter:
                                       self.column, positive, binary=True)
 
 
-def _prepass(data: str | Path, plan: Any, columns: list[str], counter: LabelCounter, impute: str,
+def _prepass(data: io.Source, plan: Any, columns: list[str], counter: LabelCounter, impute: str,
              stats_rows: int) -> tuple[Preprocessor, dict[str, Any]]:
     """The Preprocessor and the label counts, before learning.
 
@@ -106,7 +106,7 @@ def _prepass(data: str | Path, plan: Any, columns: list[str], counter: LabelCoun
     return pre, {"statistics": "exact" if seen >= counter.rows else "row-group sample", "statistics_rows": seen}
 
 
-def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
+def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None,
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions."""
     started = time.perf_counter()
@@ -166,7 +166,7 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
     adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
-        data=str(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
+        data=io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
         n_features=pre.n_features, streaming=True, epochs=epochs, adjusted=adjust,
     )
     logits: dict[str, np.ndarray] = {}
@@ -194,5 +194,5 @@ def train_streaming(data: str | Path, opts: Any, solver: Any, output: Path,
                               **{k: {m: v[m] for m in ("precision", "recall", "f_beta")}
                                  for k, v in report["splits"].items()}}}
     if opts.plot is not None:
-        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(data).name}: {problem.describe()}")
+        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(io.describe(data)).name}: {problem.describe()}")
     return finish(model, report, output, report_path, started)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from . import io
@@ -82,12 +83,20 @@ def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
     return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
 
 
-def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None,
+def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
           report_path: str | Path | None = None) -> tuple[DmoModel, dict[str, Any]]:
-    """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input."""
+    """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input.
+
+    `data` is a path, or a pyarrow Table (the Python API); with a table and no
+    `output`, nothing is written and the model is only returned.
+    """
     started = time.perf_counter()
-    output = Path(output) if output is not None else default_model_path(data)
-    io.check_writable(output)
+    if output is not None:
+        output = Path(output)
+    elif not isinstance(data, pa.Table):
+        output = default_model_path(data)
+    if output is not None:
+        io.check_writable(output)
     if report_path is not None:
         io.check_writable(report_path)
     if opts.val is not None and opts.val_frac:
@@ -173,7 +182,7 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
 
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
-        confidence=opts.confidence, seed=opts.seed, device=str(device), data=str(data),
+        confidence=opts.confidence, seed=opts.seed, device=str(device), data=io.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
         unseen_levels={k: v for k, v in full.unseen.items() if v},
@@ -214,12 +223,13 @@ def train(data: str | Path, opts: TrainOptions, output: str | Path | None = None
     return finish(model, report, output, report_path, started)
 
 
-def finish(model: DmoModel, report: dict[str, Any], output: Path, report_path: str | Path | None,
+def finish(model: DmoModel, report: dict[str, Any], output: Path | None, report_path: str | Path | None,
            started: float) -> tuple[DmoModel, dict[str, Any]]:
-    """Last step of every train path: stamp the wall time, write the model, then the report."""
+    """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
     report["wall_seconds"] = time.perf_counter() - started
-    report["model_path"] = str(output)
-    model.save(output)
+    report["model_path"] = None if output is None else str(output)
+    if output is not None:
+        model.save(output)
     if report_path is not None:
         write_report(report_path, report)
     return model, report
