@@ -106,7 +106,18 @@ def throughput(tmp: Path, rows: int, width: int) -> dict:
     out["dmo_train_prepass_rows_s"] = rows / report["prepass_seconds"]
     out["dmo_train_learning_pass_rows_s"] = report["online"]["rows_per_second"]
     out["dmo_online_f1"] = report["online"]["f_beta"]
+    out["dmo_prepass_statistics"] = f"{report['prepass']['statistics']} ({report['prepass']['statistics_rows']:,} rows)"
+    exact_report = tmp / "fofo_bench_exact.json"
+    wall, _ = timed([*DMO, "train", str(data), "--solver", "fofo", "--param", "stats-rows=0",
+                     "-o", str(tmp / "fofo_bench_exact.safetensors"), "--report", str(exact_report)])
+    exact = json.loads(exact_report.read_text())
+    out["dmo_train_exact_prepass_end_to_end_rows_s"] = rows / wall
+    out["dmo_train_exact_prepass_rows_s"] = rows / exact["prepass_seconds"]
     out.update(vowpal_wabbit(data, tmp))
+    if "vw_from_cache_rows_s" in out:
+        out["ratio_learning_pass_vs_vw_cache"] = out["dmo_train_learning_pass_rows_s"] / out["vw_from_cache_rows_s"]
+        out["ratio_two_passes_vs_vw_cache"] = out["dmo_train_two_passes_rows_s"] / out["vw_from_cache_rows_s"]
+        out["ratio_end_to_end_vs_vw_cache"] = out["dmo_train_end_to_end_rows_s"] / out["vw_from_cache_rows_s"]
     out.update(threshold_recurrence())
     data.unlink()
     return out
@@ -247,7 +258,9 @@ def main() -> None:
             results["throughput"] = throughput(work, args.rows, args.width)
             print("\n## 1. throughput (rows/s)")
             for key, value in results["throughput"].items():
-                print(f"{key:36s} {value:>14,.0f}" if isinstance(value, float) and value > 10 else f"{key:36s} {value}")
+                shown = f"{value:>14,.0f}" if isinstance(value, float) and value > 10 else (
+                    f"{value:>14.3f}" if isinstance(value, float) else value)
+                print(f"{key:44s} {shown}")
         if "f1" not in args.skip:
             results["synthetic_online_f1"] = synthetic_online_f1(args.synthetic_rows, 20)
             print("\n## 2a. online F1 after one pass, synthetic logistic streams")
