@@ -16,6 +16,7 @@ import pyarrow as pa
 from . import io
 from .errors import DmoError, UnreachableTarget
 from .modelfile import DmoModel, load_model
+from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope, multiclass_split_report, plot_pr_curve, write_report
 from .threshold import search
@@ -32,7 +33,7 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
     columns = model.preprocessor.input_columns + [label_col]
     parts, ys = [], []
     unseen: dict[str, int] = {}
-    for batch in io.iter_batches(data, BATCH_ROWS, columns):
+    for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
         logits, batch_unseen = model.logits(batch)
         y = model.labels.encode(batch.column(label_col))
         keep = y >= 0
@@ -134,7 +135,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     rows = 0
     unseen: dict[str, int] = {}
     with io.ParquetSink(output, out_schema) as sink:
-        for batch in io.iter_batches(data, BATCH_ROWS, columns):
+        for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
             logits, batch_unseen = model.logits(batch)
             for k, v in batch_unseen.items():
                 unseen[k] = unseen.get(k, 0) + v
