@@ -121,4 +121,3 @@ def test_pseudo_label_quality_hand_computed():
     assert q["true"] == [2, 3, 0]
     assert q["precision"] == pytest.approx([2 / 3, 1.0, 0.0])
     assert q["recall"] == pytest.approx([1.0, 1 / 3, 0.0])
-
