@@ -1,4 +1,4 @@
-"""Benchmark: Adsh vs FixMatch vs supervised-only wce on long-tailed, partly labeled optdigits.
+"""Benchmark: Adsh vs FixMatch vs supervised-only training on long-tailed, partly labeled optdigits.
 
 Built like the paper's long-tailed sets (Guo & Li 2022, section 5.1): for
 class rank k = 1..K (head first), N_k = N_1 gamma^(-(k-1)/(K-1)) labeled rows
@@ -9,7 +9,10 @@ is the labeled tail), all drawn without replacement from the train split
 a random permutation of the digits per seed, so the majority class is rarely
 digit 0. The test split stays balanced. Reported per setting, averaged over
 seeds: balanced accuracy on test, mean recall of the three rarest labeled
-classes, wall seconds per training run.
+classes, wall seconds per training run; then, per gamma and per family of
+methods sharing one labeled loss (plain CE: ce/fixmatch/adsh; class-weighted:
+wce/fixmatch_w/adsh_w), whether adsh > fixmatch > supervised and adsh's
+rare-3 recall > fixmatch's on average.
 
     python bench/adsh.py [--data-dir ../shared/data] [--seeds 0 1 2] [--epochs 20] [--steps 50]
 """
@@ -30,8 +33,16 @@ from dmocli.applying import evaluate
 from dmocli.training import TrainOptions, train
 
 REPO = Path(__file__).resolve().parent.parent
-# name -> (solver, extra params); "ce" is the paper's "Supervised" row (plain, unweighted cross-entropy)
-METHODS = {"wce": ("wce", {}), "ce": ("wce", {"balanced": "false"}), "fixmatch": ("fixmatch", {}), "adsh": ("adsh", {})}
+# name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:
+# plain CE (the paper's "Supervised" row and ALGORITHMS.md's L_s) and inverse-frequency class weighting
+# (wce, the issue's baseline; fixmatch/adsh with balanced=true weight L_s and L_u the same way).
+# sup/sup_w (the FixMatch loop with tau = 1: no unlabeled row is used) are diagnostics, not run by default.
+METHODS = {"ce": ("wce", {"balanced": "false"}), "fixmatch": ("fixmatch", {}), "adsh": ("adsh", {}),
+           "wce": ("wce", {}), "fixmatch_w": ("fixmatch", {"balanced": "true"}), "adsh_w": ("adsh", {"balanced": "true"}),
+           "sup": ("fixmatch", {"tau": "1.0"}), "sup_w": ("fixmatch", {"tau": "1.0", "balanced": "true"})}
+DEFAULT_METHODS = ["ce", "fixmatch", "adsh", "wce", "fixmatch_w", "adsh_w"]
+# (supervised, fixmatch, adsh) compared within a family for the targets
+FAMILIES = {"plain CE": ("ce", "fixmatch", "adsh"), "class-weighted": ("wce", "fixmatch_w", "adsh_w")}
 
 
 def profile(first: float, gamma: float, n_classes: int, reverse: bool) -> np.ndarray:
@@ -91,7 +102,7 @@ def main() -> None:
     parser.add_argument("--gammas", type=float, nargs="+", default=[10, 50, 100])
     parser.add_argument("--n1", type=int, nargs="+", default=[30, 60])
     parser.add_argument("--profiles", nargs="+", default=["same", "reversed"])
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
     parser.add_argument("--model", default="linear")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
@@ -124,11 +135,12 @@ def main() -> None:
                       f"rare3 {res['rare3_recall']:.4f} {res['wall_seconds']:.1f}s", flush=True)
     summary = summarize(records, args.methods)
     print_table(summary, args.methods)
+    targets = check_targets(summary, args.methods)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "device": "cpu", "torch": torch.__version__, "total_wall_seconds": time.perf_counter() - started,
-        "summary": summary, "runs": records}, indent=2))
+        "summary": summary, "targets": targets, "runs": records}, indent=2))
     print(f"wrote {args.output} ({time.perf_counter() - started:.0f} s)")
 
 
@@ -158,6 +170,29 @@ def print_table(rows: list[dict], methods: list[str]) -> None:
         cells = [" ".join(f"{r[f'{m}_{key}']:>8.{digits}f}" for m in methods)
                  for key, digits in (("bal_acc", 4), ("rare3", 4), ("wall_s", 1))]
         print(f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | {'':5} {cells[1]} | {'':6} {cells[2]}")
+
+
+def check_targets(rows: list[dict], methods: list[str]) -> list[dict]:
+    """Per gamma and family, means over N1, profiles and seeds: is adsh > fixmatch > supervised, and adsh's rare-3 recall > fixmatch's?"""
+    out = []
+    for gamma in sorted({r["gamma"] for r in rows}):
+        group = [r for r in rows if r["gamma"] == gamma]
+        for family, (sup, fix, ads) in FAMILIES.items():
+            if not {sup, fix, ads} <= set(methods):
+                continue
+            mean = {m: float(np.mean([r[f"{m}_bal_acc"] for r in group])) for m in (sup, fix, ads)}
+            rare = {m: float(np.mean([r[f"{m}_rare3"] for r in group])) for m in (fix, ads)}
+            item = {"gamma": gamma, "family": family, "bal_acc": mean, "rare3": rare,
+                    "adsh>fixmatch>supervised": mean[ads] > mean[fix] > mean[sup], "rare3 adsh>fixmatch": rare[ads] > rare[fix],
+                    "adsh>fixmatch settings": sum(r[f"{ads}_bal_acc"] > r[f"{fix}_bal_acc"] for r in group),
+                    "fixmatch>supervised settings": sum(r[f"{fix}_bal_acc"] > r[f"{sup}_bal_acc"] for r in group),
+                    "settings": len(group)}
+            out.append(item)
+            print(f"gamma {gamma:g} {family:15s} bal.acc {sup} {mean[sup]:.4f} {fix} {mean[fix]:.4f} {ads} {mean[ads]:.4f} "
+                  f"| rare3 {fix} {rare[fix]:.4f} {ads} {rare[ads]:.4f} | adsh>fixmatch>sup {item['adsh>fixmatch>supervised']} "
+                  f"(settings: adsh>fixmatch {item['adsh>fixmatch settings']}/{len(group)}, "
+                  f"fixmatch>sup {item['fixmatch>supervised settings']}/{len(group)}) rare3 {item['rare3 adsh>fixmatch']}")
+    return out
 
 
 if __name__ == "__main__":

@@ -120,3 +120,18 @@ def test_validation_split_is_scored_each_epoch_with_the_ema_network():
     predicted = result.network(val.X).argmax(1).numpy()
     recalls = [np.mean(predicted[val.y.numpy() == k] == k) for k in range(4)]
     assert scores[-1] == pytest.approx(np.mean(recalls))
+
+
+def test_balanced_loss_is_plain_cross_entropy_when_labeled_classes_are_equal():
+    """Inverse-frequency weights are exactly 1 for equal labeled counts, so balanced=true changes nothing there;
+    on the long-tailed labels it does change the model."""
+    X, y, _ = long_tailed()
+    labeled = torch.nonzero(y >= 0).flatten()
+    keep = torch.cat([labeled[y[labeled] == k][:2] for k in range(4)])  # two labeled rows per class
+    y_equal = torch.full_like(y, -1)
+    y_equal[keep] = y[keep]
+    plain, balanced = fit("adsh", X, y_equal), fit("adsh", X, y_equal, balanced=True)
+    assert balanced.trace["labeled_loss"] == "class-weighted CE" and plain.trace["labeled_loss"] == "CE"
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(weights(plain), weights(balanced)))
+    skewed = fit("adsh", X, y, balanced=True)
+    assert any(not torch.allclose(a, b, atol=1e-3) for a, b in zip(weights(fit("adsh", X, y)), weights(skewed)))

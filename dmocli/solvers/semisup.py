@@ -1,7 +1,10 @@
 """The FixMatch training loop shared by `fixmatch` (one fixed threshold) and `adsh` (per-class thresholds).
 
 Per step (ALGORITHMS.md section 5): L = L_s + lambda_u L_u, with L_s the
-cross-entropy of a labeled batch of B rows (weak view) and
+cross-entropy of a labeled batch of B rows (weak view; with balanced=true
+weighted by inverse labeled class frequency exactly like `wce`, so that a
+comparison with the class-weighted supervised baseline changes only the
+unlabeled term) and
   L_u = 1/(mu B) sum_b 1{max_k q_bk >= tau_{yhat_b}} CE(yhat_b, f(A(x_b))),
 q_b = softmax f(alpha(x_b)) (weak view, no gradient), yhat_b = argmax q_b.
 The two solvers differ only in how the per-class thresholds tau change once
@@ -28,7 +31,7 @@ from ..errors import DmoError
 from ..metrics import multiclass_scores
 from ..networks import build_network, logits_of
 from ..problems import safe_div
-from .base import FitContext, FitResult, SplitData, Solver, seed_everything
+from .base import FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, seed_everything
 from .views import FeatureViews
 
 
@@ -46,8 +49,9 @@ class SemiParams:
     steps_per_epoch: int = field(default=100, metadata={"help": "optimizer steps per epoch"})
     weak_noise: float = field(default=0.1, metadata={"help": "weak view: Gaussian noise, in units of each feature's std"})
     strong_noise: float = field(default=0.5, metadata={"help": "strong view: Gaussian noise, in units of each feature's std"})
-    strong_mask: float = field(default=0.3, metadata={"help": "strong view: probability of zeroing (mean-imputing) a feature"})
+    strong_mask: float = field(default=0.3, metadata={"help": "strong view: probability of dropping a feature (inverted dropout)"})
     views: str = field(default="auto", metadata={"help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns"})
+    balanced: bool = field(default=False, metadata={"help": "weight L_s by inverse labeled class frequency, as wce (false: plain CE, the paper's)"})
 
 
 def log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -160,6 +164,7 @@ class SemiSupervisedSolver(Solver):
             raise DmoError(f"solver {self.name} needs both labeled and unlabeled rows in the training data")
         counts = torch.bincount(train.y[labeled], minlength=n_classes).cpu().numpy()
         majority = int(np.argmax(counts))  # most labeled rows; the lowest class index among ties
+        class_weights = inverse_frequency_weights(train.y[labeled].cpu(), n_classes).to(ctx.device) if p.balanced else None
         views = FeatureViews(train, p.weak_noise, p.strong_noise, p.strong_mask, p.views, generator)
         truth = train.extra.get("unlabeled_truth")
         truth_u = truth[unlabeled].cpu().numpy() if truth is not None else None
@@ -171,6 +176,7 @@ class SemiSupervisedSolver(Solver):
         unl_stream = IndexStream(unlabeled, p.mu * p.batch_size, generator)
         thresholds = self.initial_thresholds(p, n_classes)
         trace: dict[str, Any] = {
+            "labeled_loss": "class-weighted CE" if p.balanced else "CE",
             "majority_class": majority, "labeled_counts": counts.tolist(), "n_unlabeled": int(unlabeled.numel()),
             "views": views.source, "thresholds": [thresholds.tolist()], "pseudo_labels": [], "predicted": [],
             "unlabeled_used_fraction": [], "updates": [],
@@ -187,7 +193,7 @@ class SemiSupervisedSolver(Solver):
                 rows_l, rows_u = lab_stream.next(), unl_stream.next()
                 batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
                 logits_l, logits_w, logits_s = network(batch).split([rows_l.numel(), rows_u.numel(), rows_u.numel()])
-                loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l])
+                loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l], weight=class_weights)
                 loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
                 loss = loss_s + p.lambda_u * loss_u
                 optimizer.zero_grad(set_to_none=True)

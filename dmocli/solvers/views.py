@@ -7,11 +7,14 @@ are made in feature space, relative to each feature's spread on the training
 rows (so standardized, one-hot and raw columns are perturbed alike):
 
   weak:   x + weak_noise * s * N(0, 1)
-  strong: (x + strong_noise * s * N(0, 1)) * m,  m_j ~ Bernoulli(1 - strong_mask)
+  strong: (x + strong_noise * s * N(0, 1)) * m / (1 - strong_mask),  m_j ~ Bernoulli(1 - strong_mask)
 
-where s is the per-feature standard deviation. A masked feature becomes 0,
-which after the pipeline's standardization is the training mean (mean
-imputation, as if the feature were missing).
+where s is the per-feature standard deviation. Masking is inverted dropout:
+kept features are scaled by 1/(1 - strong_mask) so that E[A(x)] = x, like
+the zero-mean noise; a dropped feature becomes 0, the training mean after
+standardization. Plain zeroing shrank every strong view toward the mean and
+measured about 0.01 lower balanced accuracy for FixMatch on long-tailed
+optdigits (docs/adsh.md).
 
 When the data carries extra view columns (`<embedding>_weak`,
 `<embedding>_strong`, or `<embedding>_weak_0` / `<embedding>_strong_0` as
@@ -78,4 +81,4 @@ class FeatureViews:
         if self.strong_mask == 0:
             return x
         keep = torch.rand(x.shape, generator=self.generator, device=x.device) >= self.strong_mask
-        return x * keep
+        return x * keep / (1.0 - self.strong_mask)
