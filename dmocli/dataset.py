@@ -33,7 +33,8 @@ class Prepared:
 def prepare(table: pa.Table, pre: Preprocessor, labels: LabelSpec) -> Prepared:
     X, unseen = pre.transform(table)
     y = labels.encode(table.column(labels.column))
-    return Prepared(X=X, y=y, unseen=unseen, extra=offsets_of(table, labels))
+    # Row-major for the in-memory solvers: their mini-batches gather rows, one cache line per row.
+    return Prepared(X=np.ascontiguousarray(X), y=y, unseen=unseen, extra=offsets_of(table, labels))
 
 
 def offset_column(cls: Any) -> str:

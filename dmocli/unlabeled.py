@@ -38,7 +38,7 @@ def view_columns(table: pa.Table, pre: Preprocessor) -> dict[str, np.ndarray]:
         for name in (f"{pre.embedding}_{kind}", f"{pre.embedding}_{kind}_0"):
             if name in table.schema.names:
                 X, _ = dataclasses.replace(pre, embedding=name).transform(table)
-                out[f"view_{kind}"] = X
+                out[f"view_{kind}"] = np.ascontiguousarray(X)  # row-major like prepare()
                 break
     return out
 
