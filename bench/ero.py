@@ -59,7 +59,7 @@ def run_one(data_root: Path, dataset: str, problem: str, model: str, seed: int, 
     opts = TrainOptions(problem=problem, target=PROBLEMS[problem], solver=solver, model=model, width=args.width,
                         depth=args.depth, val=data_dir / "val.parquet", device=args.device, seed=seed, params=params,
                         allow_infeasible=True)
-    out_path = args.out.parent / "ero_model.safetensors"
+    out_path = args.out.parent / f"{args.out.stem}_model.safetensors"
     started = time.perf_counter()
     fitted, report = train(data_dir / "train.parquet", opts, output=out_path)
     wall = time.perf_counter() - started
