@@ -257,6 +257,7 @@ class ERO(Solver):
 
 
 def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Evaluation) -> bool:
+    """Offer an iterate to either selection rule (only WithinNoiseIterate uses the train objective)."""
     if isinstance(best, WithinNoiseIterate):
         return best.offer(monitored, step, train_feasible=train_eval.feasible, train_objective=train_eval.objective)
     return best.offer(monitored, step, train_feasible=train_eval.feasible)
