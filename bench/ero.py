@@ -160,6 +160,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--solvers", default=",".join(SOLVERS))
     parser.add_argument("--authors", default="", help="comma list of SET:PROBLEM:MODEL to also run with protocol=authors")
+    parser.add_argument("--ero-param", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra --param for the (fast) ero runs, e.g. selection=best (repeatable; for ablations)")
     parser.add_argument("--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)")
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--depth", type=int, default=10)
@@ -189,7 +191,8 @@ def main() -> None:
                     for solver in args.solvers.split(","):
                         if solver == "sigmoid-f1" and problem != "ofbs":
                             continue
-                        jobs.append((dataset, problem, model, seed, solver, {}))
+                        extra = dict(kv.split("=", 1) for kv in args.ero_param) if solver == "ero" else {}
+                        jobs.append((dataset, problem, model, seed, solver, extra))
     for spec in filter(None, args.authors.split(",")):
         dataset, problem, model = spec.split(":")
         params = {"protocol": "authors"}
