@@ -22,8 +22,10 @@ Two presets (`--param protocol=...`), every value overridable:
   epochs); each outer iterate judged with its bias at the exact
   train-optimal value (`bias_projection`); the outer loop stops once the
   iterate is train-feasible and the monitored objective has not improved
-  for 3 outer iterations; and the kept iterate is the best on train among
-  those the monitored split cannot tell from its best (`WithinNoiseIterate`).
+  for 3 outer iterations; and (linear) the kept iterate is the best on train
+  among those the monitored split cannot tell from its best
+  (`WithinNoiseIterate`); the MLP, which keeps fitting train, keeps the
+  strict validation arg-max as its guard against over-fitting.
 
 Batch mode (`--param mode`): auto trains full batch (the paper's; always
 with protocol=authors) while rows x activations per row (inputs plus every
@@ -99,7 +101,8 @@ def _preset(protocol: str, model: str) -> Settings:
                         warm_monitor="train",
                         init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
-                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True, selection="within-noise")
+                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
+                        selection="best" if mlp else "within-noise")
     raise DmoError(f"--param protocol={protocol!r} is not known (use fast or authors)")
 
 
@@ -133,7 +136,7 @@ class ERO(Solver):
         violation_tol: float | None = field(default=None, metadata={"help": "a row counts as violating when c_i exceeds this"})
         reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
         bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
-        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max, authors) or within-noise (best train objective within one standard error of it, fast)"})
+        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp) or within-noise (best train objective within one standard error of it: fast linear)"})
         mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
         batch_size: int = field(default=0, metadata={"help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
         full_batch_max_activations: float = field(default=5e7, metadata={"help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
