@@ -59,7 +59,7 @@ def run_one(data_root: Path, dataset: str, problem: str, model: str, seed: int, 
     opts = TrainOptions(problem=problem, target=PROBLEMS[problem], solver=solver, model=model, width=args.width,
                         depth=args.depth, val=data_dir / "val.parquet", device=args.device, seed=seed, params=params,
                         allow_infeasible=True)
-    out_path = args.out.parent / "ero_model.safetensors"
+    out_path = args.out.parent / f"{args.out.stem}_model.safetensors"
     started = time.perf_counter()
     fitted, report = train(data_dir / "train.parquet", opts, output=out_path)
     wall = time.perf_counter() - started
@@ -121,6 +121,28 @@ def summarize(rows: list[dict]) -> dict:
             "ero_before_ta_ge_wce_ta[train, test, of]": wins, "authors_vs_fast": speed}
 
 
+def markdown(rows: list[dict]) -> str:
+    """One row per (set, problem, model, seed): each solver's train/test objective/constraint (* = infeasible) and fit seconds.
+
+    ERO at its own decision (before TA), the baselines after TA on train (the paper's protocol).
+    """
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        name = r["solver"] + ("(authors)" if r["protocol"] == "authors" else "")
+        by_key.setdefault((r["model"], r["problem"], r["set"], r["seed"]), {})[name] = r
+    names = [n for n in ("ero", "ero(authors)", "wce", "lagrangian", "sigmoid-f1") if any(n in runs for runs in by_key.values())]
+    lines = ["| model | problem | set | seed | " + " | ".join(f"{n} train | {n} test | {n} s" for n in names) + " |",
+             "|---" * (4 + 3 * len(names)) + "|"]
+    for (model, problem, dataset, seed), runs in sorted(by_key.items()):
+        cells = []
+        for n in names:
+            r = runs.get(n)
+            side = "own" if n.startswith("ero") else "ta"
+            cells += [fmt(r[f"{side}_train"]), fmt(r[f"{side}_test"]), f"{r['fit_seconds']:.0f}"] if r else ["", "", ""]
+        lines.append(f"| {model} | {problem} | {dataset} | {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _warm_up_torch() -> None:
     """Pay torch's one-time lazy imports (the first optimizer step loads several hundred modules) before timing."""
     weight = torch.zeros(1, requires_grad=True)
@@ -138,6 +160,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--solvers", default=",".join(SOLVERS))
     parser.add_argument("--authors", default="", help="comma list of SET:PROBLEM:MODEL to also run with protocol=authors")
+    parser.add_argument("--ero-param", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra --param for the (fast) ero runs, e.g. selection=best (repeatable; for ablations)")
     parser.add_argument("--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)")
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--depth", type=int, default=10)
@@ -145,7 +169,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: fastest on a shared 2-core box)")
     parser.add_argument("--budget", type=float, default=0, help="stop starting new runs after this many seconds (0: no limit)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ero.json")
+    parser.add_argument("--merge", type=Path, nargs="+", help="only combine these result files (runs made in parallel): "
+                        "per-set markdown table and summary, written to --out")
     args = parser.parse_args()
+    if args.merge:
+        rows = [r for path in args.merge for r in json.loads(path.read_text())["runs"]]
+        print(markdown(rows))
+        summary = summarize(rows)
+        print(json.dumps(summary, indent=1))
+        args.out.write_text(json.dumps({"runs": rows, "summary": summary, "merged_from": [str(p) for p in args.merge]}, indent=1))
+        return
     torch.set_num_threads(args.threads)
     _warm_up_torch()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +191,8 @@ def main() -> None:
                     for solver in args.solvers.split(","):
                         if solver == "sigmoid-f1" and problem != "ofbs":
                             continue
-                        jobs.append((dataset, problem, model, seed, solver, {}))
+                        extra = dict(kv.split("=", 1) for kv in args.ero_param) if solver == "ero" else {}
+                        jobs.append((dataset, problem, model, seed, solver, extra))
     for spec in filter(None, args.authors.split(",")):
         dataset, problem, model = spec.split(":")
         params = {"protocol": "authors"}

@@ -91,6 +91,7 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same model."),
     param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
     gamma: Optional[float] = typer.Option(None, "--gamma", help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command."),
+    folding: Optional[int] = typer.Option(None, "--folding", help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same as --param folding=K; pick the fold with --param fold=k)."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
     adjust: Optional[bool] = typer.Option(None, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, except for the streaming solvers fofo/ofo/lr, which keep their learned threshold."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
@@ -113,7 +114,7 @@ def train(
         label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
         val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
         adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
-        unlabeled_truth=unlabeled_truth, gamma=gamma, epochs=epochs, plot=plot,
+        unlabeled_truth=unlabeled_truth, gamma=gamma, folding=folding, epochs=epochs, plot=plot,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
@@ -133,6 +134,7 @@ def threshold(
     problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
     beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
+    folding: Optional[int] = typer.Option(None, "--folding", help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same as --param folding=K; pick the fold with --param fold=k)."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable."),
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),

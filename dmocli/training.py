@@ -57,6 +57,7 @@ class TrainOptions:
     drop_unlabeled: bool = False
     unlabeled_truth: str | Path | None = None  # true labels of the unlabeled rows, for the report (adsh/fixmatch)
     gamma: float | None = None  # LUS subsampling level (--gamma), same as --param gamma=G
+    folding: int | None = None  # ERO: K-fold hold-out of DATA for iterate selection (--folding), same as --param folding=K
     epochs: int | None = None  # passes over the data (streaming solvers)
     plot: str | Path | None = None  # PNG of online F vs rows seen (streaming solvers)
 
@@ -109,6 +110,14 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         if not any(f == "gamma" for f in solver.Params.__dataclass_fields__):
             raise DmoError(f"--gamma applies to --solver lus, not to {solver.name}")
         raw_params["gamma"] = repr(float(opts.gamma))
+    if opts.folding is not None:
+        if not any(f == "folding" for f in solver.Params.__dataclass_fields__):
+            raise DmoError(f"--folding applies to --solver ero, not to {solver.name}")
+        if opts.folding < 2:
+            raise DmoError(f"--folding {opts.folding} must be at least 2 (K folds, one held out for iterate selection)")
+        if opts.val is not None or opts.val_frac:
+            raise DmoError("--folding holds out part of DATA for iterate selection; give it without --val/--val-frac")
+        raw_params["folding"] = str(opts.folding)
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
     if solver.streaming:

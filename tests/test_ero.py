@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import make_binary_frame, run_dmo
+from dmocli.errors import DmoError
 from dmocli.problems import Problem
 from dmocli.solvers.ero import RowAdam
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
@@ -146,6 +147,31 @@ def test_ero_mlp_and_folding_select_on_a_held_out_fold(tmp_path):
     assert report["before_adjustment"]["train"]["f1"] > 0.5
 
 
+def test_within_noise_selection_keeps_the_best_train_iterate_the_monitored_split_cannot_tell_apart():
+    from dmocli.solvers.selection import Evaluation, WithinNoiseIterate
+
+    network = torch.nn.Linear(1, 1)
+    keeper = WithinNoiseIterate(network, Problem("frop", 0.8))
+
+    def offer(step: int, tp: int, fp: int, train_objective: float, train_feasible: bool = True) -> None:
+        with torch.no_grad():
+            network.bias.fill_(float(step))  # the iterate's identity, to see which weights come back
+        precision = tp / (tp + fp)
+        keeper.offer(Evaluation(tp, fp, 100, precision, tp / 100, tp >= 80), step, train_feasible, train_objective)
+
+    offer(0, 90, 8, 0.94)     # monitored precision .918: the strict arg-max; SE = sqrt(.918 * .082 / 98) = .028
+    offer(1, 85, 9, 0.96)     # .904: within one SE of .918
+    offer(2, 88, 11, 0.99)    # .889: more than one SE below, however good on train
+    offer(3, 82, 7, 0.99, train_feasible=False)  # .921 but train-infeasible: another class
+    offer(4, 79, 2, 0.995)    # recall .79 on the monitored split: infeasible there
+    keeper.restore()
+    assert keeper.best_step == 1 and float(network.bias.detach()) == 1.0
+    # the plain BestIterate would have kept step 0; ties on train go to the later iterate
+    offer(5, 90, 8, 0.96)
+    keeper.restore()
+    assert keeper.best_step == 5
+
+
 # ---------------------------------------------------------------- baselines
 
 
@@ -200,3 +226,24 @@ def test_cli_rejects_bad_ero_params_and_sigmoid_f1_on_fpor(tmp_path):
                     "-o", tmp_path / "m.safetensors")
     assert wrong.returncode == 2 and "sigmoid-f1" in wrong.stderr
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_cli_folding_option_selects_on_a_held_out_fold_and_is_checked(tmp_path):
+    data, val = tmp_path / "train.parquet", tmp_path / "val.parquet"
+    make_binary_frame(n=600, seed=9, sep=2.0).to_parquet(data)
+    make_binary_frame(n=100, seed=10, sep=2.0).to_parquet(val)
+    report, model = tmp_path / "option.json", tmp_path / "m.safetensors"
+    run_dmo("train", data, "--solver", "ero", "--folding", "3", "--param", "outer=2", "--problem", "frop", "--target", "0.8",
+            "--device", "cpu", "-o", model, "--report", report, check=True)
+    option = json.loads(report.read_text())["solver_trace"]
+    assert option["monitored_split"] == "fold0of3"
+    opts = TrainOptions(problem="frop", target=0.8, solver="ero", device="cpu", params={"folding": "3", "outer": "2"})
+    _, by_param = train(data, opts, output=tmp_path / "p.safetensors")
+    assert option["history"] == by_param["solver_trace"]["history"]  # the option is the parameter, nothing else
+    model.unlink()
+    bad = run_dmo("train", data, "--solver", "ero", "--folding", "3", "--val", val, "--problem", "frop", "--target", "0.8",
+                  "-o", model)
+    assert bad.returncode == 2 and "--val" in bad.stderr and "Traceback" not in bad.stderr and not model.exists()
+    for solver, folding, needle in (("wce", 3, "--folding"), ("ero", 1, "at least 2")):
+        with pytest.raises(DmoError, match=needle):
+            train(data, TrainOptions(problem="frop", target=0.8, solver=solver, folding=folding), output=model)

@@ -12,20 +12,26 @@ Two presets (`--param protocol=...`), every value overridable:
   s uniform random, 50 outer x up to 1000 Adam steps, patience 50).
 - `fast` (default): the same penalty, regularizer and update rule, reached
   quicker: a stronger warm start (linear: class-balanced BCE, full batch,
-  larger learning rate, <= 150 steps; MLP: the `wce` solver, patience 10
-  epochs); the output bias moved to the exact TA threshold of the
-  warm-started scores and s started at those predictions (a feasible,
-  WCE+TA-quality point when the target is reachable); 5 outer iterations of
-  at most 100 steps (mini-batch: 10 epochs) that stop once F falls by less
-  than 0.1% over 15 steps (3 epochs); each outer iterate judged with its bias
-  at the exact train-optimal value (`bias_projection`); and the outer loop
-  stops once the iterate is train-feasible and the monitored objective has
-  not improved for 3 outer iterations.
+  larger learning rate, <= 150 steps; MLP: the `wce` solver early-stopped on
+  the training loss like the authors' warm start, not on validation, which
+  under-fits the very problem ERO then solves); the output bias moved to
+  the exact TA threshold of the warm-started scores and s started at those
+  predictions (a feasible, WCE+TA-quality point when the target is
+  reachable); 5 outer iterations of at most 100 steps (mini-batch: 10
+  epochs) that stop once F falls by less than 0.1% over 15 steps (3
+  epochs); each outer iterate judged with its bias at the exact
+  train-optimal value (`bias_projection`); the outer loop stops once the
+  iterate is train-feasible and the monitored objective has not improved
+  for 3 outer iterations; and (linear) the kept iterate is the best on train
+  among those the monitored split cannot tell from its best
+  (`WithinNoiseIterate`); the MLP, which keeps fitting train, keeps the
+  strict validation arg-max as its guard against over-fitting.
 
 Batch mode (`--param mode`): auto trains full batch (the paper's; always
-with protocol=authors) while rows x model parameters stay under 5e7 (every
-linear model on the benchmark sets), else mini-batch (the 10x100 MLP there).
-Mini-batch mode keeps s, its Adam state
+with protocol=authors) while rows x activations per row (inputs plus every
+layer's outputs) stay under 5e7, i.e. while one batch fits in memory: every
+benchmark set, MLP included. Mini-batch mode is for data too large for
+that: it keeps s, its Adam state
 and mu on the device as whole tensors and updates only the batch's rows,
 with the metric computed on all of s (cheap: no network pass) and an exact
 full pass over the data at each outer iteration for the mu updates.
@@ -48,7 +54,7 @@ from ..threshold import search
 from .base import FitContext, FitResult, SplitData, Solver, seed_everything
 from .loop import EarlyStopping, minibatches
 from .relaxation import agreement_bce, metric_terms, soft_counts, violations
-from .selection import BestIterate, evaluate_decision
+from .selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 from .wce import WeightedCrossEntropy
 
 
@@ -61,6 +67,7 @@ class Settings:
     warm_patience: int
     warm_balanced: bool
     warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
+    warm_monitor: str  # wce warm start: early-stop on the train or the val loss
     init: str  # ta | predictions | random
     outer: int
     outer_patience: int  # 0: run every outer iteration
@@ -78,20 +85,24 @@ class Settings:
     violation_tol: float
     reg_weighting: str  # none | balanced
     bias_projection: bool
+    selection: str  # best (strict arg-max on the monitored split) | within-noise (WithinNoiseIterate)
 
 
 def _preset(protocol: str, model: str) -> Settings:
     mlp = model == "mlp"
     if protocol == "authors":
         return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False, warm_start="bce",
+                        warm_monitor="train",
                         init="random", outer=50, outer_patience=0, inner_steps=1000, inner_patience=50, inner_tol=0.0, inner_rule="best",
                         inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
-                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False)
+                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False, selection="best")
     if protocol == "fast":
         return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce" if mlp else "bce",
+                        warm_monitor="train",
                         init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
-                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True)
+                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
+                        selection="best" if mlp else "within-noise")
     raise DmoError(f"--param protocol={protocol!r} is not known (use fast or authors)")
 
 
@@ -107,6 +118,7 @@ class ERO(Solver):
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
         warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop: authors, fast linear) or wce (the wce solver: fast mlp)"})
+        warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
         outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
@@ -124,9 +136,10 @@ class ERO(Solver):
         violation_tol: float | None = field(default=None, metadata={"help": "a row counts as violating when c_i exceeds this"})
         reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
         bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
-        mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x model parameters <= full-batch-max-work)"})
+        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp) or within-noise (best train objective within one standard error of it: fast linear)"})
+        mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
         batch_size: int = field(default=0, metadata={"help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
-        full_batch_max_work: float = field(default=5e7, metadata={"help": "auto mode: largest rows x parameters trained full batch"})
+        full_batch_max_activations: float = field(default=5e7, metadata={"help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
         folding: int = field(default=0, metadata={"help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
         fold: int = field(default=0, metadata={"help": "which fold to hold out (0..K-1) with folding"})
 
@@ -139,8 +152,12 @@ class ERO(Solver):
             raise DmoError(f"--param init={out.init!r} is not known (use ta, predictions or random)")
         if out.warm_start not in ("bce", "wce"):
             raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
+        if out.warm_monitor not in ("train", "val"):
+            raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train or val)")
         if out.inner_rule not in ("best", "window"):
             raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
+        if out.selection not in ("best", "within-noise"):
+            raise DmoError(f"--param selection={out.selection!r} is not known (use best or within-noise)")
         if out.reg_weighting not in ("none", "balanced"):
             raise DmoError(f"--param reg-weighting={out.reg_weighting!r} is not known (use none or balanced)")
         if out.growth < 1.0 or out.lr <= 0 or out.lr_s <= 0 or out.outer < 1:
@@ -162,14 +179,15 @@ class ERO(Solver):
         if n_pos == 0 or n_pos == n:
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
-        work = n * sum(q.numel() for q in network.parameters())
-        full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or work <= p.full_batch_max_work))
+        activations = n * (train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear)))
+        full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations))
         batch = n if full else min(n, p.batch_size if p.batch_size > 0 else min(max(n // 8, 256), 8192))
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
             wce_params = wce.Params(patience=cfg.warm_patience // 4)  # epochs; wce's own default is 20
-            fitted = wce.fit(train, monitor if monitor is not train else None, replace(ctx, params=wce_params))
+            warm_val = monitor if monitor is not train and cfg.warm_monitor == "val" else None
+            fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", 0)
         else:
             warm = _warm_start(network, train, cfg, batch, generator)
@@ -184,9 +202,9 @@ class ERO(Solver):
         mu0, lam = cfg.mu0, cfg.lam
         s_adam = RowAdam(n, ctx.device)
 
-        best = BestIterate(network)
-        best.offer(evaluate_decision(network, monitor.X, monitor.y, problem), step=0,
-                   train_feasible=evaluate_decision(network, train.X, train.y, problem).feasible)
+        best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
+        warm_train = evaluate_decision(network, train.X, train.y, problem)
+        _offer(best, evaluate_decision(network, monitor.X, monitor.y, problem), 0, warm_train)
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
         for outer in range(1, cfg.outer + 1):
@@ -211,7 +229,7 @@ class ERO(Solver):
             with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection):
                 train_eval = evaluate_decision(network, train.X, train.y, problem)
                 monitored = evaluate_decision(network, monitor.X, monitor.y, problem)
-                improved = best.offer(monitored, step=outer, train_feasible=train_eval.feasible)
+                improved = _offer(best, monitored, outer, train_eval)
             history.append({"outer": outer, "steps": steps, "n_violating": n_violating, "max_violation": max_violation,
                             "metric_gap_on_s": gap_value, "objective_on_s": float(objective),
                             "train_objective": train_eval.objective, "train_feasible": train_eval.feasible,
@@ -225,7 +243,8 @@ class ERO(Solver):
         final = evaluate_decision(network, train.X, train.y, problem)
         trace = {
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
-            "monitored_split": monitor_name, "warm_start_steps": warm, "outer_iterations": len(history),
+            "monitored_split": monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
+            "outer_iterations": len(history),
             "inner_steps_total": steps_total, "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
             "final_constraint_violations": {"n_rows_violating": history[-1]["n_violating"] if history else None,
@@ -238,6 +257,13 @@ class ERO(Solver):
             "history": history,
         }
         return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Evaluation) -> bool:
+    """Offer an iterate to either selection rule (only WithinNoiseIterate uses the train objective)."""
+    if isinstance(best, WithinNoiseIterate):
+        return best.offer(monitored, step, train_feasible=train_eval.feasible, train_objective=train_eval.objective)
+    return best.offer(monitored, step, train_feasible=train_eval.feasible)
 
 
 class RowAdam:

@@ -82,3 +82,44 @@ class BestIterate:
         if self.best_state is not None:
             self.network.load_state_dict(self.best_state)
 
+
+
+class WithinNoiseIterate(BestIterate):
+    """BestIterate, then among the iterates the monitored split cannot tell apart, the best on train.
+
+    The monitored objective is a proportion over a few hundred rows at most
+    (val precision on page_blocks0 rests on ~100 predicted positives: one
+    standard error is ~0.03), so the strict arg-max over iterates mostly
+    picks noise and, in practice, the earliest, least-fitted iterate.
+    Among iterates in the same feasibility class as the best whose monitored
+    objective is within one binomial standard error of it, this keeps the one
+    with the best train objective (the problem actually solved); later wins ties.
+    """
+
+    def __init__(self, network: torch.nn.Module, problem: Problem):
+        super().__init__(network)
+        self.problem = problem
+        self.candidates: list[tuple[tuple[float, ...], Evaluation, int, float, dict[str, torch.Tensor]]] = []
+
+    def offer(self, evaluation: Evaluation, step: int, train_feasible: bool | None = None,
+              train_objective: float = float("-inf")) -> bool:
+        improved = super().offer(evaluation, step, train_feasible)
+        key = (float(train_feasible is not False), *evaluation.rank_key())
+        self.candidates.append((key, evaluation, step, train_objective, copy.deepcopy(self.network.state_dict())))
+        return improved
+
+    def standard_error(self, evaluation: Evaluation) -> float:
+        """Binomial standard error of the monitored objective (precision: over predicted positives, else positives)."""
+        rows = evaluation.tp + evaluation.fp if self.problem.objective_name == "precision" else evaluation.n_pos
+        p = min(max(evaluation.objective, 0.0), 1.0)
+        return (p * (1.0 - p) / max(rows, 1)) ** 0.5
+
+    def restore(self) -> None:
+        if self.best is None or self.best.feasible is False:
+            super().restore()
+            return
+        floor = self.best.objective - self.standard_error(self.best)
+        same_class = [c for c in self.candidates if c[0][:2] == self.best_key[:2] and c[1].objective >= floor]
+        key, evaluation, step, _, state = max(same_class, key=lambda c: (c[3], c[2]))
+        self.best, self.best_step, self.best_key, self.best_state = evaluation, step, key, state
+        super().restore()
