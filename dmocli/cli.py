@@ -134,7 +134,6 @@ def threshold(
     problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
     beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
-    folding: Optional[int] = typer.Option(None, "--folding", help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same as --param folding=K; pick the fold with --param fold=k)."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."),
     allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable."),
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
