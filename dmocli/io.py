@@ -63,13 +63,21 @@ def open_dataset(path: Source) -> pads.Dataset:
         return pads.dataset(str(path), format="parquet")
     except DmoError:
         raise
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc) from exc
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError
+
+
+def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV") -> DmoError:
+    """The one-line message every failed read ends in."""
+    return DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid {kinds} file?)")
 
 
 def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
@@ -81,8 +89,8 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     dataset = open_dataset(path)
     try:
         table = dataset.to_table(columns=columns)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc) from exc
     if table.num_rows == 0:
         raise DmoError(f"{path} has no rows (give a table with at least one row)")
     return table
@@ -116,13 +124,15 @@ def iter_batches(
         for batch in source:
             if batch.num_rows:
                 yield batch
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet or CSV file?)") from exc
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc) from exc
 
 
-def sample_row_groups(path: Source, columns: list[str], max_rows: int) -> Iterator[pa.RecordBatch] | None:
+def sample_row_groups(path: Source, columns: list[str],
+                      max_rows: int) -> tuple[Iterator[pa.RecordBatch], int] | None:
     """Whole parquet row groups, evenly spaced over the files in order, about `max_rows` rows in all
-    (every row group when the data is smaller); None for CSV, which cannot be read at random.
+    (every row group when the data is smaller), and how many rows they hold; None for CSV, which
+    cannot be read at random.
 
     Whole row groups keep the read sequential within each group, and even
     spacing reaches the end of the data, so a file sorted by time or label
@@ -135,8 +145,8 @@ def sample_row_groups(path: Source, columns: list[str], max_rows: int) -> Iterat
         groups = [(name, i, meta.row_group(i).num_rows)
                   for name in dataset.files for meta in [pq.ParquetFile(name).metadata]
                   for i in range(meta.num_row_groups)]
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet file?)") from exc
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc, "parquet") from exc
     total = sum(rows for _, _, rows in groups)
     if total > max_rows:
         wanted = max(1, math.ceil(len(groups) * max_rows / total))
@@ -147,10 +157,10 @@ def sample_row_groups(path: Source, columns: list[str], max_rows: int) -> Iterat
         try:
             for name, i, _ in groups:
                 yield from pq.ParquetFile(name, pre_buffer=False).iter_batches(row_groups=[i], columns=columns)
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-            raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet file?)") from exc
+        except READ_ERRORS as exc:
+            raise _read_error(path, exc, "parquet") from exc
 
-    return batches()
+    return batches(), sum(rows for _, _, rows in groups)
 
 
 def count_rows(path: Source) -> int | None:
@@ -164,8 +174,8 @@ def count_rows(path: Source) -> int | None:
     dataset = open_dataset(path)
     try:
         return int(dataset.count_rows())
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid parquet file?)") from exc
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc, "parquet") from exc
 
 
 @contextlib.contextmanager

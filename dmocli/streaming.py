@@ -94,16 +94,9 @@ def _prepass(data: io.Source, plan: Any, columns: list[str], counter: LabelCount
         return pre, {"statistics": "exact", "statistics_rows": counter.rows}
     for _ in counter.tap(io.iter_batches(data, BATCH_ROWS, [counter.column])):
         pass
-    seen = 0
-
-    def counted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        nonlocal seen
-        for batch in batches:
-            seen += batch.num_rows
-            yield batch
-
-    pre = Preprocessor.fit(counted(sample), plan, impute)
-    return pre, {"statistics": "exact" if seen >= counter.rows else "row-group sample", "statistics_rows": seen}
+    batches, sampled = sample
+    pre = Preprocessor.fit(batches, plan, impute)
+    return pre, {"statistics": "exact" if sampled >= counter.rows else "row-group sample", "statistics_rows": sampled}
 
 
 def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None,

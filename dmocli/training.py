@@ -84,6 +84,12 @@ def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
     return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
 
 
+def _check_solver_param(solver: Any, name: str, applies_to: str) -> None:
+    """A `train` option that is a shortcut for `--param NAME=...` of one solver: refuse it for the others."""
+    if name not in solver.Params.__dataclass_fields__:
+        raise DmoError(f"{applies_to}, not to {solver.name}")
+
+
 def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
           report_path: str | Path | None = None) -> tuple[DmoModel, dict[str, Any]]:
     """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input.
@@ -107,12 +113,10 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     solver = get_solver(opts.solver)
     raw_params = dict(opts.params)
     if opts.gamma is not None:
-        if not any(f == "gamma" for f in solver.Params.__dataclass_fields__):
-            raise DmoError(f"--gamma applies to --solver lus, not to {solver.name}")
+        _check_solver_param(solver, "gamma", "--gamma applies to --solver lus")
         raw_params["gamma"] = repr(float(opts.gamma))
     if opts.folding is not None:
-        if not any(f == "folding" for f in solver.Params.__dataclass_fields__):
-            raise DmoError(f"--folding applies to --solver ero, not to {solver.name}")
+        _check_solver_param(solver, "folding", "--folding applies to --solver ero")
         if opts.folding < 2:
             raise DmoError(f"--folding {opts.folding} must be at least 2 (K folds, one held out for iterate selection)")
         if opts.val is not None or opts.val_frac:
