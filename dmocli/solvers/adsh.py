@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DmoError
-from .semisup import SemiParams, SemiSupervisedSolver
+from .semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 def adsh_thresholds(confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int,
@@ -63,9 +62,7 @@ class Adsh(SemiSupervisedSolver):
         tau1: float = field(default=0.95, metadata={"help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"})
 
     def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
-        if not 0.0 <= params.tau1 <= 1.0:
-            raise DmoError(f"--param tau1={params.tau1} must be in [0, 1]")
-        return np.full(n_classes, params.tau1)
+        return constant_thresholds(params.tau1, "tau1", n_classes)
 
     def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
                           majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:

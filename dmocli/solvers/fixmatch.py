@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DmoError
-from .semisup import SemiParams, SemiSupervisedSolver
+from .semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 class FixMatch(SemiSupervisedSolver):
@@ -24,9 +23,7 @@ class FixMatch(SemiSupervisedSolver):
         tau: float = field(default=0.95, metadata={"help": "confidence threshold for every class (1.0: no pseudo-labels)"})
 
     def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
-        if not 0.0 <= params.tau <= 1.0:
-            raise DmoError(f"--param tau={params.tau} must be in [0, 1]")
-        return np.full(n_classes, params.tau)
+        return constant_thresholds(params.tau, "tau", n_classes)
 
     def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
                           majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:

@@ -62,6 +62,13 @@ def log_probs(logits: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(logits, dim=1)
 
 
+def constant_thresholds(value: float, name: str, n_classes: int) -> np.ndarray:
+    """The same starting threshold for every class, from `--param NAME=value` in [0, 1]."""
+    if not 0.0 <= value <= 1.0:
+        raise DmoError(f"--param {name}={value} must be in [0, 1]")
+    return np.full(n_classes, value)
+
+
 def selection_mask(confidence: torch.Tensor, pseudo: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
     """1{max q >= tau_{yhat}}, with a threshold of 1.0 (or more) selecting nothing."""
     tau = thresholds[pseudo]
