@@ -10,12 +10,13 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as pads
 
 from .errors import DmoError
 
@@ -42,25 +43,44 @@ def describe(source: Source) -> str:
     return str(source)
 
 
-def open_dataset(path: Source) -> pads.Dataset:
-    """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table."""
+def parquet_files(path: Source) -> list[str] | None:
+    """The parquet files behind a file or directory path, in reading order; None for CSV and in-memory tables.
+
+    Parquet is read with pyarrow.parquet alone: pyarrow.dataset (needed for
+    CSV and tables) imports pandas, a third of a second a streaming command
+    need not spend.
+    """
     if isinstance(path, pa.Table):
-        return pads.dataset(path)
+        return None
     path = Path(path)
     _check_exists(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+        if not files:
+            raise DmoError(f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)")
+        return [str(p) for p in files]
+    return None if _is_csv(path) else [str(path)]
+
+
+def open_dataset(path: Source) -> "pads.Dataset":
+    """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table."""
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as pads
+
+    if isinstance(path, pa.Table):
+        return pads.dataset(path)
+    files = parquet_files(path)
+    path = Path(path)
     try:
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
-            if not files:
-                raise DmoError(f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)")
-            return pads.dataset([str(p) for p in files], format="parquet")
+        if files is not None:
+            return pads.dataset(files if path.is_dir() else files[0], format="parquet")
         if _is_csv(path):
             delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
             # an empty cell is missing in every column, strings included (a missing label = an unlabeled row)
             fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                      convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
             return pads.dataset(str(path), format=fmt)
-        return pads.dataset(str(path), format="parquet")
+        raise AssertionError("unreachable: a path is parquet or CSV")
     except DmoError:
         raise
     except READ_ERRORS as exc:
@@ -97,7 +117,14 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
 
 
 def schema(path: Source) -> pa.Schema:
-    return open_dataset(path).schema
+    """The columns of the data (of the first file, for a parquet directory, as pyarrow.dataset infers it)."""
+    files = parquet_files(path)
+    if files is None:
+        return open_dataset(path).schema
+    try:
+        return pq.read_schema(files[0])
+    except READ_ERRORS as exc:
+        raise _read_error(path, exc, "parquet") from exc
 
 
 def iter_batches(
@@ -111,16 +138,16 @@ def iter_batches(
     low_memory (CSV and other dataset reads): read ahead one file and two
     batches instead of pyarrow's 4 files and 16 batches.
     """
-    dataset = open_dataset(path)
+    files = parquet_files(path)
     readahead = {"fragment_readahead": 1, "batch_readahead": 2} if low_memory else {}
     try:
-        if isinstance(getattr(dataset, "format", None), pads.ParquetFileFormat):
+        if files is not None:
             source: Iterator[pa.RecordBatch] = (
-                batch for name in dataset.files
+                batch for name in files
                 for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
             )
         else:
-            source = dataset.to_batches(columns=columns, batch_size=batch_size, **readahead)
+            source = open_dataset(path).to_batches(columns=columns, batch_size=batch_size, **readahead)
         for batch in source:
             if batch.num_rows:
                 yield batch
@@ -138,12 +165,12 @@ def sample_row_groups(path: Source, columns: list[str],
     spacing reaches the end of the data, so a file sorted by time or label
     is not summarized by its head alone.
     """
-    dataset = open_dataset(path)
-    if not isinstance(getattr(dataset, "format", None), pads.ParquetFileFormat):
+    files = parquet_files(path)
+    if files is None:
         return None
     try:
         groups = [(name, i, meta.row_group(i).num_rows)
-                  for name in dataset.files for meta in [pq.ParquetFile(name).metadata]
+                  for name in files for meta in [pq.ParquetFile(name).metadata]
                   for i in range(meta.num_row_groups)]
     except READ_ERRORS as exc:
         raise _read_error(path, exc, "parquet") from exc
@@ -155,8 +182,11 @@ def sample_row_groups(path: Source, columns: list[str],
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for name, i, _ in groups:
-                yield from pq.ParquetFile(name, pre_buffer=False).iter_batches(row_groups=[i], columns=columns)
+            handle, current = None, None
+            for name, i, _ in groups:  # one whole row group per read: a sample is a few, spread out
+                if name != current:
+                    handle, current = pq.ParquetFile(name), name
+                yield from handle.read_row_group(i, columns=columns).to_batches()
         except READ_ERRORS as exc:
             raise _read_error(path, exc, "parquet") from exc
 
@@ -167,13 +197,11 @@ def count_rows(path: Source) -> int | None:
     """Row count from parquet metadata without reading data; None for CSV (unknown without a pass)."""
     if isinstance(path, pa.Table):
         return path.num_rows
-    path = Path(path)
-    _check_exists(path)
-    if not path.is_dir() and _is_csv(path):
+    files = parquet_files(path)
+    if files is None:
         return None
-    dataset = open_dataset(path)
     try:
-        return int(dataset.count_rows())
+        return sum(pq.ParquetFile(name).metadata.num_rows for name in files)
     except READ_ERRORS as exc:
         raise _read_error(path, exc, "parquet") from exc
 

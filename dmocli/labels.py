@@ -12,9 +12,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_numpy import to_numpy
 from .errors import DmoError
 
 UNLABELED = -1
+
+
+def _numeric(kind: pa.DataType) -> bool:
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
 
 
 def python_value(value: Any) -> Any:
@@ -51,10 +56,18 @@ class LabelSpec:
         no logit for it) and a negative for one-vs-rest.
         """
         labels = _as_array(labels)
-        missing = labels.is_null().to_numpy(zero_copy_only=False)
+        missing = to_numpy(labels.is_null())
         if self.binary:
-            is_pos = pc.fill_null(pc.equal(labels, pa.scalar(self.positive, labels.type)), False)
-            codes = is_pos.to_numpy(zero_copy_only=False).astype(np.int64)
+            # Compared in numpy, never via an arrow scalar of the positive class: converting any Python
+            # value to arrow imports pandas, a third of a second of a streaming command's start-up.
+            if _numeric(labels.type):
+                codes = (to_numpy(labels, fill=0) == self.positive).astype(np.int64)  # nulls: overwritten below
+            else:
+                encoded = labels.dictionary_encode()
+                levels = encoded.dictionary.to_pylist()
+                codes = np.zeros(len(labels), dtype=np.int64)
+                if self.positive in levels:
+                    codes = (to_numpy(encoded.indices, fill=-1) == levels.index(self.positive)).astype(np.int64)
         else:
             index = pc.index_in(labels, value_set=pa.array(self.classes, type=labels.type))
             unknown = pc.and_(pc.is_null(index), pc.invert(labels.is_null()))
@@ -64,7 +77,7 @@ class LabelSpec:
                     f"label value {bad!r} in column '{self.column}' was not seen in training "
                     f"(known classes: {self.classes[:10]}); retrain with it or remove those rows"
                 )
-            codes = pc.fill_null(index, UNLABELED).to_numpy(zero_copy_only=False).astype(np.int64)
+            codes = to_numpy(index, fill=UNLABELED).astype(np.int64)
         codes[missing] = UNLABELED
         return codes
 
@@ -127,7 +140,7 @@ def _plain(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
 def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
     """Class value -> row count, missing labels left out; batch counts add up for streaming passes."""
     counts = pc.value_counts(_plain(labels).drop_null())
-    return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_numpy())}
+    return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_pylist())}
 
 
 def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.DataType, column: str,

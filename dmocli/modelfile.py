@@ -8,21 +8,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, safe_open, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
 
 from . import __version__
+from .architecture import Architecture
 from .errors import DmoError
 from .features import Preprocessor
 from .io import atomic_path
 from .labels import LabelSpec
-from .networks import Architecture, build_network, logits_of
 from .problems import Problem
+
+if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
+    import torch
 
 FORMAT_VERSION = 1
 METADATA_KEY = "dmocli"
@@ -32,7 +34,7 @@ METADATA_KEY = "dmocli"
 class DmoModel:
     """A trained classifier: preprocessing, network, labels and the operating point."""
 
-    network: torch.nn.Module
+    network: torch.nn.Module | dict[str, np.ndarray]  # or, from a numpy solver, its state dict (see module())
     architecture: Architecture
     preprocessor: Preprocessor
     labels: LabelSpec
@@ -45,11 +47,22 @@ class DmoModel:
     def binary(self) -> bool:
         return self.labels.binary
 
+    def module(self) -> torch.nn.Module:
+        """The torch network, built from the numpy state dict on first use when a numpy solver made it."""
+        if isinstance(self.network, dict):
+            self.network = _network_from_state(self.architecture, self.network, "cpu")
+        return self.network
+
     def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
         """Logits for a batch of raw rows, and unseen categorical level counts."""
+        import torch
+
+        from .networks import logits_of
+
+        network = self.module()
         features, unseen = self.preprocessor.transform(batch)
-        device = next(self.network.parameters()).device
-        out = logits_of(self.network, torch.from_numpy(features).to(device))
+        device = next(network.parameters()).device
+        out = logits_of(network, torch.from_numpy(features).to(device))
         return out.float().cpu().numpy(), unseen
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
@@ -74,7 +87,10 @@ class DmoModel:
         }
 
     def save(self, path: str | Path) -> None:
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.network.state_dict().items()}
+        if isinstance(self.network, dict):
+            tensors = {k: np.ascontiguousarray(v) for k, v in self.network.items()}
+        else:
+            tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
@@ -93,7 +109,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise DmoError(f"model file not found: {path} (train one with `dmo train`)")
     try:
-        with safe_open(str(path), framework="pt") as handle:
+        with safe_open(str(path), framework="numpy") as handle:
             raw = (handle.metadata() or {}).get(METADATA_KEY)
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise DmoError(f"{path} is not a readable dmo model file (safetensors): {exc}") from exc
@@ -112,16 +128,25 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return meta
 
 
+def _network_from_state(arch: Architecture, state: dict[str, Any], device: torch.device | str) -> torch.nn.Module:
+    import torch
+
+    from .networks import build_network
+
+    network = build_network(arch)
+    network.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+    return network.to(device).eval()
+
+
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel:
+    from safetensors.torch import load_file
+
     meta = read_metadata(path)
     try:
         arch = Architecture.from_dict(meta["architecture"])
-        network = build_network(arch)
-        state = load_file(str(path), device="cpu")
-        network.load_state_dict(state)
+        network = _network_from_state(arch, load_file(str(path), device="cpu"), device)
     except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
         raise DmoError(f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain") from exc
-    network.to(device).eval()
     problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
     return DmoModel(
         network=network,

@@ -1,41 +1,15 @@
 """Torch heads that map a feature vector to logits: linear and MLP.
 
-The architecture is a small JSON-able dict so the model file can rebuild
-the network without pickled code.
+The architecture (architecture.py) is a small JSON-able dict so the model
+file can rebuild the network without pickled code.
 """
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
+from .architecture import Architecture
 from .errors import DmoError
-
-
-@dataclass
-class Architecture:
-    """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU)."""
-
-    kind: str
-    n_inputs: int
-    n_outputs: int
-    width: int = 100
-    depth: int = 2
-    batchnorm: bool = True
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("linear", "mlp"):
-            raise DmoError(f"--model {self.kind!r} is not known (use linear or mlp)")
-        if self.width < 1 or self.depth < 1:
-            raise DmoError("--width and --depth must be at least 1")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Architecture":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def build_network(arch: Architecture) -> nn.Module:

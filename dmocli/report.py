@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,16 @@ def _sigmoid(x: float) -> float:
 
 
 def envelope(command: str, **fields: Any) -> dict[str, Any]:
-    """Keys every report carries."""
-    import torch
-
+    """Keys every report carries (torch's version read from its metadata: importing it costs seconds)."""
     return {"command": command, "dmocli_version": __version__, "python": platform.python_version(),
-            "torch": torch.__version__, **fields}
+            "torch": _installed_version("torch"), **fields}
+
+
+def _installed_version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def dumps(report: dict[str, Any]) -> str:

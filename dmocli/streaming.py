@@ -23,15 +23,13 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from . import io
-from .applying import collect_logits
+from .architecture import Architecture
 from .errors import DmoError
 from .features import Preprocessor, plan_columns
 from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .modelfile import DmoModel
-from .networks import Architecture
 from .online_report import plot_online_curve, progress_bar
 from .prefetch import prefetched
 from .problems import Problem
@@ -145,8 +143,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
         return prefetched(transformed())  # reading and transforming overlap the learner's work
 
     arch = Architecture("linear", pre.n_features, 1)
-    ctx = FitContext(problem=problem, architecture=arch, device=torch.device("cpu"), seed=opts.seed, params=params)
-    torch.manual_seed(opts.seed)
+    ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
     fit_started = time.perf_counter()
     with progress_bar(n * epochs, f"{solver.name}") as progress:
         result = solver.fit_stream(batches, n, pre.n_features, ctx, epochs=epochs, progress=progress)
@@ -154,7 +151,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     online = {**result.online, "final_threshold": result.threshold,
               "rows_per_second": n * epochs / fit_seconds if fit_seconds > 0 else None}
 
-    model = DmoModel(network=result.network, architecture=arch, preprocessor=pre, labels=labels,
+    model = DmoModel(network=result.weights, architecture=arch, preprocessor=pre, labels=labels,
                      solver=solver.name, problem=problem, threshold=result.threshold)
     adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
     report: dict[str, Any] = envelope(
@@ -164,6 +161,8 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     )
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}
+    if opts.val is not None or adjust:
+        from .applying import collect_logits  # torch: only when logits are asked for (--val, --adjust)
     if opts.val is not None:
         logits["val"], truth["val"], _ = collect_logits(model, opts.val)  # streamed; keeps one logit + label per row
     threshold = result.threshold

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import betaincinv
 
 from .curve import ScoreCurve
 from .errors import DmoError
@@ -20,6 +19,8 @@ from .problems import Problem, f_beta, precision, recall
 
 def clopper_pearson_lower(successes: np.ndarray, trials: np.ndarray, confidence: float) -> np.ndarray:
     """One-sided lower bound: P(true rate >= bound) >= confidence."""
+    from scipy.special import betaincinv  # on use: scipy adds a quarter second to every command's start-up
+
     successes = np.asarray(successes, dtype=np.float64)
     trials = np.asarray(trials, dtype=np.float64)
     alpha = 1.0 - confidence

@@ -9,25 +9,27 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from . import io
+from .architecture import Architecture
 from .dataset import Prepared, prepare, stratified_split
 from .errors import DmoError, UnreachableTarget
 from .features import Preprocessor, plan_columns
 from .labels import infer_label_spec
 from .modelfile import DmoModel
-from .networks import Architecture, logits_of, resolve_device
 from .problems import Problem
 from .report import binary_split_report, envelope, multiclass_split_report, write_report
 from .solvers import get_solver
 from .solvers.base import FitContext, SplitData
 from .threshold import search
 from .unlabeled import read_unlabeled_truth, view_columns
+
+if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
+    import torch
 
 
 @dataclass
@@ -80,6 +82,8 @@ def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
 
 
 def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
+    import torch
+
     extra = {k: torch.as_tensor(v, device=device) for k, v in data.extra.items()}
     return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
 
@@ -130,6 +134,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         return train_streaming(data, opts, solver, output, report_path)
     if opts.epochs is not None or opts.plot is not None:
         raise DmoError(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
+    from .networks import logits_of, resolve_device
+
     params = solver.parse_params(raw_params)
     device = resolve_device(opts.device)
 

@@ -84,3 +84,50 @@ def test_missing_label_is_unlabeled():
     spec = infer_label_spec(pa.array([0, 1, None, 2]), "label", None, binary=False)
     assert spec.classes == [0, 1, 2]
     assert spec.encode(pa.array([2, None, 0])).tolist() == [2, -1, 0]
+
+
+@pytest.mark.parametrize("values, fill", [
+    (pa.array([1.5, None, 3.0, None, 5.0], pa.float64()).slice(1), np.nan),
+    (pa.array([1.5, 2.5, None], pa.float32()), np.nan),
+    (pa.array([1, None, 3], pa.int32()), -1),
+    (pa.array([7, 8, 9, 10], pa.uint8()).slice(2), None),
+    (pa.array([True, False, None, True, False, True, True, False, True]).slice(3), 0),
+    (pa.chunked_array([[1.0, 2.0], [None, 4.0], []], pa.float64()), np.nan),
+    (pa.array([], pa.int64()), None),
+])
+def test_arrow_to_numpy_matches_pyarrow_conversion(values, fill):
+    """dmocli's buffer view (which avoids pyarrow's pandas import) equals pyarrow's own conversion, offsets,
+    chunks and validity bitmaps included."""
+    from dmocli.arrow_numpy import to_numpy
+
+    got = to_numpy(values, fill=fill)
+    plain = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    expected = np.array([fill if v is None else v for v in plain.to_pylist()], dtype=got.dtype)
+    np.testing.assert_array_equal(got, expected)
+    if not plain.null_count:
+        assert got.dtype == plain.to_numpy(zero_copy_only=False).dtype
+
+
+def test_arrow_to_numpy_refuses_nulls_without_a_fill():
+    from dmocli.arrow_numpy import to_numpy
+
+    with pytest.raises(ValueError, match="nulls"):
+        to_numpy(pa.array([1.0, None]))
+
+
+def test_float32_columns_standardize_the_same_on_the_one_pass_path_and_the_general_path():
+    """Clean float32 columns take a fused per-column path; a NaN sends the batch down the general path
+    (impute or refuse). Both must give the float32 result of (x - mean) / scale."""
+    rng = np.random.default_rng(3)
+    X = (rng.normal(size=(500, 3)) * [1.0, 50.0, 0.01] + [0.0, 1000.0, -3.0]).astype(np.float32)
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "label": rng.integers(0, 2, 500)})
+    plan = plan_columns(table.schema, "label", (), None)
+    pre = Preprocessor.fit(table.to_batches(), plan, impute="median")
+    expected = (X - np.asarray(pre.mean, np.float32)) * (1.0 / np.asarray(pre.scale)).astype(np.float32)
+    fast, _ = pre.transform(table)
+    np.testing.assert_array_equal(fast, expected)
+    with_nan = X.copy()
+    with_nan[7, 1] = np.nan
+    general, _ = pre.transform(table.set_column(1, "b", pa.array(with_nan[:, 1])))
+    np.testing.assert_array_equal(np.delete(general, 7, axis=0), np.delete(expected, 7, axis=0))
+    assert general[7, 1] == pytest.approx((pre.fill[1] - pre.mean[1]) / pre.scale[1], rel=1e-5)

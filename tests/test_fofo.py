@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from dmocli.networks import Architecture
+from dmocli.networks import Architecture, build_network
 from dmocli.problems import Problem
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext
@@ -89,12 +89,18 @@ def test_fofo_online_f1_matches_or_beats_ofo_and_beats_lr(pos):
 def test_model_weights_and_threshold_define_the_final_classifier():
     X, y, eta = logistic_stream(200_000, 5, 0.1, 5)
     result = fit("fofo", X, y)
-    layer = result.network[0]
-    logits = torch.as_tensor(X[:1000]) @ layer.weight.detach()[0] + layer.bias.detach()
+    weight, bias = result.weights["0.weight"], result.weights["0.bias"]
+    assert weight.shape == (1, 5) and bias.shape == (1,)
+    logits = X[:1000] @ weight[0] + bias[0]
     theta = result.online["final_threshold_probability"]
     assert result.threshold == pytest.approx(np.log(theta / (1 - theta)))
     # the learned logistic model is close to the generating one (probabilities within a few points)
-    assert np.abs(torch.sigmoid(logits).numpy() - eta[:1000]).mean() < 0.03
+    assert np.abs(1 / (1 + np.exp(-logits)) - eta[:1000]).mean() < 0.03
+    # and the weights load as the torch linear head the model file rebuilds
+    network = build_network(Architecture("linear", 5, 1))
+    network.load_state_dict({k: torch.as_tensor(v) for k, v in result.weights.items()})
+    torch_logits = network(torch.as_tensor(X[:1000])).detach().numpy()[:, 0]
+    assert np.allclose(torch_logits, logits, atol=1e-5)
 
 
 def test_several_passes_restart_the_schedule_and_report_each():

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
+from ..architecture import Architecture
 from ..errors import DmoError
-from ..networks import Architecture
 from ..problems import Problem
+
+if TYPE_CHECKING:  # torch is imported where tensors are made: the numpy streaming solvers never pay for it
+    import torch
 
 
 @dataclass
@@ -35,6 +37,8 @@ class SplitData:
         return int(self.X.shape[0])
 
     def labeled(self) -> "SplitData":
+        import torch
+
         mask = self.y >= 0
         return SplitData(self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)})
 
@@ -45,7 +49,7 @@ class FitContext:
 
     problem: Problem | None  # None for multi-class training
     architecture: Architecture
-    device: torch.device
+    device: torch.device | None  # None for the numpy streaming solvers
     seed: int
     params: Any  # the solver's own Params dataclass, validated
     verbose: bool = False
@@ -133,12 +137,16 @@ def offset_logits(logits: torch.Tensor, offsets: torch.Tensor | None) -> torch.T
 
 def inverse_frequency_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:
     """w_k = n / (K n_k): each class contributes equally to a weighted loss."""
+    import torch
+
     counts = torch.bincount(y, minlength=n_classes).to(torch.float32)
     weights = y.numel() / (n_classes * counts.clamp(min=1))
     return weights
 
 
 def seed_everything(seed: int) -> torch.Generator:
+    import torch
+
     torch.manual_seed(seed)
     np.random.seed(seed % (2**32))
     return torch.Generator().manual_seed(seed)

@@ -27,18 +27,28 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import numpy as np
-import torch
-from scipy.special import expit
 
+from ..architecture import linear_state
 from ..errors import DmoError
-from ..networks import build_network
 from ..online_threshold import FofoThreshold, ofo_predictions
-from .base import FitContext, FitResult, Solver
+from .base import FitContext, Solver
 
 Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
 Progress = Callable[[int, float], None]  # (rows seen, online F so far)
 CURVE_POINTS = 200
 PROBABILITY_FLOOR = 1e-7  # a learned threshold of 0 would be logit -inf; clamp so the model file stays finite
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)) in place, in z's precision; exp overflowing to inf gives the right limit 0
+    (callers silence that overflow warning once around their loop, not per call).
+
+    numpy rather than scipy.special.expit: the streaming path imports
+    neither scipy nor torch, which would double its start-up.
+    """
+    np.exp(np.negative(z, out=z), out=z)
+    z += 1
+    return np.reciprocal(z, out=z)
 
 
 class OnlineLogistic:
@@ -63,18 +73,28 @@ class OnlineLogistic:
         eta = np.empty(X.shape[0])  # float64: the threshold recurrences run in double precision
         y = y.astype(np.float32)  # float32 residuals keep the gradient product in float32
         B = self.batch_size
-        for start in range(0, X.shape[0], B):  # loop over mini-batches, not rows
-            Xb = X[start:start + B]
-            p = expit(Xb @ self.w + self.b)
-            eta[start:start + B] = expit(Xb @ self.w_avg + self.b_avg) if self.average and self.steps else p
-            residual = p - y[start:start + B]
-            self.steps += 1
-            step = self.lr / math.sqrt(self.steps)
-            self.w -= (step / Xb.shape[0]) * (residual @ Xb)
-            self.b -= step * float(residual.mean())
-            if self.average:
-                self.w_avg += (self.w - self.w_avg) / self.steps
-                self.b_avg += (self.b - self.b_avg) / self.steps
+        # ~8,000 mini-batches per million rows: per-call overhead is the cost here, hence one errstate
+        # for the loop and sum()/n rather than mean() (whose Python wrapper costs more than the sum).
+        with np.errstate(over="ignore"):
+            for start in range(0, X.shape[0], B):  # loop over mini-batches, not rows
+                Xb = X[start:start + B]
+                z = Xb @ self.w
+                z += self.b
+                p = _sigmoid(z)
+                if self.average and self.steps:
+                    z_avg = Xb @ self.w_avg
+                    z_avg += self.b_avg
+                    eta[start:start + B] = _sigmoid(z_avg)
+                else:
+                    eta[start:start + B] = p
+                residual = p - y[start:start + B]
+                self.steps += 1
+                step = self.lr / math.sqrt(self.steps) / Xb.shape[0]
+                self.w -= step * (residual @ Xb)
+                self.b -= step * float(residual.sum())
+                if self.average:
+                    self.w_avg += (self.w - self.w_avg) / self.steps
+                    self.b_avg += (self.b - self.b_avg) / self.steps
         return eta
 
     def weights(self) -> tuple[np.ndarray, float]:
@@ -138,9 +158,13 @@ class OnlineScore:
 
 
 @dataclass
-class StreamFitResult(FitResult):
-    """FitResult plus the online (progressive) evaluation of every pass."""
+class StreamFitResult:
+    """A streaming solver's model: numpy weights under the linear network's state-dict names, its own
+    threshold (logit scale), the trace, and the online (progressive) evaluation of every pass."""
 
+    weights: dict[str, np.ndarray]
+    threshold: float
+    trace: dict[str, Any] = field(default_factory=dict)
     online: dict[str, Any] = field(default_factory=dict)
 
 
@@ -193,11 +217,10 @@ class StreamingSolver(Solver):
             rows_before += score.n
         w, b = learner.weights()
         theta = float(np.clip(rule.final, PROBABILITY_FLOOR, 1 - PROBABILITY_FLOOR))
-        network = _linear_network(ctx, w, b)
         online = {**passes[0], "passes": passes, "final_threshold_probability": theta,
                   "curve": {"rows": curve_rows, "f_beta": curve_f}}
         trace = {"epochs": epochs, "rows": rows_before, "sgd_steps": learner.steps, **rule.trace()}
-        return StreamFitResult(network=network, threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
+        return StreamFitResult(weights=linear_state(w, b), threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
 
 
 def _aligned(batches: Iterable[tuple[np.ndarray, np.ndarray]], multiple: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -213,15 +236,6 @@ def _aligned(batches: Iterable[tuple[np.ndarray, np.ndarray]], multiple: int) ->
         carry = (X[cut:], y[cut:]) if cut < len(y) else None
     if carry is not None:
         yield carry
-
-
-def _linear_network(ctx: FitContext, w: np.ndarray, b: float) -> torch.nn.Module:
-    network = build_network(ctx.architecture)
-    layer = network[0]
-    with torch.no_grad():
-        layer.weight.copy_(torch.as_tensor(w, dtype=torch.float32).reshape(1, -1))
-        layer.bias.fill_(float(b))
-    return network.eval()
 
 
 class ThresholdRule:

@@ -1,0 +1,48 @@
+"""Arrow arrays to numpy without pyarrow's own conversion, which imports pandas.
+
+pyarrow's Array.to_numpy (and any Python-to-arrow scalar, as fill_null
+needs) loads pandas on first use: a third of a second of start-up. Numeric
+and boolean columns, which is what features, labels and codes are, are
+plain buffers plus a validity bitmap that numpy reads directly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None) -> np.ndarray:
+    """The values as a numpy array (booleans as numpy bool); nulls become `fill`, which they need.
+
+    Integers with nulls and a NaN fill come back as float64. Types other
+    than numeric and boolean (strings, nested) use pyarrow's conversion.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    kind = values.type
+    n, offset = len(values), values.offset
+    if pa.types.is_boolean(kind):
+        data = _bits(values.buffers()[1], offset, n)
+    elif (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and not pa.types.is_float16(kind):
+        dtype = np.dtype(kind.to_pandas_dtype())
+        data = (np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * dtype.itemsize)
+                if n else np.empty(0, dtype=dtype))
+    else:
+        return values.to_numpy(zero_copy_only=False)
+    if not values.null_count:
+        return data
+    if fill is None:
+        raise ValueError(f"{values.null_count} nulls and no fill value")
+    valid = _bits(values.buffers()[0], offset, n)
+    out = data.astype(np.result_type(data.dtype, np.min_scalar_type(fill)) if not isinstance(fill, float)
+                      else np.result_type(data.dtype, np.float32 if data.dtype == np.float32 else np.float64))
+    out[~valid] = fill
+    return out
+
+
+def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """Arrow's little-endian bit-packed booleans as a numpy bool array."""
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), count=offset + n, bitorder="little")
+    return bits[offset:].view(bool)
