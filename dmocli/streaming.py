@@ -130,17 +130,16 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                        "(pass --drop-unlabeled to ignore them)")
     n = counter.rows - counter.missing
 
-    def transformed() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for batch in io.iter_batches(data, BATCH_ROWS, columns):
+    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        # Only the read runs ahead in the prefetch thread: transforming there too made that thread the
+        # bottleneck (read + transform > the learner's work); split this way the two threads balance.
+        for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):
             X, _ = pre.transform(batch)
             y = labels.encode(batch.column(opts.label_col))
             if counter.missing:
                 keep = y >= 0
                 X, y = X[keep], y[keep]
             yield X, y
-
-    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return prefetched(transformed())  # reading and transforming overlap the learner's work
 
     arch = Architecture("linear", pre.n_features, 1)
     ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
