@@ -21,6 +21,16 @@ def test_help_lists_commands_and_options():
         assert option in train_help
 
 
+def test_every_registered_solver_loads_under_its_own_name():
+    """Solvers are imported lazily from a name -> "module:class" table; a typo there would only surface
+    when a user picks that solver. `dmo solvers` lists them all."""
+    from dmocli.solvers import available, solver_class
+
+    assert {solver_class(name).name for name in available()} == set(available())
+    listing = run_dmo("solvers", check=True).stdout
+    assert all(name in listing for name in available())
+
+
 def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
     model = tmp_path / "pb.safetensors"
     report = tmp_path / "train.json"
