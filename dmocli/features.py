@@ -146,7 +146,8 @@ class Preprocessor:
         rng = np.random.default_rng(0)
         seen = 0
         for batch in batches:
-            dense = pre._dense(batch)
+            views = pre._float32_views(batch) if impute == "none" else None
+            dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
                 arr = batch.column(col)
                 if pa.types.is_dictionary(arr.type):
@@ -157,14 +158,23 @@ class Preprocessor:
                         f"string column '{col}' has more than {MAX_CATEGORICAL_LEVELS} distinct values "
                         "(looks like an id or free text); remove it with --drop"
                     )
-            if dense.shape[1] == 0:
+            width = len(views) if views is not None else dense.shape[1]
+            if width == 0:
                 continue
             if total is None:
-                total = np.zeros(dense.shape[1])
-                sq = np.zeros(dense.shape[1])
-                count = np.zeros(dense.shape[1])
-                bad_nan = np.zeros(dense.shape[1], dtype=np.int64)
-                bad_inf = np.zeros(dense.shape[1], dtype=np.int64)
+                total = np.zeros(width)
+                sq = np.zeros(width)
+                count = np.zeros(width)
+                bad_nan = np.zeros(width, dtype=np.int64)
+                bad_inf = np.zeros(width, dtype=np.int64)
+            if views is not None:  # float32 columns read in place: no (rows x features) copy
+                column_total = np.array([v.sum(dtype=np.float64) for v in views])
+                if np.isfinite(column_total).all():  # a NaN or an inf anywhere makes its column's sum non-finite
+                    total += column_total
+                    sq += [np.einsum("i,i->", v, v, dtype=np.float64) for v in views]
+                    count += batch.num_rows
+                    continue
+                dense = pre._dense(batch)
             if impute == "none" and np.isfinite(dense).all():
                 total += dense.sum(axis=0, dtype=np.float64)  # fast path for clean batches: 2 passes instead of ~8
                 sq += np.einsum("ij,ij->j", dense, dense, dtype=np.float64)
@@ -262,10 +272,9 @@ class Preprocessor:
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
         """Float32 features and, per categorical column, how many rows had an unseen level."""
         self.check_columns(batch.schema)
-        if not self.categorical and not self.embedding:
-            fast = self._standardized_float32(batch)
-            if fast is not None:
-                return fast, {}
+        fast = self._standardized_float32(batch)
+        if fast is not None:
+            return fast, {}
         dense = self._dense(batch)
         offset = dense.shape[1]
         if offset and not np.isfinite(dense).all():
@@ -290,6 +299,16 @@ class Preprocessor:
             unseen[col] = int(((idx < 0) & ~to_numpy(arr.is_null())).sum())
         return out, unseen
 
+    def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:
+        """The numeric columns as zero-copy numpy views when every one is float32 without nulls (the common
+        large-data case, worth its own path); None otherwise, or for embedding/categorical inputs."""
+        if self.embedding or self.categorical or not self.numeric:
+            return None
+        columns = [batch.column(name) for name in self.numeric]
+        if not all(c.type == pa.float32() and c.null_count == 0 for c in columns):
+            return None
+        return [to_numpy(c) for c in columns]
+
     def _standardized_float32(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray | None:
         """The common streaming case in one pass: float32 numeric columns without nulls, each standardized
         straight from its arrow buffer into the column-major output while it is in cache (no raw copy).
@@ -297,14 +316,14 @@ class Preprocessor:
         Same float32 arithmetic as the general path, so the same values. None when a column is not
         float32, has nulls, or holds NaN/inf: the general path then imputes or names the columns.
         """
-        columns = [batch.column(name) for name in self.numeric]
-        if not all(c.type == pa.float32() and c.null_count == 0 for c in columns):
+        columns = self._float32_views(batch)
+        if columns is None:
             return None
         mean = np.asarray(self.mean, dtype=np.float32)
         inverse_scale = (1.0 / np.asarray(self.scale)).astype(np.float32)
         out = np.empty((len(columns), batch.num_rows), dtype=np.float32)
         for j, col in enumerate(columns):
-            np.subtract(to_numpy(col), mean[j], out=out[j])
+            np.subtract(col, mean[j], out=out[j])
             out[j] *= inverse_scale[j]
             if not np.isfinite(out[j]).all():
                 return None

@@ -131,3 +131,14 @@ def test_float32_columns_standardize_the_same_on_the_one_pass_path_and_the_gener
     general, _ = pre.transform(table.set_column(1, "b", pa.array(with_nan[:, 1])))
     np.testing.assert_array_equal(np.delete(general, 7, axis=0), np.delete(expected, 7, axis=0))
     assert general[7, 1] == pytest.approx((pre.fill[1] - pre.mean[1]) / pre.scale[1], rel=1e-5)
+
+
+def test_float32_columns_with_nan_or_inf_are_named_when_fitting_without_impute():
+    """Clean float32 batches are summed in place; a NaN or an inf must still reach the check that names it."""
+    X = np.random.default_rng(4).normal(size=(300, 2)).astype(np.float32)
+    X[10, 1] = np.inf
+    X[11, 1] = np.nan
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "label": np.zeros(300, dtype=np.int64)})
+    batches = table.to_batches(max_chunksize=100)  # the bad rows sit in the first of three batches
+    with pytest.raises(DmoError, match=r"b \(1 NaN/null, 1 inf\)"):
+        Preprocessor.fit(batches, plan_columns(table.schema, "label", (), None))
