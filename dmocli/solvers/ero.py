@@ -7,7 +7,7 @@ by an l1 exact penalty with one penalty parameter per row (mu_i) plus one
 for the metric constraint (mu_0), updated by the authors' outer rule, with a
 BCE agreement regularizer whose weight grows with the penalties.
 
-Two presets (`--param protocol=...`), every value overridable:
+Three presets (`--param protocol=...`), every value overridable:
 - `authors`: the published protocol (plain-BCE warm start up to 3000 steps,
   s uniform random, 50 outer x up to 1000 Adam steps, patience 50).
 - `fast` (default): the same penalty, regularizer and update rule, reached
@@ -26,6 +26,13 @@ Two presets (`--param protocol=...`), every value overridable:
   among those the monitored split cannot tell from its best
   (`WithinNoiseIterate`); the MLP, which keeps fitting train, keeps the
   strict validation arg-max as its guard against over-fitting.
+- `thorough`: the train problem solved hard, at the cost of over-fitting
+  (issue #3's train-objective target): MLP warm start of the authors' kind
+  (plain BCE, full batch, early-stopped on the training loss) at 10x their
+  learning rate for 1/10 of their steps, then fast's penalty phase, keeping
+  the best iterate on train (`selection=train`: validation unused); the
+  outer loop also stops once the kept iterate is train-feasible at
+  objective 1, which nothing can beat.
 
 Batch mode (`--param mode`): auto trains full batch (the paper's; always
 with protocol=authors) while rows x activations per row (inputs plus every
