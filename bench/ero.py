@@ -6,7 +6,8 @@ selection), then scores the model on train and test twice: at the solver's
 own decision (logit 0, "before TA") and after exact threshold adjustment on
 the training split ("TA", the paper's protocol). `--authors` adds ERO runs
 with the published protocol (`--param protocol=authors`) for the speed
-comparison. Results are written after every run, so a cut-short run keeps
+comparison, `--ero-protocols fast,thorough` runs ERO once per preset, and
+`--step-timing SET` prints what one full-batch step of the model costs. Results are written after every run, so a cut-short run keeps
 what it measured.
 
     python bench/ero.py --data-dir /work/shared/data --models linear --seeds 0
@@ -67,6 +68,7 @@ def run_one(data_root: Path, dataset: str, problem: str, model: str, seed: int, 
     return {"set": dataset, "problem": problem, "model": model, "seed": seed, "solver": solver,
             "protocol": params.get("protocol", "fast" if solver == "ero" else None),
             "fit_seconds": report["fit_seconds"], "wall_seconds": wall,
+            "warm_start_steps": trace.get("warm_start_steps"), "warm_start_seconds": trace.get("warm_start_seconds"),
             "outer_iterations": trace.get("outer_iterations"), "selected_outer": trace.get("selected_outer"),
             "inner_steps_total": trace.get("inner_steps_total"), "mode": trace.get("mode"),
             **score(fitted, data_dir)}
@@ -87,38 +89,45 @@ def _rank(cell: dict) -> tuple[float, float]:
     return (0.0, round(cell["constraint"], 12))
 
 
+def label(row: dict) -> str:
+    """Solver name, with the ERO preset unless it is the default: ero, ero(thorough), ero(authors)."""
+    return row["solver"] + (f"({row['protocol']})" if row["solver"] == "ero" and row["protocol"] != "fast" else "")
+
+
 def summarize(rows: list[dict]) -> dict:
-    """The issue's targets, counted over the runs that were made."""
+    """The issue's targets, counted over the runs that were made (for every ERO preset but authors)."""
     fast = [r for r in rows if r["protocol"] != "authors"]
     by_key: dict[tuple, dict[str, dict]] = {}
     for r in fast:
-        by_key.setdefault((r["set"], r["problem"], r["model"], r["seed"]), {})[r["solver"]] = r
+        by_key.setdefault((r["set"], r["problem"], r["model"], r["seed"]), {})[label(r)] = r
     feas_ok = feas_total = 0
     wins: dict[str, list[int]] = {}
     for (dataset, problem, model, seed), runs in by_key.items():
-        ero, wce = runs.get("ero"), runs.get("wce")
-        if ero is None:
-            continue
-        if problem != "ofbs" and any(r["ta_train"]["feasible"] for r in runs.values()):
-            feas_total += 1
-            feas_ok += bool(ero["own_train"]["feasible"])
-        if wce is not None:
-            w = wins.setdefault(f"{problem}/{model}", [0, 0, 0])
-            w[0] += int(_rank(ero["own_train"]) >= _rank(wce["ta_train"]))
-            w[1] += int(_rank(ero["own_test"]) >= _rank(wce["ta_test"]))
-            w[2] += 1
+        wce = runs.get("wce")
+        for name, ero in runs.items():
+            if not name.startswith("ero"):
+                continue
+            if problem != "ofbs" and any(r["ta_train"]["feasible"] for r in runs.values()):
+                feas_total += 1
+                feas_ok += bool(ero["own_train"]["feasible"])
+            if wce is not None:
+                w = wins.setdefault(f"{name}/{problem}/{model}", [0, 0, 0])
+                w[0] += int(_rank(ero["own_train"]) >= _rank(wce["ta_train"]))
+                w[1] += int(_rank(ero["own_test"]) >= _rank(wce["ta_test"]))
+                w[2] += 1
     speed = []
     for r in rows:
         if r["protocol"] == "authors":
-            fast_run = next((f for f in fast if f["solver"] == "ero" and all(f[k] == r[k] for k in ("set", "problem", "model", "seed"))), None)
-            if fast_run:
-                speed.append({"set": r["set"], "problem": r["problem"], "model": r["model"],
-                              "authors_seconds": r["fit_seconds"], "fast_seconds": fast_run["fit_seconds"],
-                              "speedup": r["fit_seconds"] / max(fast_run["fit_seconds"], 1e-9),
-                              "authors_train_objective": r["own_train"]["objective"], "authors_train_feasible": r["own_train"]["feasible"],
-                              "fast_train_objective": fast_run["own_train"]["objective"], "fast_train_feasible": fast_run["own_train"]["feasible"]})
+            for f in fast:
+                if f["solver"] == "ero" and all(f[k] == r[k] for k in ("set", "problem", "model", "seed")):
+                    speed.append({"set": r["set"], "problem": r["problem"], "model": r["model"], "seed": r["seed"],
+                                  "preset": f["protocol"], "authors_seconds": r["fit_seconds"], "preset_seconds": f["fit_seconds"],
+                                  "speedup": r["fit_seconds"] / max(f["fit_seconds"], 1e-9),
+                                  "authors_train_objective": r["own_train"]["objective"], "authors_train_feasible": r["own_train"]["feasible"],
+                                  "preset_train_objective": f["own_train"]["objective"], "preset_train_feasible": f["own_train"]["feasible"],
+                                  "equal_or_better_on_train": _rank(f["own_train"]) >= _rank(r["own_train"])})
     return {"ero_feasible_before_ta_where_any_feasible_after_ta": [feas_ok, feas_total],
-            "ero_before_ta_ge_wce_ta[train, test, of]": wins, "authors_vs_fast": speed}
+            "ero_before_ta_ge_wce_ta[train, test, of]": wins, "authors_vs_presets": speed}
 
 
 def markdown(rows: list[dict]) -> str:
@@ -128,9 +137,8 @@ def markdown(rows: list[dict]) -> str:
     """
     by_key: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        name = r["solver"] + ("(authors)" if r["protocol"] == "authors" else "")
-        by_key.setdefault((r["model"], r["problem"], r["set"], r["seed"]), {})[name] = r
-    names = [n for n in ("ero", "ero(authors)", "wce", "lagrangian", "sigmoid-f1") if any(n in runs for runs in by_key.values())]
+        by_key.setdefault((r["model"], r["problem"], r["set"], r["seed"]), {})[label(r)] = r
+    names = [n for n in ("ero", "ero(thorough)", "ero(authors)", "wce", "lagrangian", "sigmoid-f1") if any(n in runs for runs in by_key.values())]
     lines = ["| model | problem | set | seed | " + " | ".join(f"{n} train | {n} test | {n} s" for n in names) + " |",
              "|---" * (4 + 3 * len(names)) + "|"]
     for (model, problem, dataset, seed), runs in sorted(by_key.items()):
@@ -141,6 +149,73 @@ def markdown(rows: list[dict]) -> str:
             cells += [fmt(r[f"{side}_train"]), fmt(r[f"{side}_test"]), f"{r['fit_seconds']:.0f}"] if r else ["", "", ""]
         lines.append(f"| {model} | {problem} | {dataset} | {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def speed_markdown(rows: list[dict]) -> str:
+    """Every ERO run on a (set, problem, model, seed) that also has an authors' run: seconds, steps, own-decision train objective."""
+    keys = {(r["set"], r["problem"], r["model"], r["seed"]) for r in rows if r["protocol"] == "authors"}
+    lines = ["| set | problem | model | seed | ERO preset | fit s | warm-start steps (s) | penalty steps | outer | train objective/constraint (own decision) | test |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["solver"] == "ero" and (r["set"], r["problem"], r["model"], r["seed"]) in keys:
+            lines.append(f"| {r['set']} | {r['problem']} | {r['model']} | {r['seed']} | {r['protocol']} | {r['fit_seconds']:.1f} | "
+                         f"{r.get('warm_start_steps')} ({r.get('warm_start_seconds') or 0:.1f}) | {r['inner_steps_total']} | {r['outer_iterations']} | "
+                         f"{fmt(r['own_train'])} | {fmt(r['own_test'])} |")
+    return "\n".join(lines)
+
+
+def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
+    """Milliseconds per full-batch forward, BCE Adam step and ERO penalty step of the model on one set's train split.
+
+    The steps ERO's loops take, without the loops: what a leaner loop could at best save.
+    """
+    import numpy as np
+    import torch.nn.functional as F
+
+    from dmocli.networks import Architecture, build_network
+    from dmocli.problems import Problem
+    from dmocli.solvers.ero import RowAdam, penalty_value
+    from dmocli.solvers.relaxation import soft_counts
+
+    table = pq.read_table(data_dir / "train.parquet").to_pandas()
+    y = torch.as_tensor(table.pop("label").to_numpy() == 1)
+    raw = table.to_numpy(np.float32)
+    X = torch.as_tensor((raw - raw.mean(0)) / (raw.std(0) + 1e-6))
+    n, n_pos = X.shape[0], int(y.sum())
+    torch.manual_seed(0)
+    network = build_network(Architecture(args.step_model, X.shape[1], 1, args.width, args.depth))
+    optimizer = torch.optim.Adam(network.parameters(), lr=1e-4)
+    s, s_adam, problem = torch.rand(n), RowAdam(n, torch.device("cpu")), Problem("frop", 0.8)
+    row_penalty, row_reg = torch.full((n,), 100.0) * torch.where(y, (n - n_pos) / n, n_pos / n), torch.ones(n)
+
+    def forward() -> None:
+        with torch.no_grad():
+            network(X)
+
+    def bce_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        F.binary_cross_entropy_with_logits(network(X).squeeze(-1), y.float()).backward()
+        optimizer.step()
+
+    def ero_step() -> None:
+        s_rows = s.detach().requires_grad_(True)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            totals = soft_counts(s, y)
+        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0).backward()
+        optimizer.step()
+        s_adam.step(s, slice(None), s_rows.grad, 0.1)
+
+    out = []
+    for name, fn in (("forward (eval pass)", forward), ("BCE step: forward, backward, Adam", bce_step),
+                     ("ERO penalty step: + s, penalty terms, RowAdam", ero_step)):
+        for _ in range(5):
+            fn()
+        started = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        out.append({"what": name, "rows": n, "ms_per_step": (time.perf_counter() - started) / repeats * 1e3})
+    return out
 
 
 def _warm_up_torch() -> None:
@@ -163,6 +238,9 @@ def main() -> None:
     parser.add_argument("--ero-param", action="append", default=[], metavar="KEY=VALUE",
                         help="extra --param for the (fast) ero runs, e.g. selection=best (repeatable; for ablations)")
     parser.add_argument("--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)")
+    parser.add_argument("--ero-protocols", default="fast", help="comma list of ERO presets to run (fast, thorough)")
+    parser.add_argument("--step-timing", default="", metavar="SET", help="only time single full-batch steps of --step-model on SET's train split")
+    parser.add_argument("--step-model", default="mlp")
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--device", default="cpu")
@@ -176,12 +254,21 @@ def main() -> None:
         rows = [r for path in args.merge for r in json.loads(path.read_text())["runs"]]
         print(markdown(rows))
         summary = summarize(rows)
+        if summary["authors_vs_presets"]:
+            print(speed_markdown(rows))
         print(json.dumps(summary, indent=1))
         args.out.write_text(json.dumps({"runs": rows, "summary": summary, "merged_from": [str(p) for p in args.merge]}, indent=1))
         return
     torch.set_num_threads(args.threads)
     _warm_up_torch()
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.step_timing:
+        timing = step_timing(args.data_dir / args.step_timing, args)
+        print(f"| step ({args.step_model} {args.depth} x {args.width}, {args.step_timing}, {timing[0]['rows']} rows, full batch) | ms |\n|---|---|")
+        for t in timing:
+            print(f"| {t['what']} | {t['ms_per_step']:.1f} |")
+        args.out.write_text(json.dumps({"step_timing": timing, "set": args.step_timing, "threads": args.threads}, indent=1))
+        return
 
     jobs = []
     for seed in map(int, args.seeds.split(",")):
@@ -191,8 +278,13 @@ def main() -> None:
                     for solver in args.solvers.split(","):
                         if solver == "sigmoid-f1" and problem != "ofbs":
                             continue
-                        extra = dict(kv.split("=", 1) for kv in args.ero_param) if solver == "ero" else {}
-                        jobs.append((dataset, problem, model, seed, solver, extra))
+                        if solver != "ero":
+                            jobs.append((dataset, problem, model, seed, solver, {}))
+                            continue
+                        for protocol in args.ero_protocols.split(","):
+                            extra = {**({"protocol": protocol} if protocol != "fast" else {}),
+                                     **dict(kv.split("=", 1) for kv in args.ero_param)}
+                            jobs.append((dataset, problem, model, seed, solver, extra))
     for spec in filter(None, args.authors.split(",")):
         dataset, problem, model = spec.split(":")
         params = {"protocol": "authors"}
@@ -209,12 +301,13 @@ def main() -> None:
             break
         row = run_one(args.data_dir, dataset, problem, model, seed, solver, args, params)
         rows.append(row)
-        label = solver + ("(authors)" if params.get("protocol") == "authors" else "")
-        print(f"{dataset:13s} {problem:4s} {model:6s} {seed} {label:14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
+        print(f"{dataset:13s} {problem:4s} {model:6s} {seed} {label(row):14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
               f"{fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} {row['fit_seconds']:7.1f}", flush=True)
         args.out.write_text(json.dumps({"runs": rows, "summary": summarize(rows), "threads": args.threads,
                                         "jobs_planned": len(jobs)}, indent=1))
     summary = summarize(rows)
+    if summary["authors_vs_presets"]:
+        print(speed_markdown(rows))
     print(json.dumps(summary, indent=1))
     args.out.write_text(json.dumps({"runs": rows, "summary": summary, "threads": args.threads, "jobs_planned": len(jobs)}, indent=1))
 

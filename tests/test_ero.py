@@ -147,6 +147,45 @@ def test_ero_mlp_and_folding_select_on_a_held_out_fold(tmp_path):
     assert report["before_adjustment"]["train"]["f1"] > 0.5
 
 
+def _fit_with_val(tmp_path: Path, frame: pd.DataFrame, val: pd.DataFrame, params: dict[str, str], name: str) -> dict:
+    data, val_path = tmp_path / f"{name}-train.parquet", tmp_path / f"{name}-val.parquet"
+    frame.to_parquet(data)
+    val.to_parquet(val_path)
+    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model="mlp", width=32, depth=2, val=val_path,
+                        device="cpu", seed=0, params=params, allow_infeasible=True)
+    return train(data, opts, output=tmp_path / f"{name}.safetensors")[1]
+
+
+def test_thorough_keeps_the_best_train_iterate_not_the_best_validation_one(tmp_path):
+    # Overlapping classes: a train precision of 1 at recall 0.8 needs memorization, so iterates differ on train.
+    frame = make_binary_frame(n=500, d=6, pos_frac=0.2, seed=7, sep=1.2)
+    val = make_binary_frame(n=300, d=6, pos_frac=0.2, seed=8, sep=1.2)
+    thorough = _fit_with_val(tmp_path, frame, val, {"protocol": "thorough"}, "thorough")
+    on_val = _fit_with_val(tmp_path, frame, val, {"protocol": "thorough", "selection": "best"}, "on-val")
+    trace = thorough["solver_trace"]
+    assert trace["selected_on"] == "train" and trace["monitored_split"] == "val"
+    # Independent of the selection code: the best feasible train objective over the recorded iterates.
+    recorded = [trace["warm_start_train_objective"]] + [h["train_objective"] for h in trace["history"] if h["train_feasible"]]
+    own = thorough["before_adjustment"]["train"]
+    assert own["recall"] >= 0.8 and own["precision"] == pytest.approx(max(recorded))
+    # The same iterates judged on validation keep a different one (else this test would check nothing).
+    assert on_val["solver_trace"]["history"] == trace["history"]
+    assert on_val["before_adjustment"]["train"]["precision"] < own["precision"]
+
+
+def test_thorough_stops_once_the_kept_iterate_is_unbeatable_on_train(tmp_path):
+    frame = make_binary_frame(n=400, d=4, pos_frac=0.2, seed=9, sep=8.0)  # separable: precision 1 at recall 1
+    val = make_binary_frame(n=200, d=4, pos_frac=0.2, seed=10, sep=8.0)
+    report = _fit_with_val(tmp_path, frame, val, {"protocol": "thorough"}, "separable")
+    assert report["before_adjustment"]["train"]["precision"] == 1.0
+    assert report["solver_trace"]["outer_iterations"] == 1
+
+
+def test_train_selection_refuses_an_unused_held_out_fold(tmp_path):
+    with pytest.raises(DmoError, match="folding"):
+        _fit(tmp_path, make_binary_frame(n=200, seed=1), "frop", 0.8, {"protocol": "thorough", "folding": "3"}, model="mlp")
+
+
 def test_within_noise_selection_keeps_the_best_train_iterate_the_monitored_split_cannot_tell_apart():
     from dmocli.solvers.selection import Evaluation, WithinNoiseIterate
 

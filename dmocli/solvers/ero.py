@@ -7,7 +7,7 @@ by an l1 exact penalty with one penalty parameter per row (mu_i) plus one
 for the metric constraint (mu_0), updated by the authors' outer rule, with a
 BCE agreement regularizer whose weight grows with the penalties.
 
-Two presets (`--param protocol=...`), every value overridable:
+Three presets (`--param protocol=...`), every value overridable:
 - `authors`: the published protocol (plain-BCE warm start up to 3000 steps,
   s uniform random, 50 outer x up to 1000 Adam steps, patience 50).
 - `fast` (default): the same penalty, regularizer and update rule, reached
@@ -26,6 +26,13 @@ Two presets (`--param protocol=...`), every value overridable:
   among those the monitored split cannot tell from its best
   (`WithinNoiseIterate`); the MLP, which keeps fitting train, keeps the
   strict validation arg-max as its guard against over-fitting.
+- `thorough`: the train problem solved hard, at the cost of over-fitting
+  (issue #3's train-objective target): MLP warm start of the authors' kind
+  (plain BCE, full batch, early-stopped on the training loss) at 10x their
+  learning rate for 1/10 of their steps, then fast's penalty phase, keeping
+  the best iterate on train (`selection=train`: validation unused); the
+  outer loop also stops once the kept iterate is train-feasible at
+  objective 1, which nothing can beat.
 
 Batch mode (`--param mode`): auto trains full batch (the paper's; always
 with protocol=authors) while rows x activations per row (inputs plus every
@@ -68,6 +75,7 @@ class Settings:
     warm_balanced: bool
     warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
     warm_monitor: str  # wce warm start: early-stop on the train or the val loss
+    warm_epochs: int  # wce warm start: most epochs (its patience is warm_patience // 4 epochs)
     init: str  # ta | predictions | random
     outer: int
     outer_patience: int  # 0: run every outer iteration
@@ -85,25 +93,31 @@ class Settings:
     violation_tol: float
     reg_weighting: str  # none | balanced
     bias_projection: bool
-    selection: str  # best (strict arg-max on the monitored split) | within-noise (WithinNoiseIterate)
+    selection: str  # best (strict arg-max on the monitored split) | within-noise (WithinNoiseIterate) | train (arg-max on train)
 
 
 def _preset(protocol: str, model: str) -> Settings:
     mlp = model == "mlp"
+    if protocol == "thorough":
+        # The train problem, solved hard (issue #3): the authors' kind of warm start (plain BCE, full batch,
+        # early-stopped on the training loss) at 10x their learning rate for 1/10 of their steps, then the
+        # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start already is one.
+        warm = dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}
+        return replace(_preset("fast", model), selection="train", **warm)
     if protocol == "authors":
         return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False, warm_start="bce",
-                        warm_monitor="train",
+                        warm_monitor="train", warm_epochs=300,
                         init="random", outer=50, outer_patience=0, inner_steps=1000, inner_patience=50, inner_tol=0.0, inner_rule="best",
                         inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False, selection="best")
     if protocol == "fast":
         return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce" if mlp else "bce",
-                        warm_monitor="train",
+                        warm_monitor="train", warm_epochs=300,
                         init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
                         selection="best" if mlp else "within-noise")
-    raise DmoError(f"--param protocol={protocol!r} is not known (use fast or authors)")
+    raise DmoError(f"--param protocol={protocol!r} is not known (use fast, thorough or authors)")
 
 
 class ERO(Solver):
@@ -112,13 +126,14 @@ class ERO(Solver):
 
     @dataclass
     class Params:
-        protocol: str = field(default="fast", metadata={"help": "preset: fast (default) or authors (the paper's protocol); the options below override it"})
+        protocol: str = field(default="fast", metadata={"help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
         warm_steps: int | None = field(default=None, metadata={"help": "warm-start BCE Adam steps (authors 3000, fast 150; None = from the preset)"})
         warm_lr: float | None = field(default=None, metadata={"help": "warm-start learning rate"})
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
         warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop: authors, fast linear) or wce (the wce solver: fast mlp)"})
         warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss"})
+        warm_epochs: int | None = field(default=None, metadata={"help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
         outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
@@ -136,7 +151,7 @@ class ERO(Solver):
         violation_tol: float | None = field(default=None, metadata={"help": "a row counts as violating when c_i exceeds this"})
         reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
         bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
-        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp) or within-noise (best train objective within one standard error of it: fast linear)"})
+        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)"})
         mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
         batch_size: int = field(default=0, metadata={"help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
         full_batch_max_activations: float = field(default=5e7, metadata={"help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
@@ -156,8 +171,11 @@ class ERO(Solver):
             raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train or val)")
         if out.inner_rule not in ("best", "window"):
             raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
-        if out.selection not in ("best", "within-noise"):
-            raise DmoError(f"--param selection={out.selection!r} is not known (use best or within-noise)")
+        if out.selection not in ("best", "within-noise", "train"):
+            raise DmoError(f"--param selection={out.selection!r} is not known (use best, within-noise or train)")
+        if out.selection == "train" and params.folding:
+            raise DmoError("--param selection=train keeps the best iterate on the training rows, so a held-out fold "
+                           "(folding) would go unused: drop folding or use selection=best")
         if out.reg_weighting not in ("none", "balanced"):
             raise DmoError(f"--param reg-weighting={out.reg_weighting!r} is not known (use none or balanced)")
         if out.growth < 1.0 or out.lr <= 0 or out.lr_s <= 0 or out.outer < 1:
@@ -185,7 +203,7 @@ class ERO(Solver):
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
-            wce_params = wce.Params(patience=cfg.warm_patience // 4)  # epochs; wce's own default is 20
+            wce_params = wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs)  # epochs; wce's defaults 20, 300
             warm_val = monitor if monitor is not train and cfg.warm_monitor == "val" else None
             fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", 0)
@@ -204,7 +222,7 @@ class ERO(Solver):
 
         best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
         warm_train = evaluate_decision(network, train.X, train.y, problem)
-        _offer(best, evaluate_decision(network, monitor.X, monitor.y, problem), 0, warm_train)
+        _offer(best, _judged(cfg, evaluate_decision(network, monitor.X, monitor.y, problem), warm_train), 0, warm_train)
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
         for outer in range(1, cfg.outer + 1):
@@ -229,21 +247,21 @@ class ERO(Solver):
             with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection):
                 train_eval = evaluate_decision(network, train.X, train.y, problem)
                 monitored = evaluate_decision(network, monitor.X, monitor.y, problem)
-                improved = _offer(best, monitored, outer, train_eval)
+                improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
             history.append({"outer": outer, "steps": steps, "n_violating": n_violating, "max_violation": max_violation,
                             "metric_gap_on_s": gap_value, "objective_on_s": float(objective),
                             "train_objective": train_eval.objective, "train_feasible": train_eval.feasible,
                             f"{monitor_name}_objective": monitored.objective, f"{monitor_name}_feasible": monitored.feasible})
             stale = 0 if improved else stale + 1
             train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
-            if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
+            if cfg.outer_patience and (train_feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
                 break
         best.restore()
         network.eval()
         final = evaluate_decision(network, train.X, train.y, problem)
         trace = {
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
-            "monitored_split": monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
+            "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
             "outer_iterations": len(history),
             "inner_steps_total": steps_total, "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
@@ -257,6 +275,16 @@ class ERO(Solver):
             "history": history,
         }
         return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+def _judged(cfg: Settings, monitored: Evaluation, train_eval: Evaluation) -> Evaluation:
+    """The evaluation an iterate is selected by: train's with selection=train, else the monitored split's."""
+    return train_eval if cfg.selection == "train" else monitored
+
+
+def _unbeatable(cfg: Settings, best: BestIterate) -> bool:
+    """selection=train: the kept iterate is train-feasible at objective 1, which no later iterate can exceed."""
+    return cfg.selection == "train" and best.best is not None and best.best.feasible is not False and best.best.objective >= 1.0
 
 
 def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Evaluation) -> bool:
