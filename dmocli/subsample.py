@@ -215,13 +215,26 @@ def _check(opts: SubsampleOptions) -> None:
         raise DmoError("--match-size sizes uniform/case-control like LUS; it does not apply to --method lus")
 
 
+def _check_replaceable_parts(output: Path) -> None:
+    """The Dask engine writes a directory of part files and replaces it on a re-run; it must never replace
+    a directory that holds anything else (a user's data folder given as -o by mistake)."""
+    foreign = [p.name for p in output.iterdir() if not (p.is_file() and p.name.startswith("part-") and p.suffix == ".parquet")]
+    if foreign:
+        raise DmoError(f"output path {output} is a directory with other files than a subsample's part-*.parquet "
+                       f"({', '.join(sorted(foreign)[:3])}); give a new path, or remove it")
+    io.check_writable(output.parent / f"{output.name}.new")  # the parent must take the staging directory
+
+
 def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
               report_path: str | Path | None = None) -> dict[str, Any]:
     """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
     started = time.perf_counter()
     _check(opts)
     output = Path(output)
-    io.check_writable(output)
+    if opts.engine == "dask" and output.is_dir():
+        _check_replaceable_parts(output)
+    else:
+        io.check_writable(output)
     if report_path is not None:
         io.check_writable(report_path)
     schema = io.schema(data)

@@ -252,3 +252,21 @@ def test_dask_engine_on_two_local_workers(tmp_path):
     local = _subsample(parts, tmp_path / "local.parquet", batch_rows=4000)
     assert local["rows_kept"] == report["rows_kept"]
     run_dmo("train", "--solver", "lus", out, "-o", tmp_path / "m.safetensors", check=True)
+    # a re-run replaces its own parts directory (same seed: the same rows)
+    run_dmo("subsample", parts, "--gamma", "4", "--engine", "dask", "--workers", "2", "-o", out,
+            "--report", rep, check=True, timeout=600)
+    assert json.loads(rep.read_text())["rows_kept"] == report["rows_kept"] and pq.read_table(out).num_rows == table.num_rows
+
+
+def test_dask_engine_never_replaces_a_directory_that_is_not_its_output(tmp_path):
+    """-o pointing at a folder of other files is refused before any cluster starts, and the folder is kept."""
+    data = tmp_path / "d.parquet"
+    make_gaussian_classes(2_000, seed=6).to_parquet(data)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    proc = run_dmo("subsample", data, "--gamma", "4", "--engine", "dask", "-o", folder)
+    assert proc.returncode == 2 and "notes.txt" in proc.stderr and "Traceback" not in proc.stderr
+    assert (folder / "notes.txt").read_text() == "keep me"
+    proc = run_dmo("subsample", data, "--gamma", "4", "-o", folder)  # the local engine writes one file: never a directory
+    assert proc.returncode == 2 and "is a directory" in proc.stderr
