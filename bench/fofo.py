@@ -9,7 +9,7 @@ Prints tables and writes bench/results/fofo.json. Sections:
    plus the threshold recurrence alone, vectorized vs a per-row Python loop;
 2. online F1 after one pass for fofo, ofo, lr on synthetic logistic streams (1%, 5%, 20% positives,
    3 seeds) and on the binary sets of --data-dir (rows shuffled; tiny sets also with several passes);
-3. peak RSS of `dmo train --solver fofo` on 1M vs 8M rows of the same width.
+3. peak RSS of `dmo train --solver fofo` on 1M vs 8M rows of the same width (median of 3 runs each).
 Generated files go under --tmp and are removed afterwards.
 """
 from __future__ import annotations
@@ -237,16 +237,21 @@ def shared_sets_online_f1(data_dir: Path, tmp: Path) -> list[dict]:
 
 
 # ---- 3. memory -----------------------------------------------------------------------------------------
-def peak_rss(tmp: Path, rows_list: tuple[int, ...], width: int) -> dict:
-    out = {}
+def peak_rss(tmp: Path, rows_list: tuple[int, ...], width: int) -> tuple[dict, dict]:
+    """Median peak RSS (MB) of REPEATS runs per size, and every run's: the peak of a run depends on how
+    the reader and learner threads happen to interleave (a few MB either way)."""
+    median, runs = {}, {}
     for rows in rows_list:
         data = tmp / f"fofo_rss_{rows}.parquet"
         write_logistic_parquet(data, rows, width, 0.05, seed=1)
-        proc = subprocess.run([sys.executable, "-c", LAUNCHER, *DMO, "train", str(data), "--solver", "fofo",
-                               "-o", str(tmp / "fofo_rss.safetensors")], capture_output=True, text=True, check=True)
-        out[rows] = int(proc.stdout.split()[-1]) / 1024
+        runs[rows] = []
+        for _ in range(REPEATS):
+            proc = subprocess.run([sys.executable, "-c", LAUNCHER, *DMO, "train", str(data), "--solver", "fofo",
+                                   "-o", str(tmp / "fofo_rss.safetensors")], capture_output=True, text=True, check=True)
+            runs[rows].append(int(proc.stdout.split()[-1]) / 1024)
+        median[rows] = statistics.median(runs[rows])
         data.unlink()
-    return out
+    return median, runs
 
 
 def main() -> None:
@@ -286,13 +291,13 @@ def main() -> None:
             print("## _multi: last pass of `passes` passes (online F of a later pass re-predicts rows already learned)")
             print_table(results["shared_online_f1"], list(dict.fromkeys(keys)))
         if "rss" not in args.skip:
-            rss = peak_rss(work, tuple(args.rss_rows), args.rss_width)
+            rss, rss_runs = peak_rss(work, tuple(args.rss_rows), args.rss_width)
             small, large = (rss[r] for r in args.rss_rows)
             results["peak_rss_mb"] = {"width": args.rss_width, **{str(k): v for k, v in rss.items()},
-                                      "ratio": large / small}
-            print(f"\n## 3. peak RSS of dmo train --solver fofo (width {args.rss_width})")
+                                      "runs": {str(k): v for k, v in rss_runs.items()}, "ratio": large / small}
+            print(f"\n## 3. peak RSS of dmo train --solver fofo (width {args.rss_width}; median of {REPEATS} runs)")
             for rows, mb in rss.items():
-                print(f"{rows:>10,} rows: {mb:8.1f} MB")
+                print(f"{rows:>10,} rows: {mb:8.1f} MB   runs: {', '.join(f'{v:.1f}' for v in rss_runs[rows])}")
             print(f"ratio {large / small:.3f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

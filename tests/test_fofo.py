@@ -137,3 +137,22 @@ def test_online_score_curve_is_bounded_and_exact():
         tp = int((pred[:rows] & (y[:rows] == 1)).sum())
         assert f == pytest.approx(2 * tp / (y[:rows].sum() + pred[:rows].sum()))
     assert score.f_beta == pytest.approx(2 * (pred & (y == 1)).sum() / (y.sum() + pred.sum()))
+
+
+def test_streaming_train_restores_arrow_cpu_count(tmp_path):
+    """The streaming passes decode on one arrow thread; a Python caller's arrow pool size comes back unchanged."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dmocli.training import TrainOptions, train
+
+    X, y, _ = logistic_stream(5_000, 3, 0.1, 9)
+    path = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "label": y}), path)
+    before = pa.cpu_count()
+    pa.set_cpu_count(before + 1)
+    try:
+        train(path, TrainOptions(solver="fofo"), output=tmp_path / "m.safetensors")
+        assert pa.cpu_count() == before + 1
+    finally:
+        pa.set_cpu_count(before)
