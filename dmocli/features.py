@@ -254,10 +254,10 @@ class Preprocessor:
         for j, col in enumerate(columns):
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
-            if pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type):
+            if (pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type)
+                    or (col.null_count and not pa.types.is_floating(col.type))):  # only a float holds NaN for a null
                 col = col.cast(pa.float64())
-            out[j] = to_numpy(col.cast(pa.float64()) if col.null_count and not pa.types.is_floating(col.type) else col,
-                              fill=np.nan)  # nulls become NaN
+            out[j] = to_numpy(col, fill=np.nan)  # nulls become NaN
         return out.T
 
     def check_columns(self, schema: pa.Schema) -> None:
@@ -301,7 +301,8 @@ class Preprocessor:
 
     def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:
         """The numeric columns as zero-copy numpy views when every one is float32 without nulls (the common
-        large-data case, worth its own path); None otherwise, or for embedding/categorical inputs."""
+        large-data case, worth its own path); None otherwise, for an embedding, or once fitted categorical
+        levels exist (transform must then build the wider one-hot block; fit handles levels on its own)."""
         if self.embedding or self.categorical or not self.numeric:
             return None
         columns = [batch.column(name) for name in self.numeric]

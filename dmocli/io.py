@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:
-    import pyarrow.dataset as pads
-
 from .errors import DmoError
+
+if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
+    import pyarrow.dataset as pads
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 

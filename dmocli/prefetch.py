@@ -1,9 +1,9 @@
-"""Run a producer (read + decode + transform of record batches) one step ahead of its consumer, in a thread.
+"""Run a producer (reading and decoding record batches) one step ahead of its consumer, in a thread.
 
-Parquet decoding and the numpy feature transform release the GIL, so on a
-machine with two or more cores the next batch is prepared while the consumer
-(the online learner, which is bound by many small numpy calls) works on the
-current one: a pass costs about max(read, learn) instead of their sum.
+Parquet and CSV decoding release the GIL, so on a machine with two or more
+cores the next batch is read while the consumer (the feature transform and
+the model: the online learner, the pilot, the predictor) works on the
+current one: a pass costs about max(read, work) instead of their sum.
 At most `depth` items wait in the queue, so memory stays O(batch).
 """
 from __future__ import annotations
