@@ -24,7 +24,7 @@ def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None
     if pa.types.is_boolean(kind):
         data = _bits(values.buffers()[1], offset, n)
     elif (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and not pa.types.is_float16(kind):
-        dtype = np.dtype(kind.to_pandas_dtype())
+        dtype = _numeric_dtype(kind)
         data = (np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * dtype.itemsize)
                 if n else np.empty(0, dtype=dtype))
     else:
@@ -38,6 +38,16 @@ def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None
                       else np.result_type(data.dtype, np.float32 if data.dtype == np.float32 else np.float64))
     out[~valid] = fill
     return out
+
+
+def _numeric_dtype(kind: pa.DataType) -> np.dtype:
+    """numpy's dtype for an arrow integer or float type, from its width and signedness.
+
+    Not DataType.to_pandas_dtype(): some pyarrow releases (25.x) import pandas there.
+    """
+    if pa.types.is_floating(kind):
+        return np.dtype(f"float{kind.bit_width}")
+    return np.dtype(f"{'int' if pa.types.is_signed_integer(kind) else 'uint'}{kind.bit_width}")
 
 
 def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:

@@ -30,11 +30,29 @@ class Prepared:
         return int(self.y.size)
 
 
+PREPARE_ROWS = 65536
+
+
 def prepare(table: pa.Table, pre: Preprocessor, labels: LabelSpec) -> Prepared:
-    X, unseen = pre.transform(table)
+    """Row-major float32 features (the in-memory solvers' mini-batches gather rows, one cache line per
+    row), labels and subsample offsets of a whole table.
+
+    Transformed in blocks of rows written into the one output array: whole
+    at once, the column-major transform, its row-major copy and the combined
+    arrow columns would each be as large as the data (measured: 500k x 128
+    float32, 1.37 GB peak vs 0.25 GB of features).
+    """
+    X = np.empty((table.num_rows, pre.n_features), dtype=np.float32)
+    unseen: dict[str, int] = {}
+    start = 0
+    for batch in table.to_batches(max_chunksize=PREPARE_ROWS):
+        block, block_unseen = pre.transform(batch)
+        X[start:start + batch.num_rows] = block
+        start += batch.num_rows
+        for name, count in block_unseen.items():
+            unseen[name] = unseen.get(name, 0) + count
     y = labels.encode(table.column(labels.column))
-    # Row-major for the in-memory solvers: their mini-batches gather rows, one cache line per row.
-    return Prepared(X=np.ascontiguousarray(X), y=y, unseen=unseen, extra=offsets_of(table, labels))
+    return Prepared(X=X, y=y, unseen=unseen, extra=offsets_of(table, labels))
 
 
 def offset_column(cls: Any) -> str:

@@ -168,6 +168,9 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         full.extra.update(view_columns(table, pre))
         if opts.unlabeled_truth is not None:
             full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
+    # The features are in `full` now: hand the table's arrow memory back before training (as large as the data).
+    del table, label_column
+    pa.default_memory_pool().release_unused()
 
     if opts.val is not None:
         val_table = io.read_table(opts.val)
@@ -192,9 +195,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     fit_seconds = time.perf_counter() - fit_started
     network = result.network.eval()
 
-    labeled_train = train_data.take(np.flatnonzero(train_data.y >= 0))
     logits = {"train": logits_of(network, train_split.labeled().X).float().cpu().numpy()}
-    truth = {"train": labeled_train.y}
+    truth = {"train": train_data.y[train_data.y >= 0]}
     if val_data is not None:
         logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
         truth["val"] = val_data.y

@@ -1,4 +1,5 @@
-"""`dmo extract` end to end on tiny random DINOv2/BERT models built here (offline, CPU).
+"""`dmo extract` end to end on tiny random DINOv2/BERT models built here (offline, CPU in float32;
+tests/test_cuda.py compares the CUDA path with these runs).
 
 The expensive parts (building models, the `dmo extract` subprocesses) run
 once per module; each test checks one property of their outputs against an
@@ -51,13 +52,20 @@ def _build_models(root: Path) -> tuple[Path, Path]:
 
 
 def _make_images(folder: Path, seed: int = 0) -> None:
-    """Class subfolders of small random JPEG/PNG pictures of varied sizes, one loose file, one corrupt file."""
+    """Class subfolders of small random JPEG/PNG pictures of varied sizes, one loose file, one corrupt file.
+
+    Each picture is its own colour plus noise, not pure noise: a flipped or
+    shifted copy of pure noise shares nothing with the original that even a
+    trained network could see, so "a view stays closer to its own image"
+    would hold or fail by the luck of the random weights.
+    """
     rng = np.random.default_rng(seed)
     for cls, n in CLASSES.items():
         (folder / cls).mkdir(parents=True)
         for i in range(n):
             h, w = int(rng.integers(30, 80)), int(rng.integers(30, 80))
-            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / cls / f"img{i}.jpg")
+            pixels = rng.integers(0, 256, 3)[None, None, :] + rng.normal(0.0, 40.0, (h, w, 3))
+            Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / cls / f"img{i}.jpg")
     Image.fromarray(rng.integers(0, 256, (40, 60), dtype=np.uint8), "L").save(folder / "loose.png")
     (folder / "cat" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
 
@@ -75,10 +83,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def image_run(env: dict[str, Path]) -> dict:
-    """The real CLI on the image folder, with two decode workers, augmented views and a report."""
+    """The real CLI on the image folder, with two decode workers, augmented views and a report.
+
+    On CPU in float32, so the checks below can ask for the reference model's
+    numbers; tests/test_cuda.py compares the CUDA path with these runs.
+    """
     out, report = env["root"] / "img.parquet", env["root"] / "img-report.json"
     run_dmo("extract", env["imgs"], "-o", out, "--model", env["dino"], "--views", "weak:1,strong:2",
-            "--batch-size", "3", "--workers", "2", "--report", report, check=True)
+            "--batch-size", "3", "--workers", "2", "--device", "cpu", "--report", report, check=True)
     return {"table": pq.read_table(out), "report": json.loads(report.read_text()), "path": out}
 
 
@@ -86,7 +98,7 @@ def image_run(env: dict[str, Path]) -> dict:
 def text_run(env: dict[str, Path]) -> dict:
     """The library call behind the CLI (the CLI itself is run on images above; each dmo process costs seconds)."""
     out = env["root"] / "txt.parquet"
-    report = extract(env["texts"], out, ExtractOptions(model=str(env["bert"]), batch_size=8))
+    report = extract(env["texts"], out, ExtractOptions(device="cpu", model=str(env["bert"]), batch_size=8))
     return {"table": pq.read_table(out), "report": report}
 
 
@@ -121,7 +133,10 @@ def test_corrupt_image_is_skipped_and_reported(image_run: dict) -> None:
 
 def test_features_match_the_hugging_face_processor_and_model(env: dict[str, Path], image_run: dict) -> None:
     """Independent check: AutoImageProcessor + Dinov2Model called directly give the same CLS vectors."""
-    proc = transformers.AutoImageProcessor.from_pretrained(str(env["dino"]), local_files_only=True)
+    # The PIL processor, whose resize dmocli's decoding follows: transformers 5 picks the torchvision one
+    # when torchvision is installed, and its antialiased resize differs at the 1e-3 level.
+    backend = {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {"use_fast": False}
+    proc = transformers.AutoImageProcessor.from_pretrained(str(env["dino"]), local_files_only=True, **backend)
     model = transformers.AutoModel.from_pretrained(str(env["dino"]), local_files_only=True).eval()
     paths = image_run["table"].column("path").to_pylist()
     images = [Image.open(env["imgs"] / p).convert("RGB") for p in paths]
@@ -145,7 +160,7 @@ def test_views_are_distinct_augmented_copies(image_run: dict) -> None:
 def test_in_process_run_is_identical_to_the_cli_run(env: dict[str, Path], image_run: dict, tmp_path: Path) -> None:
     """Determinism across processes and worker counts (2 workers in the CLI run, 0 here), views included."""
     out = tmp_path / "again.parquet"
-    extract(env["imgs"], out, ExtractOptions(model=str(env["dino"]), views="weak:1,strong:2", batch_size=5, workers=0))
+    extract(env["imgs"], out, ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=5, workers=0))
     again = pq.read_table(out)
     assert again.column("path").to_pylist() == image_run["table"].column("path").to_pylist()
     for col in ("features", "features_weak_0", "features_strong_0", "features_strong_1"):
@@ -168,7 +183,7 @@ def test_resume_after_an_interrupted_run(env: dict[str, Path], image_run: dict, 
     The 6 items are cat/broken.jpg (unreadable: not saved, so retried on resume) and 5 good pictures.
     """
     out = tmp_path / "r.parquet"
-    opts = ExtractOptions(model=str(env["dino"]), views="weak:1,strong:2", batch_size=2, workers=0, checkpoint_every=2)
+    opts = ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=2, workers=0, checkpoint_every=2)
 
     def stop_after_six(total: int):
         done = [0]
@@ -202,14 +217,14 @@ def test_resume_adds_only_new_items_and_refuses_other_settings(env: dict[str, Pa
     imgs = tmp_path / "imgs"
     _make_images(imgs)
     Image.fromarray(np.full((50, 50, 3), 200, np.uint8)).save(imgs / "dog" / "new.jpg")
-    opts = ExtractOptions(model=str(env["dino"]), views="weak:1,strong:2", workers=0, resume=True)
+    opts = ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", workers=0, resume=True)
     report = extract(imgs, out, opts)
     assert report["n_extracted"] == 1 and report["n_resumed"] == image_run["table"].num_rows
     table = pq.read_table(out)
     assert "dog/new.jpg" in table.column("path").to_pylist()
     assert table.column("path").to_pylist() == sorted(table.column("path").to_pylist())
     with pytest.raises(DmoError, match="other settings"):
-        extract(imgs, out, ExtractOptions(model=str(env["dino"]), pooling="mean", workers=0, resume=True))
+        extract(imgs, out, ExtractOptions(device="cpu", model=str(env["dino"]), pooling="mean", workers=0, resume=True))
 
 
 # ---- text -------------------------------------------------------------------------------
@@ -237,7 +252,7 @@ def test_text_folder_cls_pooling_and_l2_norm(env: dict[str, Path], tmp_path: Pat
             (folder / cls / f"{i}.txt").write_text(" ".join(WORDS[i:i + 4 + (cls == "pos")]))
     (folder / "pos" / "bad.txt").write_bytes(b"\xff\xfe\xfa not utf-8")
     out = tmp_path / "docs.parquet"
-    report = extract(folder, out, ExtractOptions(model=str(env["bert"]), pooling="cls", normalize=True))
+    report = extract(folder, out, ExtractOptions(device="cpu", model=str(env["bert"]), pooling="cls", normalize=True))
     table = pq.read_table(out)
     assert table.column("path").to_pylist() == [f"{c}/{i}.txt" for c in ("neg", "pos") for i in range(3)]
     assert table.column("label").to_pylist() == ["neg"] * 3 + ["pos"] * 3
@@ -249,7 +264,7 @@ def test_jsonl_table_without_labels_and_null_text(env: dict[str, Path], tmp_path
     src = tmp_path / "t.jsonl"
     src.write_text('{"body": "good movie"}\n{"body": null}\n{"body": "bad plot"}\n')
     out = tmp_path / "t.parquet"
-    report = extract(src, out, ExtractOptions(model=str(env["bert"]), text_col="body"))
+    report = extract(src, out, ExtractOptions(device="cpu", model=str(env["bert"]), text_col="body"))
     table = pq.read_table(out)
     assert table.column("row").to_pylist() == [0, 2] and table.column("label").null_count == 2
     assert report["skipped"] == [{"row": "1", "error": "null text"}]
@@ -265,7 +280,7 @@ def test_text_usage_errors(env: dict[str, Path], tmp_path: Path, args: list[str]
     opts = dict(views=None, text_col="text", dtype="auto")
     opts.update({a.lstrip("-").replace("-", "_"): v for a, v in zip(args[::2], args[1::2])})
     with pytest.raises(DmoError, match=message):
-        extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(model=str(env["bert"]), **opts))
+        extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(device="cpu", model=str(env["bert"]), **opts))
     assert not (tmp_path / "x.parquet").exists()
 
 
@@ -277,7 +292,7 @@ def test_pickle_only_checkpoint_is_refused(env: dict[str, Path], tmp_path: Path)
             (model_dir / f.name).write_bytes(f.read_bytes())
     (model_dir / "pytorch_model.bin").write_bytes(b"pickle")
     with pytest.raises(DmoError, match="never unpickles"):
-        extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(model=str(model_dir)))
+        extract(env["texts"], tmp_path / "x.parquet", ExtractOptions(device="cpu", model=str(model_dir)))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -290,7 +305,7 @@ def test_sentence_transformers_checkpoint_matches_encode(env: dict[str, Path], t
                                             models.Pooling(32, "cls"), models.Normalize()], device="cpu")
     model.save(str(tmp_path / "st"))
     out = tmp_path / "st.parquet"
-    report = extract(env["texts"], out, ExtractOptions(model=str(tmp_path / "st"), batch_size=8))
+    report = extract(env["texts"], out, ExtractOptions(device="cpu", model=str(tmp_path / "st"), batch_size=8))
     assert report["pooling"] == "cls" and report["normalize"] is True
     texts = pd.read_csv(env["texts"])["text"].tolist()
     np.testing.assert_allclose(_features(pq.read_table(out)), model.encode(texts, batch_size=8), atol=1e-5)

@@ -37,9 +37,12 @@ class SplitData:
         return int(self.X.shape[0])
 
     def labeled(self) -> "SplitData":
+        """The labeled rows; itself when every row is (no copy of a large X)."""
         import torch
 
         mask = self.y >= 0
+        if bool(mask.all()):
+            return self
         return SplitData(self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)})
 
 

@@ -59,7 +59,7 @@ from ..errors import DmoError
 from ..networks import build_network, logits_of
 from ..threshold import search
 from .base import FitContext, FitResult, SplitData, Solver, seed_everything
-from .loop import EarlyStopping, minibatches
+from .loop import EarlyStopping, adam, minibatches
 from .relaxation import agreement_bce, metric_terms, soft_counts, violations
 from .selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 from .wce import WeightedCrossEntropy
@@ -226,6 +226,7 @@ class ERO(Solver):
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
         for outer in range(1, cfg.outer + 1):
+            outer_started = time.perf_counter()
             weights = (mu * w, lam * rw)
             steps = _inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator)
             steps_total += steps
@@ -248,7 +249,8 @@ class ERO(Solver):
                 train_eval = evaluate_decision(network, train.X, train.y, problem)
                 monitored = evaluate_decision(network, monitor.X, monitor.y, problem)
                 improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
-            history.append({"outer": outer, "steps": steps, "n_violating": n_violating, "max_violation": max_violation,
+            history.append({"outer": outer, "steps": steps, "seconds": time.perf_counter() - outer_started,
+                            "n_violating": n_violating, "max_violation": max_violation,
                             "metric_gap_on_s": gap_value, "objective_on_s": float(objective),
                             "train_objective": train_eval.objective, "train_feasible": train_eval.feasible,
                             f"{monitor_name}_objective": monitored.objective, f"{monitor_name}_feasible": monitored.feasible})
@@ -351,7 +353,7 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
     max_steps = cfg.inner_steps if full else cfg.inner_epochs * per_epoch
     check_every = 1 if full else per_epoch
     patience = cfg.inner_patience if full else 3
-    optimizer = torch.optim.Adam(network.parameters(), lr=cfg.lr)
+    optimizer = adam(network.parameters(), lr=cfg.lr)
     network.train()
     checks: list[float] = []
     running, steps = torch.zeros((), device=s.device), 0
@@ -407,13 +409,14 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     y = train.y.float()
     n, n_pos = train.n, float(y.sum())
     weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
-    optimizer = torch.optim.Adam(network.parameters(), lr=cfg.warm_lr)
+    optimizer = adam(network.parameters(), lr=cfg.warm_lr)
     # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
     per_check = math.ceil(n / batch)
     stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
     rows_iter = _endless_batches(n, batch, generator, train.X.device)
     network.train()
-    steps, running = 0, 0.0
+    steps, since_check = 0, 0
+    running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step
     for steps in range(1, cfg.warm_steps + 1):
         rows = next(rows_iter)
         optimizer.zero_grad(set_to_none=True)
@@ -421,11 +424,15 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
                                                   weight=None if weight is None else weight[rows])
         loss.backward()
         optimizer.step()
-        running += loss.item()
-        if steps % per_check == 0:
-            if stopper.step(running / per_check):
+        running += loss.detach()
+        since_check += 1
+        # The last step is always judged, so a budget shorter than one epoch (mini-batch mode on large
+        # data) keeps what it learned instead of restoring the untrained weights.
+        if since_check == per_check or steps == cfg.warm_steps:
+            if stopper.step(float(running) / since_check):
                 break
-            running = 0.0
+            running.zero_()
+            since_check = 0
     stopper.restore()
     return steps
 

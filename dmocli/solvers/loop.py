@@ -2,9 +2,22 @@
 from __future__ import annotations
 
 import copy
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import torch
+
+
+def adam(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """Adam, fused into a few kernels per step when every parameter is on CUDA.
+
+    These networks are small, so a GPU step is bound by kernel launches and
+    Python dispatch, not arithmetic (an H100 profile of a 10x100 MLP step:
+    ~9 ms of host time for ~0.8 ms of kernels); the default multi-tensor
+    Adam was about a sixth of that host time. On CPU torch's default is kept.
+    """
+    parameters = list(parameters)
+    fused = bool(parameters) and all(p.is_cuda for p in parameters)
+    return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True if fused else None)
 
 
 def minibatches(n: int, batch_size: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:

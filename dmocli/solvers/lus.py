@@ -24,7 +24,7 @@ from ..acceptance import acceptance, check_gamma, row_generator
 from ..errors import DmoError
 from ..networks import Architecture, build_network, logits_of
 from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
-from .loop import EarlyStopping, minibatches
+from .loop import EarlyStopping, adam, minibatches
 
 
 @dataclass
@@ -89,7 +89,7 @@ def _fit_lbfgs(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offse
 
 def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
               params: LogisticParams, generator: torch.Generator) -> tuple[torch.nn.Module, dict[str, Any]]:
-    optimizer = torch.optim.Adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
+    optimizer = adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
     stopper = EarlyStopping(network, patience=params.patience)
     epochs = 0
     for epoch in range(params.max_epochs):

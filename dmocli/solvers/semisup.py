@@ -32,6 +32,7 @@ from ..metrics import multiclass_scores
 from ..networks import build_network, logits_of
 from ..problems import safe_div
 from .base import FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, seed_everything
+from .loop import adam
 from .views import FeatureViews
 
 
@@ -178,7 +179,7 @@ class SemiSupervisedSolver(Solver):
 
         network = build_network(ctx.architecture).to(ctx.device)
         ema = WeightEMA(network, p.ema)
-        optimizer = torch.optim.Adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+        optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         lab_stream = IndexStream(labeled, p.batch_size, generator)
         unl_stream = IndexStream(unlabeled, p.mu * p.batch_size, generator)
         thresholds = self.initial_thresholds(p, n_classes)

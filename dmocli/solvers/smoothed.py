@@ -17,7 +17,7 @@ import torch
 from ..networks import build_network
 from ..problems import Problem
 from .base import FitContext, FitResult, SplitData, seed_everything
-from .loop import minibatches
+from .loop import adam, minibatches
 from .relaxation import soft_counts
 from .selection import BestIterate, evaluate_decision
 
@@ -42,7 +42,7 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
     problem: Problem = ctx.problem
     generator = seed_everything(ctx.seed)
     network = build_network(ctx.architecture).to(ctx.device)
-    optimizer = torch.optim.Adam(network.parameters(), lr=loop.lr)
+    optimizer = adam(network.parameters(), lr=loop.lr)
     monitor, monitor_name = (val, "val") if val is not None and val.n > 0 else (train, "train")
     n = train.n
     positive = train.y == 1

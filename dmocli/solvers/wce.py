@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..networks import build_network
+from ..networks import build_network, logits_of
 from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
                    seed_everything)
-from .loop import EarlyStopping, minibatches
+from .loop import EarlyStopping, adam, minibatches
 
 
 class WeightedCrossEntropy(Solver):
@@ -42,14 +42,14 @@ class WeightedCrossEntropy(Solver):
         n_classes = max(2, ctx.architecture.n_outputs)
         weights = inverse_frequency_weights(train.y.cpu(), n_classes).to(ctx.device) if p.balanced else None
 
-        def loss_of(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
-            logits = offset_logits(network(X), offsets)
+        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
+            logits = offset_logits(raw_logits, offsets)
             if ctx.architecture.n_outputs == 1:
                 row_w = weights[y] if weights is not None else None
                 return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.float(), weight=row_w)
             return F.cross_entropy(logits, y, weight=weights)
 
-        optimizer = torch.optim.Adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+        optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         monitor = val if val is not None and val.n > 0 else train
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
@@ -58,12 +58,12 @@ class WeightedCrossEntropy(Solver):
             network.train()
             for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
                 optimizer.zero_grad(set_to_none=True)
-                loss = loss_of(train.X[idx], train.y[idx], None if offsets is None else offsets[idx])
+                loss = loss_of(network(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
                 loss.backward()
                 optimizer.step()
-            network.eval()
-            with torch.no_grad():
-                monitored = float(loss_of(monitor.X, monitor.y, monitor.extra.get("offsets")))
+            with torch.no_grad():  # logits in chunks: a one-shot forward of a large split would not fit in memory
+                monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, -1)
+                monitored = float(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets")))
             epochs = epoch + 1
             if stopper.step(monitored):
                 break

@@ -1,0 +1,120 @@
+"""The CUDA paths, run where a CUDA device is present (skipped with the reason shown elsewhere: CI has none).
+
+The rest of the suite pins `--device cpu` wherever it compares against exact
+numbers. These tests train and extract on `--device cuda` and check the
+results against the CPU runs or an independent criterion: tensors, models
+and the per-row ERO state moved to the device, autocast in extraction, and
+model files written from GPU training that `evaluate` (always on CPU)
+loads and reproduces.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from conftest import make_binary_frame, make_gaussian_classes, run_dmo
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run it on a GPU machine)")
+
+
+def _train(tmp_path: Path, frame: pd.DataFrame, *args: str, val: pd.DataFrame | None = None) -> tuple[Path, dict]:
+    data, model, report = tmp_path / "train.parquet", tmp_path / "m.safetensors", tmp_path / "r.json"
+    frame.to_parquet(data)
+    extra: list[str | Path] = []
+    if val is not None:
+        val.to_parquet(tmp_path / "val.parquet")
+        extra = ["--val", tmp_path / "val.parquet"]
+    run_dmo("train", data, *extra, *args, "-o", model, "--report", report, check=True)
+    return model, json.loads(report.read_text())
+
+
+def _evaluate_on_cpu(model: Path, frame: pd.DataFrame, tmp_path: Path) -> dict:
+    frame.to_parquet(tmp_path / "eval.parquet")
+    return json.loads(run_dmo("evaluate", model, tmp_path / "eval.parquet", "--json", check=True).stdout)
+
+
+@pytest.mark.parametrize("mode", ["minibatch", "full"])
+def test_ero_on_cuda_meets_its_target_and_its_model_file_reproduces_on_cpu(tmp_path, mode):
+    frame = make_binary_frame(n=1200, d=4, pos_frac=0.2, seed=2, sep=2.5)
+    val = make_binary_frame(n=400, d=4, pos_frac=0.2, seed=3, sep=2.5)
+    model, report = _train(tmp_path, frame, "--solver", "ero", "--problem", "frop", "--target", "0.8", "--model", "mlp",
+                           "--width", "16", "--depth", "2", "--device", "cuda", "--param", f"mode={mode}",
+                           "--param", "batch-size=256", "--param", "outer=3", "--allow-infeasible", val=val)
+    assert report["device"].startswith("cuda") and report["solver_trace"]["mode"] == mode
+    assert report["before_adjustment"]["train"]["recall"] >= 0.8
+    trained = report["splits"]["val"]
+    evaluated = _evaluate_on_cpu(model, val, tmp_path)["splits"]["data"]
+    assert abs(evaluated["tp"] - trained["tp"]) <= 1 and abs(evaluated["fp"] - trained["fp"]) <= 1
+
+
+def test_wce_multiclass_on_cuda_matches_the_cpu_accuracy(tmp_path):
+    frame = make_gaussian_classes(3000, seed=0, d=6, sep=1.0)
+    accuracy = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        out.mkdir()
+        model, report = _train(out, frame, "--solver", "wce", "--model", "mlp", "--width", "16", "--device", device)
+        assert report["device"].startswith(device)
+        accuracy[device] = _evaluate_on_cpu(model, frame, out)["splits"]["data"]["accuracy"]
+    assert accuracy["cuda"] == pytest.approx(accuracy["cpu"], abs=0.03)
+
+
+def test_lus_one_command_on_cuda(tmp_path):
+    frame = make_gaussian_classes(20_000, seed=1, d=5)
+    model, report = _train(tmp_path, frame, "--solver", "lus", "--gamma", "4", "--device", "cuda")
+    assert report["device"].startswith("cuda") and report["solver_trace"]["kept_rows"] < len(frame) / 4
+    assert _evaluate_on_cpu(model, frame, tmp_path)["splits"]["data"]["accuracy"] > 0.8
+
+
+def test_adsh_on_cuda_trains_and_evaluates(tmp_path):
+    from test_adsh_cli import FAST, partly_labeled
+
+    frame, _ = partly_labeled()
+    model, report = _train(tmp_path, frame, "--solver", "adsh", "--model", "mlp", "--width", "16", "--device", "cuda", *FAST)
+    assert report["device"].startswith("cuda") and len(report["solver_trace"]["thresholds"]) == 4
+    labeled = frame.dropna(subset=["label"])
+    assert _evaluate_on_cpu(model, labeled, tmp_path)["splits"]["data"]["n"] == len(labeled)
+
+
+# ---- extract: CUDA against the CPU float32 run ---------------------------------------------------
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from test_extract import _build_models, _make_images
+
+    root = tmp_path_factory.mktemp("cuda-extract")
+    dino, bert = _build_models(root)
+    _make_images(root / "imgs")
+    rng = np.random.default_rng(1)
+    words = "the a cat dog sat on mat good bad movie great terrible film plot actor very not".split()
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 20)))) for _ in range(40)]
+    pd.DataFrame({"text": texts}).to_csv(root / "texts.csv", index=False)
+    return {"root": root, "dino": dino, "bert": bert, "imgs": root / "imgs", "texts": root / "texts.csv"}
+
+
+def _features(path: Path) -> np.ndarray:
+    col = pq.read_table(path).column("features").combine_chunks()
+    return col.values.to_numpy().reshape(len(col), -1)
+
+
+@pytest.mark.parametrize("kind", ["imgs", "texts"])
+def test_extract_on_cuda_matches_cpu_in_fp32_and_stays_close_in_bf16(models, kind):
+    model = models["dino" if kind == "imgs" else "bert"]
+    runs = {}
+    for device, dtype in (("cpu", "fp32"), ("cuda", "fp32"), ("cuda", "auto")):
+        out = models["root"] / f"{kind}-{device}-{dtype}.parquet"
+        report = json.loads(run_dmo("extract", models[kind], "-o", out, "--model", model, "--device", device,
+                                    "--dtype", dtype, "--json", check=True).stdout)
+        assert report["device"].startswith(device)
+        runs[(device, dtype)] = (report, _features(out))
+    cpu = runs[("cpu", "fp32")][1]
+    np.testing.assert_allclose(runs[("cuda", "fp32")][1], cpu, rtol=1e-3, atol=1e-3)
+    report, half = runs[("cuda", "auto")]
+    assert report["dtype"] == ("bfloat16" if torch.cuda.is_bf16_supported() else "float32")
+    cosine = (half * cpu).sum(1) / (np.linalg.norm(half, axis=1) * np.linalg.norm(cpu, axis=1))
+    assert cosine.min() > 0.99
