@@ -8,8 +8,10 @@ writes both as parquet, and runs `dmocli.train` with `--solver ero`
 start's seconds, every outer iteration's seconds and subproblem epochs (so
 seconds per epoch of the penalty phase, the exact full pass and the
 selection included), the end-to-end fit seconds, train/val precision and
-recall before threshold adjustment, and peak GPU memory (torch's allocator:
-`max_memory_allocated` and `max_memory_reserved`) or, on CPU, peak RSS.
+recall before threshold adjustment, peak GPU memory on CUDA (torch's
+allocator: `max_memory_allocated` and `max_memory_reserved`) and peak RSS.
+Each model runs in a fresh process, so its peak RSS is its own (loading the
+parquet file included, generating it excluded).
 
     python bench/ero_scale.py --rows 2000000 --features 128 --device cuda
     python bench/ero_scale.py --rows 200000 --device cpu --param outer=1   # a CPU reference point
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,34 +54,35 @@ def synthetic(rows: int, features: int, pos: float, shift: float, seed: int) -> 
     return pa.table(columns)
 
 
-def run(args: argparse.Namespace, data_dir: Path) -> dict:
+def run(args: argparse.Namespace, model: str, data_dir: Path) -> dict:
     params = {"mode": "minibatch", **dict(kv.split("=", 1) for kv in args.param)}
-    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model=args.model, width=args.width, depth=args.depth,
+    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model=model, width=args.width, depth=args.depth,
                         val=data_dir / "val.parquet", device=args.device, seed=args.seed, params=params,
                         allow_infeasible=True, adjust=False)
     cuda = torch.cuda.is_available() and args.device != "cpu"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
-    _, report = train(data_dir / "train.parquet", opts, output=data_dir / "model.safetensors")
+    _, report = train(data_dir / "train.parquet", opts, output=data_dir / f"{model}.safetensors")
     wall = time.perf_counter() - started
     trace = report["solver_trace"]
     history = trace["history"]
     epochs = [h["steps"] * trace["batch_size"] / args.rows for h in history]
     outer_seconds = [h["seconds"] for h in history]
-    row = {"rows": args.rows, "features": args.features, "model": args.model, "device": args.device,
+    row = {"rows": args.rows, "features": args.features, "model": model, "device": args.device,
            "device_name": torch.cuda.get_device_name() if cuda else "cpu", "mode": trace["mode"],
-           "batch_size": trace["batch_size"], "warm_start_epochs": trace["warm_start_steps"],
+           "batch_size": trace["batch_size"], "warm_start": trace["warm_start_steps"],
+           "warm_start_unit": "epochs" if trace["settings"]["warm_start"] == "wce" else "steps",
            "warm_start_seconds": trace["warm_start_seconds"], "outer_iterations": len(history),
            "penalty_epochs": sum(epochs), "penalty_seconds": sum(outer_seconds),
            "seconds_per_penalty_epoch": sum(outer_seconds) / max(sum(epochs), 1e-9),
            "fit_seconds": report["fit_seconds"], "wall_seconds": wall,
            "train_before_ta": trace["train_before_ta"], "val_before_ta": report["splits"]["val"],
-           "outer": [{"seconds": s, "epochs": e} for s, e in zip(outer_seconds, epochs)], "params": params}
+           "outer": [{"seconds": s, "epochs": e} for s, e in zip(outer_seconds, epochs)], "params": params,
+           "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
     if cuda:
         row["peak_gpu_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         row["peak_gpu_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
-    row["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return row
 
 
@@ -95,7 +99,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="extra ERO --param")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--one-model-on", type=Path, default=None, help=argparse.SUPPRESS)  # child process: one run
     args = parser.parse_args()
+    if args.one_model_on is not None:
+        print(json.dumps(run(args, args.models, args.one_model_on)))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
@@ -104,13 +112,17 @@ def main() -> None:
         pq.write_table(synthetic(max(args.rows // 10, 1000), args.features, args.pos, args.shift, args.seed + 1),
                        data_dir / "val.parquet")
         print(f"data written in {time.perf_counter() - started:.1f} s", flush=True)
+        child = [f"--rows={args.rows}", f"--features={args.features}", f"--width={args.width}",
+                 f"--depth={args.depth}", f"--device={args.device}", f"--seed={args.seed}",
+                 *(f"--param={kv}" for kv in args.param)]
         for model in args.models.split(","):
-            args.model = model
-            rows.append(run(args, data_dir))
+            out = subprocess.run([sys.executable, __file__, *child, f"--models={model}", f"--one-model-on={data_dir}"],
+                                 check=True, capture_output=True, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "outer"}), flush=True)
-    columns = ["model", "device_name", "batch_size", "warm_start_epochs", "warm_start_seconds", "outer_iterations",
-               "penalty_epochs", "seconds_per_penalty_epoch", "fit_seconds", "peak_gpu_allocated_gib",
-               "peak_gpu_reserved_gib", "peak_rss_gib"]
+    columns = ["model", "device_name", "batch_size", "warm_start", "warm_start_unit", "warm_start_seconds",
+               "outer_iterations", "penalty_epochs", "seconds_per_penalty_epoch", "fit_seconds",
+               "peak_gpu_allocated_gib", "peak_gpu_reserved_gib", "peak_rss_gib"]
     print_table(rows, columns)
     payload = {"rows": rows}
     if args.out:

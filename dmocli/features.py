@@ -235,7 +235,7 @@ class Preprocessor:
                 dim = col.type.list_size
             else:
                 lengths = to_numpy(pc.list_value_length(col))
-                dim = int(lengths[0]) if n else 0
+                dim = int(lengths[0]) if n else (self.embedding_dim or 0)  # an empty batch says nothing of it
                 if n and (lengths != dim).any():
                     raise DmoError(f"embedding column '{self.embedding}' has rows of different lengths; all must match")
             if self.embedding_dim and dim != self.embedding_dim:

@@ -154,7 +154,7 @@ def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: Subsam
         raise DmoError(f"the pilot sample has {table.num_rows} rows; raise --pilot-frac or use more data")
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     data = prepare(table, pre, labels)
-    labeled = data.take(np.flatnonzero(data.y >= 0))
+    labeled = data.labeled()
     arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
     network, _ = fit_offset_logistic(torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch,
                                      opts.seed, LogisticParams())

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from . import io
@@ -155,36 +154,39 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
                        "its offsets; train it with --solver lus or wce")
     n_unlabeled = int((full.y < 0).sum())
-    if n_unlabeled and not solver.uses_unlabeled:
-        if not opts.drop_unlabeled:
-            raise DmoError(
-                f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
-                "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
-            )
-        full = full.take(np.flatnonzero(full.y >= 0))
+    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
+        raise DmoError(
+            f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
+            "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
+        )
     if solver.uses_unlabeled and n_unlabeled == 0:
         raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
     if solver.uses_unlabeled:
         full.extra.update(view_columns(table, pre))
         if opts.unlabeled_truth is not None:
             full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
-    # The features are in `full` now: hand the table's arrow memory back before training (as large as the data).
+    # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
+    # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
     del table, label_column
     pa.default_memory_pool().release_unused()
+    if not solver.uses_unlabeled:
+        full = full.labeled()  # with --drop-unlabeled; itself when every row is labeled
+    unseen_levels = {k: v for k, v in full.unseen.items() if v}
 
     if opts.val is not None:
         val_table = io.read_table(opts.val)
         pre.check_columns(val_table.schema)
         if opts.label_col not in val_table.schema.names:
             raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
-        val_data: Prepared | None = prepare(val_table, pre, labels)
-        val_data = val_data.take(np.flatnonzero(val_data.y >= 0))
+        val_data: Prepared | None = prepare(val_table, pre, labels).labeled()
+        del val_table
         train_data = full
     elif opts.val_frac > 0:
         train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed)
         train_data, val_data = full.take(train_rows), full.take(val_rows)
     else:
         train_data, val_data = full, None
+    del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params)
@@ -206,7 +208,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         confidence=opts.confidence, seed=opts.seed, device=str(device), data=io.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
-        unseen_levels={k: v for k, v in full.unseen.items() if v},
+        unseen_levels=unseen_levels,
     )
     threshold: float | None = None
     if problem is not None:

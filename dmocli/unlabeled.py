@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
+from .dataset import features_of
 from .errors import DmoError
 from .features import Preprocessor
 from .labels import LabelSpec
@@ -37,8 +38,7 @@ def view_columns(table: pa.Table, pre: Preprocessor) -> dict[str, np.ndarray]:
     for kind in VIEW_KINDS:
         for name in (f"{pre.embedding}_{kind}", f"{pre.embedding}_{kind}_0"):
             if name in table.schema.names:
-                X, _ = dataclasses.replace(pre, embedding=name).transform(table)
-                out[f"view_{kind}"] = np.ascontiguousarray(X)  # row-major like prepare()
+                out[f"view_{kind}"], _ = features_of(table, dataclasses.replace(pre, embedding=name))
                 break
     return out
 

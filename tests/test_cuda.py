@@ -72,14 +72,28 @@ def test_lus_one_command_on_cuda(tmp_path):
     assert _evaluate_on_cpu(model, frame, tmp_path)["splits"]["data"]["accuracy"] > 0.8
 
 
-def test_adsh_on_cuda_trains_and_evaluates(tmp_path):
+def test_adsh_on_cuda_matches_the_cpu_accuracy(tmp_path):
     from test_adsh_cli import FAST, partly_labeled
 
-    frame, _ = partly_labeled()
-    model, report = _train(tmp_path, frame, "--solver", "adsh", "--model", "mlp", "--width", "16", "--device", "cuda", *FAST)
-    assert report["device"].startswith("cuda") and len(report["solver_trace"]["thresholds"]) == 4
-    labeled = frame.dropna(subset=["label"])
-    assert _evaluate_on_cpu(model, labeled, tmp_path)["splits"]["data"]["n"] == len(labeled)
+    frame, truth = partly_labeled()
+    every_row = frame.assign(label=truth)
+    accuracy = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        out.mkdir()
+        model, report = _train(out, frame, "--solver", "adsh", "--model", "mlp", "--width", "16", "--device", device, *FAST)
+        assert report["device"].startswith(device) and len(report["solver_trace"]["thresholds"]) == 4
+        accuracy[device] = _evaluate_on_cpu(model, every_row, out)["splits"]["data"]["accuracy"]
+    assert accuracy["cuda"] == pytest.approx(accuracy["cpu"], abs=0.05)
+    assert accuracy["cuda"] > 0.5  # three classes
+
+
+def test_adam_is_fused_on_cuda_only():
+    from dmocli.solvers.loop import adam
+
+    layer = torch.nn.Linear(3, 1)
+    assert not adam(layer.parameters(), lr=1e-3).defaults["fused"]
+    assert adam(layer.cuda().parameters(), lr=1e-3).defaults["fused"] is True
 
 
 # ---- extract: CUDA against the CPU float32 run ---------------------------------------------------

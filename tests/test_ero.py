@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from conftest import make_binary_frame, run_dmo
-from dmocli.errors import DmoError
-from dmocli.problems import Problem
 from dmocli.architecture import Architecture
+from dmocli.errors import DmoError
 from dmocli.networks import build_network
+from dmocli.problems import Problem
 from dmocli.solvers.base import SplitData
 from dmocli.solvers.ero import RowAdam, _preset, _warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations

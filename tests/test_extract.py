@@ -1,5 +1,5 @@
 """`dmo extract` end to end on tiny random DINOv2/BERT models built here (offline, CPU in float32;
-tests/test_cuda.py compares the CUDA path with these runs).
+tests/test_cuda.py checks the CUDA path against CPU runs of its own).
 
 The expensive parts (building models, the `dmo extract` subprocesses) run
 once per module; each test checks one property of their outputs against an
@@ -86,7 +86,7 @@ def image_run(env: dict[str, Path]) -> dict:
     """The real CLI on the image folder, with two decode workers, augmented views and a report.
 
     On CPU in float32, so the checks below can ask for the reference model's
-    numbers; tests/test_cuda.py compares the CUDA path with these runs.
+    numbers (tests/test_cuda.py checks the CUDA path).
     """
     out, report = env["root"] / "img.parquet", env["root"] / "img-report.json"
     run_dmo("extract", env["imgs"], "-o", out, "--model", env["dino"], "--views", "weak:1,strong:2",

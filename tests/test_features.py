@@ -142,3 +142,51 @@ def test_float32_columns_with_nan_or_inf_are_named_when_fitting_without_impute()
     batches = table.to_batches(max_chunksize=100)  # the bad rows sit in the first of three batches
     with pytest.raises(DmoError, match=r"b \(1 NaN/null, 1 inf\)"):
         Preprocessor.fit(batches, plan_columns(table.schema, "label", (), None))
+
+
+def _mixed_table(n: int, seed: int, levels: tuple[str, ...]) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    a[rng.random(n) < 0.1] = np.nan
+    return pa.table({"a": a, "b": pa.array(rng.integers(0, 9, n), pa.int32()),
+                     "color": rng.choice(levels, n), "label": rng.integers(0, 3, n)})
+
+
+def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):
+    """features_of writes blocks of rows into one row-major array: same values and unseen counts as one
+    whole-table transform, over blocks (7 rows), chunk boundaries that do not line up with them, and the
+    last short block."""
+    import dmocli.dataset as dataset
+
+    train = _mixed_table(200, 0, ("red", "blue", "green"))
+    pre = fit(train, impute="median")
+    labels = infer_label_spec(train.column("label"), "label", None, binary=False)
+    new = pa.concat_tables([_mixed_table(n, s, ("red", "blue", "violet")) for s, n in enumerate((30, 1, 52), 1)])
+    whole, whole_unseen = pre.transform(new)
+    monkeypatch.setattr(dataset, "PREPARE_ROWS", 7)
+    prepared = dataset.prepare(new, pre, labels)
+    assert prepared.X.flags["C_CONTIGUOUS"] and prepared.X.dtype == np.float32
+    np.testing.assert_array_equal(prepared.X, whole)
+    assert prepared.unseen == whole_unseen and whole_unseen["color"] > 0
+
+
+def test_prepare_in_blocks_counts_every_block_in_its_error(monkeypatch):
+    import dmocli.dataset as dataset
+
+    table = pa.table({"a": [1.0, np.nan, 2.0, 3.0, np.nan, np.nan, 4.0, 5.0, np.nan], "label": [0, 1] * 4 + [0]})
+    pre = fit(pa.table({"a": [1.0, 2.0, 3.0], "label": [0, 1, 0]}))
+    monkeypatch.setattr(dataset, "PREPARE_ROWS", 3)
+    with pytest.raises(DmoError, match=r"a \(4 rows\)"):
+        dataset.prepare(table, pre, infer_label_spec(table.column("label"), "label", None, binary=True))
+
+
+def test_variable_length_embedding_with_an_empty_chunk():
+    """A parquet directory with an empty file gives an empty chunk; it must not read as dimension 0."""
+    from dmocli.dataset import prepare
+
+    chunk = pa.table({"e": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float64())), "label": [0, 1]})
+    table = pa.concat_tables([chunk, chunk.slice(0, 0), chunk])
+    pre = Preprocessor.fit(table.to_batches(), plan_columns(table.schema, "label", embedding_col="e"), "none")
+    assert pre.embedding_dim == 2
+    prepared = prepare(table, pre, infer_label_spec(table.column("label"), "label", None, binary=True))
+    assert prepared.X.shape == (4, 2)

@@ -426,9 +426,10 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
         optimizer.step()
         running += loss.detach()
         since_check += 1
-        # The last step is always judged, so a budget shorter than one epoch (mini-batch mode on large
-        # data) keeps what it learned instead of restoring the untrained weights.
-        if since_check == per_check or steps == cfg.warm_steps:
+        # A budget shorter than one epoch (mini-batch mode on large data) never reaches an epoch's check: judge
+        # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
+        # are judged, as before (a partial epoch's mean is not comparable with theirs).
+        if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
             if stopper.step(float(running) / since_check):
                 break
             running.zero_()

@@ -61,7 +61,7 @@ class WeightedCrossEntropy(Solver):
                 loss = loss_of(network(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
                 loss.backward()
                 optimizer.step()
-            with torch.no_grad():  # logits in chunks: a one-shot forward of a large split would not fit in memory
+            with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
                 monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, -1)
                 monitored = float(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets")))
             epochs = epoch + 1
