@@ -99,16 +99,9 @@ def test_adam_is_fused_on_cuda_only():
 # ---- extract: CUDA against the CPU float32 run ---------------------------------------------------
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from test_extract import _build_models, _make_images
+    from test_extract import build_env
 
-    root = tmp_path_factory.mktemp("cuda-extract")
-    dino, bert = _build_models(root)
-    _make_images(root / "imgs")
-    rng = np.random.default_rng(1)
-    words = "the a cat dog sat on mat good bad movie great terrible film plot actor very not".split()
-    texts = [" ".join(rng.choice(words, int(rng.integers(1, 20)))) for _ in range(40)]
-    pd.DataFrame({"text": texts}).to_csv(root / "texts.csv", index=False)
-    return {"root": root, "dino": dino, "bert": bert, "imgs": root / "imgs", "texts": root / "texts.csv"}
+    return build_env(tmp_path_factory.mktemp("cuda-extract"))
 
 
 def _features(path: Path) -> np.ndarray:

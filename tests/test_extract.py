@@ -70,15 +70,19 @@ def _make_images(folder: Path, seed: int = 0) -> None:
     (folder / "cat" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("extract")
+def build_env(root: Path) -> dict[str, Path]:
+    """The tiny models, the image folder and a text CSV under root (tests/test_cuda.py uses it too)."""
     dino, bert = _build_models(root)
     _make_images(root / "imgs")
     rng = np.random.default_rng(1)
     texts = [" ".join(rng.choice(WORDS, int(rng.integers(1, 20)))) for _ in range(40)]
     pd.DataFrame({"text": texts, "label": (rng.random(40) < 0.3).astype(int)}).to_csv(root / "texts.csv", index=False)
     return {"root": root, "dino": dino, "bert": bert, "imgs": root / "imgs", "texts": root / "texts.csv"}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_env(tmp_path_factory.mktemp("extract"))
 
 
 @pytest.fixture(scope="module")
