@@ -52,9 +52,7 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
              plot_path: str | Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    for out in (report_path, plot_path):
-        if out is not None:
-            io.check_writable(out)
+    io.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     logits, y, unseen = collect_logits(model, data)
     if model.binary:
@@ -84,8 +82,10 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
 def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, output: str | Path,
                     confidence: float | None = None, allow_infeasible: bool = False,
                     report_path: str | Path | None = None) -> dict[str, Any]:
-    """Exact threshold search for `problem` on `data`; writes a new model file with that threshold."""
-    io.check_writable(output)
+    """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
+    (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
+    io.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
+    io.check_outputs({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
@@ -116,13 +116,14 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
 def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class)."""
     started = time.perf_counter()
-    io.check_writable(output)
+    io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     schema = io.schema(data)
     model.preprocessor.check_columns(schema)
     if id_col is not None and id_col not in schema.names:
         raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
-    columns = model.preprocessor.input_columns + ([id_col] if id_col else [])
+    inputs = model.preprocessor.input_columns
+    columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     classes = model.labels.classes
     if model.binary:
         out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
@@ -130,6 +131,9 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     else:
         out_schema = pa.schema([("predicted", _label_type(classes[0])), ("probability", pa.float32()),
                                 ("probabilities", pa.list_(pa.float32(), len(classes)))])
+    if id_col in out_schema.names:
+        raise DmoError(f"--id-col {id_col!r} has the name of an output column ({', '.join(out_schema.names)}); "
+                       "rename that column in the data")
     if id_col:
         out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
     rows = 0

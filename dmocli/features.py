@@ -17,6 +17,7 @@ from .arrow_numpy import to_numpy
 from .errors import DmoError
 
 MAX_CATEGORICAL_LEVELS = 1000
+ID_LIKE_MIN_LEVELS = 20  # above this, a string column with a distinct value in most rows is refused as id-like
 RESERVOIR_ROWS = 100_000
 OFFSET_PREFIX = "log_accept_"  # `dmo subsample` columns (per-class log acceptance): training offsets, never features
 
@@ -64,17 +65,22 @@ def plan_columns(
         )
     candidates = [f for f in schema
                   if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
-    lists = [f.name for f in candidates if _is_list(f.type)]
     if embedding_col is not None:
         if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
             raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")
+        if not _is_numeric(schema.field(embedding_col).type.value_type):
+            raise DmoError(f"--embedding-col {embedding_col!r} holds {schema.field(embedding_col).type}, not numbers")
         return ColumnPlan([], [], embedding_col)
+    lists = [f.name for f in candidates if _is_list(f.type) and _is_numeric(f.type.value_type)]
     if lists:
-        if "features" in lists:
+        if "features" in lists:  # `dmo extract` output: the vector, beside its key and view columns
             return ColumnPlan([], [], "features")
-        if len(lists) == 1:
+        others = [f.name for f in candidates if not _is_list(f.type)]
+        if len(lists) == 1 and not others:
             return ColumnPlan([], [], lists[0])
-        raise DmoError(f"several list columns ({', '.join(lists)}); choose the embedding with --embedding-col")
+        # An embedding replaces every other column; never choose that silently.
+        raise DmoError(f"list column(s) {', '.join(lists)} beside other columns ({', '.join(others[:6]) or 'none'}); "
+                       "give --embedding-col NAME to train on one vector column alone, or --drop the list columns")
     numeric, categorical, unusable = [], [], []
     for f in candidates:
         if _is_numeric(f.type):
@@ -145,7 +151,13 @@ class Preprocessor:
         reservoir: list[np.ndarray] = []
         rng = np.random.default_rng(0)
         seen = 0
+        n_rows = 0
+        wanted = [*plan.numeric, *plan.categorical, *([plan.embedding] if plan.embedding else [])]
         for batch in batches:
+            n_rows += batch.num_rows
+            absent = [c for c in wanted if c not in batch.schema.names]
+            if absent:  # a later file of a parquet directory without a column the first one has
+                raise DmoError(f"part of the data lacks column(s) {', '.join(absent[:6])}; give files with the same columns")
             views = pre._float32_views(batch) if impute == "none" else None
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
@@ -214,6 +226,13 @@ class Preprocessor:
             if impute == "median":
                 sample = np.concatenate(reservoir, axis=0)
                 pre.fill = np.nanmedian(sample, axis=0).tolist()
+        for col in plan.categorical:
+            if len(levels[col]) > ID_LIKE_MIN_LEVELS and len(levels[col]) > n_rows / 2:
+                raise DmoError(
+                    f"string column '{col}' has {len(levels[col])} distinct values in {n_rows} rows: an id, or numbers "
+                    "made text by a marker such as '?' (one-hot, it would let the model memorize rows); "
+                    "--drop it, or clean it"
+                )
         pre.categorical = {c: sorted(map(str, levels[c])) for c in plan.categorical}
         if pre.n_features == 0:
             raise DmoError("no usable feature columns after encoding")
@@ -267,6 +286,13 @@ class Preprocessor:
             raise DmoError(
                 f"data is missing column(s) the model was trained on: {', '.join(missing)} "
                 "(use data with the training columns)"
+            )
+        texts = [f"{c} ({schema.field(c).type})" for c in self.numeric
+                 if not (_is_numeric(schema.field(c).type) or pa.types.is_null(schema.field(c).type))]
+        if texts:
+            raise DmoError(
+                f"column(s) {', '.join(texts[:6])} hold text where the model was trained on numbers "
+                "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
             )
 
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:

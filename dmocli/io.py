@@ -90,7 +90,8 @@ def open_dataset(path: Source) -> "pads.Dataset":
         raise _read_error(path, exc) from exc
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (arrow's run on for many lines)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -100,7 +101,7 @@ READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError
 
 def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV") -> DmoError:
     """The one-line message every failed read ends in."""
-    return DmoError(f"cannot read {path}: {_first_line(exc)} (is it a valid {kinds} file?)")
+    return DmoError(f"cannot read {path}: {first_line(exc)} (is it a valid {kinds} file?)")
 
 
 def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
@@ -244,6 +245,35 @@ def check_writable(path: str | os.PathLike) -> None:
         raise DmoError(f"output directory does not exist: {directory} (create it or choose another output path)")
     if not os.access(directory, os.W_OK):
         raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
+
+
+def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
+    """check_writable for every output, and refuse one that would replace an input or another output.
+
+    Outputs are written atomically, so a wrong path never leaves a half-written
+    file, but `-o data.parquet` would still swap the user's data for a model,
+    and a report named like the model would replace it. A parquet output
+    inside an input directory would be read as data by the next run.
+    Keys name the options in messages ("-o", "--report", "DATA").
+    """
+    given = {name: Path(path) for name, path in outputs.items() if path is not None}
+    for name, path in given.items():
+        check_writable(path)
+    sources = {name: Path(path) for name, path in inputs.items() if path is not None and not isinstance(path, pa.Table)}
+    for name, path in given.items():
+        target = path.resolve()
+        for other, source in sources.items():
+            if target == source.resolve() or (target.exists() and source.exists() and os.path.samefile(target, source)):
+                raise DmoError(f"{name} {path} is the same file as {other}; writing it would replace that file "
+                               "(choose another output path)")
+            if source.is_dir() and target.suffix == ".parquet" and source.resolve() in target.parents:
+                raise DmoError(f"{name} {path} is inside the {other} directory {source}, so later runs would read it "
+                               "as data (choose a path outside it)")
+    resolved = [(name, path.resolve()) for name, path in given.items()]
+    for i, (name, target) in enumerate(resolved):
+        for other, target2 in resolved[i + 1:]:
+            if target == target2:
+                raise DmoError(f"{name} and {other} are the same file ({target}); give them different paths")
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -55,8 +55,11 @@ class LabelSpec:
         A value not seen in training is an error for multi-class (the model has
         no logit for it) and a negative for one-vs-rest.
         """
-        labels = _as_array(labels)
-        missing = to_numpy(labels.is_null())
+        labels = _plain(labels)
+        missing = _missing(labels)
+        if pa.types.is_null(labels.type):  # an all-empty CSV column: every row unlabeled
+            return np.full(len(labels), UNLABELED, dtype=np.int64)
+        self._check_type(labels.type)
         if self.binary:
             # Compared in numpy, never via an arrow scalar of the positive class: converting any Python
             # value to arrow imports pandas, a third of a second of a streaming command's start-up.
@@ -69,17 +72,32 @@ class LabelSpec:
                 if self.positive in levels:
                     codes = (to_numpy(encoded.indices, fill=-1) == levels.index(self.positive)).astype(np.int64)
         else:
-            index = pc.index_in(labels, value_set=pa.array(self.classes, type=labels.type))
-            unknown = pc.and_(pc.is_null(index), pc.invert(labels.is_null()))
-            if pc.any(unknown).as_py():
-                bad = pc.filter(labels, unknown)[0].as_py()
+            try:
+                known = pa.array(self.classes).cast(labels.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise DmoError(f"label column '{self.column}' holds {labels.type} values, which cannot hold the "
+                               f"model's classes {self.classes[:5]}; convert the column to the training data's label type") from exc
+            codes = to_numpy(pc.index_in(labels, value_set=known), fill=UNLABELED).astype(np.int64)
+            unknown = (codes == UNLABELED) & ~missing
+            if unknown.any():
+                bad = labels[int(np.argmax(unknown))].as_py()
                 raise DmoError(
                     f"label value {bad!r} in column '{self.column}' was not seen in training "
                     f"(known classes: {self.classes[:10]}); retrain with it or remove those rows"
                 )
-            codes = to_numpy(index, fill=UNLABELED).astype(np.int64)
         codes[missing] = UNLABELED
         return codes
+
+    def _check_type(self, kind: pa.DataType) -> None:
+        """Refuse labels whose kind (numbers or booleans vs text) differs from the training labels': compared
+        level by level they would never match, and every row would silently count as a negative."""
+        known = self.positive if self.binary else self.classes[0]
+        if isinstance(known, str) == _numeric(kind):
+            raise DmoError(
+                f"label column '{self.column}' holds {kind} values but the model was trained on "
+                f"{'text' if isinstance(known, str) else 'numeric'} labels ({self.classes[:5]}); "
+                "convert the column to the training data's label type"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {"column": self.column, "classes": self.classes, "positive": self.positive, "counts": self.counts}
@@ -137,9 +155,20 @@ def _plain(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
     return labels
 
 
+def _missing(labels: pa.Array) -> np.ndarray:
+    """Rows without a label: nulls, and NaN in a float column (how pyarrow, polars and Spark may write one)."""
+    missing = to_numpy(labels.is_null())
+    if pa.types.is_floating(labels.type):
+        missing |= to_numpy(pc.is_nan(labels), fill=False)
+    return missing
+
+
 def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
-    """Class value -> row count, missing labels left out; batch counts add up for streaming passes."""
-    counts = pc.value_counts(_plain(labels).drop_null())
+    """Class value -> row count, missing labels (null or NaN) left out; batch counts add up for streaming passes."""
+    values = _plain(labels).drop_null()
+    if pa.types.is_floating(values.type):
+        values = values.filter(pc.invert(pc.is_nan(values)))
+    counts = pc.value_counts(values)
     return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_pylist())}
 
 

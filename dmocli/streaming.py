@@ -123,9 +123,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions."""
     started = time.perf_counter()
-    for path in (output, report_path, opts.plot):
-        if path is not None:
-            io.check_writable(path)
+    io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot}, {"DATA": data, "--val": opts.val})
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
     if opts.model != "linear":

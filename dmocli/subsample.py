@@ -231,12 +231,13 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     started = time.perf_counter()
     _check(opts)
     output = Path(output)
-    if opts.engine == "dask" and output.is_dir():
+    if opts.engine == "dask" and output.is_dir():  # a re-run into its own parts directory
+        if not isinstance(data, pa.Table) and output.resolve() == Path(data).resolve():
+            raise DmoError(f"-o {output} is DATA itself; writing it would replace the data (choose another output path)")
         _check_replaceable_parts(output)
     else:
-        io.check_writable(output)
-    if report_path is not None:
-        io.check_writable(report_path)
+        io.check_outputs({"-o": output}, {"DATA": data})
+    io.check_outputs({"--report": report_path}, {"DATA": data, "-o": output})
     schema = io.schema(data)
     taken = [name for name in schema.names if name.startswith(OFFSET_PREFIX)]
     if taken:
@@ -323,7 +324,12 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
     labels = label_spec(class_counts, opts.label_col)
     if not with_pilot:
         return labels, None
-    pilot_table = pa.concat_tables([rows for _, rows in scanned if rows is not None and rows.num_rows])
+    parts = [rows for _, rows in scanned if rows is not None and rows.num_rows]
+    try:
+        pilot_table = pa.concat_tables(parts)
+    except (pa.ArrowInvalid, ValueError) as exc:  # files of a directory whose columns differ in type or set
+        raise DmoError(f"the files of the data do not share one schema ({io.first_line(exc)}); give files with the "
+                       "same columns and types") from exc
     scanned.clear()
     return labels, fit_pilot(pilot_table, plan, labels, opts)
 

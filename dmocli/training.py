@@ -64,9 +64,18 @@ class TrainOptions:
 
 
 def default_model_path(data: str | Path) -> Path:
-    data = Path(data)
-    stem = data.name.split(".")[0] if data.is_file() else data.name
-    return data.parent / f"{stem}.dmo.safetensors"
+    """DATA's name without its data suffix (.parquet, .csv, .csv.gz, ...) + .dmo.safetensors, beside DATA.
+
+    Only the data suffix goes: sales.2024.parquet and sales.2025.parquet must
+    not both become sales.dmo.safetensors, the second replacing the first.
+    """
+    data = Path(data).resolve()  # `dmo train .` is named after the directory, not ""
+    name = data.name
+    for suffix in (".parquet", ".pq", *io.CSV_SUFFIXES):
+        if data.is_file() and name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return data.parent / f"{name}.dmo.safetensors"
 
 
 def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
@@ -105,10 +114,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         output = Path(output)
     elif not isinstance(data, pa.Table):
         output = default_model_path(data)
-    if output is not None:
-        io.check_writable(output)
-    if report_path is not None:
-        io.check_writable(report_path)
+    io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot},
+                     {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth})
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
     if not 0.0 <= opts.val_frac < 1.0:

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
@@ -133,3 +134,58 @@ def test_debug_shows_traceback(tmp_path):
     proc = run_dmo("--debug", "train", tmp_path / "nope.parquet", "--problem", "ofbs")
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
+
+
+# ---- messy data and paths found by a fuzzing pass --------------------------------------------------------
+def test_an_output_may_not_replace_an_input_or_another_output(tmp_path, trained, binary_parquet):
+    data = tmp_path / "data.parquet"
+    data.write_bytes(binary_parquet.read_bytes())
+    before = data.read_bytes()
+    assert_clean_failure(run_dmo("train", data, "-o", data), 2, "same file as DATA")
+    assert_clean_failure(run_dmo("predict", trained, data, "-o", data), 2, "same file as DATA")
+    assert_clean_failure(run_dmo("subsample", data, "--gamma", "2", "-o", data), 2, "same file as DATA")
+    assert_clean_failure(run_dmo("evaluate", trained, data, "--report", trained), 2, "same file as MODEL")
+    report = tmp_path / "r.json"
+    assert_clean_failure(run_dmo("train", data, "-o", report, "--report", report), 2, "same file")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "a.parquet").write_bytes(before)
+    assert_clean_failure(run_dmo("predict", trained, parts, "-o", parts / "p.parquet"), 2, "inside the DATA directory")
+    assert data.read_bytes() == before and not report.exists()
+
+
+def test_label_of_another_type_than_the_models_is_refused_not_scored_as_all_negative(tmp_path, trained, binary_parquet):
+    frame = pd.read_parquet(binary_parquet)
+    text = tmp_path / "text_labels.parquet"
+    frame.assign(label=frame["label"].astype(str)).to_parquet(text)
+    assert_clean_failure(run_dmo("evaluate", trained, text), 2, "trained on numeric labels")
+
+
+def test_nan_labels_are_missing_and_categorical_labels_train_multiclass(tmp_path):
+    frame = make_binary_frame(n=300, seed=3)
+    labels = frame["label"].to_numpy(dtype=float, copy=True)
+    labels[:20] = np.nan
+    nan_file = tmp_path / "nan.parquet"
+    frame.assign(label=labels).to_parquet(nan_file)  # NaN, not null: how pyarrow, polars or Spark may write it
+    assert_clean_failure(run_dmo("train", nan_file, "-o", tmp_path / "m.st"), 2, "20 rows have no label")
+    categorical = tmp_path / "cat.parquet"
+    frame.assign(label=pd.Categorical(np.array(["a", "b", "c"])[np.arange(300) % 3])).to_parquet(categorical)
+    run_dmo("train", categorical, "-o", tmp_path / "c.st", check=True)
+    assert run_dmo("evaluate", tmp_path / "c.st", categorical, check=True).returncode == 0
+
+
+def test_a_list_column_beside_other_features_and_an_id_like_text_column_are_refused(tmp_path):
+    frame = make_binary_frame(n=300, seed=4)
+    with_list = tmp_path / "list.parquet"
+    frame.assign(tags=[[0.0, 1.0]] * len(frame)).to_parquet(with_list)
+    assert_clean_failure(train_fails(tmp_path, with_list), 2, "--embedding-col")
+    marked = tmp_path / "marked.csv"
+    frame.astype({"f1": object}).assign(f1=lambda f: f["f1"].where(f.index != 0, "?")).to_csv(marked, index=False)
+    assert_clean_failure(train_fails(tmp_path, marked), 2, "'f1'", "distinct values")
+
+
+def test_default_model_name_keeps_every_dot_but_the_data_suffix(tmp_path, binary_parquet):
+    for year in ("2024", "2025"):
+        (tmp_path / f"sales.{year}.parquet").write_bytes(binary_parquet.read_bytes())
+        run_dmo("train", tmp_path / f"sales.{year}.parquet", check=True)
+    assert (tmp_path / "sales.2024.dmo.safetensors").exists() and (tmp_path / "sales.2025.dmo.safetensors").exists()
