@@ -144,7 +144,7 @@ def threshold(
     from .applying import refit_threshold
     from .problems import Problem
 
-    result = refit_threshold(model, data, Problem(problem, target, beta), output, confidence, allow_infeasible, report)
+    result = refit_threshold(model, data, Problem.from_options(problem, target, beta), output, confidence, allow_infeasible, report)
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
 
 

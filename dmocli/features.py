@@ -63,6 +63,8 @@ def plan_columns(
             f"no label column '{label_col}' in the data (columns: {', '.join(schema.names[:12])}); "
             "name it with --label-col"
         )
+    if label_col in drop:
+        raise DmoError(f"--drop names the label column '{label_col}'; choose another label with --label-col")
     candidates = [f for f in schema
                   if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
     if embedding_col is not None:

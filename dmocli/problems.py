@@ -47,6 +47,14 @@ class Problem:
     target: float | None = None
     beta: float = 1.0
 
+    @classmethod
+    def from_options(cls, kind: str, target: float | None, beta: float) -> "Problem":
+        """The problem a command line asks for; --target with ofbs is refused, not ignored (ofbs has no
+        constraint). Model files go through the constructor, which stays lenient about it."""
+        if kind == "ofbs" and target is not None:
+            raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
+        return cls(kind, target, beta)
+
     def __post_init__(self) -> None:
         if self.kind not in PROBLEMS:
             raise DmoError(f"--problem {self.kind!r} is not known (use fpor, frop or ofbs)")

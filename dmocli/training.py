@@ -85,8 +85,10 @@ def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     if kind == "multiclass":
         if opts.target is not None:
             raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
+        if opts.positive is not None:
+            raise DmoError("--positive picks the positive class of a binary problem; --problem multiclass keeps every class")
         return None
-    return Problem(kind, opts.target, opts.beta)
+    return Problem.from_options(kind, opts.target, opts.beta)
 
 
 def _split_tensors(data: Prepared, device: torch.device) -> SplitData:

@@ -189,3 +189,10 @@ def test_default_model_name_keeps_every_dot_but_the_data_suffix(tmp_path, binary
         (tmp_path / f"sales.{year}.parquet").write_bytes(binary_parquet.read_bytes())
         run_dmo("train", tmp_path / f"sales.{year}.parquet", check=True)
     assert (tmp_path / "sales.2024.dmo.safetensors").exists() and (tmp_path / "sales.2025.dmo.safetensors").exists()
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path, binary_parquet):
+    assert_clean_failure(train_fails(tmp_path, binary_parquet, "--problem", "ofbs", "--target", "0.9"), 2, "--target")
+    assert_clean_failure(train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--positive", "1"), 2,
+                         "--positive")
+    assert_clean_failure(train_fails(tmp_path, binary_parquet, "--drop", "label"), 2, "label column")
