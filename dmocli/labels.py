@@ -16,6 +16,7 @@ from .arrow_numpy import to_numpy
 from .errors import DmoError
 
 UNLABELED = -1
+MANY_CLASSES = 20  # above this, a label with a class for most rows is refused as a continuous target
 
 
 def _numeric(kind: pa.DataType) -> bool:
@@ -186,6 +187,13 @@ def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.Da
             "a classifier needs at least two classes in the training data"
         )
     if not binary:
+        n_labeled = sum(class_counts)
+        if len(classes) > MANY_CLASSES and len(classes) > n_labeled / 2:
+            raise DmoError(
+                f"label column '{column}' has {len(classes)} distinct values in {n_labeled} labeled rows, a class "
+                "for almost every row (a continuous target?); dmo trains classifiers: bin it into classes, or name "
+                "the right column with --label-col"
+            )
         return LabelSpec(column=column, classes=classes, positive=None, counts=class_counts)
     if positive is not None:
         pos_value = parse_positive(positive, label_type)

@@ -196,3 +196,10 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, binary_parquet):
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--positive", "1"), 2,
                          "--positive")
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--drop", "label"), 2, "label column")
+
+
+def test_a_continuous_label_is_refused_not_trained_as_hundreds_of_classes(tmp_path):
+    frame = make_binary_frame(n=300, seed=5)
+    continuous = tmp_path / "continuous.parquet"
+    frame.assign(label=np.random.default_rng(0).normal(size=len(frame))).to_parquet(continuous)
+    assert_clean_failure(train_fails(tmp_path, continuous), 2, "300 distinct values", "--label-col")
