@@ -85,7 +85,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
     io.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
-    io.check_outputs({"--report": report_path}, {"MODEL": model_path})
+    io.check_distinct({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")

@@ -248,17 +248,22 @@ def check_writable(path: str | os.PathLike) -> None:
 
 
 def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
-    """check_writable for every output, and refuse one that would replace an input or another output.
+    """check_writable for every output, then check_distinct. Keys name the options in messages ("-o", "DATA")."""
+    for path in outputs.values():
+        if path is not None:
+            check_writable(path)
+    check_distinct(outputs, inputs)
+
+
+def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
+    """Refuse an output that would replace an input or another output.
 
     Outputs are written atomically, so a wrong path never leaves a half-written
     file, but `-o data.parquet` would still swap the user's data for a model,
     and a report named like the model would replace it. A parquet output
     inside an input directory would be read as data by the next run.
-    Keys name the options in messages ("-o", "--report", "DATA").
     """
     given = {name: Path(path) for name, path in outputs.items() if path is not None}
-    for name, path in given.items():
-        check_writable(path)
     sources = {name: Path(path) for name, path in inputs.items() if path is not None and not isinstance(path, pa.Table)}
     for name, path in given.items():
         target = path.resolve()

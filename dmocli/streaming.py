@@ -121,9 +121,9 @@ def _prepass(data: io.Source, plan: Any, columns: list[str], counter: LabelCount
 
 def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None,
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
-    """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions."""
+    """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions; training.train
+    has checked the output paths already."""
     started = time.perf_counter()
-    io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot}, {"DATA": data, "--val": opts.val})
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
     if opts.model != "linear":

@@ -232,8 +232,7 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     _check(opts)
     output = Path(output)
     if opts.engine == "dask" and output.is_dir():  # a re-run into its own parts directory
-        if not isinstance(data, pa.Table) and output.resolve() == Path(data).resolve():
-            raise DmoError(f"-o {output} is DATA itself; writing it would replace the data (choose another output path)")
+        io.check_distinct({"-o": output}, {"DATA": data})
         _check_replaceable_parts(output)
     else:
         io.check_outputs({"-o": output}, {"DATA": data})

@@ -71,10 +71,9 @@ def default_model_path(data: str | Path) -> Path:
     """
     data = Path(data).resolve()  # `dmo train .` is named after the directory, not ""
     name = data.name
-    for suffix in (".parquet", ".pq", *io.CSV_SUFFIXES):
-        if data.is_file() and name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-            break
+    suffix = next((s for s in (".parquet", ".pq", *io.CSV_SUFFIXES) if name.lower().endswith(s)), "")
+    if data.is_file() and suffix:
+        name = name[: -len(suffix)]
     return data.parent / f"{name}.dmo.safetensors"
 
 
