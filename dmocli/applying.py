@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from . import io
 from .errors import DmoError, UnreachableTarget
+from .features import LevelCounts
 from .modelfile import DmoModel, load_model
 from .prefetch import prefetched
 from .problems import Problem
@@ -24,7 +25,7 @@ from .threshold import search
 BATCH_ROWS = 65536
 
 
-def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
     schema = io.schema(data)
     model.preprocessor.check_columns(schema)
     label_col = model.labels.column
@@ -32,21 +33,20 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
         raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
     columns = model.preprocessor.input_columns + [label_col]
     parts, ys = [], []
-    unseen: dict[str, int] = {}
+    levels = LevelCounts()
     for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
-        logits, batch_unseen = model.logits(batch)
+        logits, batch_levels = model.logits(batch)
         y = model.labels.encode(batch.column(label_col))
         keep = y >= 0
         parts.append(logits[keep])
         ys.append(y[keep])
-        for k, v in batch_unseen.items():
-            unseen[k] = unseen.get(k, 0) + v
+        levels.add(batch_levels)
     if not parts:
         raise DmoError(f"{data} has no rows")
     y_all = np.concatenate(ys)
     if y_all.size == 0:
         raise DmoError(f"{data} has no labeled rows to evaluate on")
-    return np.concatenate(parts), y_all, unseen
+    return np.concatenate(parts), y_all, levels
 
 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
@@ -54,7 +54,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     started = time.perf_counter()
     io.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
-    logits, y, unseen = collect_logits(model, data)
+    logits, y, levels = collect_logits(model, data)
     if model.binary:
         split = binary_split_report(logits, y, model.threshold, model.problem)
         if plot_path is not None:
@@ -70,7 +70,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     report = envelope(
         "evaluate", model=str(model_path), data=str(data), solver=model.solver,
         **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
-        seed=model.info.get("seed"), device="cpu", unseen_levels={k: v for k, v in unseen.items() if v},
+        seed=model.info.get("seed"), device="cpu", **levels.report(),
         splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
@@ -137,20 +137,18 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     if id_col:
         out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
     rows = 0
-    unseen: dict[str, int] = {}
+    levels = LevelCounts()
     with io.ParquetSink(output, out_schema) as sink:
         for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
-            logits, batch_unseen = model.logits(batch)
-            for k, v in batch_unseen.items():
-                unseen[k] = unseen.get(k, 0) + v
+            logits, batch_levels = model.logits(batch)
+            levels.add(batch_levels)
             arrays = _prediction_arrays(model, logits)
             if id_col:
                 arrays = [batch.column(id_col)] + arrays
             sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
             rows += batch.num_rows
     return envelope("predict", model=str(model_path), data=str(data), output=str(output), rows=rows,
-                    unseen_levels={k: v for k, v in unseen.items() if v},
-                    wall_seconds=time.perf_counter() - started)
+                    **levels.report(), wall_seconds=time.perf_counter() - started)
 
 
 def _label_type(example: Any) -> pa.DataType:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import DmoError
-from .features import OFFSET_PREFIX, Preprocessor
+from .features import OFFSET_PREFIX, LevelCounts, Preprocessor
 from .labels import LabelSpec
 
 
@@ -19,11 +19,11 @@ class Prepared:
 
     X: np.ndarray
     y: np.ndarray
-    unseen: dict[str, int] = field(default_factory=dict)
+    levels: LevelCounts = field(default_factory=LevelCounts)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def take(self, rows: np.ndarray) -> "Prepared":
-        return Prepared(self.X[rows], self.y[rows], dict(self.unseen), {k: v[rows] for k, v in self.extra.items()})
+        return Prepared(self.X[rows], self.y[rows], self.levels, {k: v[rows] for k, v in self.extra.items()})
 
     def labeled(self) -> "Prepared":
         """The labeled rows; itself when every row is (no copy of a large X)."""
@@ -38,9 +38,9 @@ class Prepared:
 PREPARE_ROWS = 65536  # rows per block: a few MB of float32 per block for typical widths, cache-friendly
 
 
-def features_of(table: pa.Table, pre: Preprocessor) -> tuple[np.ndarray, dict[str, int]]:
+def features_of(table: pa.Table, pre: Preprocessor) -> tuple[np.ndarray, LevelCounts]:
     """Row-major float32 features of a whole table (the in-memory solvers' mini-batches gather rows, one
-    cache line per row) and the per-column counts of unseen categorical levels.
+    cache line per row) and the per-column counts of unseen or missing categorical levels.
 
     Transformed in row slices of PREPARE_ROWS written into the one output
     array: whole at once, the column-major transform, its row-major copy and
@@ -51,24 +51,23 @@ def features_of(table: pa.Table, pre: Preprocessor) -> tuple[np.ndarray, dict[st
     on the whole table so the message counts every row, as it always did.
     """
     X = np.empty((table.num_rows, pre.n_features), dtype=np.float32)
-    unseen: dict[str, int] = {}
+    levels = LevelCounts()
     for start in range(0, table.num_rows, PREPARE_ROWS):
         try:
-            block, block_unseen = pre.transform(table.slice(start, PREPARE_ROWS))
+            block, block_levels = pre.transform(table.slice(start, PREPARE_ROWS))
         except DmoError:
             pre.transform(table)  # raises the whole table's message
             raise
         X[start:start + block.shape[0]] = block
-        for name, count in block_unseen.items():
-            unseen[name] = unseen.get(name, 0) + count
-    return X, unseen
+        levels.add(block_levels)
+    return X, levels
 
 
 def prepare(table: pa.Table, pre: Preprocessor, labels: LabelSpec) -> Prepared:
     """Features (see features_of), labels and subsample offsets of a whole table."""
-    X, unseen = features_of(table, pre)
+    X, levels = features_of(table, pre)
     y = labels.encode(table.column(labels.column))
-    return Prepared(X=X, y=y, unseen=unseen, extra=offsets_of(table, labels))
+    return Prepared(X=X, y=y, levels=levels, extra=offsets_of(table, labels))
 
 
 def offset_column(cls: Any) -> str:

@@ -22,6 +22,26 @@ RESERVOIR_ROWS = 100_000
 OFFSET_PREFIX = "log_accept_"  # `dmo subsample` columns (per-class log acceptance): training offsets, never features
 
 
+@dataclass
+class LevelCounts:
+    """Per categorical column, the rows encoded as all zeros: a level not seen in training, or a missing
+    value. Both are legitimate encodings (the row has none of the known levels), but silent, so the
+    reports say how often each happened."""
+
+    unseen: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: "LevelCounts") -> None:
+        for mine, theirs in ((self.unseen, other.unseen), (self.missing, other.missing)):
+            for name, count in theirs.items():
+                mine[name] = mine.get(name, 0) + count
+
+    def report(self) -> dict[str, dict[str, int]]:
+        """The report fields: only columns where it happened."""
+        return {"unseen_levels": {k: v for k, v in self.unseen.items() if v},
+                "missing_levels": {k: v for k, v in self.missing.items() if v}}
+
+
 def _is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
 
@@ -137,7 +157,7 @@ class Preprocessor:
     # ---- fitting -------------------------------------------------------------
     @classmethod
     def fit(cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none") -> "Preprocessor":
-        """One pass: exact mean/std (float64 sums), categorical levels, medians from a reservoir.
+        """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir.
 
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
@@ -146,8 +166,7 @@ class Preprocessor:
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
         pre = cls(numeric=list(plan.numeric), embedding=plan.embedding, impute=impute)
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
-        total = sq = None
-        count = None
+        moments: RunningMoments | None = None
         bad_nan: np.ndarray | None = None
         bad_inf: np.ndarray | None = None
         reservoir: list[np.ndarray] = []
@@ -163,49 +182,37 @@ class Preprocessor:
             views = pre._float32_views(batch) if impute == "none" else None
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
-                arr = batch.column(col)
-                if pa.types.is_dictionary(arr.type):
-                    arr = arr.cast(arr.type.value_type)
-                levels[col].update(v for v in pc.unique(arr.drop_null()).to_pylist())
+                levels[col].update(pc.unique(level_text(batch.column(col)).drop_null()).to_pylist())
                 if len(levels[col]) > MAX_CATEGORICAL_LEVELS:
                     raise DmoError(
                         f"string column '{col}' has more than {MAX_CATEGORICAL_LEVELS} distinct values "
                         "(looks like an id or free text); remove it with --drop"
                     )
-            width = len(views) if views is not None else dense.shape[1]
-            if width == 0:
+            columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
+            if not columns:
                 continue
-            if total is None:
-                total = np.zeros(width)
-                sq = np.zeros(width)
-                count = np.zeros(width)
-                bad_nan = np.zeros(width, dtype=np.int64)
-                bad_inf = np.zeros(width, dtype=np.int64)
-            if views is not None:  # float32 columns read in place: no (rows x features) copy
-                column_total = np.array([v.sum(dtype=np.float64) for v in views])
-                if np.isfinite(column_total).all():  # a NaN or an inf anywhere makes its column's sum non-finite
-                    total += column_total
-                    sq += [np.einsum("i,i->", v, v, dtype=np.float64) for v in views]
-                    count += batch.num_rows
-                    continue
+            if moments is None:
+                moments = RunningMoments(len(columns))
+                bad_nan = np.zeros(len(columns), dtype=np.int64)
+                bad_inf = np.zeros(len(columns), dtype=np.int64)
+            with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
+                stats = [column_moments(c) for c in columns]
+            if impute == "none" and all(np.isfinite(m) for _, m, _ in stats):  # clean batch: no mask to build
+                moments.add(*map(np.array, zip(*stats)))
+                continue
+            if dense is None:
                 dense = pre._dense(batch)
-            if impute == "none" and np.isfinite(dense).all():
-                total += dense.sum(axis=0, dtype=np.float64)  # fast path for clean batches: 2 passes instead of ~8
-                sq += np.einsum("ij,ij->j", dense, dense, dtype=np.float64)
-                count += dense.shape[0]
-                continue
             nan = np.isnan(dense)
             inf = np.isinf(dense)
             finite = ~(nan | inf)
-            clean = np.where(finite, dense, 0.0).astype(np.float64, copy=False)
-            total += clean.sum(axis=0)
-            sq += (clean * clean).sum(axis=0)
-            count += finite.sum(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                stats = [column_moments(dense[finite[:, j], j]) for j in range(dense.shape[1])]
+            moments.add(*map(np.array, zip(*stats)))
             bad_nan += nan.sum(axis=0)
             bad_inf += inf.sum(axis=0)
             if impute == "median":
                 seen = _reservoir_add(reservoir, np.where(finite, dense, np.nan), seen, rng)
-        if total is not None:
+        if moments is not None:
             names = pre.feature_names if pre.embedding else pre.numeric
             bad = bad_nan + bad_inf
             if bad.any() and impute == "none":
@@ -216,12 +223,20 @@ class Preprocessor:
                     f"features contain missing or infinite values: {', '.join(parts)}; "
                     "clean them or pass --impute median"
                 )
+            count = moments.count
             if (count == 0).any():
                 empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
                 raise DmoError(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
-            mean = total / count
-            var = np.maximum(sq / count - mean * mean, 0.0)
-            std = np.sqrt(var)
+            mean = moments.mean
+            with np.errstate(over="ignore", invalid="ignore"):
+                std = np.sqrt(np.maximum(moments.m2 / count, 0.0))
+            huge = ~(np.isfinite(mean) & np.isfinite(std))
+            if huge.any():
+                raise DmoError(
+                    f"feature column(s) {', '.join(names[i] for i in np.flatnonzero(huge)[:8])} hold values too large "
+                    "to standardize (squares overflow double precision, beyond about 1e154); rescale them "
+                    "(a log, or other units) or remove them with --drop"
+                )
             std[std < 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0  # constant column: centre only
             pre.mean = mean.tolist()
             pre.scale = std.tolist()
@@ -235,7 +250,7 @@ class Preprocessor:
                     "made text by a marker such as '?' (one-hot, it would let the model memorize rows); "
                     "--drop it, or clean it"
                 )
-        pre.categorical = {c: sorted(map(str, levels[c])) for c in plan.categorical}
+        pre.categorical = {c: sorted(levels[c]) for c in plan.categorical}
         if pre.n_features == 0:
             raise DmoError("no usable feature columns after encoding")
         return pre
@@ -297,12 +312,12 @@ class Preprocessor:
                 "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
             )
 
-    def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
-        """Float32 features and, per categorical column, how many rows had an unseen level."""
+    def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
+        """Float32 features and, per categorical column, how many rows had an unseen level or none."""
         self.check_columns(batch.schema)
         fast = self._standardized_float32(batch)
         if fast is not None:
-            return fast, {}
+            return fast, LevelCounts()
         dense = self._dense(batch)
         offset = dense.shape[1]
         if offset and not np.isfinite(dense).all():
@@ -311,21 +326,27 @@ class Preprocessor:
         # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
         out = np.zeros((self.n_features, batch.num_rows), dtype=np.float32).T
         if offset:
-            np.subtract(dense, np.asarray(self.mean, dtype=dense.dtype), out=out[:, :offset])
-            out[:, :offset] *= (1.0 / np.asarray(self.scale)).astype(np.float32)
-        unseen: dict[str, int] = {}
+            with np.errstate(over="ignore"):  # a value far outside training's range overflows float32: named below
+                np.subtract(dense, np.asarray(self.mean, dtype=dense.dtype), out=out[:, :offset])
+                out[:, :offset] *= (1.0 / np.asarray(self.scale)).astype(np.float32)
+            overflow = ~np.isfinite(out[:, :offset]).all(axis=0)
+            if overflow.any():
+                names = [self.feature_names[i] for i in np.flatnonzero(overflow)[:8]]
+                raise DmoError(
+                    f"feature column(s) {', '.join(names)} hold values too large for the model (beyond float32 once "
+                    "standardized with training's mean and scale); check the units of those columns"
+                )
+        counts = LevelCounts()
         for col, levels in self.categorical.items():
-            arr = batch.column(col)
-            if isinstance(arr, pa.ChunkedArray):
-                arr = arr.combine_chunks()
-            arr = arr.cast(pa.string())
+            arr = level_text(batch.column(col))
             index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
             idx = to_numpy(index, fill=-1)
             rows = np.flatnonzero(idx >= 0)
             out[rows, offset + idx[rows]] = 1.0
             offset += len(levels)
-            unseen[col] = int(((idx < 0) & ~to_numpy(arr.is_null())).sum())
-        return out, unseen
+            counts.missing[col] = arr.null_count
+            counts.unseen[col] = int((idx < 0).sum()) - arr.null_count
+        return out, counts
 
     def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:
         """The numeric columns as zero-copy numpy views when every one is float32 without nulls (the common
@@ -386,6 +407,52 @@ class Preprocessor:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Preprocessor":
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def level_text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A categorical column as the text its levels are matched on: decoded, without surrounding whitespace
+    ("north" and "north " are one level, as they are for labels), blank text missing like an empty CSV cell."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    not_blank = pc.cast(pc.utf8_length(text), pa.bool_())  # no Python scalar: that would import pandas
+    return pc.if_else(not_blank, text, pa.nulls(len(text), pa.string()))
+
+
+def column_moments(values: np.ndarray) -> tuple[int, float, float]:
+    """(count, mean, sum of squared deviations) of one column, in float64, around a shift near the mean:
+    sum((x - c)^2) - (sum(x - c))^2 / n is exact to rounding when c is close to the mean, where
+    E[x^2] - mean^2 loses every digit of a column such as 1e8 +- 0.1."""
+    n = values.size
+    if n == 0:
+        return 0, 0.0, 0.0
+    shift = np.float64(values.sum(dtype=np.float64) / n)
+    centred = values - shift  # float64 (a float32 x - c would round each difference to 24 bits)
+    s1 = float(centred.sum(dtype=np.float64))
+    s2 = float(np.einsum("i,i->", centred, centred, dtype=np.float64))
+    return n, float(shift) + s1 / n, s2 - s1 * s1 / n
+
+
+class RunningMoments:
+    """Per-column count, mean and sum of squared deviations over batches, merged pairwise (Chan, Golub and
+    LeVeque): exact to rounding for any batch sizes, and O(columns) memory for a stream."""
+
+    def __init__(self, width: int):
+        self.count = np.zeros(width)
+        self.mean = np.zeros(width)
+        self.m2 = np.zeros(width)
+
+    def add(self, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Merge one batch's per-column moments; a huge column overflows to inf quietly (the caller refuses it)."""
+        total = self.count + count
+        share = np.divide(count, total, out=np.zeros_like(total), where=total > 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = mean - self.mean
+            self.m2 = self.m2 + m2 + delta * delta * self.count * share
+            self.mean = self.mean + delta * share
+        self.count = total
 
 
 def _reservoir_add(reservoir: list[np.ndarray], rows: np.ndarray, seen: int, rng: np.random.Generator) -> int:

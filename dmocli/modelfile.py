@@ -18,7 +18,7 @@ from safetensors.numpy import save_file
 from . import __version__
 from .architecture import Architecture
 from .errors import DmoError
-from .features import Preprocessor
+from .features import LevelCounts, Preprocessor
 from .io import atomic_path
 from .labels import LabelSpec
 from .problems import Problem
@@ -53,17 +53,17 @@ class DmoModel:
             self.network = _network_from_state(self.architecture, self.network, "cpu")
         return self.network
 
-    def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, dict[str, int]]:
-        """Logits for a batch of raw rows, and unseen categorical level counts."""
+    def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
+        """Logits for a batch of raw rows, and the counts of unseen or missing categorical levels."""
         import torch
 
         from .networks import logits_of
 
         network = self.module()
-        features, unseen = self.preprocessor.transform(batch)
+        features, levels = self.preprocessor.transform(batch)
         device = next(network.parameters()).device
         out = logits_of(network, torch.from_numpy(features).to(device))
-        return out.float().cpu().numpy(), unseen
+        return out.float().cpu().numpy(), levels
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
         if self.binary:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from . import io
 from .architecture import Architecture
 from .errors import DmoError
-from .features import Preprocessor, plan_columns
+from .features import LevelCounts, Preprocessor, plan_columns
 from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .modelfile import DmoModel
 from .online_report import plot_online_curve, progress_bar
@@ -80,8 +80,9 @@ class LabelCounter:
                 labels = labels.cast(labels.type.value_type)
             self.type = labels.type
             self.rows += batch.num_rows
-            self.missing += labels.null_count
-            for key, count in label_counts(labels).items():
+            counts = label_counts(labels)
+            self.missing += batch.num_rows - sum(counts.values())  # null, NaN and blank labels alike
+            for key, count in counts.items():
                 self.counts[key] = self.counts.get(key, 0) + count
             yield batch
 
@@ -155,11 +156,19 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                        "(pass --drop-unlabeled to ignore them)")
     n = counter.rows - counter.missing
 
+    levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
+    passes_started = 0
+
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         # Only the read runs ahead in the prefetch thread: transforming there too made that thread the
         # bottleneck (read + transform > the learner's work); split this way the two threads balance.
+        nonlocal passes_started
+        passes_started += 1
+        first_pass = passes_started == 1
         for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):
-            X, _ = pre.transform(batch)
+            X, batch_levels = pre.transform(batch)
+            if first_pass:
+                levels.add(batch_levels)
             y = labels.encode(batch.column(opts.label_col))
             if counter.missing:
                 keep = y >= 0
@@ -181,7 +190,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
         data=io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
-        n_features=pre.n_features, streaming=True, epochs=epochs, adjusted=adjust,
+        n_features=pre.n_features, **levels.report(), streaming=True, epochs=epochs, adjusted=adjust,
     )
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}

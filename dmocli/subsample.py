@@ -325,8 +325,8 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
         return labels, None
     parts = [rows for _, rows in scanned if rows is not None and rows.num_rows]
     try:
-        pilot_table = pa.concat_tables(parts)
-    except (pa.ArrowInvalid, ValueError) as exc:  # files of a directory whose columns differ in type or set
+        pilot_table = pa.concat_tables(parts, promote_options="permissive")  # Dask parts keep each file's types
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:  # columns differing in kind or set
         raise DmoError(f"the files of the data do not share one schema ({io.first_line(exc)}); give files with the "
                        "same columns and types") from exc
     scanned.clear()

@@ -18,7 +18,7 @@ from .architecture import Architecture
 from .dataset import Prepared, prepare, stratified_split
 from .errors import DmoError, UnreachableTarget
 from .features import Preprocessor, plan_columns
-from .labels import infer_label_spec
+from .labels import infer_label_spec, label_counts
 from .modelfile import DmoModel
 from .problems import Problem
 from .report import binary_split_report, envelope, multiclass_split_report, write_report
@@ -149,7 +149,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     table = io.read_table(data)
     plan = plan_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
     label_column = table.column(opts.label_col)
-    n_classes = len(set(label_column.drop_null().unique().to_pylist()))
+    n_classes = len(label_counts(label_column))  # as the label spec counts them: missing and blank labels left out
     problem = _resolve_problem(opts, n_classes)
     if problem is None and not solver.multiclass:
         raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
@@ -179,7 +179,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     pa.default_memory_pool().release_unused()
     if not solver.uses_unlabeled:
         full = full.labeled()  # with --drop-unlabeled; itself when every row is labeled
-    unseen_levels = {k: v for k, v in full.unseen.items() if v}
+    levels = full.levels
 
     if opts.val is not None:
         val_table = io.read_table(opts.val)
@@ -216,7 +216,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         confidence=opts.confidence, seed=opts.seed, device=str(device), data=io.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
-        unseen_levels=unseen_levels,
+        **levels.report(),
     )
     threshold: float | None = None
     if problem is not None:

@@ -88,11 +88,13 @@ def test_csv_input_categorical_column_and_id_passthrough(tmp_path: Path):
     run_dmo("train", csv, "--problem", "fpor", "--target", "0.6", "--drop", "row_id", "-o", model, check=True)
     new = frame.head(20).copy()
     new.loc[:4, "shop"] = "west"  # unseen level
+    new.loc[5:7, "shop"] = ""  # an empty CSV cell: missing
     new_csv = tmp_path / "new.csv"
     new.to_csv(new_csv, index=False)
     out = tmp_path / "p.parquet"
     summary = json.loads(run_dmo("predict", model, new_csv, "-o", out, "--id-col", "row_id", "--json", check=True).stdout)
     assert summary["unseen_levels"] == {"shop": 5}
+    assert summary["missing_levels"] == {"shop": 3}
     assert pq.read_table(out).column("row_id").to_pylist() == new["row_id"].tolist()
 
 

@@ -1,6 +1,7 @@
 """Every bad input: one clear stderr line, exit code 2 (3 for an unreachable target), no traceback, no output."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -203,3 +204,41 @@ def test_a_continuous_label_is_refused_not_trained_as_hundreds_of_classes(tmp_pa
     continuous = tmp_path / "continuous.parquet"
     frame.assign(label=np.random.default_rng(0).normal(size=len(frame))).to_parquet(continuous)
     assert_clean_failure(train_fails(tmp_path, continuous), 2, "300 distinct values", "--label-col")
+
+
+def test_streaming_solvers_count_nan_labels_as_missing_too(tmp_path):
+    frame = make_binary_frame(n=300, seed=6)
+    labels = frame["label"].to_numpy(dtype=float, copy=True)
+    labels[:20] = np.nan
+    nan_file = tmp_path / "nan.parquet"
+    frame.assign(label=labels).to_parquet(nan_file)
+    assert_clean_failure(train_fails(tmp_path, nan_file, "--solver", "fofo"), 2, "20 rows have no label")
+    report = run_dmo("train", nan_file, "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "m.st", "--json",
+                     check=True).stdout
+    assert json.loads(report)["online"]["n"] == 280
+
+
+def test_duplicate_csv_header_and_values_too_large_to_standardize(tmp_path, trained):
+    frame = make_binary_frame(n=200, seed=7)
+    dup = tmp_path / "dup.csv"
+    dup.write_text("f0,f0,label\n" + "".join(f"{a},{a},{b}\n" for a, b in zip(frame["f0"], frame["label"])))
+    assert_clean_failure(train_fails(tmp_path, dup), 2, "'f0' more than once")
+    huge = tmp_path / "huge.parquet"
+    frame.astype({"f1": float}).assign(f1=lambda f: f["f1"].where(f.index != 0, 1e200)).to_parquet(huge)
+    assert_clean_failure(train_fails(tmp_path, huge), 2, "f1", "too large")
+    assert_clean_failure(run_dmo("predict", trained, huge, "-o", tmp_path / "p.parquet"), 2, "f1", "too large")
+    assert not (tmp_path / "p.parquet").exists()
+
+
+def test_parquet_files_whose_columns_differ_in_kind_or_set_are_named(tmp_path):
+    frame = make_binary_frame(n=200, seed=8)
+    for name, part in (("text", frame.tail(100).astype({"f2": str})), ("fewer", frame.tail(100).drop(columns="f3"))):
+        folder = tmp_path / name
+        folder.mkdir()
+        frame.head(100).to_parquet(folder / "a.parquet")
+        part.to_parquet(folder / "b.parquet")
+    for solver in ("wce", "fofo"):
+        assert_clean_failure(train_fails(tmp_path, tmp_path / "text", "--solver", solver), 2, "'f2'", "a.parquet",
+                             "b.parquet")
+        assert_clean_failure(train_fails(tmp_path, tmp_path / "fewer", "--solver", solver), 2, "f3",
+                             "same columns")

@@ -25,16 +25,17 @@ def test_standardization_matches_numpy_and_constant_column_is_centred():
     assert np.allclose(X[:, 1], 0.0)
 
 
-def test_categorical_levels_stored_and_unseen_level_is_all_zero_and_counted():
+def test_categorical_levels_stored_and_unseen_or_missing_level_is_all_zero_and_counted_apart():
     train = pa.table({"x": [1.0, 2.0, 3.0, 4.0], "color": ["red", "blue", "red", None], "label": [0, 1, 0, 1]})
     pre = fit(train)
     assert pre.categorical == {"color": ["blue", "red"]}
     assert pre.feature_names == ["x", "color=blue", "color=red"]
-    new = pa.table({"x": [1.0, 2.0], "color": ["green", "blue"], "label": [0, 1]})
-    X, unseen = pre.transform(new)
-    assert unseen == {"color": 1}
+    new = pa.table({"x": [1.0, 2.0, 3.0], "color": ["green", "blue", None], "label": [0, 1, 0]})
+    X, levels = pre.transform(new)
+    assert levels.unseen == {"color": 1} and levels.missing == {"color": 1}
     assert X[0, 1:].tolist() == [0.0, 0.0]
     assert X[1, 1:].tolist() == [1.0, 0.0]
+    assert X[2, 1:].tolist() == [0.0, 0.0]
 
 
 def test_round_trip_through_dict():
@@ -162,12 +163,12 @@ def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):
     pre = fit(train, impute="median")
     labels = infer_label_spec(train.column("label"), "label", None, binary=False)
     new = pa.concat_tables([_mixed_table(n, s, ("red", "blue", "violet")) for s, n in enumerate((30, 1, 52), 1)])
-    whole, whole_unseen = pre.transform(new)
+    whole, whole_levels = pre.transform(new)
     monkeypatch.setattr(dataset, "PREPARE_ROWS", 7)
     prepared = dataset.prepare(new, pre, labels)
     assert prepared.X.flags["C_CONTIGUOUS"] and prepared.X.dtype == np.float32
     np.testing.assert_array_equal(prepared.X, whole)
-    assert prepared.unseen == whole_unseen and whole_unseen["color"] > 0
+    assert prepared.levels == whole_levels and whole_levels.unseen["color"] > 0
 
 
 def test_prepare_in_blocks_counts_every_block_in_its_error(monkeypatch):
