@@ -130,6 +130,7 @@ class Preprocessor:
     scale: list[float] = field(default_factory=list)
     impute: str = "none"
     fill: list[float] = field(default_factory=list)
+    trim_text: bool = True  # categorical levels matched without surrounding whitespace; False for older model files
 
     @property
     def input_columns(self) -> list[str]:
@@ -326,9 +327,13 @@ class Preprocessor:
         # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
         out = np.zeros((self.n_features, batch.num_rows), dtype=np.float32).T
         if offset:
+            inverse_scale = 1.0 / np.asarray(self.scale)
             with np.errstate(over="ignore"):  # a value far outside training's range overflows float32: named below
-                np.subtract(dense, np.asarray(self.mean, dtype=dense.dtype), out=out[:, :offset])
-                out[:, :offset] *= (1.0 / np.asarray(self.scale)).astype(np.float32)
+                if dense.dtype == np.float32:  # float32 in, float32 arithmetic (the one-pass path's values)
+                    np.subtract(dense, np.asarray(self.mean, dtype=np.float32), out=out[:, :offset])
+                    out[:, :offset] *= inverse_scale.astype(np.float32)
+                else:  # in float64 first: a column around 1e40 standardizes to O(1), only its raw values exceed float32
+                    out[:, :offset] = (dense - np.asarray(self.mean)) * inverse_scale
             overflow = ~np.isfinite(out[:, :offset]).all(axis=0)
             if overflow.any():
                 names = [self.feature_names[i] for i in np.flatnonzero(overflow)[:8]]
@@ -338,7 +343,7 @@ class Preprocessor:
                 )
         counts = LevelCounts()
         for col, levels in self.categorical.items():
-            arr = level_text(batch.column(col))
+            arr = level_text(batch.column(col), self.trim_text)
             index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
             idx = to_numpy(index, fill=-1)
             rows = np.flatnonzero(idx >= 0)
@@ -402,20 +407,24 @@ class Preprocessor:
             "scale": self.scale,
             "impute": self.impute,
             "fill": self.fill,
+            "trim_text": self.trim_text,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Preprocessor":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        return cls(**{"trim_text": False, **{k: data[k] for k in cls.__dataclass_fields__ if k in data}})
 
 
-def level_text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def level_text(column: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
     """A categorical column as the text its levels are matched on: decoded, without surrounding whitespace
-    ("north" and "north " are one level, as they are for labels), blank text missing like an empty CSV cell."""
+    ("north" and "north " are one level, as they are for labels), blank text missing like an empty CSV cell.
+    trim=False: a model file written before levels were trimmed matches them as it was trained."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    if not trim:
+        return column.cast(pa.string())
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
     not_blank = pc.cast(pc.utf8_length(text), pa.bool_())  # no Python scalar: that would import pandas
     return pc.if_else(not_blank, text, pa.nulls(len(text), pa.string()))
@@ -450,7 +459,7 @@ class RunningMoments:
         share = np.divide(count, total, out=np.zeros_like(total), where=total > 0)
         with np.errstate(over="ignore", invalid="ignore"):
             delta = mean - self.mean
-            self.m2 = self.m2 + m2 + delta * delta * self.count * share
+            self.m2 = self.m2 + m2 + (delta * share) * (delta * self.count)  # 0, not inf * 0, on the first batch
             self.mean = self.mean + delta * share
         self.count = total
 

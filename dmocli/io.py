@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import functools
 import gzip
 import math
 import os
 import re
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import DmoError
+from .parquet_layout import parquet_layout
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
     import pyarrow.dataset as pads
@@ -68,123 +68,6 @@ def parquet_files(path: Source) -> list[str] | None:
     return None if _is_csv(path) else [str(path)]
 
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the directory of a null partition value
-
-
-@dataclass(frozen=True)
-class ParquetLayout:
-    """How the files of a parquet path are read as one table: the schema every file is read as, and the
-    columns held in Hive-style directory names (`region=eu/part-0.parquet`), as Spark and Hive write them.
-
-    Files written by different jobs often disagree on a numeric column's
-    width or kind (int64 in one, double in the next, once a value had a
-    decimal point); such columns are read as the wider type, as pyarrow's
-    permissive promotion does. A column that is text in one file and a
-    number in another, or missing from a file, is refused naming both files.
-    A partition column is int64 when every value is an integer, else text;
-    a column of the files themselves wins over a directory name.
-    """
-
-    schema: pa.Schema  # the files' columns, then the partition columns
-    cast: bool  # some file's own types differ from the schema's
-    partitions: dict[str, dict[str, Any]]  # file -> {partition column: value}
-
-    def adapt(self, batch: pa.RecordBatch | pa.Table, file: str, columns: list[str] | None):
-        """A batch of `file` in the layout's types, with the requested partition columns appended."""
-        if self.cast:
-            batch = batch.cast(pa.schema([self.schema.field(name) for name in batch.schema.names]))
-        values = self.partitions.get(file, {})
-        for name, value in values.items():
-            if columns is None or name in columns:
-                kind = self.schema.field(name).type
-                batch = batch.append_column(self.schema.field(name), pa.array([value] * batch.num_rows, kind))
-        return batch
-
-    def file_columns(self, columns: list[str] | None) -> list[str] | None:
-        """The requested columns that are read from the files (partition columns come from the paths)."""
-        keys = set(next(iter(self.partitions.values()), {}))
-        return None if columns is None else [c for c in columns if c not in keys]
-
-
-def parquet_layout(root: Source, files: list[str]) -> ParquetLayout:
-    """The layout of the parquet files behind `root` (see ParquetLayout); cached, since every pass asks."""
-    return _parquet_layout(str(root), tuple(files))
-
-
-@functools.lru_cache(maxsize=16)
-def _parquet_layout(root: str, files: tuple[str, ...]) -> ParquetLayout:
-    try:
-        schemas = [pq.read_schema(name).remove_metadata() for name in files]
-    except READ_ERRORS as exc:
-        raise _read_error(root, exc, "parquet") from exc
-    first = schemas[0]
-    cast = not all(other.equals(first) for other in schemas[1:])
-    unified = _unify(files, schemas) if cast else pq.read_schema(files[0])
-    partitions = _hive_partitions(Path(root), files, set(first.names))
-    fields = list(unified)
-    for key in next(iter(partitions.values()), {}):
-        values = [v[key] for v in partitions.values() if v[key] is not None]
-        integers = all(_INTEGER.fullmatch(v) for v in values)
-        fields.append(pa.field(key, pa.int64() if integers else pa.string()))
-        if integers:
-            for v in partitions.values():
-                v[key] = None if v[key] is None else int(v[key])
-    return ParquetLayout(pa.schema(fields, metadata=unified.metadata), cast, partitions)
-
-
-_INTEGER = re.compile(r"[-+]?[0-9]+")
-
-
-def _hive_partitions(root: Path, files: tuple[str, ...], file_columns: set[str]) -> dict[str, dict[str, Any]]:
-    """file -> {key: text value} from the `key=value` directories between root and the file; {} when the
-    directories are not named that way, or not the same keys for every file."""
-    if not root.is_dir():
-        return {}
-    found: dict[str, dict[str, Any]] = {}
-    for name in files:
-        parts = Path(name).relative_to(root).parts[:-1]
-        pairs = [part.split("=", 1) for part in parts if "=" in part]
-        found[name] = {unquote(k): (None if v == HIVE_NULL else unquote(v)) for k, v in pairs
-                       if unquote(k) not in file_columns}
-    keys = [list(v) for v in found.values()]
-    if not keys[0] or any(k != keys[0] for k in keys):
-        return {}
-    return found
-
-
-def _unify(files: tuple[str, ...], schemas: list[pa.Schema]) -> pa.Schema:
-    first = schemas[0]
-    for name, other in zip(files[1:], schemas[1:]):
-        absent = [c for c in first.names if c not in other.names] + [c for c in other.names if c not in first.names]
-        if absent:
-            raise DmoError(f"{name} and {files[0]} differ in their columns ({', '.join(absent[:6])}); "
-                           "give files with the same columns")
-    try:
-        unified = pa.unify_schemas(schemas, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        unified = None
-    if unified is not None and all(
-            _numeric_or_same(unified.field(c).type, s.field(c).type) for s in schemas for c in s.names):
-        return unified
-    for name, other in zip(files[1:], schemas[1:]):
-        for column in first.names:
-            a, b = first.field(column).type, other.field(column).type
-            if a != b and not (_is_number(a) and _is_number(b)):
-                raise DmoError(f"column '{column}' is {a} in {files[0]} but {b} in {name}; "
-                               "give files with the same column types")
-    raise DmoError(f"the files of {Path(files[0]).parent} do not share one schema; give files with the same "
-                   "columns and types")
-
-
-def _is_number(kind: pa.DataType) -> bool:
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind)
-
-
-def _numeric_or_same(unified: pa.DataType, own: pa.DataType) -> bool:
-    """A file's column may be read as the unified type: the same type, or numbers widened to numbers."""
-    return unified == own or (_is_number(unified) and _is_number(own)) or pa.types.is_null(own)
-
-
 def open_dataset(path: Source) -> "pads.Dataset":
     """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table."""
     import pyarrow.csv as pacsv
@@ -199,14 +82,7 @@ def open_dataset(path: Source) -> "pads.Dataset":
             # Without pre-buffering: it reads each whole column chunk's compressed bytes ahead of decoding, which
             # on a local file buys no speed and adds the compressed file's size to a whole-table read's peak.
             fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
-            if not path.is_dir():
-                return pads.dataset(files[0], format=fmt)
-            layout = parquet_layout(path, files)
-            partition_keys = list(next(iter(layout.partitions.values()), {}))
-            partitioning = pads.partitioning(pa.schema([layout.schema.field(k) for k in partition_keys]),
-                                             flavor="hive") if partition_keys else None
-            return pads.dataset(files, format=fmt, schema=layout.schema, partitioning=partitioning,
-                                partition_base_dir=str(path))
+            return pads.dataset(files if path.is_dir() else files[0], format=fmt)
         if _is_csv(path):
             dialect = csv_dialect(path)
             # an empty cell is missing in every column, strings included (a missing label = an unlabeled row)
@@ -233,21 +109,21 @@ _DECIMAL_POINT = re.compile(r"[-+]?[0-9]*\.[0-9]+")
 
 
 def csv_dialect(path: Path) -> CsvDialect:
-    """How a CSV file is written, read from its first lines. Delimiter: a tab for .tsv; otherwise a comma,
-    unless the header has none but has semicolons, tabs or pipes. Decimal point: a comma when the delimiter
-    is not one and the numbers of the first lines are written 1,5 (never 1.5), as spreadsheets in many
-    locales export. Refuses a header that names a column twice, which no reader could map to one feature."""
+    """How a CSV file is written, read from its first lines. Delimiter: a tab for .tsv; otherwise whichever
+    of comma, semicolon, tab and pipe splits the header into the most column names. Decimal point: a comma
+    when the delimiter is not one and the numbers of the first lines are written 1,5 (never 1.5), as
+    spreadsheets in many locales export. Refuses a header that names a column twice, which no reader could map to one feature."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise _read_error(path, exc, "CSV") from exc
     header = lines[0] if lines else ""
     if path.name.lower().endswith(".tsv"):
         delimiter = "\t"
-    else:
-        delimiter = next((d for d in ",;\t|" if d in header), ",")
+    else:  # the candidate that splits the header (quotes respected) into the most names; a comma on ties
+        delimiter = max(",;\t|", key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
     rows = list(csv.reader(lines, delimiter=delimiter))
     names = rows[0] if rows else []
     repeated = sorted({name for name in names if names.count(name) > 1})
@@ -280,9 +156,15 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
         if path.num_rows == 0:
             raise DmoError("the table has no rows (give a table with at least one row)")
         return path if columns is None else path.select(columns)
-    dataset = open_dataset(path)
+    files = parquet_files(path)
     try:
-        table = dataset.to_table(columns=columns)
+        if files is None:
+            table = open_dataset(path).to_table(columns=columns)
+        else:  # file by file, as iter_batches reads: the same types and partition columns on both paths
+            layout = parquet_layout(path, files)
+            table = pa.concat_tables([
+                layout.adapt(pq.read_table(name, columns=layout.file_columns(columns), pre_buffer=False), name, columns)
+                for name in files])
     except READ_ERRORS as exc:
         raise _read_error(path, exc) from exc
     pa.default_memory_pool().release_unused()  # decoding's scratch pages: the table is what stays
@@ -292,7 +174,7 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
 
 
 def schema(path: Source) -> pa.Schema:
-    """The columns of the data; for a parquet directory, as every file is read (ParquetLayout)."""
+    """The columns of the data; for parquet, as every file is read (dmocli.parquet_layout)."""
     files = parquet_files(path)
     if files is None:
         return open_dataset(path).schema

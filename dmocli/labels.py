@@ -40,6 +40,7 @@ class LabelSpec:
     classes: list[Any]
     positive: Any | None = None
     counts: list[int] = field(default_factory=list)
+    trim_text: bool = True  # text labels compared without surrounding whitespace; False for older model files
 
     @property
     def binary(self) -> bool:
@@ -56,8 +57,8 @@ class LabelSpec:
         A value not seen in training is an error for multi-class (the model has
         no logit for it) and a negative for one-vs-rest.
         """
-        labels = _plain(labels)
-        missing = _missing(labels)
+        labels = _plain(labels, self.trim_text)
+        missing = _missing(labels, self.trim_text)
         if pa.types.is_null(labels.type):  # an all-empty CSV column: every row unlabeled
             return np.full(len(labels), UNLABELED, dtype=np.int64)
         self._check_type(labels.type)
@@ -101,12 +102,13 @@ class LabelSpec:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "classes": self.classes, "positive": self.positive, "counts": self.counts}
+        return {"column": self.column, "classes": self.classes, "positive": self.positive, "counts": self.counts,
+                "trim_text": self.trim_text}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LabelSpec":
         return cls(column=data["column"], classes=list(data["classes"]), positive=data.get("positive"),
-                   counts=list(data.get("counts", [])))
+                   counts=list(data.get("counts", [])), trim_text=data.get("trim_text", False))
 
 
 def _as_array(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -148,13 +150,14 @@ def infer_label_spec(
     return label_spec_from_counts(list(counts), list(counts.values()), labels.type, column, positive, binary)
 
 
-def _plain(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
+def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
     """One contiguous array of the values' own type (dictionary-encoded labels decoded), text labels
-    without surrounding whitespace: "yes" and " yes" (a CSV written as "a, yes") are one class, not two."""
+    without surrounding whitespace: "yes" and " yes" (a CSV written as "a, yes") are one class, not two.
+    trim=False: a model file written before labels were trimmed matches them as it was trained."""
     labels = _as_array(labels)
     if pa.types.is_dictionary(labels.type):
         labels = labels.cast(labels.type.value_type)
-    if _text(labels.type):
+    if trim and _text(labels.type):
         labels = pc.utf8_trim_whitespace(labels)
     return labels
 
@@ -163,13 +166,13 @@ def _text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
-def _missing(labels: pa.Array) -> np.ndarray:
+def _missing(labels: pa.Array, trim: bool = True) -> np.ndarray:
     """Rows without a label: nulls, NaN in a float column (how pyarrow, polars and Spark may write one),
     and empty (or blank) text."""
     missing = to_numpy(labels.is_null())
     if pa.types.is_floating(labels.type):
         missing |= to_numpy(pc.is_nan(labels), fill=False)
-    elif _text(labels.type):
+    elif trim and _text(labels.type):
         missing |= ~to_numpy(_not_blank(labels), fill=True)
     return missing
 

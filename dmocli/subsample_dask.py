@@ -23,10 +23,16 @@ import pyarrow.parquet as pq
 
 from . import io
 from .errors import DmoError
+from .parquet_layout import HIVE_NULL, conform, parquet_layout
 
 
-def _arrow(frame: pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(frame, preserve_index=False)
+def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A partition as arrow in the types the local engine reads (dmocli.parquet_layout): Dask reads each
+    file in its own types and partition folders as categoricals."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    names = [name for name in schema.names if name in table.schema.names]  # the layout's order too
+    return pa.Table.from_arrays([conform(table.column(name), schema.field(name).type) for name in names],
+                                schema=pa.schema([schema.field(name) for name in names]))
 
 
 def _one_thread() -> None:
@@ -36,17 +42,18 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _call(fn: Callable[[pa.Table, int], Any], frame: pd.DataFrame, part: int, columns: list[str] | None) -> Any:
+def _call(fn: Callable[[pa.Table, int], Any], frame: pd.DataFrame, part: int, columns: list[str] | None,
+          schema: pa.Schema) -> Any:
     _one_thread()
-    return fn(_arrow(frame if columns is None else frame[columns]), part)
+    return fn(_arrow(frame if columns is None else frame[columns], schema), part)
 
 
-def _write_partition(frame: pd.DataFrame, sampler: Any, directory: str, schema: pa.Schema,
+def _write_partition(frame: pd.DataFrame, sampler: Any, directory: str, schema: pa.Schema, input_schema: pa.Schema,
                      partition_info: dict | None = None) -> pd.DataFrame:
     """Accept one partition's rows, write them as part-NNNNN.parquet, return the counts as one row."""
     _one_thread()
     part = partition_info["number"] if partition_info else 0
-    table, counts = sampler.process(_arrow(frame), part)
+    table, counts = sampler.process(_arrow(frame, input_schema), part)
     pq.write_table(table.cast(schema), os.path.join(directory, f"part-{part:06d}.parquet"))
     return pd.DataFrame({"counts": [json.dumps(counts)]})
 
@@ -62,11 +69,15 @@ class DaskEngine:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise DmoError("--engine dask needs Dask: pip install 'dmocli[dask]' (or use --engine local)") from exc
-        dataset = io.open_dataset(data)
-        files = getattr(dataset, "files", None)
-        if not files or not all(str(f).endswith(".parquet") for f in files):
+        files = io.parquet_files(data)
+        if files is None:
             raise DmoError("--engine dask reads parquet (a file or a directory of .parquet files); convert the CSV first")
-        self.files = list(files)
+        layout = parquet_layout(data, files)
+        if layout.has_null_partition:
+            raise DmoError(f"--engine dask cannot read a null partition folder ({HIVE_NULL}) of {data}; "
+                           "use --engine local")
+        self.files = files
+        self.schema = layout.schema
         self.dd = dd
         self.cluster = None
         try:
@@ -87,7 +98,7 @@ class DaskEngine:
         """fn(partition as arrow, partition number) on the workers; the (small) results come back in order."""
         import dask
 
-        tasks = [dask.delayed(_call)(fn, part, i, columns) for i, part in enumerate(self._frame().to_delayed())]
+        tasks = [dask.delayed(_call)(fn, part, i, columns, self.schema) for i, part in enumerate(self._frame().to_delayed())]
         return list(self.client.compute(tasks, sync=True))
 
     def write(self, sampler: Any, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
@@ -99,7 +110,7 @@ class DaskEngine:
         try:
             shipped = dask.delayed(sampler, pure=True)  # one task: the pilot is sent once, then shared
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
-            frame = self._frame().map_partitions(_write_partition, shipped, str(staging), schema, meta=meta)
+            frame = self._frame().map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
             rows = self.client.compute(frame, sync=True)
             if target.is_dir():
                 shutil.rmtree(target)

@@ -242,3 +242,12 @@ def test_parquet_files_whose_columns_differ_in_kind_or_set_are_named(tmp_path):
                              "b.parquet")
         assert_clean_failure(train_fails(tmp_path, tmp_path / "fewer", "--solver", solver), 2, "f3",
                              "same columns")
+
+
+def test_files_under_differently_named_partition_folders_are_refused(tmp_path):
+    frame = make_binary_frame(n=200, seed=9)
+    (tmp_path / "d" / "region=eu").mkdir(parents=True)
+    (tmp_path / "d" / "other").mkdir()
+    frame.head(100).to_parquet(tmp_path / "d" / "region=eu" / "part-0.parquet")
+    frame.tail(100).to_parquet(tmp_path / "d" / "other" / "part-1.parquet")
+    assert_clean_failure(train_fails(tmp_path, tmp_path / "d"), 2, "partition folders")

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 
 from conftest import make_binary_frame, run_dmo
 from dmocli.features import ColumnPlan, Preprocessor, RunningMoments, column_moments
-from dmocli.labels import infer_label_spec
+from dmocli.labels import LabelSpec, infer_label_spec
 from dmocli.modelfile import read_metadata
 
 
@@ -65,14 +65,23 @@ def test_hive_partition_directories_are_columns_in_every_command(tmp_path):
     assert schema.field("region").type == pa.string() and schema.field("year").type == pa.int64()
 
 
-def test_parquet_files_with_int_and_float_columns_train_like_one_float_file(tmp_path):
+def test_parquet_files_with_differing_types_and_order_train_like_one_uniform_file(tmp_path):
+    """int64 in one file and float64 in the other (whole numbers, some past 2^53 like nanosecond times);
+    string vs large_string vs dictionary text; columns in another order: read as one float64 / string table."""
     frame = make_binary_frame(n=300, seed=13).astype({"f0": np.float64})
-    frame["f0"] = np.round(frame["f0"] * 4)  # whole numbers: an int64 file and a float64 file hold the same values
+    frame["f0"] = np.round(frame["f0"] * 4)
+    frame["stamp"] = 1.7e18 + np.arange(300) * 1024.0  # exact in float64, and in int64
+    frame["shop"] = np.where(np.arange(300) % 3 == 0, "north", "south")
     (tmp_path / "parts").mkdir()
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table.slice(0, 150).set_column(0, "f0", table.column("f0").slice(0, 150).cast(pa.int64())),
-                   tmp_path / "parts" / "a.parquet")
-    pq.write_table(table.slice(150), tmp_path / "parts" / "b.parquet")
+    head = table.slice(0, 150)
+    head = head.set_column(0, "f0", head.column("f0").cast(pa.int64()))
+    head = head.set_column(head.schema.get_field_index("stamp"), "stamp", head.column("stamp").cast(pa.int64()))
+    head = head.set_column(head.schema.get_field_index("shop"), "shop", head.column("shop").cast(pa.large_string()))
+    tail = table.slice(150)
+    tail = tail.set_column(tail.schema.get_field_index("shop"), "shop", tail.column("shop").dictionary_encode())
+    pq.write_table(head, tmp_path / "parts" / "a.parquet")
+    pq.write_table(tail.select(list(reversed(tail.schema.names))), tmp_path / "parts" / "b.parquet")
     pq.write_table(table, tmp_path / "whole.parquet")
     for solver in ("wce", "fofo"):
         run_dmo("train", tmp_path / "parts", "--solver", solver, "-o", tmp_path / f"p_{solver}.st", check=True)
@@ -86,12 +95,27 @@ def test_semicolon_and_decimal_comma_csvs_read_like_a_comma_csv(tmp_path):
     frame.to_csv(tmp_path / "comma.csv", index=False)
     frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
     frame.to_csv(tmp_path / "european.csv", index=False, sep=";", decimal=",")  # 0,1234;1,5;...
+    quoted = frame.rename(columns={"f0": "f0, raw"})  # a comma inside a quoted name does not make it comma-separated
+    quoted.to_csv(tmp_path / "quoted.csv", index=False, sep=";")
+    run_dmo("train", tmp_path / "quoted.csv", "-o", tmp_path / "quoted.st", check=True)
+    assert read_metadata(tmp_path / "quoted.st")["preprocessing"]["numeric"][0] == "f0, raw"
     for name in ("comma", "semi", "european"):
         run_dmo("train", tmp_path / f"{name}.csv", "-o", tmp_path / f"{name}.st", check=True)
     a = weights(tmp_path / "comma.st")
     for name in ("semi", "european"):
         b = weights(tmp_path / f"{name}.st")
         assert all(np.array_equal(a[k], b[k]) for k in a), name
+
+
+def test_model_files_from_before_trimming_match_text_as_they_were_trained():
+    """A model written before labels and levels were trimmed has no `trim_text` key: it keeps exact matching,
+    so its predictions do not change under it."""
+    pre = Preprocessor.from_dict({"numeric": [], "categorical": {"shop": [" south", "north"]}, "mean": [], "scale": []})
+    X, levels = pre.transform(pa.table({"shop": [" south", "south", "north"]}))
+    assert not pre.trim_text and X.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]] and levels.unseen == {"shop": 1}
+    labels = LabelSpec.from_dict({"column": "label", "classes": ["no", " yes"], "positive": " yes"})
+    assert labels.encode(pa.array([" yes", "yes", "no"])).tolist() == [1, 0, 0]
+    assert LabelSpec.from_dict(infer_label_spec(pa.array(["a", " b", "b"]), "label", None, True).to_dict()).trim_text
 
 
 def test_scale_of_a_column_with_a_large_mean_and_tiny_spread_is_exact():
@@ -104,6 +128,10 @@ def test_scale_of_a_column_with_a_large_mean_and_tiny_spread_is_exact():
     pre = Preprocessor.fit(table.to_batches(max_chunksize=777), plan)
     assert abs(pre.scale[0] / x.std() - 1) < 1e-6
     assert abs(pre.mean[0] - x.mean()) < 1e-6
+    huge = pa.table({"x": 1e40 * (1 + 0.1 * rng.normal(size=1000)), "label": rng.integers(0, 2, 1000)})
+    fitted = Preprocessor.fit(huge.to_batches(), plan)  # its raw values exceed float32, its standardized ones do not
+    X, _ = fitted.transform(huge)
+    assert np.isfinite(X).all() and abs(X.std() - 1) < 1e-3
     moments = RunningMoments(1)
     for chunk in np.array_split(x, [1, 10, 5000]):
         moments.add(*map(np.array, zip(column_moments(chunk))))
