@@ -1,14 +1,18 @@
-"""Arrow arrays to numpy without pyarrow's own conversion, which imports pandas.
+"""Arrow arrays to numpy, and small arrays from Python values, without pyarrow's own conversion.
 
-pyarrow's Array.to_numpy (and any Python-to-arrow scalar, as fill_null
-needs) loads pandas on first use: a third of a second of start-up. Numeric
-and boolean columns, which is what features, labels and codes are, are
-plain buffers plus a validity bitmap that numpy reads directly.
+pyarrow's Array.to_numpy, pa.array of Python or numpy values, and any
+Python-to-arrow scalar (as fill_null needs) load pandas on first use: a
+third of a second of start-up. Numeric and boolean columns, which is what
+features, labels and codes are, are plain buffers plus a validity bitmap
+that numpy reads directly; and arrays can be built from such buffers.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None) -> np.ndarray:
@@ -56,3 +60,21 @@ def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), count=offset + n, bitorder="little")
     return bits[offset:].view(bool)
+
+
+def text_array(values: list[str]) -> pa.Array:
+    """A string array of Python strings, built from its offsets and bytes."""
+    encoded = [value.encode() for value in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
+def repeated(value: Any, kind: pa.DataType, n: int) -> pa.Array:
+    """`value` n times as an array of `kind` (int64 or string; None gives nulls): a partition column."""
+    if value is None:
+        return pa.nulls(n, kind)
+    if pa.types.is_integer(kind):
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(np.full(n, value, dtype=_numeric_dtype(kind)))])
+    zeros = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.zeros(n, dtype=np.int32))])
+    return pc.take(text_array([str(value)]).cast(kind), zeros)

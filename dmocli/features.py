@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_numpy import to_numpy
+from .arrow_numpy import text_array, to_numpy
 from .errors import DmoError
 
 MAX_CATEGORICAL_LEVELS = 1000
@@ -344,7 +344,7 @@ class Preprocessor:
         counts = LevelCounts()
         for col, levels in self.categorical.items():
             arr = level_text(batch.column(col), self.trim_text)
-            index = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
+            index = pc.index_in(arr, value_set=text_array(levels))
             idx = to_numpy(index, fill=-1)
             rows = np.flatnonzero(idx >= 0)
             out[rows, offset + idx[rows]] = 1.0

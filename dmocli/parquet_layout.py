@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .arrow_numpy import repeated
 from .errors import DmoError
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the folder of a null partition value
@@ -78,8 +77,7 @@ class ParquetLayout:
         for key in self.partition_keys:
             if columns is None or key in columns:
                 fields.append(self.schema.field(key))
-                one = pa.array([self.partitions[file][key]], self.schema.field(key).type)
-                arrays.append(pc.take(one, np.zeros(batch.num_rows, dtype=np.int32)))  # one value, n rows
+                arrays.append(repeated(self.partitions[file][key], self.schema.field(key).type, batch.num_rows))
         build = pa.RecordBatch.from_arrays if isinstance(batch, pa.RecordBatch) else pa.Table.from_arrays
         return build(arrays, schema=pa.schema(fields))
 

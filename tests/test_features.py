@@ -191,3 +191,14 @@ def test_variable_length_embedding_with_an_empty_chunk():
     assert pre.embedding_dim == 2
     prepared = prepare(table, pre, infer_label_spec(table.column("label"), "label", None, binary=True))
     assert prepared.X.shape == (4, 2)
+
+
+def test_arrays_built_from_buffers_equal_pyarrows_own():
+    from dmocli.arrow_numpy import repeated, text_array
+
+    assert text_array(["north", "süd", "", "a b"]).equals(pa.array(["north", "süd", "", "a b"]))
+    assert text_array([]).equals(pa.array([], pa.string()))
+    assert repeated(2024, pa.int64(), 3).equals(pa.array([2024] * 3, pa.int64()))
+    assert repeated("eu", pa.string(), 2).equals(pa.array(["eu", "eu"]))
+    assert repeated(None, pa.string(), 2).equals(pa.array([None, None], pa.string()))
+    assert len(repeated("eu", pa.string(), 0)) == 0

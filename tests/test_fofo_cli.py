@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -211,7 +212,12 @@ def test_streaming_train_starts_without_torch_scipy_or_pandas(stream_files, tmp_
             "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "heavy = sorted(m for m in ('torch', 'scipy', 'pandas', 'pyarrow.dataset') if m in sys.modules)\n"
             "print('HEAVY', heavy)")
-    for data in (stream_files["parquet"], stream_files["dir"]):
+    hive = tmp_path / "hive"  # partition folders and a text column: arrays built without pa.array
+    frame = pd.read_parquet(stream_files["parquet"]).assign(shop=lambda f: np.where(f.index % 3 == 0, "north", "south "))
+    for region, part in (("eu", frame.iloc[::2]), ("us", frame.iloc[1::2])):
+        (hive / f"region={region}").mkdir(parents=True)
+        part.to_parquet(hive / f"region={region}" / "part-0.parquet")
+    for data in (hive, stream_files["parquet"], stream_files["dir"]):  # the last model is evaluated below
         out = subprocess.run([sys.executable, "-c", code, "train", str(data), "--solver", "fofo", "-o", str(model)],
                              capture_output=True, text=True, check=True)
         assert "HEAVY []" in out.stdout, out.stdout + out.stderr
