@@ -13,6 +13,10 @@ import numpy as np
 from .errors import DmoError
 
 
+MAX_PARAMETERS = 500_000_000  # 2 GB of float32 weights, about 8 GB with gradients and Adam's moments
+MAX_DEPTH = 1000
+
+
 @dataclass
 class Architecture:
     """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU)."""
@@ -29,6 +33,17 @@ class Architecture:
             raise DmoError(f"--model {self.kind!r} is not known (use linear or mlp)")
         if self.width < 1 or self.depth < 1:
             raise DmoError("--width and --depth must be at least 1")
+        if self.kind == "mlp" and (self.depth > MAX_DEPTH or self.parameters > MAX_PARAMETERS):
+            raise DmoError(f"--width {self.width} --depth {self.depth} make a network of {self.parameters:,} weights; "
+                           f"the limit is {MAX_PARAMETERS:,} weights and {MAX_DEPTH} layers (a tabular MLP needs far fewer)")
+
+    @property
+    def parameters(self) -> int:
+        """Weights and biases of the network (BatchNorm's scale and shift included)."""
+        if self.kind == "linear":
+            return (self.n_inputs + 1) * self.n_outputs
+        hidden = (self.n_inputs + 1) * self.width + (self.depth - 1) * (self.width + 1) * self.width
+        return hidden + self.depth * 2 * self.width * self.batchnorm + (self.width + 1) * self.n_outputs
 
     def to_dict(self) -> dict:
         return asdict(self)

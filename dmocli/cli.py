@@ -40,7 +40,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show full traceback
 def _parse_params(values: list[str]) -> dict[str, str]:
     params = {}
     for item in values:
-        if "=" not in item:
+        if "=" not in item or not item.split("=", 1)[0].strip():
             raise DmoError(f"--param {item!r} must look like KEY=VALUE (see `dmo solvers` for each solver's keys)")
         key, value = item.split("=", 1)
         params[key.strip()] = value.strip()
@@ -144,7 +144,7 @@ def threshold(
     from .applying import refit_threshold
     from .problems import Problem
 
-    result = refit_threshold(model, data, Problem.from_options(problem, target, beta), output, confidence, allow_infeasible, report)
+    result = refit_threshold(model, data, Problem.from_options(problem, target, beta, confidence), output, confidence, allow_infeasible, report)
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
 
 
@@ -290,12 +290,34 @@ def solvers() -> None:
         out.print(table)
 
 
+def _click_kind(exc: BaseException) -> set[str]:
+    """Names of the click exception classes `exc` is (typer may vendor its own copy of click, so by name)."""
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _exit_on_click_error(exc: Exception, debug: bool) -> None:
+    """Click's usage errors as one line like every other error (exit 2); `dmo` alone prints the help, as
+    before."""
+    kinds = _click_kind(exc)
+    ctx = getattr(exc, "ctx", None)
+    if "NoArgsIsHelpError" in kinds:  # typer has printed the help already
+        sys.exit(2)
+    if "Abort" in kinds:
+        err.print("dmo: interrupted", markup=False)
+        sys.exit(130)
+    if "UsageError" in kinds and not debug:
+        hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
+        err.print(f"dmo: error: {exc.format_message()}{hint}", markup=False)  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        # Standalone mode: click reports usage errors itself (exit 2); our own errors propagate to here.
-        app(args=args, prog_name="dmo")
+        # Not standalone: click's usage errors come here too, to be one line like every other error.
+        code = app(args=args, prog_name="dmo", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except UnreachableTarget as exc:
         if debug:
             raise
@@ -312,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
         err.print("dmo: interrupted", markup=False)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
+        _exit_on_click_error(exc, debug)
         if debug:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -283,6 +283,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        mask = os.umask(0)  # mkstemp (and safetensors) make the file private (0600): give it the mode any new
+        os.umask(mask)      # file of the user gets, so a batch job's other readers can open it
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -47,6 +47,11 @@ class LabelSpec:
         return self.positive is not None
 
     @property
+    def two_class(self) -> bool:
+        """A binary model of a two-class label (not one class against the rest of several)."""
+        return self.binary and self.classes[0] != f"not {self.positive}"
+
+    @property
     def n_outputs(self) -> int:
         """1 logit for a binary (one-vs-rest) problem, K logits otherwise."""
         return 1 if self.binary else len(self.classes)
@@ -55,7 +60,8 @@ class LabelSpec:
         """Integer codes: 0/1 for binary, class index for multi-class, -1 for a missing label.
 
         A value not seen in training is an error for multi-class (the model has
-        no logit for it) and a negative for one-vs-rest.
+        no logit for it) and for a two-class model ("Yes" against yes/no would
+        silently score every row as a negative), and a negative for one-vs-rest.
         """
         labels = _plain(labels, self.trim_text)
         missing = _missing(labels, self.trim_text)
@@ -66,13 +72,21 @@ class LabelSpec:
             # Compared in numpy, never via an arrow scalar of the positive class: converting any Python
             # value to arrow imports pandas, a third of a second of a streaming command's start-up.
             if _numeric(labels.type):
-                codes = (to_numpy(labels, fill=0) == self.positive).astype(np.int64)  # nulls: overwritten below
+                values = to_numpy(labels, fill=0)  # nulls: overwritten below
+                codes = (values == self.positive).astype(np.int64)
+                unseen = values[~missing & ~codes.astype(bool) & (values != self.classes[0])] if self.two_class else []
             else:
                 encoded = labels.dictionary_encode()
                 levels = encoded.dictionary.to_pylist()
                 codes = np.zeros(len(labels), dtype=np.int64)
                 if self.positive in levels:
                     codes = (to_numpy(encoded.indices, fill=-1) == levels.index(self.positive)).astype(np.int64)
+                unseen = [v for v in levels if v and v not in self.classes] if self.two_class else []
+            if len(unseen):
+                raise DmoError(
+                    f"label value {python_value(unseen[0])!r} in column '{self.column}' is neither class of the model "
+                    f"({self.classes}); fix the labels (case, spelling) or retrain with them"
+                )
         else:
             try:
                 known = pa.array(self.classes).cast(labels.type)

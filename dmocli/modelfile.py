@@ -6,6 +6,7 @@ the format version, and rebuilds the network from the stored architecture.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,10 +120,12 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         meta = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise DmoError(f"{path} has corrupt dmo metadata; retrain the model") from exc
+    if not isinstance(meta, dict):
+        raise DmoError(f"{path} has corrupt dmo metadata (not a JSON object); retrain the model")
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise DmoError(
-            f"{path} has model format version {version}; this dmocli reads version {FORMAT_VERSION} "
+            f"{path} has model format version {version!r}; this dmocli reads version {FORMAT_VERSION} "
             "(retrain or use a matching dmocli)"
         )
     return meta
@@ -144,17 +147,43 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel
     meta = read_metadata(path)
     try:
         arch = Architecture.from_dict(meta["architecture"])
+    except (DmoError, KeyError, TypeError, AttributeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
+    try:
         network = _network_from_state(arch, load_file(str(path), device="cpu"), device)
     except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
         raise DmoError(f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain") from exc
-    problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
-    return DmoModel(
-        network=network,
-        architecture=arch,
-        preprocessor=Preprocessor.from_dict(meta["preprocessing"]),
-        labels=LabelSpec.from_dict(meta["labels"]),
-        solver=meta["solver"],
-        problem=problem,
-        threshold=meta.get("threshold"),
-        info=meta.get("info", {}),
-    )
+    try:  # a hand-edited or foreign file: any malformed field is one message, not a crash at predict time
+        problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
+        model = DmoModel(
+            network=network,
+            architecture=arch,
+            preprocessor=Preprocessor.from_dict(meta["preprocessing"]),
+            labels=LabelSpec.from_dict(meta["labels"]),
+            solver=str(meta["solver"]),
+            problem=problem,
+            threshold=meta.get("threshold"),
+            info=meta.get("info") or {},
+        )
+        _check_consistent(model)
+    except (DmoError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
+    return model
+
+
+def _check_consistent(model: DmoModel) -> None:
+    """The stored pieces fit together: feature statistics per feature, a network as wide as the features,
+    one output per class (or one logit and a finite threshold for a binary model)."""
+    pre, labels, arch = model.preprocessor, model.labels, model.architecture
+    if not isinstance(pre.categorical, dict) or not isinstance(labels.classes, list) or len(labels.classes) < 2:
+        raise ValueError("classes or categorical levels are malformed")
+    if not pre.embedding and not len(pre.mean) == len(pre.scale) == len(pre.numeric):
+        raise ValueError(f"{len(pre.numeric)} numeric columns but {len(pre.mean)} means and {len(pre.scale)} scales")
+    if pre.n_features != arch.n_inputs or labels.n_outputs != arch.n_outputs:
+        raise ValueError("the network's input or output size does not match the features or classes")
+    if labels.binary and labels.positive != labels.classes[-1]:
+        raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
+    if labels.binary and not (isinstance(model.threshold, (int, float)) and math.isfinite(model.threshold)):
+        raise ValueError(f"threshold {model.threshold!r} is not a number")

@@ -6,6 +6,7 @@ and OFBS (max F-beta).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,11 +49,13 @@ class Problem:
     beta: float = 1.0
 
     @classmethod
-    def from_options(cls, kind: str, target: float | None, beta: float) -> "Problem":
-        """The problem a command line asks for; --target with ofbs is refused, not ignored (ofbs has no
-        constraint). Model files go through the constructor, which stays lenient about it."""
+    def from_options(cls, kind: str, target: float | None, beta: float, confidence: float | None = None) -> "Problem":
+        """The problem a command line asks for; --target or --confidence with ofbs is refused, not ignored (ofbs
+        has no constraint to meet or bound). Model files go through the constructor, which stays lenient."""
         if kind == "ofbs" and target is not None:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
+        if kind == "ofbs" and confidence is not None:
+            raise DmoError("--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); ofbs, the problem here, has none")
         return cls(kind, target, beta)
 
     def __post_init__(self) -> None:
@@ -63,8 +66,8 @@ class Problem:
                 raise DmoError(f"--problem {self.kind} needs --target A with 0 < A < 1")
             if not 0.0 < self.target < 1.0:
                 raise DmoError(f"--target {self.target} is outside (0, 1); give a value such as 0.8")
-        if not self.beta > 0:
-            raise DmoError(f"--beta {self.beta} must be positive")
+        if not (self.beta > 0 and math.isfinite(self.beta)):
+            raise DmoError(f"--beta {self.beta} must be a positive finite number (1 weighs precision and recall alike)")
 
     @property
     def objective_name(self) -> str:

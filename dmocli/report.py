@@ -65,7 +65,19 @@ def _installed_version(package: str) -> str | None:
 
 
 def dumps(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, default=_default, allow_nan=False) + "\n"
+    """Strict JSON: a NaN or infinite figure (an F-beta of no prediction, a loss never computed) is null,
+    which every JSON reader accepts; json's own NaN/Infinity tokens are not JSON."""
+    return json.dumps(_finite(report), indent=2, default=_default, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _default(value: Any) -> Any:

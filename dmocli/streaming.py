@@ -133,7 +133,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
     params = solver.parse_params(opts.params)
-    problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta)
+    problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta, opts.confidence)
     if problem.kind not in solver.problems:
         raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: ofbs)")
     if opts.device not in ("auto", "cpu"):

@@ -31,6 +31,7 @@ from .errors import DmoError
 from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
 from .labels import LabelSpec, label_counts, label_spec_from_counts
 from .networks import Architecture, build_network, logits_of
+from .options import check_seed
 from .prefetch import prefetched
 from .report import envelope, write_report
 from .solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
@@ -183,10 +184,18 @@ class LocalEngine:
                 if table.num_rows:
                     sink.write(table.cast(schema))
                 parts.append(counts)
+            refuse_empty(parts)  # inside the sink: the refused output is never renamed into place
         return parts
 
     def close(self) -> None:
         pass
+
+
+def refuse_empty(parts: list[dict[str, Any]]) -> None:
+    """A subsample with no rows is no use to `train` (which refuses it): say so now, write nothing."""
+    if not sum(counts["kept"] for counts in parts):
+        raise DmoError("the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
+                       "data); lower --gamma")
 
 
 def _engine(data: str | Path, opts: SubsampleOptions):
@@ -205,6 +214,7 @@ def _check(opts: SubsampleOptions) -> None:
     if opts.gamma is None:
         raise DmoError("--gamma G is required (>= 1: keep about 1/G of the rows at most)")
     check_gamma(opts.gamma)
+    check_seed(opts.seed)
     if not 0.0 < opts.pilot_frac < 1.0:
         raise DmoError(f"--pilot-frac {opts.pilot_frac:g} must be in (0, 1)")
     if opts.pilot_model not in ("linear", "mlp"):
@@ -324,6 +334,9 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
     if not with_pilot:
         return labels, None
     parts = [rows for _, rows in scanned if rows is not None and rows.num_rows]
+    if not parts:
+        raise DmoError(f"the pilot sample is empty (--pilot-frac {opts.pilot_frac:g} of {sum(labels.counts)} labeled "
+                       "rows); raise --pilot-frac")
     try:
         pilot_table = pa.concat_tables(parts, promote_options="permissive")  # Dask parts keep each file's types
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:  # columns differing in kind or set

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from . import io
 from .errors import DmoError
 from .parquet_layout import HIVE_NULL, conform, parquet_layout
+from .subsample import refuse_empty
 
 
 def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
@@ -112,6 +113,8 @@ class DaskEngine:
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
             frame = self._frame().map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
             rows = self.client.compute(frame, sync=True)
+            counts = [json.loads(text) for text in rows["counts"]]
+            refuse_empty(counts)
             if target.is_dir():
                 shutil.rmtree(target)
             elif target.exists():
@@ -120,7 +123,7 @@ class DaskEngine:
         finally:
             if staging.exists():
                 shutil.rmtree(staging)
-        return [json.loads(text) for text in rows["counts"]]
+        return counts
 
     def close(self) -> None:
         self.client.close()

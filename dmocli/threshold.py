@@ -14,6 +14,7 @@ import numpy as np
 
 from .curve import ScoreCurve
 from .errors import DmoError
+from .options import check_confidence
 from .problems import Problem, f_beta, precision, recall
 
 
@@ -52,8 +53,7 @@ class OperatingPoint:
 
 def search(scores: np.ndarray, labels: np.ndarray, problem: Problem, confidence: float | None = None) -> OperatingPoint:
     """Best cut for `problem` on (scores, labels); infeasible -> the closest cut, feasible=False."""
-    if confidence is not None and not 0.5 <= confidence < 1.0:
-        raise DmoError(f"--confidence {confidence} must be in [0.5, 1), e.g. 0.95")
+    check_confidence(confidence)
     curve = ScoreCurve.from_scores(scores, labels)
     return search_curve(curve, problem, confidence)
 

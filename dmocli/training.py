@@ -20,8 +20,9 @@ from .errors import DmoError, UnreachableTarget
 from .features import Preprocessor, plan_columns
 from .labels import infer_label_spec, label_counts
 from .modelfile import DmoModel
+from .options import check_confidence, check_seed
 from .problems import Problem
-from .report import binary_split_report, envelope, multiclass_split_report, write_report
+from .report import binary_split_report, dumps, envelope, multiclass_split_report
 from .solvers import get_solver
 from .solvers.base import FitContext, SplitData
 from .threshold import search
@@ -87,7 +88,7 @@ def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
         if opts.positive is not None:
             raise DmoError("--positive picks the positive class of a binary problem; --problem multiclass keeps every class")
         return None
-    return Problem.from_options(kind, opts.target, opts.beta)
+    return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
 
 def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
@@ -121,6 +122,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         raise DmoError("give either --val FILE or --val-frac, not both")
     if not 0.0 <= opts.val_frac < 1.0:
         raise DmoError(f"--val-frac {opts.val_frac} must be in [0, 1)")
+    check_seed(opts.seed)
+    check_confidence(opts.confidence)  # now, not after training
     solver = get_solver(opts.solver)
     raw_params = dict(opts.params)
     if opts.gamma is not None:
@@ -259,10 +262,11 @@ def finish(model: DmoModel, report: dict[str, Any], output: Path | None, report_
     """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
     report["wall_seconds"] = time.perf_counter() - started
     report["model_path"] = None if output is None else str(output)
+    text = dumps(report)  # first: a report that cannot be written must not leave a model behind
     if output is not None:
         model.save(output)
     if report_path is not None:
-        write_report(report_path, report)
+        io.write_text(report_path, text)
     return model, report
 
 

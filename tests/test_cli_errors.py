@@ -125,10 +125,10 @@ def test_unwritable_output_path(tmp_path, binary_parquet):
     assert_clean_failure(proc, 2, "output directory does not exist")
 
 
-def test_unknown_option_is_usage_error(binary_parquet):
-    proc = run_dmo("train", binary_parquet, "--no-such-option")
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
+def test_usage_errors_are_one_line_too(binary_parquet):
+    assert_clean_failure(run_dmo("train", binary_parquet, "--no-such-option"), 2, "--no-such-option", "dmo train -h")
+    assert_clean_failure(run_dmo("train", binary_parquet, "--target", "abc"), 2, "'--target'")
+    assert_clean_failure(run_dmo("nosuch"), 2, "no such command")
 
 
 def test_debug_shows_traceback(tmp_path):

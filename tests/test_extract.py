@@ -274,6 +274,15 @@ def test_jsonl_table_without_labels_and_null_text(env: dict[str, Path], tmp_path
     assert report["skipped"] == [{"row": "1", "error": "null text"}]
 
 
+def test_a_source_with_no_readable_item_writes_nothing(env: dict[str, Path], tmp_path: Path) -> None:
+    src = tmp_path / "t.jsonl"
+    src.write_text('{"text": null}\n{"text": null}\n')
+    out = tmp_path / "t.parquet"
+    with pytest.raises(DmoError, match="no item .* could be read .2 skipped, e.g. 0: null text"):
+        extract(src, out, ExtractOptions(device="cpu", model=str(env["bert"])))
+    assert not out.exists()
+
+
 # ---- errors -----------------------------------------------------------------------------
 @pytest.mark.parametrize("args, message", [
     (["--views", "weak:1"], "images only"),

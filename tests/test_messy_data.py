@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 from safetensors.numpy import load_file
 
 from conftest import make_binary_frame, run_dmo
+from dmocli.errors import DmoError
 from dmocli.features import ColumnPlan, Preprocessor, RunningMoments, column_moments
 from dmocli.labels import LabelSpec, infer_label_spec
 from dmocli.modelfile import read_metadata
@@ -114,7 +116,9 @@ def test_model_files_from_before_trimming_match_text_as_they_were_trained():
     X, levels = pre.transform(pa.table({"shop": [" south", "south", "north"]}))
     assert not pre.trim_text and X.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]] and levels.unseen == {"shop": 1}
     labels = LabelSpec.from_dict({"column": "label", "classes": ["no", " yes"], "positive": " yes"})
-    assert labels.encode(pa.array([" yes", "yes", "no"])).tolist() == [1, 0, 0]
+    assert labels.encode(pa.array([" yes", "no", " yes"])).tolist() == [1, 0, 1]
+    with pytest.raises(DmoError, match="neither class"):  # not trimmed to " yes": matched exactly, as trained
+        labels.encode(pa.array(["yes"]))
     assert LabelSpec.from_dict(infer_label_spec(pa.array(["a", " b", "b"]), "label", None, True).to_dict()).trim_text
 
 

@@ -16,6 +16,7 @@ import torch
 from .. import io
 from ..errors import DmoError
 from ..networks import resolve_device
+from ..options import check_seed
 from ..report import envelope, write_report
 from .views import parse_views
 from .backbones import Backbone, load_backbone
@@ -160,6 +161,7 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
         io.check_writable(report_path)
     if opts.batch_size < 1:
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
+    check_seed(opts.seed)
     workers = default_workers() if opts.workers is None else opts.workers
     if workers < 0:
         raise DmoError(f"--workers must be 0 (decode in the main process) or more, got {workers}")
@@ -193,8 +195,13 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
         store.checkpoint()  # keep finished rows for --resume (Ctrl-C, SIGTERM from a batch scheduler, errors)
         raise
     seconds = time.perf_counter() - t1
-    rows = store.finish()
     skipped = items.skipped + runner.skipped
+    if not runner.extracted and len(items) == len(todo):  # nothing new, nothing resumed: an empty table is no use
+        first = skipped[0] if skipped else {}
+        example = f", e.g. {next(iter(first.values()))}: {str(first.get('error', ''))[:80]}" if first else ""
+        raise DmoError(f"no item of {source} could be read ({len(skipped)} skipped{example}); nothing was written "
+                       "(check the files, or --text-col for a table)")
+    rows = store.finish()
     report = envelope(
         "extract", source=str(source), output=str(output), kind=items.kind, model=backbone.name,
         library=backbone.library, dim=backbone.dim, pooling=backbone.pooling, normalize=backbone.normalize,

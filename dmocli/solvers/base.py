@@ -7,6 +7,8 @@ the model file are the pipeline's job, shared by all solvers.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -92,6 +94,7 @@ class Solver:
                 known = ", ".join(sorted(fields)) or "none"
                 raise DmoError(f"--param {key} is not a parameter of solver {self.name} (known: {known})")
             values[name] = _convert(text, fields[name].type, key)
+            _check_range(key, values[name], fields[name].metadata)
         return self.Params(**values)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
@@ -113,6 +116,17 @@ def _convert(text: str, annotation: Any, key: str) -> Any:
     except ValueError as exc:
         raise DmoError(f"--param {key}={text!r}: expected a {kind} value") from exc
     return text
+
+
+def _check_range(key: str, value: Any, metadata: Mapping[str, Any]) -> None:
+    """A value no solver can use (a NaN learning rate, zero rows per batch) is refused here, by name, rather
+    than failing inside torch or training silently on NaN weights. Fields say their range in metadata."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DmoError(f"--param {key}={value} must be a finite number")
+    if metadata.get("positive") and value is not None and not value > 0:
+        raise DmoError(f"--param {key}={value} must be positive")
+    if "min" in metadata and value is not None and value < metadata["min"]:
+        raise DmoError(f"--param {key}={value} must be at least {metadata['min']}")
 
 
 def param_help(params_cls: type) -> list[tuple[str, str, str]]:

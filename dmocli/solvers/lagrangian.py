@@ -24,7 +24,7 @@ class Lagrangian(Solver):
 
     @dataclass
     class Params(LoopSettings):
-        temperature: float = field(default=1.0, metadata={"help": "q = sigmoid(logit / temperature)"})
+        temperature: float = field(default=1.0, metadata={"positive": True, "help": "q = sigmoid(logit / temperature)"})
         lr_multiplier: float = field(default=0.05, metadata={"help": "gradient-ascent step for the multiplier"})
         multiplier_init: float = field(default=0.0, metadata={"help": "initial Lagrange multiplier"})
 

@@ -32,11 +32,11 @@ class LogisticParams:
     """How to fit an offset-corrected logistic model (shared by the solver, the pilot and the bench)."""
 
     l2: float = field(default=1e-5, metadata={"help": "L2 penalty on the weights (keeps separable data finite)"})
-    max_iter: int = field(default=500, metadata={"help": "L-BFGS iterations (linear model)"})
-    lr: float = field(default=3e-3, metadata={"help": "Adam learning rate (mlp)"})
-    batch_size: int = field(default=1024, metadata={"help": "rows per mini-batch (mlp)"})
-    max_epochs: int = field(default=200, metadata={"help": "upper bound on passes over the data (mlp)"})
-    patience: int = field(default=10, metadata={"help": "epochs without improvement before stopping (mlp)"})
+    max_iter: int = field(default=500, metadata={"min": 1, "help": "L-BFGS iterations (linear model)"})
+    lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate (mlp)"})
+    batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch (mlp)"})
+    max_epochs: int = field(default=200, metadata={"min": 1, "help": "upper bound on passes over the data (mlp)"})
+    patience: int = field(default=10, metadata={"min": 0, "help": "epochs without improvement before stopping (mlp)"})
 
 
 def offset_nll(logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:

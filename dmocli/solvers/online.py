@@ -177,10 +177,10 @@ class StreamingSolver(Solver):
 
     @dataclass
     class Params:
-        lr: float = field(default=8.0, metadata={"help": "SGD step of the logistic model at mini-batch k is lr/sqrt(k)"})
-        batch_size: int = field(default=256, metadata={"help": "rows per SGD mini-batch (1 = the per-row algorithm)"})
+        lr: float = field(default=8.0, metadata={"positive": True, "help": "SGD step of the logistic model at mini-batch k is lr/sqrt(k)"})
+        batch_size: int = field(default=256, metadata={"min": 1, "help": "rows per SGD mini-batch (1 = the per-row algorithm)"})
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
-        stats_rows: int = field(default=262_144, metadata={
+        stats_rows: int = field(default=262_144, metadata={"min": 0, 
             "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
                     "(0: every row, an extra full pass; CSV and string columns always use every row)"})
 

@@ -40,8 +40,8 @@ from .views import FeatureViews
 class SemiParams:
     """Hyper-parameters common to fixmatch and adsh (defaults from the paper's appendix B where it gives them)."""
 
-    lr: float = field(default=2e-3, metadata={"help": "Adam learning rate (paper: 2e-3)"})
-    weight_decay: float = field(default=0.0, metadata={"help": "Adam weight decay (L2)"})
+    lr: float = field(default=2e-3, metadata={"positive": True, "help": "Adam learning rate (paper: 2e-3)"})
+    weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "Adam weight decay (L2)"})
     batch_size: int = field(default=64, metadata={"help": "labeled rows per step, B (paper: 64)"})
     mu: int = field(default=4, metadata={"help": "unlabeled rows per step = mu * B (paper: 2..7)"})
     lambda_u: float = field(default=1.0, metadata={"help": "weight of the unlabeled loss"})

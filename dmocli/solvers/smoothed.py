@@ -28,11 +28,11 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 class LoopSettings:
     """Hyper-parameters of the shared loop; each smoothed solver's Params extends this."""
 
-    lr: float = field(default=1e-2, metadata={"help": "Adam learning rate for the model"})
-    steps: int = field(default=2000, metadata={"help": "max Adam steps"})
-    batch_size: int = field(default=0, metadata={"help": "rows per step (0: full batch)"})
-    eval_every: int = field(default=20, metadata={"help": "steps between checks of the monitored metrics"})
-    patience: int = field(default=15, metadata={"help": "checks without a better iterate before stopping"})
+    lr: float = field(default=1e-2, metadata={"positive": True, "help": "Adam learning rate for the model"})
+    steps: int = field(default=2000, metadata={"min": 1, "help": "max Adam steps"})
+    batch_size: int = field(default=0, metadata={"min": 0, "help": "rows per step (0: full batch)"})
+    eval_every: int = field(default=20, metadata={"min": 1, "help": "steps between checks of the monitored metrics"})
+    patience: int = field(default=15, metadata={"min": 0, "help": "checks without a better iterate before stopping"})
 
 
 def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_prediction: Callable[[torch.Tensor], torch.Tensor],

@@ -28,11 +28,11 @@ class WeightedCrossEntropy(Solver):
 
     @dataclass
     class Params:
-        lr: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
-        weight_decay: float = field(default=0.0, metadata={"help": "Adam weight decay (L2)"})
-        batch_size: int = field(default=1024, metadata={"help": "rows per mini-batch"})
-        max_epochs: int = field(default=300, metadata={"help": "upper bound on passes over the data"})
-        patience: int = field(default=20, metadata={"help": "epochs without improvement before stopping"})
+        lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate"})
+        weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "Adam weight decay (L2)"})
+        batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch"})
+        max_epochs: int = field(default=300, metadata={"min": 1, "help": "upper bound on passes over the data"})
+        patience: int = field(default=20, metadata={"min": 0, "help": "epochs without improvement before stopping"})
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
