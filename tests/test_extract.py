@@ -288,6 +288,7 @@ def test_a_source_with_no_readable_item_writes_nothing(env: dict[str, Path], tmp
     (["--views", "weak:1"], "images only"),
     (["--text-col", "nope"], "no text column 'nope'"),
     (["--dtype", "fp8"], "--dtype"),
+    (["--max-length", 2], "--max-length 2"),
 ])
 def test_text_usage_errors(env: dict[str, Path], tmp_path: Path, args: list[str], message: str) -> None:
     opts = dict(views=None, text_col="text", dtype="auto")

@@ -162,6 +162,9 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     if opts.batch_size < 1:
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
     check_seed(opts.seed)
+    if opts.max_length is not None and opts.max_length < 3:  # [CLS] and [SEP] alone: every text the same vector
+        raise DmoError(f"--max-length {opts.max_length} leaves no room for text beside the tokenizer's special "
+                       "tokens; give at least 3, or leave it out for the model's limit")
     workers = default_workers() if opts.workers is None else opts.workers
     if workers < 0:
         raise DmoError(f"--workers must be 0 (decode in the main process) or more, got {workers}")
