@@ -21,3 +21,9 @@ class UnreachableTarget(DmoError):
     def __init__(self, message: str, best_achievable: float | None = None):
         super().__init__(message)
         self.best_achievable = best_achievable
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (arrow's run on for many lines)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -174,12 +174,8 @@ class Preprocessor:
         rng = np.random.default_rng(0)
         seen = 0
         n_rows = 0
-        wanted = [*plan.numeric, *plan.categorical, *([plan.embedding] if plan.embedding else [])]
-        for batch in batches:
+        for batch in batches:  # every batch has the same columns (files that differ: dmocli.parquet_layout)
             n_rows += batch.num_rows
-            absent = [c for c in wanted if c not in batch.schema.names]
-            if absent:  # a later file of a parquet directory without a column the first one has
-                raise DmoError(f"part of the data lacks column(s) {', '.join(absent[:6])}; give files with the same columns")
             views = pre._float32_views(batch) if impute == "none" else None
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
@@ -196,11 +192,12 @@ class Preprocessor:
                 moments = RunningMoments(len(columns))
                 bad_nan = np.zeros(len(columns), dtype=np.int64)
                 bad_inf = np.zeros(len(columns), dtype=np.int64)
-            with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
-                stats = [column_moments(c) for c in columns]
-            if impute == "none" and all(np.isfinite(m) for _, m, _ in stats):  # clean batch: no mask to build
-                moments.add(*map(np.array, zip(*stats)))
-                continue
+            if impute == "none":  # a clean batch needs no mask (median imputation always builds one)
+                with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
+                    stats = [column_moments(c) for c in columns]
+                if all(np.isfinite(m) for _, m, _ in stats):
+                    moments.add(*map(np.array, zip(*stats)))
+                    continue
             if dense is None:
                 dense = pre._dense(batch)
             nan = np.isnan(dense)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import DmoError
+from .errors import DmoError, first_line
 from .parquet_layout import parquet_layout
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
@@ -134,12 +134,6 @@ def csv_dialect(path: Path) -> CsvDialect:
     comma = delimiter != "," and any(_DECIMAL_COMMA.fullmatch(c) for c in cells) and not any(
         _DECIMAL_POINT.fullmatch(c) for c in cells)
     return CsvDialect(delimiter, "," if comma else ".")
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (arrow's run on for many lines)."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError

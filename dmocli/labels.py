@@ -160,7 +160,7 @@ def infer_label_spec(
     than two classes needs --positive, which makes the problem one-vs-rest.
     """
     labels = _plain(labels)
-    counts = label_counts(labels)
+    counts = _counts(labels)
     return label_spec_from_counts(list(counts), list(counts.values()), labels.type, column, positive, binary)
 
 
@@ -200,7 +200,12 @@ def _not_blank(text: pa.Array) -> pa.Array:
 def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
     """Class value -> row count, missing labels (null, NaN, blank text) left out; batch counts add up for
     streaming passes."""
-    values = _plain(labels).drop_null()
+    return _counts(_plain(labels))
+
+
+def _counts(labels: pa.Array) -> dict[Any, int]:
+    """label_counts of labels already made _plain."""
+    values = labels.drop_null()
     if pa.types.is_floating(values.type):
         values = values.filter(pc.invert(pc.is_nan(values)))
     elif _text(values.type):

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .arrow_numpy import repeated
-from .errors import DmoError
+from .errors import DmoError, first_line
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the folder of a null partition value
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")  # no leading zeros: store=007 or a zip code stays text
@@ -90,7 +90,7 @@ def parquet_layout(root: str | os.PathLike, files: list[str]) -> ParquetLayout:
     """The layout of the parquet files behind `root`; cached per file version (name, size, modification
     time), since every pass asks and a rewritten file must be read afresh."""
     try:
-        versions = tuple((name, os.stat(name).st_size, os.stat(name).st_mtime_ns) for name in files)
+        versions = tuple((name, stat.st_size, stat.st_mtime_ns) for name, stat in ((n, os.stat(n)) for n in files))
     except OSError as exc:
         raise DmoError(f"cannot read {root}: {exc} (is it a valid parquet file?)") from exc
     return _layout(str(root), versions)
@@ -102,8 +102,7 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
     try:
         schemas = [pq.read_schema(name) for name in files]
     except _READ_ERRORS as exc:
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DmoError(f"cannot read {root}: {text} (is it a valid parquet file?)") from exc
+        raise DmoError(f"cannot read {root}: {first_line(exc)} (is it a valid parquet file?)") from exc
     first = schemas[0]
     same = all(s.remove_metadata().equals(first.remove_metadata()) for s in schemas[1:])
     unified = first if same else _unify(files, schemas)

@@ -337,11 +337,7 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
     if not parts:
         raise DmoError(f"the pilot sample is empty (--pilot-frac {opts.pilot_frac:g} of {sum(labels.counts)} labeled "
                        "rows); raise --pilot-frac")
-    try:
-        pilot_table = pa.concat_tables(parts, promote_options="permissive")  # Dask parts keep each file's types
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:  # columns differing in kind or set
-        raise DmoError(f"the files of the data do not share one schema ({io.first_line(exc)}); give files with the "
-                       "same columns and types") from exc
+    pilot_table = pa.concat_tables(parts)  # one schema: both engines read through dmocli.parquet_layout
     scanned.clear()
     return labels, fit_pilot(pilot_table, plan, labels, opts)
 

@@ -42,12 +42,12 @@ class SemiParams:
 
     lr: float = field(default=2e-3, metadata={"positive": True, "help": "Adam learning rate (paper: 2e-3)"})
     weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "Adam weight decay (L2)"})
-    batch_size: int = field(default=64, metadata={"help": "labeled rows per step, B (paper: 64)"})
-    mu: int = field(default=4, metadata={"help": "unlabeled rows per step = mu * B (paper: 2..7)"})
-    lambda_u: float = field(default=1.0, metadata={"help": "weight of the unlabeled loss"})
+    batch_size: int = field(default=64, metadata={"min": 1, "help": "labeled rows per step, B (paper: 64)"})
+    mu: int = field(default=4, metadata={"min": 1, "help": "unlabeled rows per step = mu * B (paper: 2..7)"})
+    lambda_u: float = field(default=1.0, metadata={"min": 0, "help": "weight of the unlabeled loss"})
     ema: float = field(default=0.999, metadata={"help": "EMA decay of the weights (saved model = EMA weights)"})
-    epochs: int = field(default=50, metadata={"help": "epochs; thresholds are updated after each"})
-    steps_per_epoch: int = field(default=100, metadata={"help": "optimizer steps per epoch"})
+    epochs: int = field(default=50, metadata={"min": 1, "help": "epochs; thresholds are updated after each"})
+    steps_per_epoch: int = field(default=100, metadata={"min": 1, "help": "optimizer steps per epoch"})
     weak_noise: float = field(default=0.1, metadata={"help": "weak view: Gaussian noise, in units of each feature's std"})
     strong_noise: float = field(default=0.5, metadata={"help": "strong view: Gaussian noise, in units of each feature's std"})
     strong_mask: float = field(default=0.3, metadata={"help": "strong view: probability of dropping a feature (inverted dropout)"})
@@ -158,11 +158,6 @@ class SemiSupervisedSolver(Solver):
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
-        for name in ("batch_size", "mu", "epochs", "steps_per_epoch"):
-            if getattr(p, name) < 1:
-                raise DmoError(f"--param {name.replace('_', '-')}={getattr(p, name)} must be at least 1")
-        if p.lambda_u < 0:
-            raise DmoError(f"--param lambda-u={p.lambda_u} must be >= 0")
         seed_everything(ctx.seed)
         generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
         n_classes = max(2, ctx.architecture.n_outputs)
