@@ -153,14 +153,18 @@ def infer_label_spec(
     column: str,
     positive: str | None,
     binary: bool,
+    counts: dict[Any, int] | None = None,
 ) -> LabelSpec:
     """Classes sorted by value; for a binary problem the positive class defaults to the minority.
 
     binary=False keeps all classes (multi-class solvers). binary=True with more
     than two classes needs --positive, which makes the problem one-vs-rest.
+    `counts`: label_counts(labels) when the caller has them already (train counts
+    the classes to choose the problem before it knows whether it is binary).
     """
     labels = _plain(labels)
-    counts = _counts(labels)
+    if counts is None:
+        counts = _counts(labels)
     return label_spec_from_counts(list(counts), list(counts.values()), labels.type, column, positive, binary)
 
 
@@ -181,14 +185,20 @@ def _text(kind: pa.DataType) -> bool:
 
 
 def _missing(labels: pa.Array, trim: bool = True) -> np.ndarray:
-    """Rows without a label: nulls, NaN in a float column (how pyarrow, polars and Spark may write one),
-    and empty (or blank) text."""
-    missing = to_numpy(labels.is_null())
+    """Rows without a label, as a numpy mask (see _present)."""
+    return ~to_numpy(_present(labels, trim))
+
+
+def _present(labels: pa.Array, trim: bool = True) -> pa.Array:
+    """Rows with a label, as an arrow mask without nulls: not null, not NaN in a float column (how
+    pyarrow, polars and Spark may write a missing one), and not empty (or blank) text. The one rule both
+    the encoding (_missing) and the class counts (_counts) apply."""
+    present = pc.is_valid(labels)
     if pa.types.is_floating(labels.type):
-        missing |= to_numpy(pc.is_nan(labels), fill=False)
+        present = pc.and_kleene(present, pc.invert(pc.is_nan(labels)))
     elif trim and _text(labels.type):
-        missing |= ~to_numpy(_not_blank(labels), fill=True)
-    return missing
+        present = pc.and_kleene(present, _not_blank(labels))
+    return present
 
 
 def _not_blank(text: pa.Array) -> pa.Array:
@@ -205,11 +215,7 @@ def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
 
 def _counts(labels: pa.Array) -> dict[Any, int]:
     """label_counts of labels already made _plain."""
-    values = labels.drop_null()
-    if pa.types.is_floating(values.type):
-        values = values.filter(pc.invert(pc.is_nan(values)))
-    elif _text(values.type):
-        values = values.filter(_not_blank(values))
+    values = labels.filter(_present(labels))
     counts = pc.value_counts(values)
     return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_pylist())}
 

@@ -152,13 +152,14 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     table = io.read_table(data)
     plan = plan_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
     label_column = table.column(opts.label_col)
-    n_classes = len(label_counts(label_column))  # as the label spec counts them: missing and blank labels left out
+    counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
+    n_classes = len(counts)
     problem = _resolve_problem(opts, n_classes)
     if problem is None and not solver.multiclass:
         raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
     if problem is not None and problem.kind not in solver.problems:
         raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
-    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None)
+    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     full = prepare(table, pre, labels)
     if "offsets" in full.extra and not solver.uses_offsets:
@@ -193,7 +194,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         del val_table
         train_data = full
     elif opts.val_frac > 0:
-        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed)
+        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
         train_data, val_data = full.take(train_rows), full.take(val_rows)
     else:
         train_data, val_data = full, None

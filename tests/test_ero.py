@@ -214,6 +214,13 @@ def test_train_selection_refuses_an_unused_held_out_fold(tmp_path):
         _fit(tmp_path, make_binary_frame(n=200, seed=1), "frop", 0.8, {"protocol": "thorough", "folding": "3"}, model="mlp")
 
 
+def test_a_held_out_fold_without_a_positive_is_refused(tmp_path):
+    frame = make_binary_frame(n=200, seed=1)
+    frame = pd.concat([frame[frame.label == 0], frame[frame.label == 1].head(2)])  # 2 positives: folds 0 and 1
+    with pytest.raises(DmoError, match="held-out fold without a positive"):
+        _fit(tmp_path, frame, "frop", 0.8, {"folding": "4", "fold": "2", "outer": "1"})
+
+
 def test_within_noise_selection_keeps_the_best_train_iterate_the_monitored_split_cannot_tell_apart():
     from dmocli.solvers.selection import Evaluation, WithinNoiseIterate
 

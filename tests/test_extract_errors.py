@@ -27,6 +27,17 @@ def test_missing_model_folder(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and not (tmp_path / "f.parquet").exists()
 
 
+def test_a_text_table_is_never_replaced_by_its_own_features(tmp_path: Path) -> None:
+    texts = tmp_path / "texts.csv"
+    texts.write_text("text,label\nhello,a\nworld,b\n")
+    before = texts.read_bytes()
+    for args in (["-o", texts], ["-o", tmp_path / "f.parquet", "--report", tmp_path / "f.parquet"]):
+        proc = run_dmo("extract", texts, *args, "--model", str(tmp_path / "nope"))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "same file" in proc.stderr and "choose another" in proc.stderr or "different paths" in proc.stderr
+    assert texts.read_bytes() == before and not (tmp_path / "f.parquet").exists()
+
+
 def test_hub_name_not_in_the_offline_cache() -> None:
     pytest.importorskip("huggingface_hub", reason='needs the extract extra: pip install "dmocli[extract]"')
     from dmocli.extract.backbones import resolve_model_dir

@@ -121,3 +121,19 @@ def test_outputs_get_the_users_file_mode_not_a_private_one(tmp_path, binary_parq
     mask = os.umask(0)
     os.umask(mask)
     assert model.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_validation_fraction_that_empties_a_side_of_a_class_is_refused(tmp_path):
+    """--val-frac 0.999 used to train on one row per class, and a class of one row was missing from val."""
+    from dmocli.dataset import stratified_split
+
+    y = np.array([0] * 191 + [1] * 9)
+    with pytest.raises(DmoError, match=r"class 'pos' \(9 labeled row\(s\)\) with no training row; use a --val-frac above"):
+        stratified_split(y, 0.999, seed=0, class_names=["neg", "pos"])
+    with pytest.raises(DmoError, match="no validation row"):
+        stratified_split(y, 0.01, seed=0, class_names=["neg", "pos"])
+    with pytest.raises(DmoError, match="give --val FILE instead"):
+        stratified_split(np.array([0, 0, 0, 1]), 0.5, seed=0)
+    train_rows, val_rows = stratified_split(y, 0.9, seed=0)  # 1 positive left to train: allowed, the user's call
+    assert (y[train_rows] == 1).sum() == 1 and (y[val_rows] == 1).sum() == 8
+    assert np.array_equal(np.sort(np.concatenate([train_rows, val_rows])), np.arange(y.size))

@@ -156,9 +156,9 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     """
     t0 = time.perf_counter()
     source, output = Path(source), Path(output)
-    io.check_writable(output)
-    if report_path is not None:
-        io.check_writable(report_path)
+    # A text table given as SOURCE must not be replaced by its own features, nor the output by the report. A
+    # parquet output inside an image or .txt folder is allowed: extract reads only images or .txt files there.
+    io.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
     if opts.batch_size < 1:
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
     check_seed(opts.seed)

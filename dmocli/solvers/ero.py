@@ -488,6 +488,10 @@ def _monitor_split(train: SplitData, val: SplitData | None, folding: int, fold: 
     if folding >= 2:
         if not 0 <= fold < folding:
             raise DmoError(f"--param fold={fold} must be in 0..{folding - 1} with folding={folding}")
+        positives = int((train.y == 1).sum())
+        if positives <= fold:  # dealt round-robin, fold `fold` gets a positive only when there are more than `fold`
+            raise DmoError(f"--folding {folding} with fold={fold}: the {positives} positive training row(s) leave the "
+                           "held-out fold without a positive to select on; use a smaller fold index or --val FILE")
         held = _fold_mask(train.y.cpu(), folding, fold, seed).to(train.X.device)
         return (SplitData(train.X[~held], train.y[~held]), SplitData(train.X[held], train.y[held]),
                 f"fold{fold}of{folding}")
