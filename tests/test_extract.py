@@ -25,6 +25,7 @@ Image = pytest.importorskip("PIL.Image", reason='needs the extract extra: pip in
 
 from dmocli.errors import DmoError  # noqa: E402
 from dmocli.extract import ExtractOptions, extract  # noqa: E402
+from dmocli.extract.sources import EMPTY_TEXT  # noqa: E402
 
 WORDS = "the a cat dog sat on mat good bad movie great terrible film plot actor very not".split()
 CLASSES = {"cat": 5, "dog": 4, "unlabeled": 3}
@@ -255,23 +256,26 @@ def test_text_folder_cls_pooling_and_l2_norm(env: dict[str, Path], tmp_path: Pat
         for i in range(3):
             (folder / cls / f"{i}.txt").write_text(" ".join(WORDS[i:i + 4 + (cls == "pos")]))
     (folder / "pos" / "bad.txt").write_bytes(b"\xff\xfe\xfa not utf-8")
+    (folder / "pos" / "blank.txt").write_text("\n  \n")
     out = tmp_path / "docs.parquet"
     report = extract(folder, out, ExtractOptions(device="cpu", model=str(env["bert"]), pooling="cls", normalize=True))
     table = pq.read_table(out)
     assert table.column("path").to_pylist() == [f"{c}/{i}.txt" for c in ("neg", "pos") for i in range(3)]
     assert table.column("label").to_pylist() == ["neg"] * 3 + ["pos"] * 3
     np.testing.assert_allclose(np.linalg.norm(_features(table), axis=1), 1.0, rtol=1e-5)
-    assert report["skipped"] == [{"path": "pos/bad.txt", "error": report["skipped"][0]["error"]}]
+    assert report["skipped"] == [{"path": "pos/bad.txt", "error": report["skipped"][0]["error"]},
+                                 {"path": "pos/blank.txt", "error": EMPTY_TEXT}]
 
 
 def test_jsonl_table_without_labels_and_null_text(env: dict[str, Path], tmp_path: Path) -> None:
     src = tmp_path / "t.jsonl"
-    src.write_text('{"body": "good movie"}\n{"body": null}\n{"body": "bad plot"}\n')
+    src.write_text('{"body": "good movie"}\n{"body": null}\n{"body": "bad plot"}\n{"body": " \\t"}\n')
     out = tmp_path / "t.parquet"
     report = extract(src, out, ExtractOptions(device="cpu", model=str(env["bert"]), text_col="body"))
     table = pq.read_table(out)
     assert table.column("row").to_pylist() == [0, 2] and table.column("label").null_count == 2
-    assert report["skipped"] == [{"row": "1", "error": "null text"}]
+    # blank text is skipped like null text (a CSV reader may write an empty cell as either)
+    assert report["skipped"] == [{"row": "1", "error": "null text"}, {"row": "3", "error": EMPTY_TEXT}]
 
 
 def test_a_source_with_no_readable_item_writes_nothing(env: dict[str, Path], tmp_path: Path) -> None:

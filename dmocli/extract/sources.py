@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import io
 from ..errors import DmoError
@@ -20,6 +21,7 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".
 TEXT_SUFFIXES = frozenset({".txt"})
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
 UNLABELED_DIR = "unlabeled"
+EMPTY_TEXT = "empty text (blank or whitespace only)"
 
 
 @dataclass
@@ -101,10 +103,14 @@ def text_folder(source: Path) -> Items:
     keys, labels, texts, skipped = [], [], [], []
     for r in rel:
         try:
-            texts.append((source / r).read_text(encoding="utf-8"))
+            text = (source / r).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             skipped.append({"path": r, "error": f"{type(exc).__name__}: {exc}"})
             continue
+        if not text.strip():
+            skipped.append({"path": r, "error": EMPTY_TEXT})
+            continue
+        texts.append(text)
         keys.append(r)
         labels.append(_folder_label(r))
     if not keys:
@@ -143,8 +149,12 @@ def text_table(source: Path, text_col: str, label_col: str | None) -> Items:
             labels = labels.cast(labels.type.value_type)
     else:
         labels = pa.nulls(table.num_rows, pa.string())
-    valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
-    skipped = [{"row": str(r), "error": "null text"} for r in np.setdiff1d(np.arange(table.num_rows), valid)]
+    null = col.is_null().to_numpy(zero_copy_only=False)
+    # Blank text is skipped like null text: a CSV reader writes an empty cell as either, and embedding it would
+    # give every such row the same vector of special tokens alone.
+    blank = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0), False).to_numpy(zero_copy_only=False)
+    valid = np.flatnonzero(~(null | blank))
+    skipped = [{"row": str(r), "error": "null text" if null[r] else EMPTY_TEXT} for r in np.flatnonzero(null | blank)]
     idx = pa.array(valid, pa.int64())
     return Items("text", "row", idx, labels.take(idx), texts=col.take(idx).to_pylist(), skipped=skipped)
 
