@@ -7,8 +7,12 @@ Python callers get the same message; the CLI maps them to exit codes
 from __future__ import annotations
 
 
-class DmoError(Exception):
-    """A problem the user can fix; the message names the problem and the fix."""
+class DmoError(ValueError):
+    """A problem the user can fix; the message names the problem and the fix.
+
+    A ValueError, so Python callers (and scikit-learn's estimator contract, which expects one for input it
+    cannot use) can catch it with the usual exception for bad input.
+    """
 
     exit_code = 2
 

@@ -5,6 +5,11 @@
 report), on arrays or DataFrames instead of files, and keeps the model in
 memory; `save(path)` writes the usual model file. Rows whose label is
 missing (None/NaN) are the unlabeled rows of the semi-supervised solvers.
+
+It follows scikit-learn's estimator contract (checked by
+`sklearn.utils.estimator_checks` in tests/test_estimator.py) where that does
+not change what the tool computes; `expected_failed_checks` lists, with the
+reason, the checks it fails by design.
 """
 from __future__ import annotations
 
@@ -14,22 +19,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils import Tags, get_tags
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 from .errors import DmoError
 from .modelfile import DmoModel
+from .solvers import available, solver_class
 from .training import TrainOptions, train
 
 LABEL = "label"
-
 
 class DmoClassifier(ClassifierMixin, BaseEstimator):
     """Train any dmocli solver at one operating point; predict with its threshold.
 
     Parameters mirror `dmo train` options (`params` is the `--param` dict).
     After fit: `model_` (DmoModel), `report_` (the train report dict),
-    `classes_`, `threshold_` (logit scale, binary problems), `n_features_in_`.
+    `classes_` (sorted, as scikit-learn orders them), `threshold_` (binary
+    problems: on the logit scale of the positive class `model_.labels.positive`),
+    `n_features_in_`, and `feature_names_in_` for DataFrames with string column names.
+
+    X is a DataFrame or pyarrow Table (numeric columns, text/categorical columns
+    one-hot encoded, one embedding list column, as `dmo train` reads a file) or
+    any numeric array-like (columns named x0..x{d-1} in the model file).
     """
 
     def __init__(self, problem: str | None = None, target: float | None = None, beta: float = 1.0,
@@ -56,13 +70,22 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         self.seed = seed
         self.params = params
 
+    def __sklearn_tags__(self) -> Tags:
+        """What X and y this configuration accepts, so sklearn's checks and meta-estimators ask the right things."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self.impute == "median"  # the training medians fill NaN; otherwise refused
+        tags.input_tags.categorical = True  # text and categorical DataFrame columns are one-hot encoded
+        # Several classes need a solver with K logits and no binary problem: fpor/frop/ofbs need `positive` for
+        # them and then predict "not <positive>" for the other classes. An unknown solver fits nothing (fit says so).
+        tags.classifier_tags.multi_class = (self.problem in (None, "multiclass") and self.solver in available()
+                                            and solver_class(self.solver).multiclass)
+        return tags
+
     def fit(self, X: Any, y: Any) -> "DmoClassifier":
-        features = _feature_table(X)
+        features = self._feature_table(X, reset=True)
         if LABEL in features.schema.names:
             raise DmoError(f"X has a column named {LABEL!r}; rename it (the label is passed as y)")
-        labels = pa.array(pd.Series(np.asarray(y, dtype=object) if not isinstance(y, pd.Series) else y), from_pandas=True)
-        if len(labels) != features.num_rows:
-            raise DmoError(f"X has {features.num_rows} rows and y has {len(labels)}; give one label per row")
+        labels = self._label_array(y, features)
         options = TrainOptions(
             problem=self.problem, target=self.target, beta=self.beta, solver=self.solver, model=self.model,
             width=self.width, depth=self.depth, label_col=LABEL,
@@ -74,44 +97,112 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         model, report = train(features.append_column(LABEL, labels), options)
         self.model_: DmoModel = model
         self.report_: dict[str, Any] = report
-        self.classes_ = np.asarray(model.labels.classes)
+        classes = list(model.labels.classes)
+        if model.labels.two_class and classes[1] < classes[0]:  # [negative, positive]: a minority "fraud" after "ok"
+            classes.reverse()
+        # One-vs-rest classes are ["not 3", 3]: an object array keeps 3 an int, as in y, not the text "3".
+        self.classes_ = np.array(classes, dtype=object if len({type(c) for c in classes}) > 1 else None)
         self.threshold_ = model.threshold
-        self.n_features_in_ = features.num_columns
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Logits: (n,) for binary problems (the decision is logit >= threshold_), (n, K) otherwise."""
-        check_is_fitted(self, "model_")
-        logits, _ = self.model_.logits(_feature_table(X, self.model_.preprocessor.input_columns))
-        return logits.reshape(-1) if self.model_.binary else logits
+        """Scores as sklearn defines them: (n, K) class logits, or for two classes (n,) the score of classes_[1].
+
+        For a binary problem that is the positive class's logit, negated when the positive class sorts first
+        (is classes_[0]); the decision is positive logit >= threshold_, not score > 0, so use this for ranking
+        (ROC, precision-recall curves) and predict() for the operating point.
+        """
+        logits = self._logits(X)
+        if self.model_.binary:
+            return -logits if self._positive_first() else logits
+        if logits.shape[1] == 2:  # --problem multiclass on two classes: argmax is the sign of the difference
+            return logits[:, 1] - logits[:, 0]
+        return logits
 
     def predict(self, X: Any) -> np.ndarray:
-        decision = self.model_.decide(self.decision_function(X))
-        return self.classes_[np.asarray(decision, dtype=np.int64)]
+        """Class labels: the threshold_ operating point (binary problems) or the argmax class."""
+        logits = self._logits(X)  # first: it checks that the estimator is fitted before model_ is read
+        decision = self.model_.decide(logits)
+        spec_order = self.classes_[::-1] if self._positive_first() else self.classes_
+        return spec_order[np.asarray(decision, dtype=np.int64)]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Model probabilities (columns in classes_ order); note the binary decision uses threshold_, not 0.5."""
-        logits = self.decision_function(X).astype(np.float64)
-        if self.model_.binary:
-            positive = 1.0 / (1.0 + np.exp(-logits))
-            return np.column_stack([1.0 - positive, positive])
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return shifted / shifted.sum(axis=1, keepdims=True)
+        logits = self._logits(X).astype(np.float64)
+        if not self.model_.binary:
+            return softmax(logits, axis=1)
+        proba = np.column_stack([expit(-logits), expit(logits)])  # [negative, positive], each without 1 - p rounding
+        return proba[:, ::-1] if self._positive_first() else proba
 
     def save(self, path: str | Path) -> None:
         """Write the model file `dmo evaluate/predict` read."""
         check_is_fitted(self, "model_")
         self.model_.save(path)
 
+    def _logits(self, X: Any) -> np.ndarray:
+        """The model's logits: (n,) of the positive class for binary problems, (n, K) otherwise."""
+        check_is_fitted(self, "model_")
+        logits, _ = self.model_.logits(self._feature_table(X, reset=False))
+        return logits.reshape(-1) if self.model_.binary else logits
 
-def _feature_table(X: Any, columns: list[str] | None = None) -> pa.Table:
-    """A DataFrame keeps its column names; an array gets x0..x{d-1}, as at fit time."""
-    if isinstance(X, pa.Table):
-        return X
-    if isinstance(X, pd.DataFrame):
-        return pa.Table.from_pandas(X, preserve_index=False)
-    array = np.asarray(X)
-    if array.ndim != 2:
-        raise DmoError(f"X must be 2-D (rows x features); got shape {array.shape}")
-    names = columns if columns is not None and len(columns) == array.shape[1] else [f"x{j}" for j in range(array.shape[1])]
-    return pa.table({name: array[:, j] for j, name in enumerate(names)})
+    def _positive_first(self) -> bool:
+        """Whether the positive class is classes_[0], so sklearn's classes_[1] outputs are for the negative class."""
+        return self.model_.binary and self.classes_[0] == self.model_.labels.positive
+
+    def _feature_table(self, X: Any, reset: bool) -> pa.Table:
+        """X as the table `dmo train` reads, validated as sklearn does (reset=True in fit records the features).
+
+        DataFrames and arrow tables keep their columns and types, so text columns are one-hot encoded as in the
+        CLI; their names are checked against fit's. Anything else must be a dense numeric matrix; its columns are
+        matched to fit's by position (x0..x{d-1}, or the DataFrame's names). NaN and inf pass through: the
+        preprocessor refuses or imputes them (--impute) with the same message as `dmo train`.
+        """
+        if isinstance(X, (pd.DataFrame, pa.Table)):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            table = X if isinstance(X, pa.Table) else pa.Table.from_pandas(X, preserve_index=False)
+        else:
+            array = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+            names = [f"x{j}" for j in range(array.shape[1])] if reset else self._fit_columns
+            table = pa.table({name: array[:, j] for j, name in enumerate(names)})
+        if reset:
+            self._fit_columns: list[str] = table.schema.names
+        return table
+
+    def _label_array(self, y: Any, features: pa.Table) -> pa.Array:
+        """y as the label column: 1-D, one per row of X, missing values (None/NaN/NA) null (unlabeled rows).
+
+        The labeled values must be classes by sklearn's rule (type_of_target): a continuous or infinite y is
+        refused as for every sklearn classifier (StratifiedKFold would refuse it anyway). Typed by arrow first,
+        so an object array of ints and None is a class column, not sklearn's "unknown" label type.
+        """
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if not isinstance(y, pd.Series):  # a Series is 1-D already and keeps its type (nullable Int64 stays ints)
+            y = column_or_1d(y, warn=True)
+        check_consistent_length(features, y)
+        labels = pa.array(y, from_pandas=True)
+        check_classification_targets(labels.drop_null().to_numpy(zero_copy_only=False))
+        return labels
+
+
+def expected_failed_checks(estimator: DmoClassifier) -> dict[str, str]:
+    """The scikit-learn estimator checks this configuration fails by design, each with why.
+
+    For `check_estimator(est, expected_failed_checks=expected_failed_checks(est))` and
+    `parametrize_with_checks(..., expected_failed_checks=expected_failed_checks)`. An ofbs operating point
+    (the default for two classes) agrees with decision_function > 0 on sklearn's well-separated test data
+    once the model has trained; on overlapping classes it need not, for the same reason as fpor/frop.
+    """
+    failures: dict[str, str] = {}
+    if not get_tags(estimator).classifier_tags.multi_class:
+        failures["check_classifier_not_supporting_multiclass"] = (
+            "a binary problem refuses several classes with a DmoError asking for `positive` (then it trains "
+            "one-vs-rest), not sklearn's 'Only binary classification is supported.'"
+        )
+    if estimator.problem in ("fpor", "frop"):
+        failures["check_classifiers_train"] = (
+            "the operating point meets the problem's target (a precision or a recall), so predict is "
+            "positive logit >= threshold_: it aims at neither accuracy nor agreement with decision_function > 0 "
+            "or probability 0.5"
+        )
+    return failures

@@ -84,17 +84,74 @@ def open_dataset(path: Source) -> "pads.Dataset":
             fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
             return pads.dataset(files if path.is_dir() else files[0], format=fmt)
         if _is_csv(path):
-            dialect = csv_dialect(path)
-            # an empty cell is missing in every column, strings included (a missing label = an unlabeled row)
-            fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=dialect.delimiter),
-                                     convert_options=pacsv.ConvertOptions(strings_can_be_null=True,
-                                                                          decimal_point=dialect.decimal_point))
-            return pads.dataset(str(path), format=fmt)
+            parse, convert = _csv_options(path)
+            return pads.dataset(str(path), format=pads.CsvFileFormat(parse_options=parse, convert_options=convert))
         raise AssertionError("unreachable: a path is parquet or CSV")
     except DmoError:
         raise
     except READ_ERRORS as exc:
         raise _read_error(path, exc) from exc
+
+
+def _csv_options(path: Path, columns: list[str] | None = None) -> tuple["pacsv.ParseOptions", "pacsv.ConvertOptions"]:
+    """How to parse a CSV file: its dialect, an empty cell missing in every column, strings included (a missing
+    label = an unlabeled row), and the column types a streaming read learned further down the file."""
+    import pyarrow.csv as pacsv
+
+    dialect = csv_dialect(path)
+    convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point,
+                                   column_types=_CSV_LEARNED_TYPES.get(_file_state(path), {}),
+                                   include_columns=columns or [])
+    return pacsv.ParseOptions(delimiter=dialect.delimiter), convert
+
+
+def _file_state(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path.resolve()), stat.st_size, stat.st_mtime_ns
+
+
+# CSV column types that only rows past the first block revealed, per file state (path, size, mtime): a streaming
+# read infers each column's type from the first block (about 1 MB), so an integer column whose first float comes
+# later, or a number column whose first text comes later, fails there. Learned once, every later pass of the
+# process reads the column right from its first row.
+_CSV_LEARNED_TYPES: dict[tuple[str, int, int], dict[str, pa.DataType]] = {}
+_CONVERSION_ERROR = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): invalid value '(.*)'",
+                               re.S)
+
+
+def _learn_csv_type(path: Path, exc: BaseException) -> None:
+    """After a conversion error while streaming a CSV: remember float64 for a column whose first rows held
+    integers (or nothing) and a later row a decimal, or raise the one-line DmoError that names the column, row
+    and value. Text in a number column is refused: the features were planned from the first rows (the
+    in-memory reader infers from every row, and so reads such a column as text)."""
+    match = _CONVERSION_ERROR.search(str(exc))
+    if match is None:
+        raise _read_error(path, exc) from exc
+    index, line, kind, value = int(match.group(1)), match.group(2), match.group(3), match.group(4)
+    name = csv_header(path)[index]
+    learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
+    if _is_number(value) and kind.startswith(("int", "uint", "null")) and name not in learned:
+        learned[name] = pa.float64()
+        return
+    where = f"line {line}" if line else "a later line"  # arrow counts the header as row 1: a line number
+    raise DmoError(f"cannot stream {path}: column {name!r} reads as {kind} in its first rows but holds {value!r} at "
+                   f"{where}; write a missing value as an empty cell (or NA), or --drop the column") from exc
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file, as its dialect splits the header."""
+    dialect = csv_dialect(path)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        return next(csv.reader(handle, delimiter=dialect.delimiter), [])
 
 
 @dataclass(frozen=True)
@@ -153,7 +210,7 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     files = parquet_files(path)
     try:
         if files is None:
-            table = open_dataset(path).to_table(columns=columns)
+            table = _read_csv(Path(path), columns)
         else:  # file by file, as iter_batches reads: the same types and partition columns on both paths
             layout = parquet_layout(path, files)
             table = pa.concat_tables([
@@ -165,6 +222,18 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     if table.num_rows == 0:
         raise DmoError(f"{path} has no rows (give a table with at least one row)")
     return table
+
+
+def _read_csv(path: Path, columns: list[str] | None) -> pa.Table:
+    """A whole CSV file. pyarrow's table reader infers each column's type from every block, so an integer
+    column with a decimal far down is read as float64 (and a number column with text far down as text);
+    the dataset scanner would infer from the first block and fail at the late value."""
+    import pyarrow.csv as pacsv
+
+    _check_exists(path)
+    parse, convert = _csv_options(path, columns)
+    table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
+    return table if columns is None else table.select(columns)
 
 
 def schema(path: Source) -> pa.Schema:
@@ -197,12 +266,31 @@ def iter_batches(
                 for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=read)
             )
         else:
-            source = open_dataset(path).to_batches(columns=columns, batch_size=batch_size, **readahead)
+            yield from _stream_csv(Path(path), batch_size, columns, readahead)
+            return
         for batch in source:
             if batch.num_rows:
                 yield batch
     except READ_ERRORS as exc:
         raise _read_error(path, exc) from exc
+
+
+def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    """A CSV file's record batches. When a later row shows that an integer column holds decimals, the file
+    is opened again with that column as float64 and the rows already yielded are skipped, so the caller
+    sees every row once (its batches from then on carry the column as float64)."""
+    done = 0
+    while True:
+        seen = 0
+        try:
+            for batch in open_dataset(path).to_batches(columns=columns, batch_size=batch_size, **readahead):
+                if seen + batch.num_rows > done and batch.num_rows:
+                    yield batch.slice(max(0, done - seen))
+                seen += batch.num_rows
+                done = max(done, seen)
+            return
+        except pa.ArrowInvalid as exc:
+            _learn_csv_type(path, exc)
 
 
 def sample_row_groups(path: Source, columns: list[str],

@@ -6,16 +6,21 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from sklearn.base import clone
-from sklearn.metrics import balanced_accuracy_score, precision_score, recall_score
+from sklearn.metrics import balanced_accuracy_score, get_scorer, precision_score, recall_score
 from sklearn.model_selection import cross_val_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from conftest import make_binary_frame, make_gaussian_classes
 from dmocli import DmoClassifier
 from dmocli.errors import DmoError
+from dmocli.estimator import expected_failed_checks
 from dmocli.modelfile import load_model
 from dmocli.training import TrainOptions, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+# wce settings that train the small data sets here (and sklearn's check data) in a fraction of the default steps.
+FAST = {"lr": 0.05, "batch-size": 32, "max-epochs": 20}
 
 
 def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path):
@@ -25,7 +30,7 @@ def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path)
     clf = DmoClassifier(problem="frop", target=0.8, positive="fraud", seed=1).fit(X, y)
 
     predicted = clf.predict(X)
-    assert list(clf.classes_) == ["ok", "fraud"] and set(predicted) == {"fraud", "ok"}
+    assert list(clf.classes_) == ["fraud", "ok"] and set(predicted) == {"fraud", "ok"}  # sorted, as sklearn's
     assert recall_score(y, predicted, pos_label="fraud") >= 0.8  # TA on train makes the target exact there
     assert clf.report_["splits"]["train"]["recall"] == pytest.approx(recall_score(y, predicted, pos_label="fraud"))
     assert clf.report_["splits"]["train"]["precision"] == pytest.approx(precision_score(y, predicted, pos_label="fraud"))
@@ -37,8 +42,11 @@ def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path)
     assert model.threshold == pytest.approx(clf.threshold_, abs=1e-6)
     clf.save(tmp_path / "clf.safetensors")
     reloaded = load_model(tmp_path / "clf.safetensors")
-    table_logits, _ = reloaded.logits(pa.Table.from_pandas(X, preserve_index=False))
-    assert np.allclose(table_logits.reshape(-1), clf.decision_function(X), atol=1e-6)
+    fraud_logits = reloaded.logits(pa.Table.from_pandas(X, preserve_index=False))[0].reshape(-1)
+    # sklearn's binary score is for classes_[1] ("ok"): the positive class sorts first, so its logit is negated
+    assert np.allclose(-fraud_logits, clf.decision_function(X), atol=1e-6)
+    assert np.allclose(clf.predict_proba(X)[:, 0], 1.0 / (1.0 + np.exp(-fraud_logits)), atol=1e-6)
+    assert get_scorer("roc_auc")(clf, X, y) > 0.8  # the scorer reads the sign right
 
 
 def test_multiclass_probabilities_and_numpy_input():
@@ -62,9 +70,44 @@ def test_clone_and_cross_validation_work():
 
 
 def test_bad_shapes_are_refused():
-    with pytest.raises(DmoError, match="one label per row"):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         DmoClassifier().fit(np.zeros((5, 2)), [0, 1, 0])
-    with pytest.raises(DmoError, match="2-D"):
+    with pytest.raises(ValueError, match="Expected 2D array"):
         DmoClassifier().fit(np.zeros(5), [0, 1, 0, 1, 0])
     with pytest.raises(DmoError, match="rename it"):
         DmoClassifier().fit(pd.DataFrame({"label": [1.0, 2.0], "x": [0.0, 1.0]}), [0, 1])
+
+
+def test_arrays_match_the_columns_of_a_frame_by_position():
+    """pd.DataFrame(X) has integer column names (no feature_names_in_); an array at predict time is that frame."""
+    frame = make_binary_frame(n=300, d=3, pos_frac=0.3, seed=4, sep=2.5)
+    X, y = frame.drop(columns="label").to_numpy(), frame["label"].to_numpy()
+    clf = DmoClassifier(params=FAST).fit(pd.DataFrame(X), y)
+    assert clf.n_features_in_ == 3 and not hasattr(clf, "feature_names_in_")
+    assert np.array_equal(clf.predict(X), clf.predict(pd.DataFrame(X)))
+    named = DmoClassifier(params=FAST).fit(frame.drop(columns="label"), y)
+    assert list(named.feature_names_in_) == ["f0", "f1", "f2"]
+    with pytest.raises(ValueError, match="feature names should match"):
+        named.predict(frame.drop(columns="label").rename(columns={"f0": "g0"}))
+
+
+def test_unlabeled_rows_are_missing_labels_not_an_unknown_label_type():
+    """An object y of ints and None is a class column with unlabeled rows (typed as arrow types it), so the
+    semi-supervised solvers get past sklearn's target check; a continuous y is refused as by sklearn."""
+    frame = make_binary_frame(n=200, d=2, pos_frac=0.3, seed=6)
+    X = frame.drop(columns="label")
+    y = frame["label"].to_numpy().astype(object)
+    y[::4] = None
+    with pytest.raises(DmoError, match="no label"):  # reached the pipeline: wce cannot use unlabeled rows
+        DmoClassifier(params=FAST).fit(X, y)
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        DmoClassifier().fit(X, np.linspace(0.0, 1.0, len(X)))
+
+
+@parametrize_with_checks(
+    [DmoClassifier(params=FAST), DmoClassifier(problem="frop", target=0.95, params=FAST)],
+    expected_failed_checks=expected_failed_checks,
+    xfail_strict=True,  # a declared failure that starts passing must be undeclared
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

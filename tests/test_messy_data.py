@@ -109,6 +109,43 @@ def test_semicolon_and_decimal_comma_csvs_read_like_a_comma_csv(tmp_path):
         assert all(np.array_equal(a[k], b[k]) for k in a), name
 
 
+def _late_value_csv(path: Path, late: str, rows: int = 150_000) -> Path:
+    """A CSV over arrow's 1 MB inference block whose column `count` holds integers until `late`, 3 rows before
+    the end."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=rows).round(3), (rng.random(rows) < 0.2).astype(int)
+    counts = [str(i % 7) for i in range(rows)]
+    counts[-3] = late
+    path.write_text("count,x,label\n" + "".join(f"{c},{a},{b}\n" for c, a, b in zip(counts, x, y)))
+    assert path.stat().st_size > 1 << 20
+    return path
+
+
+def test_a_csv_integer_column_with_a_decimal_far_down_is_read_as_float(tmp_path):
+    """The streaming reader infers types from the first 1 MB: `2.5` at the end failed every command."""
+    from dmocli import io
+
+    data = _late_value_csv(tmp_path / "late.csv", "2.5")
+    assert io.read_table(data).column("count").type == pa.float64()
+    rows = [b.num_rows for b in io.iter_batches(data, 65536)]  # learns float64 on the way: every row once
+    assert sum(rows) == 150_000
+    assert {b.column("count").type for b in io.iter_batches(data, 65536)} == {pa.float64()}  # known from the start
+    proc = run_dmo("train", data, "--solver", "fofo", "-o", tmp_path / "m.st", "--json", check=True)
+    assert json.loads(proc.stdout)["online"]["n"] == 150_000
+
+
+def test_text_far_down_a_csv_number_column_is_named_when_streaming(tmp_path):
+    data = _late_value_csv(tmp_path / "marker.csv", "?")
+    proc = run_dmo("train", data, "--solver", "fofo", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "column 'count' reads as int64 in its first rows but holds '?' at line 149999" in proc.stderr
+    assert run_dmo("train", data, "--solver", "fofo", "--drop", "count", "-o", tmp_path / "m.st").returncode == 0
+    # in memory every row is seen before the types are fixed: the column is text, as in a parquet file
+    from dmocli import io
+
+    assert io.read_table(data).column("count").type == pa.string()
+
+
 def test_model_files_from_before_trimming_match_text_as_they_were_trained():
     """A model written before labels and levels were trimmed has no `trim_text` key: it keeps exact matching,
     so its predictions do not change under it."""
