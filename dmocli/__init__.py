@@ -21,6 +21,8 @@ _API = {
     "extract": ("extract", "extract"),
     "ExtractOptions": ("extract", "ExtractOptions"),
     "DmoClassifier": ("estimator", "DmoClassifier"),
+    "DmoError": ("errors", "DmoError"),
+    "UnreachableTarget": ("errors", "UnreachableTarget"),
 }
 
 __all__ = ["__version__", *_API]

@@ -137,3 +137,11 @@ def test_a_validation_fraction_that_empties_a_side_of_a_class_is_refused(tmp_pat
     train_rows, val_rows = stratified_split(y, 0.9, seed=0)  # 1 positive left to train: allowed, the user's call
     assert (y[train_rows] == 1).sum() == 1 and (y[val_rows] == 1).sum() == 8
     assert np.array_equal(np.sort(np.concatenate([train_rows, val_rows])), np.arange(y.size))
+
+
+def test_refusals_are_value_errors_exported_at_the_top_level(tmp_path, binary_parquet):
+    import dmocli
+
+    with pytest.raises(ValueError, match="--seed") as info:
+        dmocli.train(binary_parquet, dmocli.TrainOptions(seed=-1), output=tmp_path / "m.st")
+    assert isinstance(info.value, dmocli.DmoError) and issubclass(dmocli.UnreachableTarget, dmocli.DmoError)
