@@ -72,7 +72,7 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
 
 @app.command()
 def train(
-    data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV."),
+    data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr)."),
     problem: Optional[str] = typer.Option(None, "--problem", "-p", help=PROBLEM_HELP),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for the constrained metric (fpor/frop)."),
     beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta (ofbs, and F-beta in reports)."),

@@ -120,22 +120,31 @@ _CONVERSION_ERROR = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conv
 
 
 def _learn_csv_type(path: Path, exc: BaseException) -> None:
-    """After a conversion error while streaming a CSV: remember float64 for a column whose first rows held
-    integers (or nothing) and a later row a decimal, or raise the one-line DmoError that names the column, row
+    """After a conversion error while streaming a CSV file: remember float64 for a column whose first rows held
+    integers (or nothing) and a later row a decimal, or raise the one-line DmoError that names the column, line
     and value. Text in a number column is refused: the features were planned from the first rows (the
     in-memory reader infers from every row, and so reads such a column as text)."""
     match = _CONVERSION_ERROR.search(str(exc))
-    if match is None:
-        raise _read_error(path, exc) from exc
+    names = csv_header(path)
+    if match is not None:
+        index, kind, value = int(match.group(1)), match.group(3), match.group(4)
+        learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
+        if _is_number(value) and kind.startswith(("int", "uint", "null")) and names[index] not in learned:
+            learned[names[index]] = pa.float64()
+            return
+    raise DmoError(conversion_error_message(path, names, exc, fix="--drop the column")) from exc
+
+
+def conversion_error_message(source: object, names: list[str], exc: BaseException, fix: str) -> str:
+    """The one line for a CSV value that does not fit the type its column got from the first rows (naming the
+    column, line and value, with `fix`), or for any other read error."""
+    match = _CONVERSION_ERROR.search(str(exc))
+    if match is None or int(match.group(1)) >= len(names):
+        return f"cannot read {source}: {first_line(exc)} (is it a valid CSV file?)"
     index, line, kind, value = int(match.group(1)), match.group(2), match.group(3), match.group(4)
-    name = csv_header(path)[index]
-    learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
-    if _is_number(value) and kind.startswith(("int", "uint", "null")) and name not in learned:
-        learned[name] = pa.float64()
-        return
     where = f"line {line}" if line else "a later line"  # arrow counts the header as row 1: a line number
-    raise DmoError(f"cannot stream {path}: column {name!r} reads as {kind} in its first rows but holds {value!r} at "
-                   f"{where}; write a missing value as an empty cell (or NA), or --drop the column") from exc
+    return (f"cannot stream {source}: column {names[index]!r} reads as {kind} in its first rows but holds {value!r} "
+            f"at {where}; write a missing value as an empty cell (or NA), or {fix}")
 
 
 def _is_number(text: str) -> bool:
@@ -166,18 +175,23 @@ _DECIMAL_POINT = re.compile(r"[-+]?[0-9]*\.[0-9]+")
 
 
 def csv_dialect(path: Path) -> CsvDialect:
-    """How a CSV file is written, read from its first lines. Delimiter: a tab for .tsv; otherwise whichever
-    of comma, semicolon, tab and pipe splits the header into the most column names. Decimal point: a comma
-    when the delimiter is not one and the numbers of the first lines are written 1,5 (never 1.5), as
-    spreadsheets in many locales export. Refuses a header that names a column twice, which no reader could map to one feature."""
+    """How a CSV file is written, read from its first lines (see dialect_of_lines)."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
     except (OSError, EOFError, zlib.error) as exc:
         raise _read_error(path, exc, "CSV") from exc
+    return dialect_of_lines(lines, path, tab=path.name.lower().endswith(".tsv"))
+
+
+def dialect_of_lines(lines: list[str], source: object, tab: bool = False) -> CsvDialect:
+    """Delimiter: a tab for .tsv (tab=True); otherwise whichever of comma, semicolon, tab and pipe splits the
+    header into the most column names. Decimal point: a comma when the delimiter is not one and the numbers of
+    the first lines are written 1,5 (never 1.5), as spreadsheets in many locales export. Refuses a header that
+    names a column twice, which no reader could map to one feature."""
     header = lines[0] if lines else ""
-    if path.name.lower().endswith(".tsv"):
+    if tab:
         delimiter = "\t"
     else:  # the candidate that splits the header (quotes respected) into the most names; a comma on ties
         delimiter = max(",;\t|", key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
@@ -185,7 +199,7 @@ def csv_dialect(path: Path) -> CsvDialect:
     names = rows[0] if rows else []
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise DmoError(f"{path} names column(s) {', '.join(map(repr, repeated[:6]))} more than once in its header; "
+        raise DmoError(f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once in its header; "
                        "rename the duplicates")
     cells = [cell.strip() for row in rows[1:] for cell in row]
     comma = delimiter != "," and any(_DECIMAL_COMMA.fullmatch(c) for c in cells) and not any(

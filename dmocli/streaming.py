@@ -18,6 +18,7 @@ curve of online F versus rows seen.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -35,6 +36,7 @@ from .online_report import plot_online_curve, progress_bar
 from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope
+from .stdin_csv import NAME, StdinCsv, is_stdin, open_stdin_csv
 from .solvers.base import FitContext
 from .threshold import search
 from .training import finish
@@ -52,7 +54,7 @@ def serial_arrow_decoding(data: io.Source) -> Iterator[None]:
     over the stream length (1M vs 8M rows). CSV is left alone: its parsing is the heavy part and lost
     both time and memory on one thread (1M rows: 3.7 vs 3.3 s, 358 vs 217 MB).
     """
-    if io.parquet_files(data) is None:
+    if is_stdin(data) or io.parquet_files(data) is None:
         yield
         return
     previous = pa.cpu_count()
@@ -120,6 +122,38 @@ def _prepass(data: io.Source, plan: Any, columns: list[str], counter: LabelCount
     return pre, {"statistics": "exact" if sampled >= counter.rows else "row-group sample", "statistics_rows": sampled}
 
 
+def open_stdin(opts: Any, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
+    """DATA `-`: refuse what needs a second look at the data, then sniff the CSV on standard input."""
+    if epochs > 1:
+        raise DmoError(f"--epochs {epochs} needs {epochs} passes; {NAME} can be read once: save the data to a file")
+    if adjust and opts.val is None:
+        raise DmoError(f"--adjust without --val searches the threshold on DATA, a second pass that {NAME} cannot "
+                       "give: add --val FILE or drop --adjust")
+    if stats_rows <= 0:
+        raise DmoError(f"--param stats-rows=0 reads every row for the statistics before learning; {NAME} can be read "
+                       "once: keep a head of rows (the default 262144) or save the data to a file")
+    return open_stdin_csv(opts.label_col)
+
+
+def _head_of(batches: Iterator[pa.RecordBatch], rows: int) -> tuple[list[pa.RecordBatch], Iterator[pa.RecordBatch]]:
+    """The first `rows` rows (kept in memory for the statistics), and the batches of the rest."""
+    head: list[pa.RecordBatch] = []
+    seen = 0
+    while seen < rows:
+        batch = next(batches, None)
+        if batch is None:
+            break
+        if seen + batch.num_rows > rows:  # cut the batch: the rest of it leads the stream
+            keep = rows - seen
+            head.append(batch.slice(0, keep))
+            return head, itertools.chain([batch.slice(keep)], batches)
+        head.append(batch)
+        seen += batch.num_rows
+    if not head:
+        raise DmoError(f"{NAME} has a header but no rows")
+    return head, batches
+
+
 def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None,
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions; training.train
@@ -139,22 +173,35 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     if opts.device not in ("auto", "cpu"):
         raise DmoError(f"solver {solver.name} streams on the CPU (numpy); use --device auto or cpu")
 
-    plan = plan_columns(io.schema(data), opts.label_col, opts.drop, opts.embedding_col)
+    adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
+    stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if is_stdin(data) else None
+    plan = plan_columns(stdin.schema if stdin else io.schema(data), opts.label_col, opts.drop, opts.embedding_col)
     columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
     prepass_started = time.perf_counter()
-    with serial_arrow_decoding(data):
-        pre, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
+    if stdin is not None:
+        head, rest = _head_of(stdin.batches(columns), params.stats_rows)
+        pre = Preprocessor.fit(counter.tap(iter(head)), plan, opts.impute)
+        prepass = {"statistics": "head of standard input", "statistics_rows": counter.rows}
+    else:
+        with serial_arrow_decoding(data):
+            pre, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
     # The pre-pass decoded every label batch; arrow's allocator keeps such freed pages for reuse, and the
     # learning pass's own peak would stack on them (the more batches, the more: 1M vs 8M rows differed by
     # 20 MB). Handing them back now keeps peak memory independent of the row count.
     pa.default_memory_pool().release_unused()
     prepass_seconds = time.perf_counter() - prepass_started
-    labels = counter.spec(opts.positive)
+    try:
+        labels = counter.spec(opts.positive)
+    except DmoError as exc:
+        if not stdin:
+            raise
+        raise DmoError(f"{exc} (the classes are fixed from the first {counter.rows} rows of {NAME}: shuffle the "
+                       "rows, or raise --param stats-rows)") from exc
     if counter.missing and not opts.drop_unlabeled:
         raise DmoError(f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
                        "(pass --drop-unlabeled to ignore them)")
-    n = counter.rows - counter.missing
+    n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
 
     levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
     passes_started = 0
@@ -165,31 +212,35 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
         nonlocal passes_started
         passes_started += 1
         first_pass = passes_started == 1
-        for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):
+        source = itertools.chain(head, rest) if stdin else io.iter_batches(data, BATCH_ROWS, columns)
+        for batch in prefetched(source):
             X, batch_levels = pre.transform(batch)
             if first_pass:
                 levels.add(batch_levels)
             y = labels.encode(batch.column(opts.label_col))
-            if counter.missing:
+            if counter.missing or stdin:  # a pipe's later rows were not counted: any of them may lack a label
                 keep = y >= 0
+                if not opts.drop_unlabeled and not keep.all():
+                    raise DmoError(f"a row of {NAME} has no label; solver {solver.name} cannot use unlabeled rows "
+                                   "(pass --drop-unlabeled to ignore them)")
                 X, y = X[keep], y[keep]
             yield X, y
 
     arch = Architecture("linear", pre.n_features, 1)
     ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
     fit_started = time.perf_counter()
-    with progress_bar(n * epochs, f"{solver.name}") as progress, serial_arrow_decoding(data):
+    with progress_bar(n and n * epochs, f"{solver.name}") as progress, serial_arrow_decoding(data):
         result = solver.fit_stream(batches, n, pre.n_features, ctx, epochs=epochs, progress=progress)
     fit_seconds = time.perf_counter() - fit_started
+    rows = result.trace["rows"]
     online = {**result.online, "final_threshold": result.threshold,
-              "rows_per_second": n * epochs / fit_seconds if fit_seconds > 0 else None}
+              "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None}
 
     model = DmoModel(network=result.weights, architecture=arch, preprocessor=pre, labels=labels,
                      solver=solver.name, problem=problem, threshold=result.threshold)
-    adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
-        data=io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
+        data=NAME if stdin else io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
         n_features=pre.n_features, **levels.report(), streaming=True, epochs=epochs, adjusted=adjust,
     )
     logits: dict[str, np.ndarray] = {}
@@ -219,5 +270,6 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                               **{k: {m: v[m] for m in ("precision", "recall", "f_beta")}
                                  for k, v in report["splits"].items()}}}
     if opts.plot is not None:
-        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(io.describe(data)).name}: {problem.describe()}")
+        plot_online_curve(opts.plot, online, title=f"{solver.name} on {NAME if stdin else Path(io.describe(data)).name}: "
+                                                   f"{problem.describe()}")
     return finish(model, report, output, report_path, started)

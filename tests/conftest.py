@@ -1,6 +1,7 @@
 """Shared test helpers: run the real `dmo` entry point, and write small real data files."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -21,10 +22,13 @@ def dmo_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "dmocli.cli"]
 
 
-def run_dmo(*args: str | os.PathLike, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `dmo ARGS` in a subprocess, as a user's shell script would."""
+def run_dmo(*args: str | os.PathLike, check: bool = False, timeout: float = 300,
+            stdin: os.PathLike | None = None) -> subprocess.CompletedProcess:
+    """Run `dmo ARGS` in a subprocess, as a user's shell script would (`stdin`: a file piped into it)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run([*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as piped:
+        proc = subprocess.run([*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                              env=env, stdin=piped)
     if check and proc.returncode != 0:
         raise AssertionError(f"dmo {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -1,0 +1,135 @@
+"""DATA `-`: a CSV (plain or gzip) read once from standard input, for the streaming solvers in shell pipelines.
+
+`zcat day-*.csv.gz | dmo train - --solver fofo -o model.safetensors` must work
+without a temporary file, so nothing here needs a second look at the data:
+the dialect is sniffed from the first lines and the column types from the
+first block, both kept in memory and replayed in front of the rest of the
+stream. Integer feature columns are read as float64 (the features are floats
+anyway): a pipe cannot be re-read when a decimal turns up after the first
+block, as a file can (io._stream_csv).
+"""
+from __future__ import annotations
+
+import gzip
+import io as pyio
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, Iterator
+
+import pyarrow as pa
+
+from .errors import DmoError
+from .io import SNIFF_LINES, conversion_error_message, dialect_of_lines
+
+if TYPE_CHECKING:
+    import pyarrow.csv as pacsv
+
+STDIN = "-"
+NAME = "standard input"
+_HEAD_BYTES = 1 << 20  # what the column types are inferred from: arrow's own first block
+
+
+def is_stdin(source: object) -> bool:
+    """Whether DATA names standard input (`-`)."""
+    return isinstance(source, (str, os.PathLike)) and os.fspath(source) == STDIN
+
+
+class _Replay(pyio.RawIOBase):
+    """The bytes already read from a stream, then the rest of it: the sniffed head is not lost."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._head.nbytes:
+            n = min(len(buffer), self._head.nbytes)
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+@dataclass
+class StdinCsv:
+    """A CSV on standard input: its schema (from the head) and, once, its record batches."""
+
+    schema: pa.Schema
+    _head: bytes
+    _rest: BinaryIO
+    _parse: "pacsv.ParseOptions"
+    _convert: "pacsv.ConvertOptions"
+    _opened: bool = False
+
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The record batches of `columns` (the others are not even parsed); a pipe can be read only once."""
+        import pyarrow.csv as pacsv
+
+        if self._opened:
+            raise DmoError(f"{NAME} can be read only once; save the data to a file for a second pass")
+        self._opened = True
+        self._convert.include_columns = columns
+        reader = pacsv.open_csv(pyio.BufferedReader(_Replay(self._head, self._rest)), parse_options=self._parse,
+                                convert_options=self._convert)
+        return _batches(reader, self.schema.names)  # conversion errors number the columns of the whole header
+
+
+def open_stdin_csv(label_col: str, stream: BinaryIO | None = None) -> StdinCsv:
+    """Sniff the dialect and the column types from the head of the stream (standard input by default)."""
+    import pyarrow.csv as pacsv
+
+    raw: BinaryIO = sys.stdin.buffer if stream is None else stream
+    magic = raw.read(2)
+    source: BinaryIO = pyio.BufferedReader(_Replay(magic, raw))
+    if magic == b"\x1f\x8b":
+        source = gzip.GzipFile(fileobj=source)  # type: ignore[assignment]
+    try:
+        head = _read_head(source)
+    except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
+        raise DmoError(f"cannot read {NAME}: {exc}") from exc
+    if not head.strip():
+        raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into `dmo train -`")
+    complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[:head.rfind(b"\n") + 1]
+    lines = complete.decode("utf-8", errors="replace").splitlines(keepends=True)
+    dialect = dialect_of_lines(lines[:SNIFF_LINES + 1], NAME)
+    parse = pacsv.ParseOptions(delimiter=dialect.delimiter)
+    convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point)
+    try:
+        inferred = pacsv.read_csv(pa.BufferReader(complete), parse_options=parse, convert_options=convert).schema
+    except pa.ArrowInvalid as exc:
+        raise DmoError(f"cannot read {NAME} as CSV: {str(exc).splitlines()[0]}") from exc
+    widened = {field.name: pa.float64() for field in inferred if field.name != label_col
+               and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
+    convert.column_types = widened
+    schema = pa.schema([pa.field(f.name, widened.get(f.name, f.type)) for f in inferred])
+    return StdinCsv(schema, head, source, parse, convert)
+
+
+def _read_head(source: BinaryIO) -> bytes:
+    """About the first MB, and at least the header and SNIFF_LINES lines when they are longer."""
+    chunks: list[bytes] = []
+    size = lines = 0
+    while size < _HEAD_BYTES or lines <= SNIFF_LINES:
+        chunk = source.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        lines += chunk.count(b"\n")
+    return b"".join(chunks)
+
+
+def _batches(reader: "pacsv.CSVStreamingReader", names: list[str]) -> Iterator[pa.RecordBatch]:
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                yield batch
+    except (pa.ArrowInvalid, OSError, EOFError) as exc:
+        raise DmoError(conversion_error_message(NAME, names, exc, fix="--drop the column, or save the data to a "
+                                                "file, which dmo reads with types inferred from every row")) from exc

@@ -1,0 +1,102 @@
+"""`dmo train -`: a CSV piped into the streaming solvers, read once (shell pipelines, `zcat ... | dmo train -`)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import make_binary_frame, run_dmo
+
+
+def _weights(path: Path) -> dict[str, np.ndarray]:
+    return load_file(str(path))
+
+
+@pytest.fixture(scope="module")
+def piped(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("stdin")
+    frame = make_binary_frame(n=6000, d=4, pos_frac=0.08, seed=21).round(4)
+    frame["site"] = np.where(np.arange(len(frame)) % 3 == 0, "north", "south")
+    frame.to_csv(root / "rows.csv", index=False)
+    (root / "rows.csv.gz").write_bytes(gzip.compress((root / "rows.csv").read_bytes()))
+    return root
+
+
+def test_a_pipe_learns_what_the_file_learns_with_an_unknown_length(piped, tmp_path):
+    """From a file, n is known after the pre-pass; from a pipe it is not, so FOFO runs its doubling schedule.
+    The file with --param horizon=doubling is the same computation (the head holds every row here, so the
+    statistics are the same rows too)."""
+    out = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "pipe.st", "--json", stdin=piped / "rows.csv",
+                  check=True)
+    report = json.loads(out.stdout)
+    assert report["data"] == "standard input" and report["online"]["n"] == 6000
+    assert report["prepass"] == {"statistics": "head of standard input", "statistics_rows": 6000}
+    assert report["solver_trace"]["doubling"] is True
+    run_dmo("train", piped / "rows.csv", "--solver", "fofo", "--param", "horizon=doubling", "-o", tmp_path / "file.st",
+            check=True)
+    pipe, file = _weights(tmp_path / "pipe.st"), _weights(tmp_path / "file.st")
+    assert all(np.allclose(pipe[k], file[k], rtol=1e-5, atol=1e-7) for k in file)
+    # gzip on the pipe is recognised by its magic bytes: the same model
+    run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "gz.st", stdin=piped / "rows.csv.gz", check=True)
+    gz = _weights(tmp_path / "gz.st")
+    assert all(np.array_equal(gz[k], pipe[k]) for k in pipe)
+    scored = run_dmo("evaluate", tmp_path / "pipe.st", piped / "rows.csv", "--json", check=True)
+    assert json.loads(scored.stdout)["splits"]["data"]["n"] == 6000
+
+
+def test_a_head_smaller_than_the_stream_fixes_statistics_and_classes(piped, tmp_path):
+    out = run_dmo("train", "-", "--solver", "ofo", "--param", "stats-rows=1000", "-o", tmp_path / "m.st", "--json",
+                  stdin=piped / "rows.csv", check=True)
+    report = json.loads(out.stdout)
+    assert report["online"]["n"] == 6000 and report["prepass"]["statistics_rows"] == 1000
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--solver", "fofo"], "give -o MODEL"),
+    (["--solver", "wce", "-o", "m.st"], "only the streaming solvers"),
+    (["--solver", "fofo", "--epochs", "2", "-o", "m.st"], "can be read once"),
+    (["--solver", "fofo", "--adjust", "-o", "m.st"], "add --val FILE"),
+    (["--solver", "fofo", "--param", "stats-rows=0", "-o", "m.st"], "stats-rows"),
+])
+def test_what_needs_a_second_pass_is_refused(piped, tmp_path, args, needle):
+    args = [str(tmp_path / a) if a == "m.st" else a for a in args]
+    proc = run_dmo("train", "-", *args, stdin=piped / "rows.csv")
+    assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "m.st").exists()
+
+
+def test_late_rows_a_pipe_cannot_revisit(tmp_path):
+    """Integers that turn decimal after the inferred head are read (features are floats from the start); text
+    in a number column, an unseen class, or a missing label after the head are refused by name."""
+    rows = 120_000  # over the 1 MB head
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=rows).round(3)
+    labels = (x + rng.normal(size=rows) > 1.5).astype(int).astype(str).tolist()
+    counts = [str(i % 5) for i in range(rows)]
+
+    def write(name: str, count: str = "2.5", label: str = "1") -> Path:
+        c, lab = list(counts), list(labels)
+        c[-2], lab[-2] = count, label
+        path = tmp_path / name
+        path.write_text("count,x,label\n" + "".join(f"{a},{b},{y}\n" for a, b, y in zip(c, x, lab)))
+        return path
+
+    ok = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "ok.st", "--json", stdin=write("late_decimal.csv"),
+                 check=True)
+    assert json.loads(ok.stdout)["online"]["n"] == rows
+    for name, kwargs, needle in [
+        ("text.csv", {"count": "?"}, "column 'count' reads as double in its first rows but holds '?'"),
+        ("unseen.csv", {"label": "7"}, "7"),
+        ("unlabeled.csv", {"label": ""}, "--drop-unlabeled"),
+    ]:
+        proc = run_dmo("train", "-", "--solver", "fofo", "--param", "stats-rows=10000", "-o", tmp_path / "m.st",
+                       stdin=write(name, **kwargs))
+        assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
+        assert not (tmp_path / "m.st").exists()
+    dropped = run_dmo("train", "-", "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "d.st", "--json",
+                      stdin=tmp_path / "unlabeled.csv", check=True)
+    assert json.loads(dropped.stdout)["online"]["n"] == rows - 1
