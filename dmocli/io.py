@@ -35,6 +35,9 @@ def _is_csv(path: Path) -> bool:
 
 
 def _check_exists(path: Path) -> None:
+    if str(path) == "-" and not path.exists():
+        raise DmoError("'-' (standard input) is read only as DATA of `dmo train` with a streaming solver (fofo, ofo, "
+                       "lr); save the data to a file here")
     if not path.exists():
         raise DmoError(f"input not found: {path} (check the path; parquet file, directory of parquet files, or CSV)")
 

@@ -100,3 +100,11 @@ def test_late_rows_a_pipe_cannot_revisit(tmp_path):
     dropped = run_dmo("train", "-", "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "d.st", "--json",
                       stdin=tmp_path / "unlabeled.csv", check=True)
     assert json.loads(dropped.stdout)["online"]["n"] == rows - 1
+
+
+def test_other_commands_and_options_name_standard_input_as_unsupported(piped, tmp_path):
+    run_dmo("train", piped / "rows.csv", "--solver", "fofo", "-o", tmp_path / "m.st", check=True)
+    for args in (["predict", tmp_path / "m.st", "-", "-o", tmp_path / "p.parquet"],
+                 ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"]):
+        proc = run_dmo(*args, stdin=piped / "rows.csv")
+        assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
