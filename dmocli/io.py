@@ -242,12 +242,17 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
 
 
 def _read_csv(path: Path, columns: list[str] | None) -> pa.Table:
-    """A whole CSV file. pyarrow's table reader infers each column's type from every block, so an integer
-    column with a decimal far down is read as float64 (and a number column with text far down as text);
-    the dataset scanner would infer from the first block and fail at the late value."""
+    """A whole CSV file. The dataset scanner (about 20 % faster) fixes each column's type from the first block
+    and fails at a later value that does not fit (a decimal in an integer column, text in a number column);
+    then pyarrow's table reader, which infers from every block, reads the file again (that column float64,
+    or text)."""
     import pyarrow.csv as pacsv
 
-    _check_exists(path)
+    try:
+        return open_dataset(path).to_table(columns=columns)
+    except pa.ArrowInvalid as exc:
+        if _CONVERSION_ERROR.search(str(exc)) is None:
+            raise
     parse, convert = _csv_options(path, columns)
     table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
     return table if columns is None else table.select(columns)
