@@ -2,13 +2,14 @@
 
 All three stream the data in record batches; evaluate and threshold keep
 only one logit and one label per row (what exact metrics need), predict
-keeps nothing.
+keeps nothing. So each reads DATA once, and DATA may be `-`: a CSV on
+standard input.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -20,13 +21,24 @@ from .modelfile import DmoModel, load_model
 from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope, multiclass_split_report, plot_pr_curve, write_report
+from .stdin_csv import NAME, is_stdin, open_stdin_csv
 from .threshold import search
 
 BATCH_ROWS = 65536
 
 
+def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
+    """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
+    input, read once: its integer columns the model uses as numbers are read as float64)."""
+    if is_stdin(data):
+        numeric = set(model.preprocessor.numeric)
+        source = open_stdin_csv(numeric.__contains__)
+        return source.schema, source.batches
+    return io.schema(data), lambda columns: io.iter_batches(data, BATCH_ROWS, columns)
+
+
 def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
-    schema = io.schema(data)
+    schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
     label_col = model.labels.column
     if need_labels and label_col not in schema.names:
@@ -34,7 +46,7 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
     columns = model.preprocessor.input_columns + [label_col]
     parts, ys = [], []
     levels = LevelCounts()
-    for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
+    for batch in prefetched(batches(columns)):  # read ahead while the model runs
         logits, batch_levels = model.logits(batch)
         y = model.labels.encode(batch.column(label_col))
         keep = y >= 0
@@ -61,7 +73,8 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
             if split["n_pos"] == 0:
                 raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
             plot_pr_curve(plot_path, logits, y, model.threshold, model.problem,
-                          title=f"{Path(data).name}: {model.problem.describe() if model.problem else ''}")
+                          title=f"{NAME if is_stdin(data) else Path(data).name}: "
+                                f"{model.problem.describe() if model.problem else ''}")
     else:
         if plot_path is not None:
             raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
@@ -118,7 +131,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     started = time.perf_counter()
     io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
-    schema = io.schema(data)
+    schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
     if id_col is not None and id_col not in schema.names:
         raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
@@ -139,7 +152,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     rows = 0
     levels = LevelCounts()
     with io.ParquetSink(output, out_schema) as sink:
-        for batch in prefetched(io.iter_batches(data, BATCH_ROWS, columns)):  # read ahead while the model runs
+        for batch in prefetched(batches(columns)):  # read ahead while the model runs
             logits, batch_levels = model.logits(batch)
             levels.add(batch_levels)
             arrays = _prediction_arrays(model, logits)

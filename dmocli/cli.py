@@ -130,7 +130,7 @@ def train(
 @app.command()
 def threshold(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train."),
-    data: Path = typer.Argument(..., help="Labeled table to fit the threshold on."),
+    data: Path = typer.Argument(..., help="Labeled table to fit the threshold on (`-`: a CSV on standard input)."),
     problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
     beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
@@ -193,7 +193,7 @@ def subsample(
 @app.command()
 def evaluate(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
-    data: Path = typer.Argument(..., help="Labeled table to evaluate on."),
+    data: Path = typer.Argument(..., help="Labeled table to evaluate on (`-`: a CSV on standard input)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -208,7 +208,7 @@ def evaluate(
 @app.command()
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
-    data: Path = typer.Argument(..., help="Table to score (label column not needed)."),
+    data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
     output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),

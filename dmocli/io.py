@@ -36,8 +36,8 @@ def _is_csv(path: Path) -> bool:
 
 def _check_exists(path: Path) -> None:
     if str(path) == "-" and not path.exists():
-        raise DmoError("'-' (standard input) is read only as DATA of `dmo train` with a streaming solver (fofo, ofo, "
-                       "lr); save the data to a file here")
+        raise DmoError("'-' (standard input) is read only as the DATA of `dmo evaluate`, `predict`, `threshold`, and "
+                       "of `dmo train` with a streaming solver (fofo, ofo, lr); save the data to a file here")
     if not path.exists():
         raise DmoError(f"input not found: {path} (check the path; parquet file, directory of parquet files, or CSV)")
 

@@ -15,7 +15,7 @@ import io as pyio
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
 
 import pyarrow as pa
 
@@ -80,8 +80,11 @@ class StdinCsv:
         return _batches(reader, self.schema.names)  # conversion errors number the columns of the whole header
 
 
-def open_stdin_csv(label_col: str, stream: BinaryIO | None = None) -> StdinCsv:
-    """Sniff the dialect and the column types from the head of the stream (standard input by default)."""
+def open_stdin_csv(is_feature: Callable[[str], bool], stream: BinaryIO | None = None) -> StdinCsv:
+    """Sniff the dialect and the column types from the head of the stream (standard input by default).
+
+    Integer (and all-empty) columns for which is_feature(name) holds are read as float64; the others (the
+    label, an id column, a model's categorical columns) keep the type the head shows."""
     import pyarrow.csv as pacsv
 
     raw: BinaryIO = sys.stdin.buffer if stream is None else stream
@@ -94,7 +97,7 @@ def open_stdin_csv(label_col: str, stream: BinaryIO | None = None) -> StdinCsv:
     except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
         raise DmoError(f"cannot read {NAME}: {exc}") from exc
     if not head.strip():
-        raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into `dmo train -`")
+        raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into dmo")
     complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[:head.rfind(b"\n") + 1]
     lines = complete.decode("utf-8", errors="replace").splitlines(keepends=True)
     dialect = dialect_of_lines(lines[:SNIFF_LINES + 1], NAME)
@@ -104,7 +107,7 @@ def open_stdin_csv(label_col: str, stream: BinaryIO | None = None) -> StdinCsv:
         inferred = pacsv.read_csv(pa.BufferReader(complete), parse_options=parse, convert_options=convert).schema
     except pa.ArrowInvalid as exc:
         raise DmoError(f"cannot read {NAME} as CSV: {str(exc).splitlines()[0]}") from exc
-    widened = {field.name: pa.float64() for field in inferred if field.name != label_col
+    widened = {field.name: pa.float64() for field in inferred if is_feature(field.name)
                and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
     convert.column_types = widened
     schema = pa.schema([pa.field(f.name, widened.get(f.name, f.type)) for f in inferred])

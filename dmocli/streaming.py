@@ -132,7 +132,7 @@ def open_stdin(opts: Any, epochs: int, adjust: bool, stats_rows: int) -> StdinCs
     if stats_rows <= 0:
         raise DmoError(f"--param stats-rows=0 reads every row for the statistics before learning; {NAME} can be read "
                        "once: keep a head of rows (the default 262144) or save the data to a file")
-    return open_stdin_csv(opts.label_col)
+    return open_stdin_csv(lambda name: name != opts.label_col)
 
 
 def _head_of(batches: Iterator[pa.RecordBatch], rows: int) -> tuple[list[pa.RecordBatch], Iterator[pa.RecordBatch]]:

@@ -102,9 +102,26 @@ def test_late_rows_a_pipe_cannot_revisit(tmp_path):
     assert json.loads(dropped.stdout)["online"]["n"] == rows - 1
 
 
-def test_other_commands_and_options_name_standard_input_as_unsupported(piped, tmp_path):
-    run_dmo("train", piped / "rows.csv", "--solver", "fofo", "-o", tmp_path / "m.st", check=True)
-    for args in (["predict", tmp_path / "m.st", "-", "-o", tmp_path / "p.parquet"],
+def test_evaluate_predict_and_threshold_read_a_pipe_like_the_file(piped, tmp_path):
+    model = tmp_path / "m.st"
+    run_dmo("train", piped / "rows.csv", "-o", model, check=True)  # wce, in memory; `site` one-hot encoded
+    for command in (["evaluate", model], ["threshold", model, "--problem", "frop", "--target", "0.8"]):
+        outputs = {}
+        for name, data, pipe in (("file", piped / "rows.csv", None), ("pipe", "-", piped / "rows.csv.gz")):
+            extra = ["-o", tmp_path / f"{name}.st"] if command[0] == "threshold" else []
+            proc = run_dmo(*command[:2], data, *command[2:], *extra, "--json", stdin=pipe, check=True)
+            outputs[name] = json.loads(proc.stdout)["splits"]["data"]
+        assert outputs["pipe"] == outputs["file"], command[0]
+    run_dmo("predict", model, piped / "rows.csv", "-o", tmp_path / "file.parquet", "--id-col", "site", check=True)
+    run_dmo("predict", model, "-", "-o", tmp_path / "pipe.parquet", "--id-col", "site", stdin=piped / "rows.csv",
+            check=True)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "pipe.parquet").equals(pq.read_table(tmp_path / "file.parquet"))
+
+
+def test_commands_that_read_data_twice_name_standard_input_as_unsupported(piped, tmp_path):
+    for args in (["subsample", "-", "--gamma", "2", "-o", tmp_path / "s.parquet"],
                  ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"]):
         proc = run_dmo(*args, stdin=piped / "rows.csv")
         assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
