@@ -29,12 +29,14 @@ BATCH_ROWS = 65536
 
 def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
     """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
-    input, read once: its integer columns the model uses as numbers are read as float64)."""
+    input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
+    model one-hot encodes are read as text."""
+    text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
     if is_stdin(data):
         numeric = set(model.preprocessor.numeric)
-        source = open_stdin_csv(numeric.__contains__)
+        source = open_stdin_csv(numeric.__contains__, text)
         return source.schema, source.batches
-    return io.schema(data), lambda columns: io.iter_batches(data, BATCH_ROWS, columns)
+    return io.schema(data, text), lambda columns: io.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
 
 
 def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, LevelCounts]:

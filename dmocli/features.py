@@ -36,14 +36,10 @@ class LevelCounts:
             for name, count in theirs.items():
                 mine[name] = mine.get(name, 0) + count
 
-    def report(self) -> dict[str, dict[str, int]]:
-        """The report fields: only columns where it happened."""
-        return {"unseen_levels": {k: v for k, v in self.unseen.items() if v},
-                "missing_levels": {k: v for k, v in self.missing.items() if v}}
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+    def report(self, prefix: str = "") -> dict[str, dict[str, int]]:
+        """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
+        return {f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
+                f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v}}
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -51,7 +47,20 @@ def _is_list(t: pa.DataType) -> bool:
 
 
 def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
+    """Text, plain or dictionary-encoded (pandas `category` of strings). A dictionary of numbers is numeric:
+    arrow writers (polars, Spark) dictionary-encode numbers for compression, and parquet decodes them anyway."""
+    if pa.types.is_dictionary(t):
+        return _is_string(t.value_type)
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_numeric(t.value_type)
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+
+
+EXTRACT_KEYS = frozenset({"path", "row"})  # the key columns `dmo extract` writes beside `features`
 
 
 @dataclass
@@ -87,6 +96,10 @@ def plan_columns(
         raise DmoError(f"--drop names the label column '{label_col}'; choose another label with --label-col")
     candidates = [f for f in schema
                   if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
+    twins = [f.name for f in candidates if f.name.casefold() == label_col.casefold()]
+    if twins:  # most likely a copy of the label (target leakage), never a feature to take without a word
+        raise DmoError(f"column {twins[0]!r} differs from the label column {label_col!r} only by case, so it is "
+                       f"likely a copy of the label; --drop {twins[0]} (or name the label with --label-col)")
     if embedding_col is not None:
         if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
             raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")
@@ -95,9 +108,9 @@ def plan_columns(
         return ColumnPlan([], [], embedding_col)
     lists = [f.name for f in candidates if _is_list(f.type) and _is_numeric(f.type.value_type)]
     if lists:
-        if "features" in lists:  # `dmo extract` output: the vector, beside its key and view columns
-            return ColumnPlan([], [], "features")
         others = [f.name for f in candidates if not _is_list(f.type)]
+        if "features" in lists and not set(others) - EXTRACT_KEYS:
+            return ColumnPlan([], [], "features")  # `dmo extract` output: the vector, beside its key and view columns
         if len(lists) == 1 and not others:
             return ColumnPlan([], [], lists[0])
         # An embedding replaces every other column; never choose that silently.
@@ -302,13 +315,32 @@ class Preprocessor:
                 f"data is missing column(s) the model was trained on: {', '.join(missing)} "
                 "(use data with the training columns)"
             )
-        texts = [f"{c} ({schema.field(c).type})" for c in self.numeric
-                 if not (_is_numeric(schema.field(c).type) or pa.types.is_null(schema.field(c).type))]
+        def kind(name: str) -> str:
+            return f"{name} ({schema.field(name).type})"
+
+        def null(name: str) -> bool:
+            return pa.types.is_null(schema.field(name).type)
+
+        numbers = [c for c in self.numeric if not (_is_numeric(schema.field(c).type) or null(c))]
+        texts = [kind(c) for c in numbers if _is_string(schema.field(c).type)]
         if texts:
             raise DmoError(
                 f"column(s) {', '.join(texts[:6])} hold text where the model was trained on numbers "
                 "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
             )
+        if numbers:
+            raise DmoError(f"column(s) {', '.join(map(kind, numbers[:6]))} are not numbers, and the model was "
+                           "trained on numbers there; convert them as in the training data")
+        # A text column that arrives as numbers or booleans would match no level: every row silently all zeros.
+        levels = [kind(c) for c in self.categorical if not (_is_string(schema.field(c).type) or null(c))]
+        if levels:
+            raise DmoError(f"column(s) {', '.join(levels[:6])} are not text, and the model was trained on text there "
+                           "(one-hot levels); read or cast them as text, as in the training data")
+        if self.embedding is not None:
+            vector = schema.field(self.embedding).type
+            if not (_is_list(vector) and _is_numeric(vector.value_type)):
+                raise DmoError(f"column {kind(self.embedding)} is not a list of numbers, and the model was trained "
+                               "on a vector there; use the feature file's vector column")
 
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Float32 features and, per categorical column, how many rows had an unseen level or none."""

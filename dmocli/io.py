@@ -15,7 +15,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Collection, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -71,8 +71,9 @@ def parquet_files(path: Source) -> list[str] | None:
     return None if _is_csv(path) else [str(path)]
 
 
-def open_dataset(path: Source) -> "pads.Dataset":
-    """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table."""
+def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Dataset":
+    """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table.
+    `text_columns`: CSV columns to read as text whatever they look like (see _csv_options)."""
     import pyarrow.csv as pacsv
     import pyarrow.dataset as pads
 
@@ -87,7 +88,7 @@ def open_dataset(path: Source) -> "pads.Dataset":
             fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
             return pads.dataset(files if path.is_dir() else files[0], format=fmt)
         if _is_csv(path):
-            parse, convert = _csv_options(path)
+            parse, convert = _csv_options(path, text_columns=text_columns)
             return pads.dataset(str(path), format=pads.CsvFileFormat(parse_options=parse, convert_options=convert))
         raise AssertionError("unreachable: a path is parquet or CSV")
     except DmoError:
@@ -96,15 +97,19 @@ def open_dataset(path: Source) -> "pads.Dataset":
         raise _read_error(path, exc) from exc
 
 
-def _csv_options(path: Path, columns: list[str] | None = None) -> tuple["pacsv.ParseOptions", "pacsv.ConvertOptions"]:
+def _csv_options(path: Path, columns: list[str] | None = None,
+                 text_columns: Collection[str] = ()) -> tuple["pacsv.ParseOptions", "pacsv.ConvertOptions"]:
     """How to parse a CSV file: its dialect, an empty cell missing in every column, strings included (a missing
-    label = an unlabeled row), and the column types a streaming read learned further down the file."""
+    label = an unlabeled row), and the column types a streaming read learned further down the file.
+
+    `text_columns` are read as text: a model's one-hot columns, whose levels ("001", "True") CSV type
+    inference would turn into numbers or booleans that match no level."""
     import pyarrow.csv as pacsv
 
     dialect = csv_dialect(path)
+    types = {**_CSV_LEARNED_TYPES.get(_file_state(path), {}), **{name: pa.string() for name in text_columns}}
     convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point,
-                                   column_types=_CSV_LEARNED_TYPES.get(_file_state(path), {}),
-                                   include_columns=columns or [])
+                                   column_types=types, include_columns=columns or [])
     return pacsv.ParseOptions(delimiter=dialect.delimiter), convert
 
 
@@ -218,8 +223,9 @@ def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV")
     return DmoError(f"cannot read {path}: {first_line(exc)} (is it a valid {kinds} file?)")
 
 
-def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
-    """Read a whole table; refuses an empty one since no command can do anything with it."""
+def read_table(path: Source, columns: list[str] | None = None, text_columns: Collection[str] = ()) -> pa.Table:
+    """Read a whole table; refuses an empty one since no command can do anything with it. `text_columns`: CSV
+    columns read as text (see _csv_options)."""
     if isinstance(path, pa.Table):
         if path.num_rows == 0:
             raise DmoError("the table has no rows (give a table with at least one row)")
@@ -227,7 +233,7 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     files = parquet_files(path)
     try:
         if files is None:
-            table = _read_csv(Path(path), columns)
+            table = _read_csv(Path(path), columns, text_columns)
         else:  # file by file, as iter_batches reads: the same types and partition columns on both paths
             layout = parquet_layout(path, files)
             table = pa.concat_tables([
@@ -241,7 +247,7 @@ def read_table(path: Source, columns: list[str] | None = None) -> pa.Table:
     return table
 
 
-def _read_csv(path: Path, columns: list[str] | None) -> pa.Table:
+def _read_csv(path: Path, columns: list[str] | None, text_columns: Collection[str]) -> pa.Table:
     """A whole CSV file. The dataset scanner (about 20 % faster) fixes each column's type from the first block
     and fails at a later value that does not fit (a decimal in an integer column, text in a number column);
     then pyarrow's table reader, which infers from every block, reads the file again (that column float64,
@@ -249,25 +255,26 @@ def _read_csv(path: Path, columns: list[str] | None) -> pa.Table:
     import pyarrow.csv as pacsv
 
     try:
-        return open_dataset(path).to_table(columns=columns)
+        return open_dataset(path, text_columns).to_table(columns=columns)
     except pa.ArrowInvalid as exc:
         if _CONVERSION_ERROR.search(str(exc)) is None:
             raise
-    parse, convert = _csv_options(path, columns)
+    parse, convert = _csv_options(path, columns, text_columns)
     table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
     return table if columns is None else table.select(columns)
 
 
-def schema(path: Source) -> pa.Schema:
+def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:
     """The columns of the data; for parquet, as every file is read (dmocli.parquet_layout)."""
     files = parquet_files(path)
     if files is None:
-        return open_dataset(path).schema
+        return open_dataset(path, text_columns).schema
     return parquet_layout(path, files).schema
 
 
 def iter_batches(
-    path: Source, batch_size: int = 65536, columns: list[str] | None = None, low_memory: bool = False
+    path: Source, batch_size: int = 65536, columns: list[str] | None = None, low_memory: bool = False,
+    text_columns: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Stream record batches in file order; memory is O(batch), not O(rows).
 
@@ -275,7 +282,8 @@ def iter_batches(
     pre-buffering: pyarrow's dataset scanner reads ahead of a slower consumer
     and its peak memory grew with the file (measured in bench/fofo.py).
     low_memory (CSV and other dataset reads): read ahead one file and two
-    batches instead of pyarrow's 4 files and 16 batches.
+    batches instead of pyarrow's 4 files and 16 batches. text_columns: CSV
+    columns read as text (see _csv_options).
     """
     files = parquet_files(path)
     readahead = {"fragment_readahead": 1, "batch_readahead": 2} if low_memory else {}
@@ -288,7 +296,7 @@ def iter_batches(
                 for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=read)
             )
         else:
-            yield from _stream_csv(Path(path), batch_size, columns, readahead)
+            yield from _stream_csv(Path(path), batch_size, columns, readahead, text_columns)
             return
         for batch in source:
             if batch.num_rows:
@@ -297,7 +305,8 @@ def iter_batches(
         raise _read_error(path, exc) from exc
 
 
-def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int]) -> Iterator[pa.RecordBatch]:
+def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int],
+                text_columns: Collection[str]) -> Iterator[pa.RecordBatch]:
     """A CSV file's record batches. When a later row shows that an integer column holds decimals, the file
     is opened again with that column as float64 and the rows already yielded are skipped, so the caller
     sees every row once (its batches from then on carry the column as float64)."""
@@ -305,7 +314,8 @@ def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahea
     while True:
         seen = 0
         try:
-            for batch in open_dataset(path).to_batches(columns=columns, batch_size=batch_size, **readahead):
+            for batch in open_dataset(path, text_columns).to_batches(columns=columns, batch_size=batch_size,
+                                                                     **readahead):
                 if seen + batch.num_rows > done and batch.num_rows:
                     yield batch.slice(max(0, done - seen))
                 seen += batch.num_rows

@@ -15,7 +15,7 @@ import io as pyio
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterator
 
 import pyarrow as pa
 
@@ -80,11 +80,12 @@ class StdinCsv:
         return _batches(reader, self.schema.names)  # conversion errors number the columns of the whole header
 
 
-def open_stdin_csv(is_feature: Callable[[str], bool], stream: BinaryIO | None = None) -> StdinCsv:
+def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[str] = (),
+                   stream: BinaryIO | None = None) -> StdinCsv:
     """Sniff the dialect and the column types from the head of the stream (standard input by default).
 
-    Integer (and all-empty) columns for which is_feature(name) holds are read as float64; the others (the
-    label, an id column, a model's categorical columns) keep the type the head shows."""
+    Integer (and all-empty) columns for which is_feature(name) holds are read as float64, `text_columns` (a
+    model's one-hot columns) as text; the others (the label, an id column) keep the type the head shows."""
     import pyarrow.csv as pacsv
 
     raw: BinaryIO = sys.stdin.buffer if stream is None else stream
@@ -109,6 +110,7 @@ def open_stdin_csv(is_feature: Callable[[str], bool], stream: BinaryIO | None = 
         raise DmoError(f"cannot read {NAME} as CSV: {str(exc).splitlines()[0]}") from exc
     widened = {field.name: pa.float64() for field in inferred if is_feature(field.name)
                and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
+    widened.update({name: pa.string() for name in text_columns if name in inferred.names})
     convert.column_types = widened
     schema = pa.schema([pa.field(f.name, widened.get(f.name, f.type)) for f in inferred])
     return StdinCsv(schema, head, source, parse, convert)

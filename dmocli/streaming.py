@@ -248,7 +248,8 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     if opts.val is not None or adjust:
         from .applying import collect_logits  # torch: only when logits are asked for (--val, --adjust)
     if opts.val is not None:
-        logits["val"], truth["val"], _ = collect_logits(model, opts.val)  # streamed; keeps one logit + label per row
+        logits["val"], truth["val"], val_levels = collect_logits(model, opts.val)  # streamed; one logit + label a row
+        report.update(val_levels.report("val_"))
     threshold = result.threshold
     if adjust:
         split = "val" if opts.val is not None else "train"

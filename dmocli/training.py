@@ -195,7 +195,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     levels = full.levels
 
     if opts.val is not None:
-        val_table = io.read_table(opts.val)
+        val_table = io.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
         pre.check_columns(val_table.schema)
         if opts.label_col not in val_table.schema.names:
             raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
@@ -229,7 +229,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         confidence=opts.confidence, seed=opts.seed, device=str(device), data=io.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
-        **levels.report(),
+        **levels.report(), **(val_data.levels.report("val_") if opts.val is not None else {}),
     )
     threshold: float | None = None
     if problem is not None:

@@ -57,11 +57,16 @@ def test_nan_refused_with_counts_then_median_imputation():
 
 def test_embedding_column_is_the_feature_vector_and_views_are_ignored():
     emb = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]], type=pa.list_(pa.float32(), 2))
-    table = pa.table({"features": emb, "features_weak": emb, "id": [1, 2, 3], "label": [0, 1, 0]})
-    pre = fit(table)
+    table = pa.table({"features": emb, "features_weak": emb, "path": ["a", "b", "c"], "label": [0, 1, 0]})
+    pre = fit(table)  # `dmo extract` output: the vector beside its key and view columns
     assert pre.embedding == "features" and pre.embedding_dim == 2
     X, _ = pre.transform(table)
     assert X.shape == (3, 2)
+    # Any other column beside it would be ignored by the vector: refused, unless the vector is asked for.
+    with_id = table.append_column("id", pa.array([1, 2, 3]))
+    with pytest.raises(DmoError, match="--embedding-col"):
+        fit(with_id)
+    assert plan_columns(with_id.schema, "label", embedding_col="features").embedding == "features"
 
 
 def test_id_like_string_column_refused_unless_dropped():

@@ -191,3 +191,52 @@ def test_categorical_levels_ignore_surrounding_whitespace_and_missing_ones_are_c
                                     "--json", check=True).stdout)
         assert report["missing_levels"] == {"shop": 15} and report["unseen_levels"] == {}
         assert read_metadata(tmp_path / "m.st")["preprocessing"]["categorical"] == {"shop": ["north", "south"]}
+
+
+def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
+    """"001" and "True" in a CSV read as 1 and true: trained on parquet text, every row matched no level."""
+    frame = make_binary_frame(n=300, seed=31)
+    rng = np.random.default_rng(31)
+    frame["code"] = np.where(frame["label"] == 1, "010", rng.choice(["001", "002"], len(frame)))
+    frame["flag"] = np.where(rng.random(len(frame)) < 0.5, "True", "False")
+    frame.to_parquet(tmp_path / "d.parquet")
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", check=True)
+    scored = {name: json.loads(run_dmo("evaluate", tmp_path / "m.st", tmp_path / name, "--json", check=True).stdout)
+              for name in ("d.parquet", "d.csv")}
+    assert scored["d.csv"]["splits"] == scored["d.parquet"]["splits"] and scored["d.csv"]["unseen_levels"] == {}
+    with_val = json.loads(run_dmo("train", tmp_path / "d.parquet", "--val", tmp_path / "d.csv", "-o", tmp_path / "v.st",
+                                  "--json", check=True).stdout)
+    assert with_val["splits"]["val"] == with_val["splits"]["train"] and with_val["val_unseen_levels"] == {}
+    # a parquet column that is numbers where the model had text is refused, not scored as all-unseen
+    frame.assign(code=frame["code"].astype(int)).to_parquet(tmp_path / "int.parquet")
+    proc = run_dmo("evaluate", tmp_path / "m.st", tmp_path / "int.parquet")
+    assert proc.returncode == 2 and "code (int64) are not text" in proc.stderr
+
+
+def test_columns_of_another_kind_than_the_model_used_are_refused_by_name():
+    vector = pa.array([[0.1, 0.2], [0.3, 0.4]], type=pa.list_(pa.float32(), 2))
+    embedding = Preprocessor.fit([pa.record_batch({"features": vector, "label": [0, 1]})],
+                                 ColumnPlan([], [], "features"), "none")
+    for bad in (pa.array([1.0, 2.0]), pa.array([["a"], ["b"]])):
+        with pytest.raises(DmoError, match="not a list of numbers"):
+            embedding.check_columns(pa.schema([("features", bad.type)]))
+    onehot = Preprocessor.fit([pa.record_batch({"code": ["a", "b"], "label": [0, 1]})], ColumnPlan([], ["code"], None),
+                              "none")
+    for kind in (pa.struct([("a", pa.int64())]), pa.binary(), pa.bool_()):
+        with pytest.raises(DmoError, match="are not text"):
+            onehot.check_columns(pa.schema([("code", kind)]))
+    onehot.check_columns(pa.schema([("code", pa.dictionary(pa.int32(), pa.string()))]))  # pandas category: text
+
+
+def test_a_copy_of_the_label_or_a_vector_beside_other_columns_is_not_taken_silently():
+    from dmocli.features import plan_columns
+
+    with pytest.raises(DmoError, match="only by case"):
+        plan_columns(pa.schema([("x", pa.float64()), ("Label", pa.int64()), ("label", pa.int64())]), "label")
+    vector = pa.list_(pa.float32(), 4)
+    with pytest.raises(DmoError, match="--embedding-col"):  # a strong scalar beside `features` was ignored
+        plan_columns(pa.schema([("features", vector), ("strong", pa.float64()), ("label", pa.int64())]), "label")
+    # a dictionary of numbers (compression, as polars and Spark write) is a number, not a one-hot text column
+    plan = plan_columns(pa.schema([("n", pa.dictionary(pa.int32(), pa.int64())), ("label", pa.int64())]), "label")
+    assert plan.numeric == ["n"] and plan.categorical == []
