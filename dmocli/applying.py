@@ -25,6 +25,7 @@ from .stdin_csv import NAME, is_stdin, open_stdin_csv
 from .threshold import search
 
 BATCH_ROWS = 65536
+INT64_MAX = 2**63 - 1
 
 
 def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
@@ -144,7 +145,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
                                 ("predicted", _binary_label_type(classes))])
     else:
-        out_schema = pa.schema([("predicted", _label_type(classes[0])), ("probability", pa.float32()),
+        out_schema = pa.schema([("predicted", _label_type(classes)), ("probability", pa.float32()),
                                 ("probabilities", pa.list_(pa.float32(), len(classes)))])
     if id_col in out_schema.names:
         raise DmoError(f"--id-col {id_col!r} has the name of an output column ({', '.join(out_schema.names)}); "
@@ -166,11 +167,13 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
                     **levels.report(), wall_seconds=time.perf_counter() - started)
 
 
-def _label_type(example: Any) -> pa.DataType:
+def _label_type(classes: list[Any]) -> pa.DataType:
+    """The arrow type of the predicted class, from the model's class names (all of one kind)."""
+    example = classes[0]
     if isinstance(example, bool):
         return pa.bool_()
     if isinstance(example, int):
-        return pa.int64()
+        return pa.uint64() if max(classes) > INT64_MAX else pa.int64()
     if isinstance(example, float):
         return pa.float64()
     return pa.string()
@@ -179,7 +182,7 @@ def _label_type(example: Any) -> pa.DataType:
 def _binary_label_type(classes: list[Any]) -> pa.DataType:
     """The label type when both class names share it; string when the negative is a 'not X' name."""
     negative, positive = classes
-    return _label_type(positive) if type(negative) is type(positive) else pa.string()
+    return _label_type(classes) if type(negative) is type(positive) else pa.string()
 
 
 def _prediction_arrays(model: DmoModel, logits: np.ndarray) -> list[pa.Array]:
@@ -197,7 +200,7 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray) -> list[pa.Array]:
     proba /= proba.sum(axis=1, keepdims=True)
     best = proba.argmax(axis=1)
     classes = model.labels.classes
-    predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes[0]))
+    predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes))
     flat = pa.array(proba.astype(np.float32).ravel())
     return [predicted, pa.array(proba[np.arange(len(best)), best].astype(np.float32)),
             pa.FixedSizeListArray.from_arrays(flat, len(classes))]

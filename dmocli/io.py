@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import DmoError, first_line
-from .parquet_layout import parquet_layout
+from .parquet_layout import check_unique_names, parquet_layout
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
     import pyarrow.dataset as pads
@@ -205,10 +205,7 @@ def dialect_of_lines(lines: list[str], source: object, tab: bool = False) -> Csv
         delimiter = max(",;\t|", key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
     rows = list(csv.reader(lines, delimiter=delimiter))
     names = rows[0] if rows else []
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise DmoError(f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once in its header; "
-                       "rename the duplicates")
+    check_unique_names(names, source)
     cells = [cell.strip() for row in rows[1:] for cell in row]
     comma = delimiter != "," and any(_DECIMAL_COMMA.fullmatch(c) for c in cells) and not any(
         _DECIMAL_POINT.fullmatch(c) for c in cells)
@@ -227,6 +224,7 @@ def read_table(path: Source, columns: list[str] | None = None, text_columns: Col
     """Read a whole table; refuses an empty one since no command can do anything with it. `text_columns`: CSV
     columns read as text (see _csv_options)."""
     if isinstance(path, pa.Table):
+        check_unique_names(path.schema.names, "the table")
         if path.num_rows == 0:
             raise DmoError("the table has no rows (give a table with at least one row)")
         return path if columns is None else path.select(columns)

@@ -88,9 +88,9 @@ class LabelSpec:
                     f"({self.classes}); fix the labels (case, spelling) or retrain with them"
                 )
         else:
-            try:
-                known = pa.array(self.classes).cast(labels.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            try:  # typed by the column: an unsigned class above 2**63 - 1 has no default (int64) arrow type
+                known = pa.array(self.classes, type=labels.type if _numeric(labels.type) else None).cast(labels.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as exc:
                 raise DmoError(f"label column '{self.column}' holds {labels.type} values, which cannot hold the "
                                f"model's classes {self.classes[:5]}; convert the column to the training data's label type") from exc
             codes = to_numpy(pc.index_in(labels, value_set=known), fill=UNLABELED).astype(np.int64)
@@ -175,6 +175,8 @@ def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
     labels = _as_array(labels)
     if pa.types.is_dictionary(labels.type):
         labels = labels.cast(labels.type.value_type)
+    if pa.types.is_float16(labels.type):  # arrow's hash kernels (value_counts, index_in) have no half floats
+        labels = labels.cast(pa.float32())
     if trim and _text(labels.type):
         labels = pc.utf8_trim_whitespace(labels)
     return labels
@@ -220,9 +222,19 @@ def _counts(labels: pa.Array) -> dict[Any, int]:
     return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_pylist())}
 
 
+def check_label_type(label_type: pa.DataType, column: str) -> None:
+    """Refuse a label column of a type no class can be named in (decimal, date, binary, ...)."""
+    if pa.types.is_dictionary(label_type):
+        label_type = label_type.value_type
+    if not (_numeric(label_type) or _text(label_type) or pa.types.is_null(label_type)):
+        raise DmoError(f"label column '{column}' holds {label_type} values; labels must be integers, booleans, floats "
+                       "or text: cast the column to one of those")
+
+
 def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.DataType, column: str,
                            positive: str | None, binary: bool) -> LabelSpec:
     """infer_label_spec from per-class counts, so a streaming pass can count batch by batch."""
+    check_label_type(label_type, column)
     if not values:
         raise DmoError(f"label column '{column}' has no labeled rows (every label is missing)")
     order = sorted(range(len(values)), key=lambda i: (str(type(values[i])), values[i]))

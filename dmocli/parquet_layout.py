@@ -103,6 +103,8 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
         schemas = [pq.read_schema(name) for name in files]
     except _READ_ERRORS as exc:
         raise DmoError(f"cannot read {root}: {first_line(exc)} (is it a valid parquet file?)") from exc
+    for name, schema in zip(files, schemas):
+        check_unique_names(schema.names, name)
     first = schemas[0]
     same = all(s.remove_metadata().equals(first.remove_metadata()) for s in schemas[1:])
     unified = first if same else _unify(files, schemas)
@@ -117,6 +119,15 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
                 v[key] = int(v[key])
     return ParquetLayout(pa.schema(fields, metadata=first.metadata), tuple(keys), partitions,
                          uniform=same and not keys)
+
+
+def check_unique_names(names: list[str], source: object) -> None:
+    """Refuse a table naming a column twice (pyarrow writes such parquet files without complaint): no reader
+    could tell which one a feature, the label or --drop means."""
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DmoError(f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once; "
+                       "rename the duplicates")
 
 
 def _hive_partitions(root: Path, files: list[str], file_columns: set[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:

@@ -167,6 +167,9 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
     params = solver.parse_params(opts.params)
+    if opts.problem == "multiclass":
+        raise DmoError(f"solver {solver.name} learns one class against the rest (F-beta); for --problem multiclass "
+                       "use --solver wce or lus")
     problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta, opts.confidence)
     if problem.kind not in solver.problems:
         raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: ofbs)")

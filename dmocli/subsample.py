@@ -29,7 +29,7 @@ from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, ro
 from .dataset import offset_column, prepare
 from .errors import DmoError
 from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
-from .labels import LabelSpec, label_counts, label_spec_from_counts
+from .labels import LabelSpec, check_label_type, label_counts, label_spec_from_counts
 from .networks import Architecture, build_network, logits_of
 from .options import check_seed
 from .prefetch import prefetched
@@ -252,6 +252,7 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     if taken:
         raise DmoError(f"{data} already has subsample columns ({', '.join(taken[:3])}); subsample the original data")
     plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    check_label_type(schema.field(opts.label_col).type, opts.label_col)
     needs_pilot = opts.method == "lus" or opts.match_size
     n_rows = io.count_rows(data)
     if n_rows is None:

@@ -240,3 +240,33 @@ def test_a_copy_of_the_label_or_a_vector_beside_other_columns_is_not_taken_silen
     # a dictionary of numbers (compression, as polars and Spark write) is a number, not a one-hot text column
     plan = plan_columns(pa.schema([("n", pa.dictionary(pa.int32(), pa.int64())), ("label", pa.int64())]), "label")
     assert plan.numeric == ["n"] and plan.categorical == []
+
+
+def test_label_columns_of_odd_arrow_types(tmp_path):
+    """uint64 classes above 2**63 - 1 and half-float labels crashed (exit 1); decimal or date labels got a
+    message about a model that did not exist yet; duplicate column names crashed or blamed the file."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(300, 2))
+    big = np.uint64(2**63 + 7)
+    classes = np.array([np.uint64(1), np.uint64(2), big], dtype=np.uint64)[rng.integers(0, 3, 300)]
+    pq.write_table(pa.table({"a": x[:, 0], "b": x[:, 1], "label": pa.array(classes, pa.uint64())}), tmp_path / "u.parquet")
+    run_dmo("train", tmp_path / "u.parquet", "-o", tmp_path / "u.st", check=True)  # 3 classes: multiclass
+    run_dmo("predict", tmp_path / "u.st", tmp_path / "u.parquet", "-o", tmp_path / "u.pred.parquet", check=True)
+    predicted = pq.read_table(tmp_path / "u.pred.parquet").column("predicted")
+    assert predicted.type == pa.uint64() and set(predicted.to_pylist()) <= {1, 2, int(big)}
+    half = pa.array(rng.integers(0, 3, 300).astype(np.float16))
+    pq.write_table(pa.table({"a": x[:, 0], "label": half}), tmp_path / "h.parquet")
+    report = json.loads(run_dmo("train", tmp_path / "h.parquet", "--json", "-o", tmp_path / "h.st", check=True).stdout)
+    assert report["problem"] == "multiclass" and report["splits"]["train"]["n"] == 300
+    pq.write_table(pa.table({"a": x[:, 0], "label": pa.array(rng.integers(0, 2, 300)).cast(pa.decimal128(19, 0))}),
+                   tmp_path / "d.parquet")
+    for command in (["train", tmp_path / "d.parquet", "-o", tmp_path / "d.st"],
+                    ["subsample", tmp_path / "d.parquet", "--gamma", "2", "-o", tmp_path / "d.sub.parquet"]):
+        proc = run_dmo(*command)
+        assert proc.returncode == 2 and "labels must be integers, booleans, floats or text" in proc.stderr
+    twice = pa.Table.from_arrays([pa.array(x[:, 0]), pa.array(x[:, 1]), pa.array(rng.integers(0, 2, 300))],
+                                 names=["x", "x", "label"])
+    pq.write_table(twice, tmp_path / "twice.parquet")
+    for solver in ("wce", "fofo"):
+        proc = run_dmo("train", tmp_path / "twice.parquet", "--solver", solver, "-o", tmp_path / "t.st")
+        assert proc.returncode == 2 and "names column(s) 'x' more than once" in proc.stderr, proc.stderr
