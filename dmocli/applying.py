@@ -57,10 +57,10 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
         ys.append(y[keep])
         levels.add(batch_levels)
     if not parts:
-        raise DmoError(f"{data} has no rows")
+        raise DmoError(f"{NAME if is_stdin(data) else data} has no rows")
     y_all = np.concatenate(ys)
     if y_all.size == 0:
-        raise DmoError(f"{data} has no labeled rows to evaluate on")
+        raise DmoError(f"{NAME if is_stdin(data) else data} has no labeled rows to evaluate on")
     return np.concatenate(parts), y_all, levels
 
 
@@ -160,7 +160,11 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
             levels.add(batch_levels)
             arrays = _prediction_arrays(model, logits)
             if id_col:
-                arrays = [batch.column(id_col)] + arrays
+                ids = batch.column(id_col)
+                if ids.type != out_schema.field(id_col).type:  # a CSV column whose later rows widened it
+                    raise DmoError(f"--id-col {id_col!r} changes type in {data} ({out_schema.field(id_col).type} in "
+                                   f"the first rows, {ids.type} later); give an id column of one type, e.g. text")
+                arrays = [ids] + arrays
             sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
             rows += batch.num_rows
     return envelope("predict", model=str(model_path), data=str(data), output=str(output), rows=rows,

@@ -110,22 +110,23 @@ def stratified_split(y: np.ndarray, fraction: float, seed: int,
                      class_names: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (train, val): `fraction` of each labeled class goes to val; unlabeled rows stay in train.
 
-    A fraction that would leave a class with no row on one side is refused: before, the count was
+    A class too small for `fraction` still gets one validation row (4 positives at 0.1), but a fraction
+    that would leave a class with no training row, or a class of one row, is refused: before, the count was
     clamped, so `--val-frac 0.999` trained on one row per class without a word, and a class of one row
     went to train only, leaving the threshold search a validation split without it.
     """
     classes, sizes = np.unique(y[y >= 0], return_counts=True)
-    counts = np.rint(fraction * sizes).astype(np.int64)
-    unsplit = np.flatnonzero((counts < 1) | (counts > sizes - 1))
+    counts = np.maximum(np.rint(fraction * sizes).astype(np.int64), 1)
+    unsplit = np.flatnonzero(counts > sizes - 1)
     if unsplit.size:  # name the smallest such class: its range of usable fractions is the narrowest
         worst = unsplit[np.argmin(sizes[unsplit])]
         size, cls = int(sizes[worst]), int(classes[worst])
         name = class_names[cls] if class_names is not None else cls
-        side = "validation" if counts[worst] < 1 else "training"
-        usable = (f"use a --val-frac above {0.5 / size:.3g} and below {1 - 0.5 / size:.3g}" if size > 1
-                  else "give --val FILE instead")
-        raise DmoError(f"--val-frac {fraction:g} leaves class {name!r} ({size} labeled row(s)) with no {side} row; "
-                       f"{usable}")
+        if size == 1:
+            raise DmoError(f"class {name!r} has 1 labeled row, which cannot be in both the training and the "
+                           "validation split of --val-frac; give --val FILE instead")
+        raise DmoError(f"--val-frac {fraction:g} leaves class {name!r} ({size} labeled rows) with no training row; "
+                       f"use a --val-frac below {1 - 0.5 / size:.3g}")
     rng = np.random.default_rng(seed)
     val_rows = []
     for cls, k in zip(classes, counts):

@@ -30,7 +30,7 @@ from .modelfile import DmoModel
 from .solvers import available, solver_class
 from .training import TrainOptions, train
 
-LABEL = "label"
+LABEL = "label"  # the column y becomes, as `dmo train` names it by default (saved models evaluate on files)
 
 class DmoClassifier(ClassifierMixin, BaseEstimator):
     """Train any dmocli solver at one operating point; predict with its threshold.
@@ -83,8 +83,10 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> "DmoClassifier":
         features = self._feature_table(X, reset=True)
-        if LABEL in features.schema.names:
-            raise DmoError(f"X has a column named {LABEL!r}; rename it (the label is passed as y)")
+        clash = [name for name in features.schema.names if name.casefold() == LABEL]
+        if clash:  # `label` would be replaced; `Label` is refused by train as a likely copy of the label
+            raise DmoError(f"X has a column named {clash[0]!r}, which dmocli takes for the label column {LABEL!r}; "
+                           "rename it (the label is passed as y)")
         labels = self._label_array(y, features)
         options = TrainOptions(
             problem=self.problem, target=self.target, beta=self.beta, solver=self.solver, model=self.model,

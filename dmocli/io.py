@@ -137,10 +137,11 @@ def _learn_csv_type(path: Path, exc: BaseException) -> None:
     if match is not None:
         index, kind, value = int(match.group(1)), match.group(3), match.group(4)
         learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
-        if _is_number(value) and kind.startswith(("int", "uint", "null")) and names[index] not in learned:
+        number = _is_number(value.replace(csv_dialect(path).decimal_point, "."))
+        if number and kind.startswith(("int", "uint", "null")) and names[index] not in learned:
             learned[names[index]] = pa.float64()
             return
-    raise DmoError(conversion_error_message(path, names, exc, fix="--drop the column")) from exc
+    raise DmoError(conversion_error_message(path, names, exc, fix="leave the column out (train: --drop it)")) from exc
 
 
 def conversion_error_message(source: object, names: list[str], exc: BaseException, fix: str) -> str:
@@ -151,6 +152,9 @@ def conversion_error_message(source: object, names: list[str], exc: BaseExceptio
         return f"cannot read {source}: {first_line(exc)} (is it a valid CSV file?)"
     index, line, kind, value = int(match.group(1)), match.group(2), match.group(3), match.group(4)
     where = f"line {line}" if line else "a later line"  # arrow counts the header as row 1: a line number
+    if value == names[index]:
+        return (f"cannot read {source}: {where} repeats the header (CSV files joined with their headers?); keep the "
+                "first header line only")
     return (f"cannot stream {source}: column {names[index]!r} reads as {kind} in its first rows but holds {value!r} "
             f"at {where}; write a missing value as an empty cell (or NA), or {fix}")
 
@@ -167,7 +171,7 @@ def csv_header(path: Path) -> list[str]:
     """The column names of a CSV file, as its dialect splits the header."""
     dialect = csv_dialect(path)
     opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:  # as arrow: no BOM
         return next(csv.reader(handle, delimiter=dialect.delimiter), [])
 
 
@@ -186,7 +190,7 @@ def csv_dialect(path: Path) -> CsvDialect:
     """How a CSV file is written, read from its first lines (see dialect_of_lines)."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
     except (OSError, EOFError, zlib.error) as exc:
         raise _read_error(path, exc, "CSV") from exc
@@ -294,7 +298,11 @@ def iter_batches(
                 for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=read)
             )
         else:
-            yield from _stream_csv(Path(path), batch_size, columns, readahead, text_columns)
+            if isinstance(path, pa.Table):
+                yield from (batch for batch in path.select(columns or path.column_names).to_batches(batch_size)
+                            if batch.num_rows)
+            else:
+                yield from _stream_csv(Path(path), batch_size, columns, readahead, text_columns)
             return
         for batch in source:
             if batch.num_rows:

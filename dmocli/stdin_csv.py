@@ -14,6 +14,7 @@ import gzip
 import io as pyio
 import os
 import sys
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterator
 
@@ -75,9 +76,21 @@ class StdinCsv:
             raise DmoError(f"{NAME} can be read only once; save the data to a file for a second pass")
         self._opened = True
         self._convert.include_columns = columns
-        reader = pacsv.open_csv(pyio.BufferedReader(_Replay(self._head, self._rest)), parse_options=self._parse,
-                                convert_options=self._convert)
-        return _batches(reader, self.schema.names)  # conversion errors number the columns of the whole header
+        return self._read()
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
+        import pyarrow.csv as pacsv
+
+        try:  # opening reads ahead already: a truncated or corrupt gzip stream can fail there too
+            reader = pacsv.open_csv(pyio.BufferedReader(_Replay(self._head, self._rest)), parse_options=self._parse,
+                                    convert_options=self._convert)
+            for batch in reader:
+                if batch.num_rows:
+                    yield batch
+        except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
+            raise DmoError(conversion_error_message(NAME, self.schema.names, exc, fix="leave the column out (train: "
+                                                    "--drop it), or save the data to a file, which dmo reads with types "
+                                                    "inferred from every row")) from exc
 
 
 def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[str] = (),
@@ -88,6 +101,9 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
     model's one-hot columns) as text; the others (the label, an id column) keep the type the head shows."""
     import pyarrow.csv as pacsv
 
+    if stream is None and sys.stdin.isatty():  # reading would wait for the user to type
+        raise DmoError(f"DATA '-' reads a CSV from {NAME}, which is a terminal here: pipe the data in "
+                       "(e.g. zcat data.csv.gz | dmo train - ...)")
     raw: BinaryIO = sys.stdin.buffer if stream is None else stream
     magic = raw.read(2)
     source: BinaryIO = pyio.BufferedReader(_Replay(magic, raw))
@@ -95,7 +111,7 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
         source = gzip.GzipFile(fileobj=source)  # type: ignore[assignment]
     try:
         head = _read_head(source)
-    except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
+    except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
         raise DmoError(f"cannot read {NAME}: {exc}") from exc
     if not head.strip():
         raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into dmo")
@@ -128,13 +144,3 @@ def _read_head(source: BinaryIO) -> bytes:
         size += len(chunk)
         lines += chunk.count(b"\n")
     return b"".join(chunks)
-
-
-def _batches(reader: "pacsv.CSVStreamingReader", names: list[str]) -> Iterator[pa.RecordBatch]:
-    try:
-        for batch in reader:
-            if batch.num_rows:
-                yield batch
-    except (pa.ArrowInvalid, OSError, EOFError) as exc:
-        raise DmoError(conversion_error_message(NAME, names, exc, fix="--drop the column, or save the data to a "
-                                                "file, which dmo reads with types inferred from every row")) from exc

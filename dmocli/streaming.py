@@ -154,6 +154,14 @@ def _head_of(batches: Iterator[pa.RecordBatch], rows: int) -> tuple[list[pa.Reco
     return head, batches
 
 
+def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches of a list, each dropped from it once handed out: the head of a pipe is not kept alive
+    for the whole pass."""
+    batches.reverse()
+    while batches:
+        yield batches.pop()
+
+
 def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None,
                     report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions; training.train
@@ -215,7 +223,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
         nonlocal passes_started
         passes_started += 1
         first_pass = passes_started == 1
-        source = itertools.chain(head, rest) if stdin else io.iter_batches(data, BATCH_ROWS, columns)
+        source = itertools.chain(_drained(head), rest) if stdin else io.iter_batches(data, BATCH_ROWS, columns)
         for batch in prefetched(source):
             X, batch_levels = pre.transform(batch)
             if first_pass:

@@ -255,8 +255,10 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     check_label_type(schema.field(opts.label_col).type, opts.label_col)
     needs_pilot = opts.method == "lus" or opts.match_size
     n_rows = io.count_rows(data)
-    if n_rows is None:
-        n_rows = sum(batch.num_rows for batch in io.iter_batches(data, opts.batch_rows, [opts.label_col]))
+    if n_rows is None:  # CSV: count every column, so a type that only later rows reveal (a decimal in an integer
+        # column) is known before the pilot and the output schema are fixed, and stays one type in both passes
+        n_rows = sum(batch.num_rows for batch in io.iter_batches(data, opts.batch_rows))
+        schema = io.schema(data)
     pilot_rate = min(opts.pilot_frac, opts.pilot_max_rows / max(n_rows, 1)) if needs_pilot else 0.0
     engine = _engine(data, opts)
     try:

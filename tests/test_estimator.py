@@ -111,3 +111,11 @@ def test_unlabeled_rows_are_missing_labels_not_an_unknown_label_type():
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_streaming_solvers_fit_arrays_too():
+    """fofo/ofo/lr read an in-memory table batch by batch like a file (a review found them broken on tables)."""
+    frame = make_binary_frame(n=2000, d=3, pos_frac=0.1, seed=8, sep=2.5)
+    X, y = frame.drop(columns="label").to_numpy(), frame["label"].to_numpy()
+    clf = DmoClassifier(solver="fofo").fit(X, y)
+    assert clf.report_["online"]["n"] == 2000 and set(clf.predict(X)) == {0, 1}

@@ -270,3 +270,27 @@ def test_label_columns_of_odd_arrow_types(tmp_path):
     for solver in ("wce", "fofo"):
         proc = run_dmo("train", tmp_path / "twice.parquet", "--solver", solver, "-o", tmp_path / "t.st")
         assert proc.returncode == 2 and "names column(s) 'x' more than once" in proc.stderr, proc.stderr
+
+
+def test_a_late_decimal_keeps_one_type_through_subsample_and_is_named_in_an_id_column(tmp_path):
+    data = _late_value_csv(tmp_path / "late.csv", "2.5")
+    run_dmo("subsample", data, "--gamma", "4", "-o", tmp_path / "s.parquet", check=True)
+    assert pq.read_schema(tmp_path / "s.parquet").field("count").type == pa.float64()
+    run_dmo("train", data, "--solver", "fofo", "--drop", "count", "-o", tmp_path / "m.st", check=True)
+    proc = run_dmo("predict", tmp_path / "m.st", data, "--id-col", "count", "-o", tmp_path / "p.parquet")
+    assert proc.returncode == 2 and "--id-col 'count' changes type" in proc.stderr and not (tmp_path / "p.parquet").exists()
+
+
+def test_late_values_in_european_bom_and_concatenated_csvs(tmp_path):
+    from dmocli import io
+
+    plain = _late_value_csv(tmp_path / "plain.csv", "2.5")
+    european = tmp_path / "european.csv"  # ; and decimal comma, with a byte-order mark as Excel writes it
+    european.write_bytes(b"\xef\xbb\xbf" + plain.read_text().replace(",", ";").replace(".", ",").encode())
+    assert sum(b.num_rows for b in io.iter_batches(european)) == 150_000
+    assert {b.column("count").type for b in io.iter_batches(european)} == {pa.float64()}
+    joined = tmp_path / "joined.csv"  # two files concatenated with their headers
+    text = plain.read_text()
+    joined.write_text(text + text)
+    with pytest.raises(DmoError, match="repeats the header"):
+        sum(b.num_rows for b in io.iter_batches(joined))

@@ -125,3 +125,15 @@ def test_commands_that_read_data_twice_name_standard_input_as_unsupported(piped,
                  ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"]):
         proc = run_dmo(*args, stdin=piped / "rows.csv")
         assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_truncated_gzip_pipe_is_one_line(piped, tmp_path):
+    big = tmp_path / "big.csv"
+    big.write_text("".join(piped.joinpath("rows.csv").read_text().splitlines(keepends=True)[1:]) * 40)
+    big.write_text(piped.joinpath("rows.csv").read_text().splitlines(keepends=True)[0] + big.read_text())
+    whole = gzip.compress(big.read_bytes())
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(whole[: len(whole) // 3])
+    proc = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "m.st", stdin=cut)
+    assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "m.st").exists()
