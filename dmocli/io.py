@@ -24,6 +24,7 @@ from .errors import DmoError, first_line
 from .parquet_layout import check_unique_names, parquet_layout
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
+    import pyarrow.csv as pacsv
     import pyarrow.dataset as pads
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
@@ -74,7 +75,6 @@ def parquet_files(path: Source) -> list[str] | None:
 def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Dataset":
     """A pyarrow dataset over a parquet file, a directory of parquet files, a CSV file, or an in-memory table.
     `text_columns`: CSV columns to read as text whatever they look like (see _csv_options)."""
-    import pyarrow.csv as pacsv
     import pyarrow.dataset as pads
 
     if isinstance(path, pa.Table):

@@ -70,8 +70,6 @@ class StdinCsv:
 
     def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """The record batches of `columns` (the others are not even parsed); a pipe can be read only once."""
-        import pyarrow.csv as pacsv
-
         if self._opened:
             raise DmoError(f"{NAME} can be read only once; save the data to a file for a second pass")
         self._opened = True
