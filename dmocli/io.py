@@ -119,9 +119,9 @@ def _file_state(path: Path) -> tuple[str, int, int]:
 
 
 # CSV column types that only rows past the first block revealed, per file state (path, size, mtime): a streaming
-# read infers each column's type from the first block (about 1 MB), so an integer column whose first float comes
-# later, or a number column whose first text comes later, fails there. Learned once, every later pass of the
-# process reads the column right from its first row.
+# read infers each column's type from the first block (about 1 MB), so an integer column whose first decimal comes
+# later fails there. Learned once (as float64), every later pass of the process reads the column right from its
+# first row.
 _CSV_LEARNED_TYPES: dict[tuple[str, int, int], dict[str, pa.DataType]] = {}
 _CONVERSION_ERROR = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): invalid value '(.*)'",
                                re.S)
