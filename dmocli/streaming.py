@@ -36,8 +36,8 @@ from .online_report import plot_online_curve, progress_bar
 from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope
-from .stdin_csv import NAME, StdinCsv, is_stdin, open_stdin_csv
 from .solvers.base import FitContext
+from .stdin_csv import NAME, StdinCsv, is_stdin, open_stdin_csv
 from .threshold import search
 from .training import finish
 
