@@ -132,7 +132,9 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
 def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class)."""
     started = time.perf_counter()
-    io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
+    to_stdout = is_stdin(output)  # `-o -`: CSV on standard output
+    if not to_stdout:
+        io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
@@ -152,9 +154,11 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
                        "rename that column in the data")
     if id_col:
         out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
+    if to_stdout and not model.binary:  # CSV has no list type: one probability column per class
+        out_schema = pa.schema([*list(out_schema)[:-1], *(pa.field(f"probability_{c}", pa.float32()) for c in classes)])
     rows = 0
     levels = LevelCounts()
-    with io.ParquetSink(output, out_schema) as sink:
+    with io.CsvStdoutSink(out_schema) if to_stdout else io.ParquetSink(output, out_schema) as sink:
         for batch in prefetched(batches(columns)):  # read ahead while the model runs
             logits, batch_levels = model.logits(batch)
             levels.add(batch_levels)
@@ -165,9 +169,13 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
                     raise DmoError(f"--id-col {id_col!r} changes type in {data} ({out_schema.field(id_col).type} in "
                                    f"the first rows, {ids.type} later); give an id column of one type, e.g. text")
                 arrays = [ids] + arrays
+            if to_stdout and not model.binary:
+                per_class = arrays.pop().flatten().to_numpy().reshape(-1, len(classes))
+                arrays += [pa.array(per_class[:, k]) for k in range(len(classes))]
             sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
             rows += batch.num_rows
-    return envelope("predict", model=str(model_path), data=str(data), output=str(output), rows=rows,
+    return envelope("predict", model=str(model_path), data=str(data),
+                    output="standard output" if to_stdout else str(output), rows=rows,
                     **levels.report(), wall_seconds=time.perf_counter() - started)
 
 

@@ -6,6 +6,7 @@ traceback only under --debug.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -209,15 +210,21 @@ def evaluate(
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions (`-`: CSV on standard output)."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
 ) -> None:
     """Write logit, probability and decision per row, streaming in record batches."""
     from .applying import predict as run_predict
 
+    to_stdout = str(output) == "-"
+    if to_stdout and as_json:
+        raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
     result = run_predict(model, data, output, id_col)
-    _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
+    if to_stdout:  # standard output holds the predictions: the summary goes with the messages
+        err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
+    else:
+        _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
 
 
 @app.command()
@@ -329,6 +336,8 @@ def main(argv: list[str] | None = None) -> None:
         err.print(f"dmo: error: {exc}", markup=False)
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # output piped into `head` and the like
+        devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
+        os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
     except KeyboardInterrupt:
         err.print("dmo: interrupted", markup=False)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import gzip
 import math
 import os
 import re
+import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -483,6 +485,34 @@ class ParquetSink:
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._writer.close()
         return self._stack.__exit__(exc_type, exc, tb)
+
+
+class CsvStdoutSink:
+    """Write record batches as CSV to standard output (`-o -`), for shell pipelines. Unlike a file, a pipe
+    cannot appear only when complete: a failure half-way leaves the rows written so far, and the exit code
+    says so."""
+
+    def __init__(self, schema: pa.Schema):
+        import pyarrow.csv as pacsv
+
+        self._writer = pacsv.CSVWriter(sys.stdout.buffer, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        try:
+            self._writer.write_batch(batch)
+        except OSError as exc:  # arrow reports a reader that went away (`| head`) as an OSError
+            if exc.errno == errno.EPIPE or "Broken pipe" in str(exc):
+                raise BrokenPipeError(str(exc)) from exc
+            raise
+
+    def __enter__(self) -> "CsvStdoutSink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self._writer.close()
+            sys.stdout.buffer.flush()
+        return False
 
 
 def write_parquet(path: str | os.PathLike, table: pa.Table) -> None:

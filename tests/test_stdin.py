@@ -137,3 +137,54 @@ def test_a_truncated_gzip_pipe_is_one_line(piped, tmp_path):
     proc = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "m.st", stdin=cut)
     assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "m.st").exists()
+
+
+def test_predict_writes_csv_to_standard_output(piped, tmp_path):
+    """`-o -`: the predictions as CSV on standard output (the summary line on stderr), equal to the parquet
+    file's; a multi-class model gets one probability column per class, as CSV has no list type."""
+    import io as pyio
+
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    model = tmp_path / "m.st"
+    run_dmo("train", piped / "rows.csv", "-o", model, check=True)
+    run_dmo("predict", model, piped / "rows.csv", "--id-col", "site", "-o", tmp_path / "p.parquet", check=True)
+    proc = run_dmo("predict", model, "-", "--id-col", "site", "-o", "-", stdin=piped / "rows.csv", check=True)
+    assert "wrote 6000 predictions to standard output" in proc.stderr
+    streamed = pacsv.read_csv(pyio.BytesIO(proc.stdout.encode()))
+    expected = pq.read_table(tmp_path / "p.parquet")
+    assert streamed.column_names == expected.column_names and streamed.num_rows == 6000
+    assert streamed.column("site").equals(expected.column("site"))
+    assert np.allclose(streamed.column("logit").to_numpy(), expected.column("logit").to_numpy(), atol=1e-6)
+    assert streamed.column("decision").to_pylist() == expected.column("decision").to_pylist()
+    refused = run_dmo("predict", model, piped / "rows.csv", "-o", "-", "--json")
+    assert refused.returncode == 2 and "--json" in refused.stderr and refused.stdout == ""
+
+    three = tmp_path / "three.csv"
+    frame = make_binary_frame(n=600, d=3, seed=4)
+    frame["label"] = np.arange(600) % 3
+    frame.to_csv(three, index=False)
+    run_dmo("train", three, "-o", tmp_path / "mc.st", check=True)
+    out = run_dmo("predict", tmp_path / "mc.st", three, "-o", "-", check=True)
+    table = pacsv.read_csv(pyio.BytesIO(out.stdout.encode()))
+    assert table.column_names == ["predicted", "probability", "probability_0", "probability_1", "probability_2"]
+    per_class = np.column_stack([table.column(f"probability_{k}").to_numpy() for k in range(3)])
+    assert np.allclose(per_class.sum(axis=1), 1.0, atol=1e-5)
+    assert np.allclose(per_class.max(axis=1), table.column("probability").to_numpy())
+
+
+def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
+    import subprocess
+
+    from conftest import dmo_command
+
+    model = tmp_path / "m.st"
+    big = tmp_path / "big.csv"
+    text = piped.joinpath("rows.csv").read_text().splitlines(keepends=True)
+    big.write_text(text[0] + "".join(text[1:]) * 30)
+    run_dmo("train", piped / "rows.csv", "-o", model, check=True)
+    command = " ".join([*dmo_command(), "predict", str(model), str(big), "-o", "-"])
+    proc = subprocess.run(f"set -o pipefail; {command} | head -2", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2 and "Traceback" not in proc.stderr, proc.stderr
