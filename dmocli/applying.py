@@ -21,7 +21,7 @@ from .modelfile import DmoModel, load_model
 from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope, multiclass_split_report, plot_pr_curve, write_report
-from .stdin_csv import NAME, is_stdin, open_stdin_csv
+from .stdin_csv import open_stdin_csv
 from .threshold import search
 
 BATCH_ROWS = 65536
@@ -33,7 +33,7 @@ def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[l
     input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
     model one-hot encodes are read as text."""
     text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
-    if is_stdin(data):
+    if io.is_stdin(data):
         numeric = set(model.preprocessor.numeric)
         source = open_stdin_csv(numeric.__contains__, text)
         return source.schema, source.batches
@@ -57,10 +57,10 @@ def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) 
         ys.append(y[keep])
         levels.add(batch_levels)
     if not parts:
-        raise DmoError(f"{NAME if is_stdin(data) else data} has no rows")
+        raise DmoError(f"{io.describe(data)} has no rows")
     y_all = np.concatenate(ys)
     if y_all.size == 0:
-        raise DmoError(f"{NAME if is_stdin(data) else data} has no labeled rows to evaluate on")
+        raise DmoError(f"{io.describe(data)} has no labeled rows to evaluate on")
     return np.concatenate(parts), y_all, levels
 
 
@@ -76,7 +76,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
             if split["n_pos"] == 0:
                 raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
             plot_pr_curve(plot_path, logits, y, model.threshold, model.problem,
-                          title=f"{NAME if is_stdin(data) else Path(data).name}: "
+                          title=f"{Path(io.describe(data)).name}: "
                                 f"{model.problem.describe() if model.problem else ''}")
     else:
         if plot_path is not None:
@@ -132,7 +132,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
 def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class)."""
     started = time.perf_counter()
-    to_stdout = is_stdin(output)  # `-o -`: CSV on standard output
+    to_stdout = io.is_stdin(output)  # `-o -`: CSV on standard output
     if not to_stdout:
         io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)

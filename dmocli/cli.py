@@ -216,8 +216,9 @@ def predict(
 ) -> None:
     """Write logit, probability and decision per row, streaming in record batches."""
     from .applying import predict as run_predict
+    from .io import is_stdin
 
-    to_stdout = str(output) == "-"
+    to_stdout = is_stdin(output)
     if to_stdout and as_json:
         raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
     result = run_predict(model, data, output, id_col)

@@ -37,8 +37,13 @@ def _is_csv(path: Path) -> bool:
     return name.endswith(CSV_SUFFIXES)
 
 
+def is_stdin(source: object) -> bool:
+    """Whether a DATA or -o path names standard input or output (`-`); dmocli.stdin_csv reads it."""
+    return isinstance(source, (str, os.PathLike)) and os.fspath(source) == "-"
+
+
 def _check_exists(path: Path) -> None:
-    if str(path) == "-" and not path.exists():
+    if is_stdin(path) and not path.exists():
         raise DmoError("'-' (standard input) is read only as the DATA of `dmo evaluate`, `predict`, `threshold`, and "
                        "of `dmo train` with a streaming solver (fofo, ofo, lr); save the data to a file here")
     if not path.exists():
@@ -48,11 +53,15 @@ def _check_exists(path: Path) -> None:
 Source = str | os.PathLike | pa.Table  # a path on disk, or a table already in memory (the Python API)
 
 
+STDIN_NAME = "standard input"
+
+
 def describe(source: Source) -> str:
-    """What a report calls the data: its path, or a short description of an in-memory table."""
+    """What reports and messages call the data: its path, standard input for `-`, or a short description
+    of an in-memory table."""
     if isinstance(source, pa.Table):
         return f"<in-memory table: {source.num_rows} rows x {source.num_columns} columns>"
-    return str(source)
+    return STDIN_NAME if is_stdin(source) else str(source)
 
 
 def parquet_files(path: Source) -> list[str] | None:
@@ -135,11 +144,12 @@ def _learn_csv_type(path: Path, exc: BaseException) -> None:
     and value. Text in a number column is refused: the features were planned from the first rows (the
     in-memory reader infers from every row, and so reads such a column as text)."""
     match = _CONVERSION_ERROR.search(str(exc))
-    names = csv_header(path)
+    dialect = csv_dialect(path)
+    names = list(dialect.names)
     if match is not None:
         index, kind, value = int(match.group(1)), match.group(3), match.group(4)
         learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
-        number = _is_number(value.replace(csv_dialect(path).decimal_point, "."))
+        number = _is_number(value.replace(dialect.decimal_point, "."))
         if number and kind.startswith(("int", "uint", "null")) and names[index] not in learned:
             learned[names[index]] = pa.float64()
             return
@@ -169,18 +179,11 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def csv_header(path: Path) -> list[str]:
-    """The column names of a CSV file, as its dialect splits the header."""
-    dialect = csv_dialect(path)
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:  # as arrow: no BOM
-        return next(csv.reader(handle, delimiter=dialect.delimiter), [])
-
-
 @dataclass(frozen=True)
 class CsvDialect:
     delimiter: str
     decimal_point: str
+    names: tuple[str, ...]  # the header as the delimiter splits it (arrow's "CSV column #N" indexes it)
 
 
 SNIFF_LINES = 50
@@ -215,7 +218,7 @@ def dialect_of_lines(lines: list[str], source: object, tab: bool = False) -> Csv
     cells = [cell.strip() for row in rows[1:] for cell in row]
     comma = delimiter != "," and any(_DECIMAL_COMMA.fullmatch(c) for c in cells) and not any(
         _DECIMAL_POINT.fullmatch(c) for c in cells)
-    return CsvDialect(delimiter, "," if comma else ".")
+    return CsvDialect(delimiter, "," if comma else ".", tuple(names))
 
 
 READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError
@@ -264,8 +267,7 @@ def _read_csv(path: Path, columns: list[str] | None, text_columns: Collection[st
         if _CONVERSION_ERROR.search(str(exc)) is None:
             raise
     parse, convert = _csv_options(path, columns, text_columns)
-    table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
-    return table if columns is None else table.select(columns)
+    return pacsv.read_csv(path, parse_options=parse, convert_options=convert)  # in include_columns' order
 
 
 def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:

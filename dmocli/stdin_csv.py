@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import io as pyio
-import os
 import sys
 import zlib
 from dataclasses import dataclass
@@ -21,19 +20,12 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterator
 import pyarrow as pa
 
 from .errors import DmoError
-from .io import SNIFF_LINES, conversion_error_message, dialect_of_lines
+from .io import SNIFF_LINES, STDIN_NAME as NAME, conversion_error_message, dialect_of_lines
 
 if TYPE_CHECKING:
     import pyarrow.csv as pacsv
 
-STDIN = "-"
-NAME = "standard input"
 _HEAD_BYTES = 1 << 20  # what the column types are inferred from: arrow's own first block
-
-
-def is_stdin(source: object) -> bool:
-    """Whether DATA names standard input (`-`)."""
-    return isinstance(source, (str, os.PathLike)) and os.fspath(source) == STDIN
 
 
 class _Replay(pyio.RawIOBase):

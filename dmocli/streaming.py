@@ -37,7 +37,7 @@ from .prefetch import prefetched
 from .problems import Problem
 from .report import binary_split_report, envelope
 from .solvers.base import FitContext
-from .stdin_csv import NAME, StdinCsv, is_stdin, open_stdin_csv
+from .stdin_csv import NAME, StdinCsv, open_stdin_csv
 from .threshold import search
 from .training import finish
 
@@ -54,7 +54,7 @@ def serial_arrow_decoding(data: io.Source) -> Iterator[None]:
     over the stream length (1M vs 8M rows). CSV is left alone: its parsing is the heavy part and lost
     both time and memory on one thread (1M rows: 3.7 vs 3.3 s, 358 vs 217 MB).
     """
-    if is_stdin(data) or io.parquet_files(data) is None:
+    if io.is_stdin(data) or io.parquet_files(data) is None:
         yield
         return
     previous = pa.cpu_count()
@@ -185,7 +185,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
         raise DmoError(f"solver {solver.name} streams on the CPU (numpy); use --device auto or cpu")
 
     adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
-    stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if is_stdin(data) else None
+    stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if io.is_stdin(data) else None
     plan = plan_columns(stdin.schema if stdin else io.schema(data), opts.label_col, opts.drop, opts.embedding_col)
     columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
@@ -251,7 +251,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                      solver=solver.name, problem=problem, threshold=result.threshold)
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
-        data=NAME if stdin else io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
+        data=io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
         n_features=pre.n_features, **levels.report(), streaming=True, epochs=epochs, adjusted=adjust,
     )
     logits: dict[str, np.ndarray] = {}
@@ -282,6 +282,6 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
                               **{k: {m: v[m] for m in ("precision", "recall", "f_beta")}
                                  for k, v in report["splits"].items()}}}
     if opts.plot is not None:
-        plot_online_curve(opts.plot, online, title=f"{solver.name} on {NAME if stdin else Path(io.describe(data)).name}: "
+        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(io.describe(data)).name}: "
                                                    f"{problem.describe()}")
     return finish(model, report, output, report_path, started)

@@ -25,7 +25,6 @@ from .problems import Problem
 from .report import binary_split_report, dumps, envelope, multiclass_split_report
 from .solvers import get_solver
 from .solvers.base import FitContext, SplitData
-from .stdin_csv import is_stdin
 from .threshold import search
 from .unlabeled import read_unlabeled_truth, view_columns
 
@@ -113,9 +112,9 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     `output`, nothing is written and the model is only returned.
     """
     started = time.perf_counter()
-    if is_stdin(opts.val) or is_stdin(opts.unlabeled_truth):
+    if io.is_stdin(opts.val) or io.is_stdin(opts.unlabeled_truth):
         raise DmoError("only DATA can be read from standard input ('-'); give --val and --unlabeled-truth as files")
-    if is_stdin(data):
+    if io.is_stdin(data):
         if not get_solver(opts.solver).streaming:
             raise DmoError(f"DATA '-' (standard input) is read in one pass, which only the streaming solvers "
                            f"(fofo, ofo, lr) can learn from; save the data to a file for solver {opts.solver}")
