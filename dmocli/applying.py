@@ -162,16 +162,13 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         for batch in prefetched(batches(columns)):  # read ahead while the model runs
             logits, batch_levels = model.logits(batch)
             levels.add(batch_levels)
-            arrays = _prediction_arrays(model, logits)
+            arrays = _prediction_arrays(model, logits, per_class_columns=to_stdout)
             if id_col:
                 ids = batch.column(id_col)
                 if ids.type != out_schema.field(id_col).type:  # a CSV column whose later rows widened it
                     raise DmoError(f"--id-col {id_col!r} changes type in {data} ({out_schema.field(id_col).type} in "
                                    f"the first rows, {ids.type} later); give an id column of one type, e.g. text")
                 arrays = [ids] + arrays
-            if to_stdout and not model.binary:
-                per_class = arrays.pop().flatten().to_numpy().reshape(-1, len(classes))
-                arrays += [pa.array(per_class[:, k]) for k in range(len(classes))]
             sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
             rows += batch.num_rows
     return envelope("predict", model=str(model_path), data=str(data),
@@ -197,7 +194,9 @@ def _binary_label_type(classes: list[Any]) -> pa.DataType:
     return _label_type(classes) if type(negative) is type(positive) else pa.string()
 
 
-def _prediction_arrays(model: DmoModel, logits: np.ndarray) -> list[pa.Array]:
+def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: bool = False) -> list[pa.Array]:
+    """The output columns of a batch; multi-class probabilities as one list column, or (per_class_columns, for
+    CSV, which has no list type) one column per class."""
     if model.binary:
         decision = model.decide(logits)
         classes = model.labels.classes
@@ -213,6 +212,8 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray) -> list[pa.Array]:
     best = proba.argmax(axis=1)
     classes = model.labels.classes
     predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes))
-    flat = pa.array(proba.astype(np.float32).ravel())
-    return [predicted, pa.array(proba[np.arange(len(best)), best].astype(np.float32)),
-            pa.FixedSizeListArray.from_arrays(flat, len(classes))]
+    proba = proba.astype(np.float32)
+    head = [predicted, pa.array(proba[np.arange(len(best)), best])]
+    if per_class_columns:
+        return head + [pa.array(proba[:, k]) for k in range(len(classes))]
+    return head + [pa.FixedSizeListArray.from_arrays(pa.array(proba.ravel()), len(classes))]
