@@ -114,11 +114,11 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
         inferred = pacsv.read_csv(pa.BufferReader(complete), parse_options=parse, convert_options=convert).schema
     except pa.ArrowInvalid as exc:
         raise DmoError(f"cannot read {NAME} as CSV: {str(exc).splitlines()[0]}") from exc
-    widened = {field.name: pa.float64() for field in inferred if is_feature(field.name)
-               and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
-    widened.update({name: pa.string() for name in text_columns if name in inferred.names})
-    convert.column_types = widened
-    schema = pa.schema([pa.field(f.name, widened.get(f.name, f.type)) for f in inferred])
+    types = {field.name: pa.float64() for field in inferred if is_feature(field.name)
+             and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
+    types.update({name: pa.string() for name in text_columns if name in inferred.names})
+    convert.column_types = types
+    schema = pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in inferred])
     return StdinCsv(schema, head, source, parse, convert)
 
 
