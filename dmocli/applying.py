@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
+from .engine import LOCAL, EngineChoice
 from .errors import DmoError, UnreachableTarget
 from .features import LevelCounts
 from .modelfile import DmoModel, load_model
@@ -40,36 +41,52 @@ def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[l
     return io.schema(data, text), lambda columns: io.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
 
 
-def collect_logits(model: DmoModel, data: str | Path, need_labels: bool = True) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
+class LabeledLogits:
+    """One batch's logits and encoded labels (unlabeled rows left out) and its level counts: the per-batch
+    work of evaluate and threshold, in this process or on a Dask worker (sent there once, with the model)."""
+
+    def __init__(self, model: DmoModel):
+        self.model = model
+
+    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
+        logits, levels = self.model.logits(batch)
+        y = self.model.labels.encode(batch.column(self.model.labels.column))
+        keep = y >= 0
+        return logits[keep], y[keep], levels
+
+
+def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL
+                   ) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
+    engine.check(data)
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
     label_col = model.labels.column
-    if need_labels and label_col not in schema.names:
+    if label_col not in schema.names:
         raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
     columns = model.preprocessor.input_columns + [label_col]
-    parts, ys = [], []
-    levels = LevelCounts()
-    for batch in prefetched(batches(columns)):  # read ahead while the model runs
-        logits, batch_levels = model.logits(batch)
-        y = model.labels.encode(batch.column(label_col))
-        keep = y >= 0
-        parts.append(logits[keep])
-        ys.append(y[keep])
-        levels.add(batch_levels)
+    score = LabeledLogits(model)
+    if engine.is_dask:
+        with engine.dask(data) as cluster:
+            parts = cluster.map(score, columns)
+    else:
+        parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
     if not parts:
         raise DmoError(f"{io.describe(data)} has no rows")
-    y_all = np.concatenate(ys)
+    y_all = np.concatenate([y for _, y, _ in parts])
     if y_all.size == 0:
         raise DmoError(f"{io.describe(data)} has no labeled rows to evaluate on")
-    return np.concatenate(parts), y_all, levels
+    levels = LevelCounts()
+    for _, _, part_levels in parts:
+        levels.add(part_levels)
+    return np.concatenate([logits for logits, _, _ in parts]), y_all, levels
 
 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
-             plot_path: str | Path | None = None) -> dict[str, Any]:
+             plot_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
     started = time.perf_counter()
     io.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
-    logits, y, levels = collect_logits(model, data)
+    logits, y, levels = collect_logits(model, data, engine)
     if model.binary:
         split = binary_split_report(logits, y, model.threshold, model.problem)
         if plot_path is not None:
@@ -84,7 +101,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
         split = multiclass_split_report(logits, y, model.labels.classes)
     problem = model.problem
     report = envelope(
-        "evaluate", model=str(model_path), data=str(data), solver=model.solver,
+        "evaluate", model=str(model_path), data=str(data), engine=engine.name, solver=model.solver,
         **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
         seed=model.info.get("seed"), device="cpu", **levels.report(),
         splits={"data": split},
@@ -97,7 +114,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
 
 def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, output: str | Path,
                     confidence: float | None = None, allow_infeasible: bool = False,
-                    report_path: str | Path | None = None) -> dict[str, Any]:
+                    report_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
     io.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
@@ -105,7 +122,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
-    logits, y, _ = collect_logits(model, data)
+    logits, y, _ = collect_logits(model, data, engine)
     point = search(logits, y, problem, confidence)
     if point.feasible is False and not allow_infeasible:
         what = problem.constraint_name
@@ -119,7 +136,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     model.threshold = point.threshold
     model.problem = problem
     model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": str(data)}
-    report = envelope("threshold", model=str(model_path), data=str(data), output=str(output),
+    report = envelope("threshold", model=str(model_path), data=str(data), engine=engine.name, output=str(output),
                       **problem.to_dict(), confidence=confidence, previous_threshold=previous,
                       threshold=point.threshold, operating_point=point.to_dict(),
                       splits={"data": binary_split_report(logits, y, point.threshold, problem)})
@@ -129,11 +146,43 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     return report
 
 
-def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None) -> dict[str, Any]:
-    """Per row: logit, probability and decision (binary) or class and probabilities (multi-class)."""
+class Predictions:
+    """One batch's output rows and its counts: the per-batch work of predict, in this process or on a Dask
+    worker (sent there once, with the model)."""
+
+    def __init__(self, model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool, data: str):
+        self.model, self.schema, self.id_col = model, schema, id_col
+        self.per_class_columns, self.data = per_class_columns, data
+
+    def process(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[pa.Table, dict[str, Any]]:
+        logits, levels = self.model.logits(batch)
+        arrays: list[Any] = _prediction_arrays(self.model, logits, per_class_columns=self.per_class_columns)
+        if self.id_col:
+            ids = batch.column(self.id_col)
+            expected = self.schema.field(self.id_col).type
+            if ids.type != expected:  # a CSV column whose later rows widened it; a Dask partition's pandas types
+                try:
+                    ids = ids.cast(expected)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise DmoError(f"--id-col {self.id_col!r} changes type in {self.data} ({expected} in the first "
+                                   f"rows, {ids.type} later); give an id column of one type, e.g. text") from exc
+            arrays = [ids] + arrays
+        counts = {"rows": batch.num_rows, "unseen": levels.unseen, "missing": levels.missing}
+        return pa.Table.from_arrays(arrays, schema=self.schema), counts
+
+
+def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None,
+            engine: EngineChoice = LOCAL) -> dict[str, Any]:
+    """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
+    engine, OUTPUT is a directory of part files, one per partition, in the data's order."""
     started = time.perf_counter()
+    engine.check(data)
     to_stdout = io.is_stdin(output)  # `-o -`: CSV on standard output
-    if not to_stdout:
+    if to_stdout and engine.is_dask:
+        raise DmoError("--engine dask writes a directory of part files; -o - (standard output) needs --engine local")
+    if engine.is_dask:
+        io.check_parts_output(output, {"MODEL": model_path, "DATA": data})
+    elif not to_stdout:
         io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     schema, batches = open_data(data, model)
@@ -142,6 +191,29 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
+    out_schema = _output_schema(model, schema, id_col, per_class_columns=to_stdout)
+    predictions = Predictions(model, out_schema, id_col, per_class_columns=to_stdout, data=str(data))
+    if engine.is_dask:
+        with engine.dask(data) as cluster:
+            parts = cluster.write(predictions, Path(output), out_schema, columns)
+    else:
+        parts = []
+        with io.CsvStdoutSink(out_schema) if to_stdout else io.ParquetSink(output, out_schema) as sink:
+            for batch in prefetched(batches(columns)):  # read ahead while the model runs
+                table, counts = predictions.process(batch)
+                sink.write(table)
+                parts.append(counts)
+    levels = LevelCounts()
+    for counts in parts:
+        levels.add(LevelCounts(counts["unseen"], counts["missing"]))
+    return envelope("predict", model=str(model_path), data=str(data), engine=engine.name,
+                    output="standard output" if to_stdout else str(output), rows=sum(c["rows"] for c in parts),
+                    **levels.report(), wall_seconds=time.perf_counter() - started)
+
+
+def _output_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool) -> pa.Schema:
+    """The prediction columns (after the id column, if any); multi-class probabilities as one list column, or
+    (per_class_columns, for CSV, which has no list type) one `probability_<class>` column per class."""
     classes = model.labels.classes
     if model.binary:
         out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
@@ -154,26 +226,9 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
                        "rename that column in the data")
     if id_col:
         out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
-    if to_stdout and not model.binary:  # CSV has no list type: one probability column per class
+    if per_class_columns and not model.binary:
         out_schema = pa.schema([*list(out_schema)[:-1], *(pa.field(f"probability_{c}", pa.float32()) for c in classes)])
-    rows = 0
-    levels = LevelCounts()
-    with io.CsvStdoutSink(out_schema) if to_stdout else io.ParquetSink(output, out_schema) as sink:
-        for batch in prefetched(batches(columns)):  # read ahead while the model runs
-            logits, batch_levels = model.logits(batch)
-            levels.add(batch_levels)
-            arrays = _prediction_arrays(model, logits, per_class_columns=to_stdout)
-            if id_col:
-                ids = batch.column(id_col)
-                if ids.type != out_schema.field(id_col).type:  # a CSV column whose later rows widened it
-                    raise DmoError(f"--id-col {id_col!r} changes type in {data} ({out_schema.field(id_col).type} in "
-                                   f"the first rows, {ids.type} later); give an id column of one type, e.g. text")
-                arrays = [ids] + arrays
-            sink.write(pa.RecordBatch.from_arrays(arrays, schema=out_schema))
-            rows += batch.num_rows
-    return envelope("predict", model=str(model_path), data=str(data),
-                    output="standard output" if to_stdout else str(output), rows=rows,
-                    **levels.report(), wall_seconds=time.perf_counter() - started)
+    return out_schema
 
 
 def _label_type(classes: list[Any]) -> pa.DataType:

@@ -33,6 +33,19 @@ PROBLEM_HELP = "fpor: max recall s.t. precision >= target; frop: max precision s
                "ofbs: max F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)"
 
 
+def _engine_option() -> Any:
+    return typer.Option("local", "--engine", help="local (record batches in this process) or dask (partitions on "
+                        "Dask workers, parquet only; needs dmocli[dask]).")
+
+
+def _scheduler_option() -> Any:
+    return typer.Option(None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes).")
+
+
+def _workers_option() -> Any:
+    return typer.Option(2, "--workers", help="Worker processes of the local Dask cluster.")
+
+
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
     """dmo: exact operating points for imbalanced classification."""
@@ -140,12 +153,17 @@ def threshold(
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
 ) -> None:
     """Re-fit a model's threshold exactly on DATA and write a new model file."""
     from .applying import refit_threshold
+    from .engine import EngineChoice
     from .problems import Problem
 
-    result = refit_threshold(model, data, Problem.from_options(problem, target, beta, confidence), output, confidence, allow_infeasible, report)
+    result = refit_threshold(model, data, Problem.from_options(problem, target, beta, confidence), output, confidence,
+                             allow_infeasible, report, EngineChoice(engine, scheduler, workers))
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
 
 
@@ -162,9 +180,9 @@ def subsample(
     drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
     embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
     impute: str = typer.Option("none", "--impute", help="none or median (pilot features)."),
-    engine: str = typer.Option("local", "--engine", help="local (record batches in this process) or dask (needs dmocli[dask])."),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes)."),
-    workers: int = typer.Option(2, "--workers", help="Worker processes of the local Dask cluster."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
     batch_rows: int = typer.Option(65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."),
     seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same subsample."),
     output: Path = typer.Option(..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."),
@@ -198,11 +216,15 @@ def evaluate(
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
 ) -> None:
     """Precision, recall, F-beta, AP and ROC AUC of a model at its stored threshold."""
     from .applying import evaluate as run_evaluate
+    from .engine import EngineChoice
 
-    result = run_evaluate(model, data, report, plot)
+    result = run_evaluate(model, data, report, plot, EngineChoice(engine, scheduler, workers))
     _emit(result, as_json, _split_lines(result))
 
 
@@ -210,18 +232,23 @@ def evaluate(
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions (`-`: CSV on standard output)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions (`-`: CSV on standard "
+                                "output; a directory of part files with --engine dask)."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
 ) -> None:
     """Write logit, probability and decision per row, streaming in record batches."""
     from .applying import predict as run_predict
+    from .engine import EngineChoice
     from .io import is_stdin
 
     to_stdout = is_stdin(output)
     if to_stdout and as_json:
         raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
-    result = run_predict(model, data, output, id_col)
+    result = run_predict(model, data, output, id_col, EngineChoice(engine, scheduler, workers))
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
         err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
     else:

@@ -436,6 +436,25 @@ def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str
     check_distinct(outputs, inputs)
 
 
+PART_PREFIX = "part-"  # the files of a directory output written partition by partition (the Dask engine)
+
+
+def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | None]) -> None:
+    """-o of a pass that writes a directory of part files: it may replace its own earlier output on a
+    re-run, but never a directory that holds anything else (a user's data folder given as -o by mistake)."""
+    target = Path(output)
+    if not target.is_dir():
+        check_outputs({"-o": target}, inputs)
+        return
+    check_distinct({"-o": target}, inputs)
+    foreign = [p.name for p in target.iterdir()
+               if not (p.is_file() and p.name.startswith(PART_PREFIX) and p.suffix == ".parquet")]
+    if foreign:
+        raise DmoError(f"output path {target} is a directory with other files than the part-*.parquet files dmo "
+                       f"writes ({', '.join(sorted(foreign)[:3])}); give a new path, or remove it")
+    check_writable(target.parent / f"{target.name}.new")  # the parent must take the staging directory
+
+
 def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
     """Refuse an output that would replace an input or another output.
 
@@ -499,9 +518,12 @@ class CsvStdoutSink:
 
         self._writer = pacsv.CSVWriter(sys.stdout.buffer, schema)
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         try:
-            self._writer.write_batch(batch)
+            if isinstance(batch, pa.RecordBatch):
+                self._writer.write_batch(batch)
+            else:
+                self._writer.write_table(batch)
         except OSError as exc:  # arrow reports a reader that went away (`| head`) as an OSError
             if exc.errno == errno.EPIPE or "Broken pipe" in str(exc):
                 raise BrokenPipeError(str(exc)) from exc

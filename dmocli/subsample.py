@@ -27,6 +27,7 @@ import torch
 from . import io
 from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, row_generator
 from .dataset import offset_column, prepare
+from .engine import EngineChoice
 from .errors import DmoError
 from .features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
 from .labels import LabelSpec, check_label_type, label_counts, label_spec_from_counts
@@ -176,7 +177,8 @@ class LocalEngine:
         batches = io.iter_batches(self.data, self.batch_rows, columns, low_memory=True)
         return [fn(batch, part) for part, batch in enumerate(batches)]
 
-    def write(self, sampler: Sampler, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
+    def write(self, sampler: Sampler, output: Path, schema: pa.Schema,
+              check: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
         parts = []
         with io.ParquetSink(output, schema) as sink:
             for part, batch in enumerate(prefetched(io.iter_batches(self.data, self.batch_rows, low_memory=True))):
@@ -184,7 +186,7 @@ class LocalEngine:
                 if table.num_rows:
                     sink.write(table.cast(schema))
                 parts.append(counts)
-            refuse_empty(parts)  # inside the sink: the refused output is never renamed into place
+            check(parts)  # inside the sink: the refused output is never renamed into place
         return parts
 
     def close(self) -> None:
@@ -199,13 +201,11 @@ def refuse_empty(parts: list[dict[str, Any]]) -> None:
 
 
 def _engine(data: str | Path, opts: SubsampleOptions):
-    if opts.engine == "local":
-        return LocalEngine(data, opts.batch_rows)
     if opts.engine == "dask":
-        from .subsample_dask import DaskEngine
+        from .dask_engine import DaskEngine
 
         return DaskEngine(data, opts.scheduler, opts.workers)
-    raise DmoError(f"--engine {opts.engine!r} is not known (use local or dask)")
+    return LocalEngine(data, opts.batch_rows)
 
 
 def _check(opts: SubsampleOptions) -> None:
@@ -225,25 +225,15 @@ def _check(opts: SubsampleOptions) -> None:
         raise DmoError("--match-size sizes uniform/case-control like LUS; it does not apply to --method lus")
 
 
-def _check_replaceable_parts(output: Path) -> None:
-    """The Dask engine writes a directory of part files and replaces it on a re-run; it must never replace
-    a directory that holds anything else (a user's data folder given as -o by mistake)."""
-    foreign = [p.name for p in output.iterdir() if not (p.is_file() and p.name.startswith("part-") and p.suffix == ".parquet")]
-    if foreign:
-        raise DmoError(f"output path {output} is a directory with other files than a subsample's part-*.parquet "
-                       f"({', '.join(sorted(foreign)[:3])}); give a new path, or remove it")
-    io.check_writable(output.parent / f"{output.name}.new")  # the parent must take the staging directory
-
-
 def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
               report_path: str | Path | None = None) -> dict[str, Any]:
     """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
     started = time.perf_counter()
     _check(opts)
+    EngineChoice(opts.engine, opts.scheduler, opts.workers).check(data)
     output = Path(output)
-    if opts.engine == "dask" and output.is_dir():  # a re-run into its own parts directory
-        io.check_distinct({"-o": output}, {"DATA": data})
-        _check_replaceable_parts(output)
+    if opts.engine == "dask":  # a directory of parts; a re-run replaces its own
+        io.check_parts_output(output, {"DATA": data})
     else:
         io.check_outputs({"-o": output}, {"DATA": data})
     io.check_outputs({"--report": report_path}, {"DATA": data, "-o": output})
@@ -302,7 +292,7 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
 
     out_schema = _output_schema(schema, labels, opts)
     t1 = time.perf_counter()
-    totals = merge_counts(engine.write(sampler, output, out_schema))
+    totals = merge_counts(engine.write(sampler, output, out_schema, check=refuse_empty))
     pass_seconds = time.perf_counter() - t1
     n = totals["rows"]
     report = envelope(

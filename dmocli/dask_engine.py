@@ -1,11 +1,13 @@
-"""The Dask engine of `dmo subsample`: the same per-partition work as the local engine, over a cluster.
+"""The Dask engine of the row-parallel passes (`subsample`, `evaluate`, `threshold`, `predict`): the same
+per-partition work as the local engine, over a cluster.
 
 Optional (`pip install 'dmocli[dask]'`). Partitions of the parquet dataset
-are read by the workers; the pilot travels once, as one task that every
-partition task depends on (a broadcast), and each partition writes its own
-part file of accepted rows and returns only its counts. The output is a
-directory of parquet parts, renamed into place when every part succeeded, so
-it must be on a file system the workers share with the client.
+are read by the workers; the per-partition worker (a pilot, a model) travels
+once, as one task that every partition task depends on (a broadcast). A pass
+that writes rows has each partition write its own part file and return only
+its counts; the output is a directory of parquet parts, renamed into place
+when every part succeeded, so it must be on a file system the workers share
+with the client (as the data must be).
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ import pyarrow.parquet as pq
 from . import io
 from .errors import DmoError
 from .parquet_layout import HIVE_NULL, conform, parquet_layout
-from .subsample import refuse_empty
 
 
 def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
@@ -49,13 +50,13 @@ def _call(fn: Callable[[pa.Table, int], Any], frame: pd.DataFrame, part: int, co
     return fn(_arrow(frame if columns is None else frame[columns], schema), part)
 
 
-def _write_partition(frame: pd.DataFrame, sampler: Any, directory: str, schema: pa.Schema, input_schema: pa.Schema,
-                     partition_info: dict | None = None) -> pd.DataFrame:
-    """Accept one partition's rows, write them as part-NNNNN.parquet, return the counts as one row."""
+def _write_partition(frame: pd.DataFrame, processor: Any, directory: str, schema: pa.Schema, input_schema: pa.Schema,
+                     columns: list[str] | None, partition_info: dict | None = None) -> pd.DataFrame:
+    """Process one partition's rows, write them as part-NNNNNN.parquet, return the counts as one row."""
     _one_thread()
     part = partition_info["number"] if partition_info else 0
-    table, counts = sampler.process(_arrow(frame, input_schema), part)
-    pq.write_table(table.cast(schema), os.path.join(directory, f"part-{part:06d}.parquet"))
+    table, counts = processor.process(_arrow(frame if columns is None else frame[columns], input_schema), part)
+    pq.write_table(table.cast(schema), os.path.join(directory, f"{io.PART_PREFIX}{part:06d}.parquet"))
     return pd.DataFrame({"counts": [json.dumps(counts)]})
 
 
@@ -70,9 +71,7 @@ class DaskEngine:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise DmoError("--engine dask needs Dask: pip install 'dmocli[dask]' (or use --engine local)") from exc
-        files = io.parquet_files(data)
-        if files is None:
-            raise DmoError("--engine dask reads parquet (a file or a directory of .parquet files); convert the CSV first")
+        files = io.parquet_files(data)  # not None: EngineChoice.check refused other data
         layout = parquet_layout(data, files)
         if layout.has_null_partition:
             raise DmoError(f"--engine dask cannot read a null partition folder ({HIVE_NULL}) of {data}; "
@@ -96,25 +95,34 @@ class DaskEngine:
         return self.dd.read_parquet(self.files)
 
     def map(self, fn: Callable[[pa.Table, int], Any], columns: list[str] | None) -> list[Any]:
-        """fn(partition as arrow, partition number) on the workers; the (small) results come back in order."""
+        """fn(partition as arrow, partition number) on the workers; the results come back in partition order.
+        fn is sent once and shared by every partition task (it may hold a model)."""
         import dask
 
-        tasks = [dask.delayed(_call)(fn, part, i, columns, self.schema) for i, part in enumerate(self._frame().to_delayed())]
+        shipped = dask.delayed(fn, pure=True)
+        tasks = [dask.delayed(_call)(shipped, part, i, columns, self.schema)
+                 for i, part in enumerate(self._frame().to_delayed())]
         return list(self.client.compute(tasks, sync=True))
 
-    def write(self, sampler: Any, output: Path, schema: pa.Schema) -> list[dict[str, Any]]:
+    def write(self, processor: Any, output: Path, schema: pa.Schema, columns: list[str] | None = None,
+              check: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+        """processor.process(partition, number) -> (rows, JSON counts) on the workers; each partition's rows
+        become OUTPUT/part-NNNNNN.parquet in `schema`. `check(counts)` may refuse the result before the
+        directory is renamed into place."""
         import dask
 
         target = Path(output)
         staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
         staging.mkdir()
         try:
-            shipped = dask.delayed(sampler, pure=True)  # one task: the pilot is sent once, then shared
+            shipped = dask.delayed(processor, pure=True)  # one task: the pilot or model is sent once, then shared
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
-            frame = self._frame().map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
+            frame = self._frame().map_partitions(_write_partition, shipped, str(staging), schema, self.schema,
+                                                 columns, meta=meta)
             rows = self.client.compute(frame, sync=True)
             counts = [json.loads(text) for text in rows["counts"]]
-            refuse_empty(counts)
+            if check is not None:
+                check(counts)
             if target.is_dir():
                 shutil.rmtree(target)
             elif target.exists():

@@ -1,0 +1,124 @@
+"""The Dask engine of evaluate, threshold and predict: the same results as the local engine, from partitions.
+
+An in-process Dask cluster (threads, started once for this module) keeps these fast; the `dmo` subprocesses
+connect to it with --scheduler, as a batch job connects to a real cluster. The local cluster the CLI starts
+itself (processes) is covered by the slow subsample test in test_lus.py.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import make_binary_frame, make_gaussian_classes, run_dmo
+from dmocli.applying import evaluate, predict, refit_threshold
+from dmocli.engine import EngineChoice
+from dmocli.errors import DmoError
+from dmocli.problems import Problem
+from dmocli.subsample import SubsampleOptions, subsample
+from dmocli.training import TrainOptions, train
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def _parts(folder: Path, frame: pd.DataFrame, files: int = 3) -> Path:
+    folder.mkdir()
+    for i, chunk in enumerate(np.array_split(np.arange(len(frame)), files)):
+        frame.iloc[chunk].to_parquet(folder / f"p{i}.parquet")
+    return folder
+
+
+def _binary_setup(tmp_path: Path) -> tuple[Path, Path]:
+    frame = make_binary_frame(1_500, seed=3)
+    frame["colour"] = np.where(np.arange(len(frame)) % 3 == 0, "red", "blue")
+    frame["id"] = np.arange(len(frame)) * 7
+    train_path = tmp_path / "train.parquet"
+    frame.iloc[:900].to_parquet(train_path)
+    scoring = frame.iloc[900:].copy()
+    scoring.loc[scoring.index[::50], "colour"] = "green"  # a level the model never saw: counted per engine alike
+    data = _parts(tmp_path / "parts", scoring)
+    model = tmp_path / "m.safetensors"
+    train(train_path, TrainOptions(problem="fpor", target=0.7, drop=("id",)), output=model)
+    return model, data
+
+
+def test_evaluate_threshold_predict_on_dask_equal_the_local_engine(tmp_path, scheduler):
+    model, data = _binary_setup(tmp_path)
+    dask = EngineChoice("dask", scheduler=scheduler)
+
+    local_eval, dask_eval = evaluate(model, data), evaluate(model, data, engine=dask)
+    assert dask_eval["engine"] == "dask" and local_eval["engine"] == "local"
+    assert dask_eval["splits"] == local_eval["splits"]  # counts, AP and AUC from every partition's logits
+    assert dask_eval["unseen_levels"] == local_eval["unseen_levels"] == {"colour": 12}
+
+    problem = Problem("frop", 0.6)
+    local_t = refit_threshold(model, data, problem, tmp_path / "local.safetensors")
+    dask_t = refit_threshold(model, data, problem, tmp_path / "dask.safetensors", engine=dask)
+    assert dask_t["threshold"] == local_t["threshold"] and dask_t["splits"] == local_t["splits"]
+
+    predict(model, data, tmp_path / "local.parquet", id_col="id")
+    report = predict(model, data, tmp_path / "pred", id_col="id", engine=dask)
+    parts = sorted(p.name for p in (tmp_path / "pred").iterdir())
+    assert parts == [f"part-{i:06d}.parquet" for i in range(3)] and report["rows"] == 600
+    local, distributed = pq.read_table(tmp_path / "local.parquet"), pq.read_table(tmp_path / "pred")
+    assert distributed.schema == local.schema and distributed.equals(local)  # same rows, same order, same types
+    assert report["unseen_levels"] == {"colour": 12}
+
+    predict(model, data, tmp_path / "pred", id_col="id", engine=dask)  # a re-run replaces its own parts
+    assert pq.read_table(tmp_path / "pred").equals(local)
+
+
+def test_multiclass_predict_and_the_cli_on_a_running_scheduler(tmp_path, scheduler):
+    frame = make_gaussian_classes(2_000, seed=4, d=5)
+    train_path = tmp_path / "train.parquet"
+    frame.iloc[:1_000].to_parquet(train_path)
+    data = _parts(tmp_path / "parts", frame.iloc[1_000:], files=2)
+    model = tmp_path / "m.safetensors"
+    train(train_path, TrainOptions(), output=model)  # wce, multi-class
+
+    out, rep = tmp_path / "pred", tmp_path / "r.json"
+    run_dmo("predict", model, data, "-o", out, "--engine", "dask", "--scheduler", scheduler, check=True)
+    predict(model, data, tmp_path / "local.parquet")
+    assert pq.read_table(out).equals(pq.read_table(tmp_path / "local.parquet"))
+    run_dmo("evaluate", model, data, "--engine", "dask", "--scheduler", scheduler, "--report", rep, check=True)
+    dask_report = json.loads(rep.read_text())
+    assert dask_report["engine"] == "dask" and dask_report["splits"] == evaluate(model, data)["splits"]
+
+
+def test_engine_choices_that_cannot_run_are_refused_before_any_work(tmp_path):
+    model, data = _binary_setup(tmp_path)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    csv = tmp_path / "d.csv"
+    pd.read_parquet(data).to_csv(csv, index=False)
+    dask = EngineChoice("dask")
+    cases = [
+        (lambda: evaluate(model, data, engine=EngineChoice(scheduler="tcp://127.0.0.1:1")), "add --engine dask"),
+        (lambda: evaluate(model, data, engine=EngineChoice("spark")), "--engine 'spark' is not known"),
+        (lambda: refit_threshold(model, data, Problem("ofbs"), tmp_path / "t.st", engine=EngineChoice("dask", workers=0)),
+         "--workers 0 must be at least 1"),
+        (lambda: predict(model, data, "-", engine=dask), "-o - \\(standard output\\) needs --engine local"),
+        (lambda: predict(model, data, folder, engine=dask), "notes.txt"),
+        (lambda: evaluate(model, csv, engine=dask), "reads parquet"),
+        (lambda: subsample(data, tmp_path / "s.parquet", SubsampleOptions(gamma=2, workers=0)), "--workers 0"),
+    ]
+    for call, message in cases:
+        with pytest.raises(DmoError, match=message):
+            call()
+    assert (folder / "notes.txt").read_text() == "keep me" and not (tmp_path / "t.st").exists()
+    proc = run_dmo("evaluate", model, "-", "--engine", "dask", stdin=csv)  # the CLI: one line, exit 2
+    assert proc.returncode == 2 and "not standard input" in proc.stderr and "Traceback" not in proc.stderr
