@@ -27,11 +27,16 @@ pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def scheduler():
+    """Worker threads of this process: the engine's tasks set torch to one thread (processes share no cores
+    with their siblings that way), so the count is restored for the tests after these."""
+    import torch
     from distributed import LocalCluster
 
+    threads = torch.get_num_threads()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
                       dashboard_address=None) as cluster:
         yield cluster.scheduler_address
+    torch.set_num_threads(threads)
 
 
 def _parts(folder: Path, frame: pd.DataFrame, files: int = 3) -> Path:

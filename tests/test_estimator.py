@@ -19,10 +19,6 @@ from dmocli.training import TrainOptions, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-# wce settings that train the small data sets here (and sklearn's check data) in a fraction of the default steps.
-FAST = {"lr": 0.05, "batch-size": 32, "max-epochs": 20}
-
-
 def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path):
     frame = make_binary_frame(n=800, d=4, pos_frac=0.15, seed=3)
     frame["label"] = np.where(frame["label"] == 1, "fraud", "ok")
@@ -63,7 +59,7 @@ def test_multiclass_probabilities_and_numpy_input():
 def test_clone_and_cross_validation_work():
     frame = make_binary_frame(n=600, d=3, pos_frac=0.3, seed=5, sep=2.5)
     X, y = frame.drop(columns="label"), frame["label"]
-    clf = DmoClassifier(problem="ofbs", seed=0, params={"patience": 10})
+    clf = DmoClassifier(problem="ofbs", seed=0, params={"l2": 0.01})
     assert clone(clf).get_params() == clf.get_params()
     scores = cross_val_score(clf, X, y, cv=3)
     assert scores.shape == (3,) and scores.min() > 0.8
@@ -82,10 +78,10 @@ def test_arrays_match_the_columns_of_a_frame_by_position():
     """pd.DataFrame(X) has integer column names (no feature_names_in_); an array at predict time is that frame."""
     frame = make_binary_frame(n=300, d=3, pos_frac=0.3, seed=4, sep=2.5)
     X, y = frame.drop(columns="label").to_numpy(), frame["label"].to_numpy()
-    clf = DmoClassifier(params=FAST).fit(pd.DataFrame(X), y)
+    clf = DmoClassifier().fit(pd.DataFrame(X), y)
     assert clf.n_features_in_ == 3 and not hasattr(clf, "feature_names_in_")
     assert np.array_equal(clf.predict(X), clf.predict(pd.DataFrame(X)))
-    named = DmoClassifier(params=FAST).fit(frame.drop(columns="label"), y)
+    named = DmoClassifier().fit(frame.drop(columns="label"), y)
     assert list(named.feature_names_in_) == ["f0", "f1", "f2"]
     with pytest.raises(ValueError, match="feature names should match"):
         named.predict(frame.drop(columns="label").rename(columns={"f0": "g0"}))
@@ -99,13 +95,13 @@ def test_unlabeled_rows_are_missing_labels_not_an_unknown_label_type():
     y = frame["label"].to_numpy().astype(object)
     y[::4] = None
     with pytest.raises(DmoError, match="no label"):  # reached the pipeline: wce cannot use unlabeled rows
-        DmoClassifier(params=FAST).fit(X, y)
+        DmoClassifier().fit(X, y)
     with pytest.raises(ValueError, match="Unknown label type: continuous"):
         DmoClassifier().fit(X, np.linspace(0.0, 1.0, len(X)))
 
 
 @parametrize_with_checks(
-    [DmoClassifier(params=FAST), DmoClassifier(problem="frop", target=0.95, params=FAST)],
+    [DmoClassifier(), DmoClassifier(problem="frop", target=0.95)],
     expected_failed_checks=expected_failed_checks,
     xfail_strict=True,  # a declared failure that starts passing must be undeclared
 )

@@ -11,10 +11,11 @@ Three presets (`--param protocol=...`), every value overridable:
 - `authors`: the published protocol (plain-BCE warm start up to 3000 steps,
   s uniform random, 50 outer x up to 1000 Adam steps, patience 50).
 - `fast` (default): the same penalty, regularizer and update rule, reached
-  quicker: a stronger warm start (linear: class-balanced BCE, full batch,
-  larger learning rate, <= 150 steps; MLP: the `wce` solver early-stopped on
-  the training loss like the authors' warm start, not on validation, which
-  under-fits the very problem ERO then solves); the output bias moved to
+  quicker: a stronger warm start, the `wce` solver (linear: the exact
+  optimum of the class-balanced BCE by L-BFGS, so ERO starts from WCE+TA's
+  very point; MLP: early-stopped on the training loss like the authors'
+  warm start, not on validation, which under-fits the very problem ERO then
+  solves); the output bias moved to
   the exact TA threshold of the warm-started scores and s started at those
   predictions (a feasible, WCE+TA-quality point when the target is
   reachable); 5 outer iterations of at most 100 steps (mini-batch: 10
@@ -101,7 +102,7 @@ def _preset(protocol: str, model: str) -> Settings:
     if protocol == "thorough":
         # The train problem, solved hard (issue #3): the authors' kind of warm start (plain BCE, full batch,
         # early-stopped on the training loss) at 10x their learning rate for 1/10 of their steps, then the
-        # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start already is one.
+        # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start (wce's exact optimum) is kept.
         warm = dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}
         return replace(_preset("fast", model), selection="train", **warm)
     if protocol == "authors":
@@ -111,7 +112,7 @@ def _preset(protocol: str, model: str) -> Settings:
                         inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False, selection="best")
     if protocol == "fast":
-        return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce" if mlp else "bce",
+        return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce",
                         warm_monitor="train", warm_epochs=300,
                         init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
@@ -127,11 +128,11 @@ class ERO(Solver):
     @dataclass
     class Params:
         protocol: str = field(default="fast", metadata={"help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
-        warm_steps: int | None = field(default=None, metadata={"help": "warm-start BCE Adam steps (authors 3000, fast 150; None = from the preset)"})
+        warm_steps: int | None = field(default=None, metadata={"help": "bce warm start: Adam steps (authors 3000; None = from the preset)"})
         warm_lr: float | None = field(default=None, metadata={"positive": True, "help": "warm-start learning rate"})
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
-        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE loop: authors, fast linear) or wce (the wce solver: fast mlp)"})
+        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
         warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss"})
         warm_epochs: int | None = field(default=None, metadata={"help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
@@ -203,10 +204,11 @@ class ERO(Solver):
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
-            wce_params = wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs)  # epochs; wce's defaults 20, 300
+            wce_params = (wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs)  # epochs; wce's defaults 20, 300
+                          if ctx.architecture.kind != "linear" else wce.Params())  # linear: the exact optimum
             warm_val = monitor if monitor is not train and cfg.warm_monitor == "val" else None
             fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
-            network, warm = fitted.network, fitted.trace.get("epochs", 0)
+            network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
         else:
             warm = _warm_start(network, train, cfg, batch, generator)
         s = _initial_s(network, train, problem, cfg.init, generator)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import copy
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
+
+FLOAT64_MAX_VALUES = 2**25  # feature values up to which the CPU L-BFGS fit runs in float64 (a 256 MB copy)
 
 
 def adam(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
@@ -54,3 +56,41 @@ class EarlyStopping:
 
     def restore(self) -> None:
         self.network.load_state_dict(self.best_state)
+
+
+def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
+                     l2: float, max_iter: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Minimize loss_of(network(X)) + l2/2 ||W||^2 for a linear network by full-batch L-BFGS, to convergence.
+
+    The loss of a linear model under (weighted) cross-entropy is convex, so a quasi-Newton method reaches its
+    optimum in tens of full passes, where Adam mini-batches need hundreds of epochs for a worse value (2M x 50
+    rows: 13 L-BFGS iterations in 1.3 s against 78 Adam epochs in 134 s). Starts from zero (the
+    minimum-norm solution of the shift-invariant softmax). float64 on CPU while X has at most
+    FLOAT64_MAX_VALUES values, float32 beyond (and on CUDA), so the copy never outgrows the data much.
+    loss_of receives the logits in that dtype. Returns a float32 network in eval mode and a trace.
+    """
+    double = X.device.type == "cpu" and X.numel() <= FLOAT64_MAX_VALUES
+    dtype = torch.float64 if double else torch.float32
+    network = network.to(dtype)
+    for tensor in network.parameters():
+        torch.nn.init.zeros_(tensor)
+    Xd = X.to(dtype)
+    weight = network[0].weight
+    optimizer = torch.optim.LBFGS(network.parameters(), lr=1.0, max_iter=max_iter, history_size=20,
+                                  tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+
+    def objective() -> torch.Tensor:
+        return loss_of(network(Xd)) + 0.5 * l2 * (weight * weight).sum()
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = objective()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        final = float(objective())
+    state = optimizer.state[weight]
+    return network.float().eval(), {"optimizer": "lbfgs", "iterations": int(state.get("n_iter", 0)),
+                                    "objective": final, "l2": l2, "dtype": str(dtype).replace("torch.", "")}

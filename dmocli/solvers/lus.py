@@ -24,7 +24,7 @@ from ..acceptance import acceptance, check_gamma, row_generator
 from ..errors import DmoError
 from ..networks import Architecture, build_network, logits_of
 from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
-from .loop import EarlyStopping, adam, minibatches
+from .loop import EarlyStopping, adam, fit_linear_lbfgs, minibatches
 
 
 @dataclass
@@ -53,38 +53,8 @@ def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor 
     generator = seed_everything(seed)
     network = build_network(arch).to(X.device)
     if arch.kind == "linear":
-        return _fit_lbfgs(network, X, y, offsets, params)
+        return fit_linear_lbfgs(network, X, lambda logits: offset_nll(logits, y, offsets), params.l2, params.max_iter)
     return _fit_adam(network, X, y, offsets, params, generator)
-
-
-def _fit_lbfgs(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
-               params: LogisticParams) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Convex problem: start from zero (the minimum-norm solution of the shift-invariant softmax) and run L-BFGS."""
-    dtype = torch.float64 if X.device.type == "cpu" else torch.float32
-    network = network.to(dtype)
-    for tensor in network.parameters():
-        torch.nn.init.zeros_(tensor)
-    Xd = X.to(dtype)
-    off = None if offsets is None else offsets.to(dtype)
-    weight = network[0].weight
-    optimizer = torch.optim.LBFGS(network.parameters(), lr=1.0, max_iter=params.max_iter, history_size=20,
-                                  tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
-
-    def objective() -> torch.Tensor:
-        return offset_nll(network(Xd), y, off) + 0.5 * params.l2 * (weight * weight).sum()
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        loss = objective()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    with torch.no_grad():
-        final = float(objective())
-    state = optimizer.state[weight]
-    return network.float().eval(), {"optimizer": "lbfgs", "iterations": int(state.get("n_iter", 0)),
-                                    "objective": final}
 
 
 def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,

@@ -2,9 +2,13 @@
 
 Binary: BCE with rows weighted by inverse class frequency (decision at
 logit 0 before threshold adjustment). Multi-class: class-weighted softmax CE.
-Adam, mini-batches, early stopping on validation loss (train loss if no
-validation split), best weights restored. On a `dmo subsample` file the
-per-class log acceptance offsets are added to the logits during training.
+On a `dmo subsample` file the per-class log acceptance offsets are added to
+the logits during training.
+
+The linear model's loss is convex, so it is minimized exactly: full-batch
+L-BFGS with scikit-learn's default L2 (C = 1, i.e. l2 = 1/n on the mean
+loss). The MLP uses Adam mini-batches with early stopping on the validation
+loss (train loss if no validation split), best weights restored.
 """
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from ..errors import DmoError
 from ..networks import build_network, logits_of
 from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
                    seed_everything)
-from .loop import EarlyStopping, adam, minibatches
+from .loop import EarlyStopping, adam, fit_linear_lbfgs, minibatches
 
 
 class WeightedCrossEntropy(Solver):
@@ -28,6 +33,11 @@ class WeightedCrossEntropy(Solver):
 
     @dataclass
     class Params:
+        optimizer: str = field(default="auto", metadata={
+            "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) or adam"})
+        l2: float | None = field(default=None, metadata={
+            "min": 0, "help": "lbfgs: L2 penalty l2/2 ||W||^2 on the mean loss (default 1/rows, scikit-learn's C=1)"})
+        max_iter: int = field(default=500, metadata={"min": 1, "help": "lbfgs: most iterations"})
         lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate"})
         weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "Adam weight decay (L2)"})
         batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch"})
@@ -44,16 +54,22 @@ class WeightedCrossEntropy(Solver):
 
         def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
             logits = offset_logits(raw_logits, offsets)
+            class_w = None if weights is None else weights.to(logits.dtype)  # float64 under the CPU L-BFGS fit
             if ctx.architecture.n_outputs == 1:
-                row_w = weights[y] if weights is not None else None
-                return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.float(), weight=row_w)
-            return F.cross_entropy(logits, y, weight=weights)
+                row_w = class_w[y] if class_w is not None else None
+                return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w)
+            return F.cross_entropy(logits, y, weight=class_w)
 
+        offsets = train.extra.get("offsets")
+        if _optimizer(p, ctx.architecture.kind) == "lbfgs":
+            l2 = p.l2 if p.l2 is not None else 1.0 / train.n
+            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, offsets), l2,
+                                              p.max_iter)
+            return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
         optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         monitor = val if val is not None and val.n > 0 else train
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
-        offsets = train.extra.get("offsets")
         for epoch in range(p.max_epochs):
             network.train()
             for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
@@ -71,6 +87,27 @@ class WeightedCrossEntropy(Solver):
         return FitResult(
             network=network.eval(),
             threshold=0.0 if ctx.architecture.n_outputs == 1 else None,
-            trace={"epochs": epochs, "best_monitored_loss": stopper.best,
+            trace={"optimizer": "adam", "epochs": epochs, "best_monitored_loss": stopper.best,
                    "monitored_split": "val" if monitor is val else "train"},
         )
+
+
+OPTIMIZER_PARAMS = {"lbfgs": ("l2", "max_iter"), "adam": ("lr", "weight_decay", "batch_size", "max_epochs", "patience")}
+
+
+def _optimizer(params: WeightedCrossEntropy.Params, model_kind: str) -> str:
+    """The optimizer to use; a parameter of the other one would be ignored, so it is refused."""
+    name = params.optimizer
+    if name not in ("auto", "lbfgs", "adam"):
+        raise DmoError(f"--param optimizer={name!r} is not known (use auto, lbfgs or adam)")
+    if name == "lbfgs" and model_kind != "linear":
+        raise DmoError("--param optimizer=lbfgs fits the linear model (a convex loss); the MLP trains with adam")
+    chosen = ("lbfgs" if model_kind == "linear" else "adam") if name == "auto" else name
+    defaults = WeightedCrossEntropy.Params()
+    for other, names in OPTIMIZER_PARAMS.items():
+        ignored = [key for key in names if other != chosen and getattr(params, key) != getattr(defaults, key)]
+        if ignored:
+            keys = ", ".join(key.replace("_", "-") for key in ignored)
+            raise DmoError(f"--param {keys} applies to optimizer={other}, but this {model_kind} model trains with "
+                           f"{chosen}; drop it, or add --param optimizer={other}")
+    return chosen
