@@ -155,6 +155,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     from .networks import logits_of, resolve_device
 
     params = solver.parse_params(raw_params)
+    solver.check_params(params, opts.model)
     device = resolve_device(opts.device)
 
     table = io.read_table(data)

@@ -3,6 +3,7 @@ same objective (class-balanced logistic regression with C = 1)."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
@@ -12,13 +13,14 @@ from dmocli.architecture import Architecture
 from dmocli.errors import DmoError
 from dmocli.solvers.base import FitContext, SplitData
 from dmocli.solvers.wce import WeightedCrossEntropy
+from dmocli.training import TrainOptions, train
 
 
 def _fit(X: np.ndarray, y: np.ndarray, n_outputs: int, model: str = "linear", seed: int = 0, **params: str):
     solver = WeightedCrossEntropy()
     ctx = FitContext(None, Architecture(model, X.shape[1], n_outputs, width=8, depth=1), torch.device("cpu"), seed,
                      solver.parse_params(params))
-    return solver.fit(SplitData(torch.from_numpy(X), torch.from_numpy(y)), None, ctx)
+    return solver.fit(SplitData(torch.tensor(X), torch.tensor(y)), None, ctx)
 
 
 def _standardized(frame, label: str = "label") -> tuple[np.ndarray, np.ndarray]:
@@ -58,5 +60,8 @@ def test_adam_remains_available_and_lbfgs_is_refused_for_the_mlp():
     assert cosine > 0.95
     with pytest.raises(DmoError, match="optimizer=lbfgs fits the linear model"):
         _fit(X, y, 1, model="mlp", optimizer="lbfgs")
+    with pytest.raises(DmoError, match="--param lr, batch-size applies to optimizer=adam"):  # refused, not ignored
+        train(pa.table({"x": [0.0, 1.0, 2.0, 3.0], "label": [0, 1, 0, 1]}),
+              TrainOptions(params={"lr": "0.1", "batch-size": "8"}))
     with pytest.raises(DmoError, match="optimizer='newton' is not known"):
         _fit(X, y, 1, optimizer="newton")

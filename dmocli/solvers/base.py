@@ -97,6 +97,9 @@ class Solver:
             _check_range(key, values[name], fields[name].metadata)
         return self.Params(**values)
 
+    def check_params(self, params: Any, model: str) -> None:
+        """Refuse parameters that cannot apply to `model` (linear | mlp), before any data is read."""
+
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         raise NotImplementedError
 

@@ -45,6 +45,9 @@ class WeightedCrossEntropy(Solver):
         patience: int = field(default=20, metadata={"min": 0, "help": "epochs without improvement before stopping"})
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
+    def check_params(self, params: Params, model: str) -> None:
+        _optimizer(params, model)
+
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
         generator = seed_everything(ctx.seed)
