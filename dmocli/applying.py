@@ -101,7 +101,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
         split = multiclass_split_report(logits, y, model.labels.classes)
     problem = model.problem
     report = envelope(
-        "evaluate", model=str(model_path), data=str(data), engine=engine.name, solver=model.solver,
+        "evaluate", model=str(model_path), data=io.describe(data), engine=engine.name, solver=model.solver,
         **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
         seed=model.info.get("seed"), device="cpu", **levels.report(),
         splits={"data": split},
@@ -127,7 +127,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     if point.feasible is False and not allow_infeasible:
         what = problem.constraint_name
         raise UnreachableTarget(
-            f"target {what} >= {problem.target:g} is not reachable on {data} "
+            f"target {what} >= {problem.target:g} is not reachable on {io.describe(data)} "
             f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f}); "
             "lower --target, or pass --allow-infeasible to keep the closest threshold",
             best_achievable=point.best_achievable,
@@ -135,8 +135,8 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
-    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": str(data)}
-    report = envelope("threshold", model=str(model_path), data=str(data), engine=engine.name, output=str(output),
+    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": io.describe(data)}
+    report = envelope("threshold", model=str(model_path), data=io.describe(data), engine=engine.name, output=str(output),
                       **problem.to_dict(), confidence=confidence, previous_threshold=previous,
                       threshold=point.threshold, operating_point=point.to_dict(),
                       splits={"data": binary_split_report(logits, y, point.threshold, problem)})
@@ -192,7 +192,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = _output_schema(model, schema, id_col, per_class_columns=to_stdout)
-    predictions = Predictions(model, out_schema, id_col, per_class_columns=to_stdout, data=str(data))
+    predictions = Predictions(model, out_schema, id_col, per_class_columns=to_stdout, data=io.describe(data))
     if engine.is_dask:
         with engine.dask(data) as cluster:
             parts = cluster.write(predictions, Path(output), out_schema, columns)
@@ -206,7 +206,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     levels = LevelCounts()
     for counts in parts:
         levels.add(LevelCounts(counts["unseen"], counts["missing"]))
-    return envelope("predict", model=str(model_path), data=str(data), engine=engine.name,
+    return envelope("predict", model=str(model_path), data=io.describe(data), engine=engine.name,
                     output="standard output" if to_stdout else str(output), rows=sum(c["rows"] for c in parts),
                     **levels.report(), wall_seconds=time.perf_counter() - started)
 

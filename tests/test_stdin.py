@@ -110,7 +110,9 @@ def test_evaluate_predict_and_threshold_read_a_pipe_like_the_file(piped, tmp_pat
         for name, data, pipe in (("file", piped / "rows.csv", None), ("pipe", "-", piped / "rows.csv.gz")):
             extra = ["-o", tmp_path / f"{name}.st"] if command[0] == "threshold" else []
             proc = run_dmo(*command[:2], data, *command[2:], *extra, "--json", stdin=pipe, check=True)
-            outputs[name] = json.loads(proc.stdout)["splits"]["data"]
+            report = json.loads(proc.stdout)
+            assert report["data"] == ("standard input" if pipe else str(data))  # as train's report names it
+            outputs[name] = report["splits"]["data"]
         assert outputs["pipe"] == outputs["file"], command[0]
     run_dmo("predict", model, piped / "rows.csv", "-o", tmp_path / "file.parquet", "--id-col", "site", check=True)
     run_dmo("predict", model, "-", "-o", tmp_path / "pipe.parquet", "--id-col", "site", stdin=piped / "rows.csv",
