@@ -48,11 +48,11 @@ class LabeledLogits:
     def __init__(self, model: DmoModel):
         self.model = model
 
-    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
+    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
         logits, levels = self.model.logits(batch)
         y = self.model.labels.encode(batch.column(self.model.labels.column))
         keep = y >= 0
-        return logits[keep], y[keep], levels
+        return logits[keep], y[keep], levels, batch.num_rows
 
 
 def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL
@@ -70,15 +70,15 @@ def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOC
             parts = cluster.map(score, columns)
     else:
         parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
-    if not parts:
+    if not sum(rows for *_, rows in parts):
         raise DmoError(f"{io.describe(data)} has no rows")
-    y_all = np.concatenate([y for _, y, _ in parts])
+    y_all = np.concatenate([y for _, y, _, _ in parts])
     if y_all.size == 0:
         raise DmoError(f"{io.describe(data)} has no labeled rows to evaluate on")
     levels = LevelCounts()
-    for _, _, part_levels in parts:
+    for _, _, part_levels, _ in parts:
         levels.add(part_levels)
-    return np.concatenate([logits for logits, _, _ in parts]), y_all, levels
+    return np.concatenate([logits for logits, *_ in parts]), y_all, levels
 
 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,

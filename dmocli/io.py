@@ -443,6 +443,17 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
     """-o of a pass that writes a directory of part files: it may replace its own earlier output on a
     re-run, but never a directory that holds anything else (a user's data folder given as -o by mistake)."""
     target = Path(output)
+    resolved = target.resolve()
+    for name, source in inputs.items():
+        if source is None or isinstance(source, pa.Table) or is_stdin(source):
+            continue
+        source_path = Path(source).resolve()
+        if resolved in source_path.parents:
+            raise DmoError(f"{name} {source} is inside the -o directory {target}, which the output replaces "
+                           "(choose another output path)")
+        if source_path.is_dir() and source_path in resolved.parents:
+            raise DmoError(f"-o {target} is inside the {name} directory {source}, so later runs would read it as data "
+                           "(choose a path outside it)")
     if not target.is_dir():
         check_outputs({"-o": target}, inputs)
         return

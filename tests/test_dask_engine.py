@@ -127,3 +127,68 @@ def test_engine_choices_that_cannot_run_are_refused_before_any_work(tmp_path):
     assert (folder / "notes.txt").read_text() == "keep me" and not (tmp_path / "t.st").exists()
     proc = run_dmo("evaluate", model, "-", "--engine", "dask", stdin=csv)  # the CLI: one line, exit 2
     assert proc.returncode == 2 and "not standard input" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_partitions_are_the_local_engines_files_rows_and_types(tmp_path, scheduler):
+    """File order as the local engine sorts names (part10 before part2), hive folders with text values kept
+    as text ("007"), and pandas index columns: Dask's own reader changes all three (a review found it)."""
+    frame = make_binary_frame(1_200, seed=6)
+    frame["id"] = np.random.default_rng(0).permutation(len(frame)) * 3 + 1  # not a range: stored as a column
+    frame["store"] = np.array(["007", "010", "2"])[np.arange(len(frame)) % 3]
+    hive = tmp_path / "hive"
+    for store, rows in frame.groupby("store"):
+        rows = rows.drop(columns="store")
+        for i, chunk in enumerate(np.array_split(np.arange(len(rows)), 3)):
+            folder = hive / f"store={store}"
+            folder.mkdir(parents=True, exist_ok=True)
+            rows.iloc[chunk].set_index("id").to_parquet(folder / f"part{[1, 2, 10][i]}.parquet")  # a named pandas index
+    model = tmp_path / "m.safetensors"
+    train(hive, TrainOptions(problem="ofbs", drop=("id",)), output=model)
+    dask = EngineChoice("dask", scheduler=scheduler)
+    local_eval, dask_eval = evaluate(model, hive), evaluate(model, hive, engine=dask)
+    assert dask_eval["splits"] == local_eval["splits"] and dask_eval["unseen_levels"] == {}
+    predict(model, hive, tmp_path / "local.parquet", id_col="store")
+    predict(model, hive, tmp_path / "pred", id_col="store", engine=dask)
+    assert pq.read_table(tmp_path / "pred").equals(pq.read_table(tmp_path / "local.parquet"))
+    predict(model, hive, tmp_path / "local.parquet", id_col="id")
+    predict(model, hive, tmp_path / "pred", id_col="id", engine=dask)
+    local, distributed = pq.read_table(tmp_path / "local.parquet"), pq.read_table(tmp_path / "pred")
+    in_name_order = [i for f in sorted(map(str, hive.rglob("*.parquet"))) for i in pq.read_table(f).column("id").to_pylist()]
+    assert distributed.equals(local) and local.column("id").to_pylist() == in_name_order
+
+
+def test_outputs_that_would_swallow_or_hide_the_data_are_refused(tmp_path):
+    model, data = _binary_setup(tmp_path)
+    dask = EngineChoice("dask")
+    with pytest.raises(DmoError, match="inside the -o directory"):  # the re-run would delete its own input
+        predict(model, data / "p1.parquet", data, engine=dask)
+    with pytest.raises(DmoError, match="inside the DATA directory"):  # the next run would read it as data
+        predict(model, data, data / "predictions", engine=dask)
+    assert sorted(p.name for p in data.iterdir()) == ["p0.parquet", "p1.parquet", "p2.parquet"]
+
+
+def test_an_address_that_is_no_scheduler_is_one_clear_error(tmp_path):
+    """A web server where the scheduler should be (the dashboard's port, say) must not hang or crash."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        for _ in range(8):
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n" * 4)
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    model, data = _binary_setup(tmp_path)
+    try:
+        with pytest.raises(DmoError, match="cannot reach the Dask scheduler"):
+            evaluate(model, data, engine=EngineChoice("dask", scheduler=f"tcp://127.0.0.1:{server.getsockname()[1]}"))
+    finally:
+        server.close()

@@ -115,7 +115,8 @@ def _fit(tmp_path: Path, frame: pd.DataFrame, problem: str, target: float | None
     ("fpor", 0.75, {}),
     ("frop", 0.8, {}),
     # the penalty machinery alone: s from uniform noise, no bias projection
-    ("frop", 0.8, {"init": "random", "bias_projection": "false", "warm_steps": "200", "outer": "15", "outer_patience": "0"}),
+    ("frop", 0.8, {"init": "random", "bias_projection": "false", "warm_start": "bce", "warm_steps": "200", "outer": "15",
+                    "outer_patience": "0"}),
 ], ids=["fpor", "frop", "frop-random-s"])
 def test_ero_reaches_the_enumerated_optimum_on_one_dimensional_data(tmp_path, problem, target, params):
     frame = _one_d_frame()
@@ -170,7 +171,7 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
 
 def test_ero_mlp_and_folding_select_on_a_held_out_fold(tmp_path):
     frame = make_binary_frame(n=600, d=4, pos_frac=0.2, seed=4, sep=2.5)
-    report = _fit(tmp_path, frame, "ofbs", None, {"folding": "4", "fold": "1", "outer": "2", "warm_steps": "100"}, model="mlp")
+    report = _fit(tmp_path, frame, "ofbs", None, {"folding": "4", "fold": "1", "outer": "2", "warm_epochs": "20"}, model="mlp")
     assert report["solver_trace"]["monitored_split"] == "fold1of4"
     assert report["before_adjustment"]["train"]["f1"] > 0.5
 

@@ -121,6 +121,23 @@ def _preset(protocol: str, model: str) -> Settings:
     raise DmoError(f"--param protocol={protocol!r} is not known (use fast, thorough or authors)")
 
 
+WARM_PARAMS = {"bce": ("warm_steps", "warm_lr", "warm_patience", "warm_balanced"),
+               "wce": ("warm_patience", "warm_monitor", "warm_epochs")}
+
+
+def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: str) -> None:
+    """A warm-start parameter the chosen warm start does not read would be ignored: refuse it. The linear
+    model's wce warm start is the exact optimum (L-BFGS) and reads none of them."""
+    used = WARM_PARAMS[warm_start] if warm_start == "bce" or model != "linear" else ()
+    unused = [key for params in WARM_PARAMS.values() for key in params if key in given and key not in used]
+    if unused:
+        keys = ", ".join(dict.fromkeys(key.replace("_", "-") for key in unused))
+        what = "the linear model's wce warm start (the exact optimum)" if warm_start == "wce" and model == "linear" \
+            else f"the {warm_start} warm start"
+        other = "bce" if warm_start == "wce" else "wce"
+        raise DmoError(f"--param {keys} does not apply to {what}; drop it, or add --param warm-start={other}")
+
+
 class ERO(Solver):
     name = "ero"
     summary = "exact reformulation + l1 exact penalty (Peng et al.): direct FPOR/FROP/OFBS training"
@@ -170,6 +187,7 @@ class ERO(Solver):
             raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
         if out.warm_monitor not in ("train", "val"):
             raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train or val)")
+        _refuse_unused_warm_params(given, out.warm_start, model)
         if out.inner_rule not in ("best", "window"):
             raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
         if out.selection not in ("best", "within-noise", "train"):
@@ -182,6 +200,9 @@ class ERO(Solver):
         if out.growth < 1.0 or out.lr <= 0 or out.lr_s <= 0 or out.outer < 1:
             raise DmoError("ERO needs growth >= 1, positive learning rates and at least one outer iteration")
         return out
+
+    def check_params(self, params: Any, model: str) -> None:
+        self.settings(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         started = time.perf_counter()

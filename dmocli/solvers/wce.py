@@ -38,11 +38,11 @@ class WeightedCrossEntropy(Solver):
         l2: float | None = field(default=None, metadata={
             "min": 0, "help": "lbfgs: L2 penalty l2/2 ||W||^2 on the mean loss (default 1/rows, scikit-learn's C=1)"})
         max_iter: int = field(default=500, metadata={"min": 1, "help": "lbfgs: most iterations"})
-        lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate"})
-        weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "Adam weight decay (L2)"})
-        batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch"})
-        max_epochs: int = field(default=300, metadata={"min": 1, "help": "upper bound on passes over the data"})
-        patience: int = field(default=20, metadata={"min": 0, "help": "epochs without improvement before stopping"})
+        lr: float = field(default=3e-3, metadata={"positive": True, "help": "adam: learning rate"})
+        weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "adam: weight decay (L2)"})
+        batch_size: int = field(default=1024, metadata={"min": 1, "help": "adam: rows per mini-batch"})
+        max_epochs: int = field(default=300, metadata={"min": 1, "help": "adam: upper bound on passes over the data"})
+        patience: int = field(default=20, metadata={"min": 0, "help": "adam: epochs without improvement before stopping"})
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
     def check_params(self, params: Params, model: str) -> None:
