@@ -94,7 +94,7 @@ def train(
     model: str = typer.Option("linear", "--model", "-m", help="linear or mlp."),
     width: int = typer.Option(100, "--width", help="MLP hidden width."),
     depth: int = typer.Option(2, "--depth", help="MLP hidden layers."),
-    val: Optional[Path] = typer.Option(None, "--val", help="Validation table: early stopping and threshold are fitted on it."),
+    val: Optional[Path] = typer.Option(None, "--val", help="Validation table: the threshold (and, where the solver uses one, early stopping or iterate selection) is fitted on it."),
     val_frac: float = typer.Option(0.0, "--val-frac", help="Hold out this stratified fraction of DATA as validation instead of --val."),
     label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
     positive: Optional[str] = typer.Option(None, "--positive", help="Positive class value (default: minority class of a two-class label)."),
