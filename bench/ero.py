@@ -26,8 +26,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dmocli.errors import DmoError  # noqa: E402
 from dmocli.modelfile import DmoModel  # noqa: E402
 from dmocli.report import binary_split_report  # noqa: E402
+from dmocli.solvers.ero import ERO  # noqa: E402
 from dmocli.threshold import search  # noqa: E402
 from dmocli.training import TrainOptions, train  # noqa: E402
 
@@ -271,6 +273,7 @@ def main() -> None:
         return
 
     jobs = []
+    skipped: set[str] = set()
     for seed in map(int, args.seeds.split(",")):
         for model in args.models.split(","):
             for dataset in args.sets.split(","):
@@ -284,7 +287,14 @@ def main() -> None:
                         for protocol in args.ero_protocols.split(","):
                             extra = {**({"protocol": protocol} if protocol != "fast" else {}),
                                      **dict(kv.split("=", 1) for kv in args.ero_param)}
+                            try:  # an --ero-param that does not apply to this model (or preset) is refused
+                                ERO().check_params(ERO().parse_params(extra), model)
+                            except DmoError as exc:
+                                skipped.add(f"ero {model} {protocol}: {exc}")
+                                continue
                             jobs.append((dataset, problem, model, seed, solver, extra))
+    for line in sorted(skipped):
+        print(f"skipped {line}")
     for spec in filter(None, args.authors.split(",")):
         dataset, problem, model = spec.split(":")
         params = {"protocol": "authors"}

@@ -56,7 +56,9 @@ def _read(entry: tuple[str, str], layout: ParquetLayout, columns: list[str] | No
 
 
 def _read_frame(entry: tuple[str, str], layout: ParquetLayout, columns: list[str] | None) -> pd.DataFrame:
-    return _read(entry, layout, columns).to_pandas(types_mapper=pd.ArrowDtype)
+    """The file as an arrow-backed frame; its pandas metadata ignored, so a stored index stays a column, as
+    the local engine reads it."""
+    return _read(entry, layout, columns).to_pandas(types_mapper=pd.ArrowDtype, ignore_metadata=True)
 
 
 def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
@@ -149,7 +151,7 @@ class DaskEngine:
             shipped = dask.delayed(processor, pure=True)  # one task: the pilot or model is sent once, then shared
             names = [name for name in self.schema.names if columns is None or name in columns]
             frame_meta = pa.schema([self.schema.field(name) for name in names]).empty_table().to_pandas(
-                types_mapper=pd.ArrowDtype)
+                types_mapper=pd.ArrowDtype, ignore_metadata=True)
             frames = self.dd.from_map(_read_frame, self.entries, layout=self.layout, columns=columns, meta=frame_meta,
                                       enforce_metadata=False)
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})

@@ -444,6 +444,10 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
     re-run, but never a directory that holds anything else (a user's data folder given as -o by mistake)."""
     target = Path(output)
     resolved = target.resolve()
+    here = Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        raise DmoError(f"-o {output} is the working directory or holds it, and the output replaces that directory; "
+                       "give a new directory name")
     for name, source in inputs.items():
         if source is None or isinstance(source, pa.Table) or is_stdin(source):
             continue

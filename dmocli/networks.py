@@ -43,9 +43,10 @@ def logits_of(network: nn.Module, features: torch.Tensor, chunk: int = 65536) ->
     """Logits in eval mode, in chunks so inference memory stays bounded."""
     was_training = network.training
     network.eval()
-    try:
-        parts = [network(features[i:i + chunk]) for i in range(0, features.shape[0], chunk)]
+    try:  # no rows: still one (empty) pass, so the output keeps its class axis (a Dask partition may be an empty file)
+        starts = range(0, features.shape[0], chunk) if features.shape[0] else [0]
+        parts = [network(features[i:i + chunk]) for i in starts]
     finally:
         network.train(was_training)
-    out = torch.cat(parts) if parts else torch.empty(0)
+    out = torch.cat(parts)
     return out.squeeze(-1) if out.ndim == 2 and out.shape[1] == 1 else out

@@ -192,3 +192,28 @@ def test_an_address_that_is_no_scheduler_is_one_clear_error(tmp_path):
             evaluate(model, data, engine=EngineChoice("dask", scheduler=f"tcp://127.0.0.1:{server.getsockname()[1]}"))
     finally:
         server.close()
+
+
+def test_a_stored_pandas_index_and_an_empty_file_read_as_locally(tmp_path, scheduler, monkeypatch):
+    """Files of one schema written with a pandas index (kept as a column, as locally) and a 0-row file, under a
+    multi-class model: a second review found both broke the Dask passes."""
+    frame = make_gaussian_classes(1_500, seed=7, d=4)
+    frame["id"] = np.random.default_rng(1).permutation(len(frame)) * 5 + 2  # not a range: a stored column
+    data = tmp_path / "data"
+    data.mkdir()
+    for i, chunk in enumerate(np.array_split(np.arange(len(frame)), 2)):
+        frame.iloc[chunk].set_index("id").to_parquet(data / f"p{i}.parquet")
+    pq.write_table(pq.read_table(data / "p0.parquet").slice(0, 0), data / "p2.parquet")  # same schema, no rows
+    model = tmp_path / "m.safetensors"
+    train(data, TrainOptions(drop=("id",)), output=model)
+    dask = EngineChoice("dask", scheduler=scheduler)
+    assert evaluate(model, data, engine=dask)["splits"] == evaluate(model, data)["splits"]
+    predict(model, data, tmp_path / "local.parquet", id_col="id")
+    predict(model, data, tmp_path / "pred", id_col="id", engine=dask)
+    assert pq.read_table(tmp_path / "pred").equals(pq.read_table(tmp_path / "local.parquet"))
+    report = subsample(data, tmp_path / "sub", SubsampleOptions(gamma=3, engine="dask", scheduler=scheduler))
+    kept = pq.read_table(tmp_path / "sub")
+    assert kept.num_rows == report["rows_kept"] > 0 and "id" in kept.column_names
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DmoError, match="working directory"):  # the output replaces its directory: not this one
+        predict(model, data, ".", engine=dask)

@@ -169,6 +169,16 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
     assert balanced_loss() < 0.9 * untrained
 
 
+def test_warm_start_parameters_it_would_ignore_are_refused(tmp_path):
+    frame = make_binary_frame(n=300, d=3, pos_frac=0.2, seed=4, sep=2.5)
+    for model, params, message in (("linear", {"warm_steps": "10"}, "add --param warm-start=bce"),
+                                   ("linear", {"warm_monitor": "val"}, "MLP's wce warm start only"),
+                                   ("mlp", {"warm_monitor": "val"}, "give --val")):
+        with pytest.raises(DmoError, match=message):
+            _fit(tmp_path, frame, "ofbs", None, params, model=model)
+    _fit(tmp_path, frame, "ofbs", None, {"warm_start": "bce", "warm_steps": "10", "outer": "1"})  # read: accepted
+
+
 def test_ero_mlp_and_folding_select_on_a_held_out_fold(tmp_path):
     frame = make_binary_frame(n=600, d=4, pos_frac=0.2, seed=4, sep=2.5)
     report = _fit(tmp_path, frame, "ofbs", None, {"folding": "4", "fold": "1", "outer": "2", "warm_epochs": "20"}, model="mlp")

@@ -130,12 +130,16 @@ def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: st
     model's wce warm start is the exact optimum (L-BFGS) and reads none of them."""
     used = WARM_PARAMS[warm_start] if warm_start == "bce" or model != "linear" else ()
     unused = [key for params in WARM_PARAMS.values() for key in params if key in given and key not in used]
-    if unused:
-        keys = ", ".join(dict.fromkeys(key.replace("_", "-") for key in unused))
-        what = "the linear model's wce warm start (the exact optimum)" if warm_start == "wce" and model == "linear" \
-            else f"the {warm_start} warm start"
-        other = "bce" if warm_start == "wce" else "wce"
-        raise DmoError(f"--param {keys} does not apply to {what}; drop it, or add --param warm-start={other}")
+    if not unused:
+        return
+    keys = ", ".join(dict.fromkeys(key.replace("_", "-") for key in unused))
+    if model == "linear" and all(key in WARM_PARAMS["wce"] and key not in WARM_PARAMS["bce"] for key in unused):
+        raise DmoError(f"--param {keys} applies to the MLP's wce warm start only; the linear model's wce warm start "
+                       "is the exact optimum and the bce one reads no such parameter: drop it")
+    what = "the linear model's wce warm start (the exact optimum)" if warm_start == "wce" and model == "linear" \
+        else f"the {warm_start} warm start"
+    other = "bce" if warm_start == "wce" else "wce"
+    raise DmoError(f"--param {keys} does not apply to {what}; drop it, or add --param warm-start={other}")
 
 
 class ERO(Solver):
@@ -227,7 +231,10 @@ class ERO(Solver):
             wce = WeightedCrossEntropy()
             wce_params = (wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs)  # epochs; wce's defaults 20, 300
                           if ctx.architecture.kind != "linear" else wce.Params())  # linear: the exact optimum
-            warm_val = monitor if monitor is not train and cfg.warm_monitor == "val" else None
+            if cfg.warm_monitor == "val" and monitor is train:
+                raise DmoError("--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
+                               "--val-frac or --folding, or drop it")
+            warm_val = monitor if cfg.warm_monitor == "val" else None
             fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
         else:
