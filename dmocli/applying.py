@@ -160,7 +160,7 @@ class Predictions:
         if self.id_col:
             ids = batch.column(self.id_col)
             expected = self.schema.field(self.id_col).type
-            if ids.type != expected:  # a CSV column whose later rows widened it; a Dask partition's pandas types
+            if ids.type != expected:  # a CSV column whose later rows widened it
                 try:
                     ids = ids.cast(expected)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
