@@ -449,19 +449,14 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
         raise DmoError(f"-o {output} is the working directory or holds it, and the output replaces that directory; "
                        "give a new directory name")
     for name, source in inputs.items():
-        if source is None or isinstance(source, pa.Table) or is_stdin(source):
-            continue
-        source_path = Path(source).resolve()
-        if resolved in source_path.parents:
+        if source is not None and not isinstance(source, pa.Table) and not is_stdin(source) \
+                and resolved in Path(source).resolve().parents:
             raise DmoError(f"{name} {source} is inside the -o directory {target}, which the output replaces "
                            "(choose another output path)")
-        if source_path.is_dir() and source_path in resolved.parents:
-            raise DmoError(f"-o {target} is inside the {name} directory {source}, so later runs would read it as data "
-                           "(choose a path outside it)")
+    check_distinct({"-o": target}, inputs, directories=True)
     if not target.is_dir():
-        check_outputs({"-o": target}, inputs)
+        check_writable(target)
         return
-    check_distinct({"-o": target}, inputs)
     foreign = [p.name for p in target.iterdir()
                if not (p.is_file() and p.name.startswith(PART_PREFIX) and p.suffix == ".parquet")]
     if foreign:
@@ -470,13 +465,15 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
     check_writable(target.parent / f"{target.name}.new")  # the parent must take the staging directory
 
 
-def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
+def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None],
+                   directories: bool = False) -> None:
     """Refuse an output that would replace an input or another output.
 
     Outputs are written atomically, so a wrong path never leaves a half-written
     file, but `-o data.parquet` would still swap the user's data for a model,
     and a report named like the model would replace it. A parquet output
-    inside an input directory would be read as data by the next run.
+    inside an input directory would be read as data by the next run, and so
+    would any output when `directories` (the outputs are directories of parquet parts).
     """
     given = {name: Path(path) for name, path in outputs.items() if path is not None}
     sources = {name: Path(path) for name, path in inputs.items() if path is not None and not isinstance(path, pa.Table)}
@@ -486,7 +483,7 @@ def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[st
             if target == source.resolve() or (target.exists() and source.exists() and os.path.samefile(target, source)):
                 raise DmoError(f"{name} {path} is the same file as {other}; writing it would replace that file "
                                "(choose another output path)")
-            if source.is_dir() and target.suffix == ".parquet" and source.resolve() in target.parents:
+            if source.is_dir() and (directories or target.suffix == ".parquet") and source.resolve() in target.parents:
                 raise DmoError(f"{name} {path} is inside the {other} directory {source}, so later runs would read it "
                                "as data (choose a path outside it)")
     resolved = [(name, path.resolve()) for name, path in given.items()]

@@ -14,6 +14,7 @@ rows of pass 1 are recognized again in pass 2 without storing their ids.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -189,23 +190,12 @@ class LocalEngine:
             check(parts)  # inside the sink: the refused output is never renamed into place
         return parts
 
-    def close(self) -> None:
-        pass
-
 
 def refuse_empty(parts: list[dict[str, Any]]) -> None:
     """A subsample with no rows is no use to `train` (which refuses it): say so now, write nothing."""
     if not sum(counts["kept"] for counts in parts):
         raise DmoError("the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
                        "data); lower --gamma")
-
-
-def _engine(data: str | Path, opts: SubsampleOptions):
-    if opts.engine == "dask":
-        from .dask_engine import DaskEngine
-
-        return DaskEngine(data, opts.scheduler, opts.workers)
-    return LocalEngine(data, opts.batch_rows)
 
 
 def _check(opts: SubsampleOptions) -> None:
@@ -230,9 +220,10 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
     started = time.perf_counter()
     _check(opts)
-    EngineChoice(opts.engine, opts.scheduler, opts.workers).check(data)
+    choice = EngineChoice(opts.engine, opts.scheduler, opts.workers)
+    choice.check(data)
     output = Path(output)
-    if opts.engine == "dask":  # a directory of parts; a re-run replaces its own
+    if choice.is_dask:  # a directory of parts; a re-run replaces its own
         io.check_parts_output(output, {"DATA": data})
     else:
         io.check_outputs({"-o": output}, {"DATA": data})
@@ -250,11 +241,8 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
         n_rows = sum(batch.num_rows for batch in io.iter_batches(data, opts.batch_rows))
         schema = io.schema(data)
     pilot_rate = min(opts.pilot_frac, opts.pilot_max_rows / max(n_rows, 1)) if needs_pilot else 0.0
-    engine = _engine(data, opts)
-    try:
+    with choice.dask(data) if choice.is_dask else contextlib.nullcontext(LocalEngine(data, opts.batch_rows)) as engine:
         return _run(data, output, opts, report_path, engine, schema, plan, pilot_rate, started)
-    finally:
-        engine.close()
 
 
 def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema: pa.Schema, plan: ColumnPlan,

@@ -58,6 +58,12 @@ class EarlyStopping:
         self.network.load_state_dict(self.best_state)
 
 
+def lbfgs_dtype(X: torch.Tensor) -> torch.dtype:
+    """The dtype fit_linear_lbfgs computes in for X; callers cast their per-row tensors (offsets) to it once,
+    not at every loss evaluation."""
+    return torch.float64 if X.device.type == "cpu" and X.numel() <= FLOAT64_MAX_VALUES else torch.float32
+
+
 def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
                      l2: float, max_iter: int) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Minimize loss_of(network(X)) + l2/2 ||W||^2 for a linear network by full-batch L-BFGS, to convergence.
@@ -69,8 +75,7 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
     FLOAT64_MAX_VALUES values, float32 beyond (and on CUDA), so the copy never outgrows the data much.
     loss_of receives the logits in that dtype. Returns a float32 network in eval mode and a trace.
     """
-    double = X.device.type == "cpu" and X.numel() <= FLOAT64_MAX_VALUES
-    dtype = torch.float64 if double else torch.float32
+    dtype = lbfgs_dtype(X)
     network = network.to(dtype)
     for tensor in network.parameters():
         torch.nn.init.zeros_(tensor)

@@ -24,7 +24,7 @@ from ..acceptance import acceptance, check_gamma, row_generator
 from ..errors import DmoError
 from ..networks import Architecture, build_network, logits_of
 from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
-from .loop import EarlyStopping, adam, fit_linear_lbfgs, minibatches
+from .loop import EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches
 
 
 @dataclass
@@ -53,7 +53,8 @@ def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor 
     generator = seed_everything(seed)
     network = build_network(arch).to(X.device)
     if arch.kind == "linear":
-        return fit_linear_lbfgs(network, X, lambda logits: offset_nll(logits, y, offsets), params.l2, params.max_iter)
+        off = None if offsets is None else offsets.to(lbfgs_dtype(X))
+        return fit_linear_lbfgs(network, X, lambda logits: offset_nll(logits, y, off), params.l2, params.max_iter)
     return _fit_adam(network, X, y, offsets, params, generator)
 
 

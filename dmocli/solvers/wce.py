@@ -21,7 +21,7 @@ from ..errors import DmoError
 from ..networks import build_network, logits_of
 from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
                    seed_everything)
-from .loop import EarlyStopping, adam, fit_linear_lbfgs, minibatches
+from .loop import EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches
 
 
 class WeightedCrossEntropy(Solver):
@@ -66,7 +66,8 @@ class WeightedCrossEntropy(Solver):
         offsets = train.extra.get("offsets")
         if _optimizer(p, ctx.architecture.kind) == "lbfgs":
             l2 = p.l2 if p.l2 is not None else 1.0 / train.n
-            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, offsets), l2,
+            off = None if offsets is None else offsets.to(lbfgs_dtype(train.X))
+            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off), l2,
                                               p.max_iter)
             return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
         optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
