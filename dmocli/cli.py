@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from . import torchrun
 from .errors import DmoError, UnreachableTarget
 
 app = typer.Typer(
@@ -131,6 +132,8 @@ def train(
         unlabeled_truth=unlabeled_truth, gamma=gamma, folding=folding, epochs=epochs, plot=plot,
     )
     _, result = run_train(data, opts, output=output, report_path=report)
+    if torchrun.secondary():  # under torchrun, process 0 prints for the group
+        return
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
@@ -356,12 +359,14 @@ def main(argv: list[str] | None = None) -> None:
     except UnreachableTarget as exc:
         if debug:
             raise
-        err.print(f"dmo: {exc}", markup=False)
+        if torchrun.prints(exc):
+            err.print(f"dmo: {exc}", markup=False)
         sys.exit(exc.exit_code)
     except DmoError as exc:
         if debug:
             raise
-        err.print(f"dmo: error: {exc}", markup=False)
+        if torchrun.prints(exc):  # every process of a torchrun group raises it alike: one line, from rank 0
+            err.print(f"dmo: error: {exc}", markup=False)
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # output piped into `head` and the like
         devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more

@@ -9,16 +9,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
-from . import io
+from . import io, torchrun
 from .architecture import Architecture
 from .dataset import Prepared, prepare, stratified_split
 from .errors import DmoError, UnreachableTarget
-from .features import Preprocessor, plan_columns
-from .labels import infer_label_spec, label_counts
+from .features import LevelCounts, Preprocessor, plan_columns
+from .labels import LabelSpec, infer_label_spec, label_counts
 from .modelfile import DmoModel
 from .options import check_confidence, check_seed
 from .problems import Problem
@@ -30,6 +30,8 @@ from .unlabeled import read_unlabeled_truth, view_columns
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
     import torch
+
+    from .distributed import ProcessGroup
 
 
 @dataclass
@@ -124,8 +126,9 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         output = Path(output)
     elif not isinstance(data, pa.Table):
         output = default_model_path(data)
-    io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot},
-                     {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth})
+    if not torchrun.secondary():  # only process 0 of a torchrun group writes
+        io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot},
+                         {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth})
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
     if not 0.0 <= opts.val_frac < 1.0:
@@ -146,71 +149,78 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         raw_params["folding"] = str(opts.folding)
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
+    if torchrun.launched():
+        _check_distributed(data, opts, solver)
     if solver.streaming:
         from .streaming import train_streaming
 
         return train_streaming(data, opts, solver, output, report_path)
     if opts.epochs is not None or opts.plot is not None:
         raise DmoError(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
-    from .networks import logits_of, resolve_device
-
     params = solver.parse_params(raw_params)
     solver.check_params(params, opts.model)
-    device = resolve_device(opts.device)
+    if not torchrun.launched():
+        return _train_in_memory(data, opts, solver, params, output, report_path, started, None)
+    from .distributed import start
 
-    table = io.read_table(data)
-    plan = plan_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
-    label_column = table.column(opts.label_col)
-    counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
-    n_classes = len(counts)
-    problem = _resolve_problem(opts, n_classes)
-    if problem is None and not solver.multiclass:
-        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
-    if problem is not None and problem.kind not in solver.problems:
-        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
-    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-    pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
-    full = prepare(table, pre, labels)
-    if "offsets" in full.extra and not solver.uses_offsets:
-        raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
-                       "its offsets; train it with --solver lus or wce")
-    n_unlabeled = int((full.y < 0).sum())
-    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
-        raise DmoError(
-            f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
-            "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
-        )
-    if solver.uses_unlabeled and n_unlabeled == 0:
-        raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
-    if solver.uses_unlabeled:
-        full.extra.update(view_columns(table, pre))
-        if opts.unlabeled_truth is not None:
-            full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
-    # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
-    # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
-    del table, label_column
-    pa.default_memory_pool().release_unused()
-    if not solver.uses_unlabeled:
-        full = full.labeled()  # with --drop-unlabeled; itself when every row is labeled
-    levels = full.levels
+    group = start(opts.device)
+    try:
+        return _train_in_memory(data, opts, solver, params, output, report_path, started, group)
+    finally:
+        group.close()
 
-    if opts.val is not None:
-        val_table = io.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
-        pre.check_columns(val_table.schema)
-        if opts.label_col not in val_table.schema.names:
-            raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
-        val_data: Prepared | None = prepare(val_table, pre, labels).labeled()
-        del val_table
-        train_data = full
-    elif opts.val_frac > 0:
-        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
-        train_data, val_data = full.take(train_rows), full.take(val_rows)
-    else:
-        train_data, val_data = full, None
-    del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
+
+NOT_PARQUET = ("training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
+               "(a file or a directory of files)")
+
+
+def _check_distributed(data: io.Source, opts: TrainOptions, solver: Any) -> None:
+    """What training under torchrun cannot do yet, refused alike by every process before the group forms (no file is
+    looked at here: a node that cannot see DATA must fail inside ProcessGroup.agree, where its message is shown)."""
+    if not solver.distributed:
+        raise DmoError(f"solver {solver.name} trains in one process; under torchrun only --solver wce is "
+                       "distributed (run dmo train without torchrun)")
+    if isinstance(data, pa.Table):
+        raise DmoError(NOT_PARQUET)
+    if opts.val_frac:
+        raise DmoError("--val-frac holds out rows spread over every process; under torchrun give --val FILE")
+
+
+@dataclass
+class _Loaded:
+    """Everything train reads before fitting: the label spec, the problem, the fitted preprocessing and the
+    prepared splits (train: this process's rows under torchrun)."""
+
+    labels: LabelSpec
+    problem: Problem | None
+    pre: Preprocessor
+    train: Prepared
+    val: Prepared | None
+    levels: LevelCounts
+    n_unlabeled: int  # rows without a label (this process's share under torchrun)
+
+
+def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: Any, output: Path | None,
+                     report_path: str | Path | None, started: float,
+                     group: ProcessGroup | None) -> tuple[DmoModel, dict[str, Any]]:
+    """The in-memory solvers' path; with a torchrun `group`, this process holds only its share of DATA's rows."""
+    import torch
+
+    from .networks import logits_of, resolve_device
+
+    device = group.device if group is not None else resolve_device(opts.device)
+    if group is None:
+        loaded = _load(data, opts, solver, None)
+    else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
+        loaded = group.agree(lambda: _load(data, opts, solver, group.row_range))
+        loaded.n_unlabeled = group.sum_int(loaded.n_unlabeled)
+    _check_unlabeled(loaded.n_unlabeled, opts, solver)
+    labels, problem, pre, train_data, val_data, levels = (loaded.labels, loaded.problem, loaded.pre, loaded.train,
+                                                          loaded.val, loaded.levels)
+    del loaded
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
-    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params)
+    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params, group=group)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
@@ -223,6 +233,10 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     if val_data is not None:
         logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
         truth["val"] = val_data.y
+    if group is not None:  # the threshold search and the report see every process's training rows
+        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
+        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
+        levels = _merged_levels(levels, group)
 
     report: dict[str, Any] = envelope(
         "train", solver=solver.name, **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
@@ -231,6 +245,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
         **levels.report(), **(val_data.levels.report("val_") if opts.val is not None else {}),
     )
+    if group is not None:
+        report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
     threshold: float | None = None
     if problem is not None:
         threshold_split = "val" if val_data is not None else "train"
@@ -264,7 +280,89 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
                      problem=problem, threshold=threshold,
                      info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
                            "summary": _summary(report)})
+    if group is not None and not group.primary:
+        return finish(model, report, None, None, started)
     return finish(model, report, output, report_path, started)
+
+
+def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
+    """Unseen and missing categorical levels counted over every process's rows."""
+    merged = LevelCounts()
+    for unseen, missing in group.gather_json([levels.unseen, levels.missing]):
+        merged.add(LevelCounts(unseen, missing))
+    return merged
+
+
+def _load(data: io.Source, opts: TrainOptions, solver: Any,
+          shard: Callable[[int], tuple[int, int]] | None) -> _Loaded:
+    """Read and prepare DATA (and --val). `shard` (torchrun): every process fits the global preprocessing from
+    one streaming pass over all of DATA, then reads only its row range shard(n_rows). No collective calls, so
+    ProcessGroup.agree can run it."""
+    if shard is None:
+        table = io.read_table(data)
+        schema = table.schema
+    elif io.parquet_files(data) is None:
+        raise DmoError(NOT_PARQUET)
+    else:
+        schema = io.schema(data)
+    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    label_column = (table if shard is None else io.read_table(data, columns=[opts.label_col])).column(opts.label_col)
+    counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
+    problem = _resolve_problem(opts, len(counts))
+    if problem is None and not solver.multiclass:
+        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
+    if problem is not None and problem.kind not in solver.problems:
+        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
+    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+    pre = Preprocessor.fit(table.to_batches() if shard is None else io.iter_batches(data), plan, opts.impute)
+    if shard is not None:
+        n_rows = len(label_column)
+        start, stop = shard(n_rows)
+        if start == stop:
+            raise DmoError(f"DATA has {n_rows} rows, too few for this many processes; start fewer (--nproc-per-node)")
+        table = io.read_rows(data, start, stop)
+    full = prepare(table, pre, labels)
+    if "offsets" in full.extra and not solver.uses_offsets:
+        raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
+                       "its offsets; train it with --solver lus or wce")
+    n_unlabeled = int((full.y < 0).sum())
+    if solver.uses_unlabeled:
+        if n_unlabeled == 0:
+            raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
+        full.extra.update(view_columns(table, pre))
+        if opts.unlabeled_truth is not None:
+            full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
+    # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
+    # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
+    del table, label_column
+    pa.default_memory_pool().release_unused()
+    if not solver.uses_unlabeled:
+        full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
+    levels = full.levels
+
+    if opts.val is not None:
+        val_table = io.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
+        pre.check_columns(val_table.schema)
+        if opts.label_col not in val_table.schema.names:
+            raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
+        val_data: Prepared | None = prepare(val_table, pre, labels).labeled()
+        del val_table
+        train_data = full
+    elif opts.val_frac > 0:
+        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
+        train_data, val_data = full.take(train_rows), full.take(val_rows)
+    else:
+        train_data, val_data = full, None
+    del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
+    return _Loaded(labels, problem, pre, train_data, val_data, levels, n_unlabeled)
+
+
+def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: Any) -> None:
+    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
+        raise DmoError(
+            f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
+            "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
+        )
 
 
 def finish(model: DmoModel, report: dict[str, Any], output: Path | None, report_path: str | Path | None,

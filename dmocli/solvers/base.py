@@ -21,6 +21,8 @@ from ..problems import Problem
 if TYPE_CHECKING:  # torch is imported where tensors are made: the numpy streaming solvers never pay for it
     import torch
 
+    from ..distributed import ProcessGroup
+
 
 @dataclass
 class SplitData:
@@ -58,6 +60,7 @@ class FitContext:
     seed: int
     params: Any  # the solver's own Params dataclass, validated
     verbose: bool = False
+    group: ProcessGroup | None = None  # under torchrun: the train split is this process's share of the rows
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Solver:
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
     streaming: ClassVar[bool] = False  # True: trained by fit_stream over record batches (dmocli/streaming.py)
     adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
+    distributed: ClassVar[bool] = False  # fit() reduces over FitContext.group: trains under torchrun
 
     @dataclass
     class Params:
@@ -155,13 +159,16 @@ def offset_logits(logits: torch.Tensor, offsets: torch.Tensor | None) -> torch.T
     return logits + offsets
 
 
-def inverse_frequency_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """w_k = n / (K n_k): each class contributes equally to a weighted loss."""
+def inverse_frequency_weights(y: torch.Tensor, n_classes: int, group: ProcessGroup | None = None) -> torch.Tensor:
+    """w_k = n / (K n_k): each class contributes equally to a weighted loss. With a torchrun group, n and n_k
+    count every process's rows, so each process weighs its share as one process would weigh the whole."""
     import torch
 
-    counts = torch.bincount(y, minlength=n_classes).to(torch.float32)
-    weights = y.numel() / (n_classes * counts.clamp(min=1))
-    return weights
+    counts = torch.bincount(y, minlength=n_classes).to(torch.float64)
+    if group is not None:
+        counts = group.sum(counts)
+    weights = counts.sum() / (n_classes * counts.clamp(min=1))
+    return weights.to(torch.float32)
 
 
 def seed_everything(seed: int) -> torch.Generator:

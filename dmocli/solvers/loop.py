@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
+
+if TYPE_CHECKING:
+    from ..distributed import ProcessGroup
 
 FLOAT64_MAX_VALUES = 2**25  # feature values up to which the CPU L-BFGS fit runs in float64 (a 256 MB copy)
 
@@ -65,7 +68,7 @@ def lbfgs_dtype(X: torch.Tensor) -> torch.dtype:
 
 
 def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
-                     l2: float, max_iter: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+                     l2: float, max_iter: int, group: ProcessGroup | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Minimize loss_of(network(X)) + l2/2 ||W||^2 for a linear network by full-batch L-BFGS, to convergence.
 
     The loss of a linear model under (weighted) cross-entropy is convex, so a quasi-Newton method reaches its
@@ -74,6 +77,10 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
     minimum-norm solution of the shift-invariant softmax). float64 on CPU while X has at most
     FLOAT64_MAX_VALUES values, float32 beyond (and on CUDA), so the copy never outgrows the data much.
     loss_of receives the logits in that dtype. Returns a float32 network in eval mode and a trace.
+
+    With a torchrun `group`, X is this process's share of the rows and loss_of its share of the loss (its rows'
+    sum over every process's row count): the shares and their gradients are summed over the group before each
+    L-BFGS step, so every process takes the same steps to the same optimum one process would reach.
     """
     dtype = lbfgs_dtype(X)
     network = network.to(dtype)
@@ -84,18 +91,24 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
     optimizer = torch.optim.LBFGS(network.parameters(), lr=1.0, max_iter=max_iter, history_size=20,
                                   tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
 
-    def objective() -> torch.Tensor:
-        return loss_of(network(Xd)) + 0.5 * l2 * (weight * weight).sum()
+    def data_loss(loss: torch.Tensor) -> torch.Tensor:
+        return loss.detach() if group is None else group.sum(loss)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = objective()
+        loss = loss_of(network(Xd))
         loss.backward()
-        return loss
+        if group is not None:
+            group.sum_gradients(network.parameters())
+        with torch.no_grad():  # the penalty after the sum: counted once, not once per process
+            weight.grad += l2 * weight
+            return data_loss(loss) + 0.5 * l2 * (weight * weight).sum()
 
     optimizer.step(closure)
+    if group is not None:
+        group.broadcast_parameters(network)
     with torch.no_grad():
-        final = float(objective())
+        final = float(data_loss(loss_of(network(Xd))) + 0.5 * l2 * (weight * weight).sum())
     state = optimizer.state[weight]
     return network.float().eval(), {"optimizer": "lbfgs", "iterations": int(state.get("n_iter", 0)),
                                     "objective": final, "l2": l2, "dtype": str(dtype).replace("torch.", "")}

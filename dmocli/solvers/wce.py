@@ -12,7 +12,9 @@ loss (train loss if no validation split), best weights restored.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +32,7 @@ class WeightedCrossEntropy(Solver):
     multiclass = True
     binary_only = False
     uses_offsets = True
+    distributed = True
 
     @dataclass
     class Params:
@@ -50,42 +53,70 @@ class WeightedCrossEntropy(Solver):
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
+        group = ctx.group
         generator = seed_everything(ctx.seed)
         network = build_network(ctx.architecture).to(ctx.device)
         n_classes = max(2, ctx.architecture.n_outputs)
-        weights = inverse_frequency_weights(train.y.cpu(), n_classes).to(ctx.device) if p.balanced else None
+        weights = inverse_frequency_weights(train.y.cpu(), n_classes, group).to(ctx.device) if p.balanced else None
+        n_total = train.n if group is None else group.sum_int(train.n)  # rows over every process
 
-        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
+        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None, rows: int) -> torch.Tensor:
+            """Summed (weighted) loss over `rows`: the mean for a whole split or batch, one process's share
+            of it under torchrun. The class weights average to 1 over a split, so this is also torch's mean."""
             logits = offset_logits(raw_logits, offsets)
             class_w = None if weights is None else weights.to(logits.dtype)  # float64 under the CPU L-BFGS fit
             if ctx.architecture.n_outputs == 1:
                 row_w = class_w[y] if class_w is not None else None
-                return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w)
-            return F.cross_entropy(logits, y, weight=class_w)
+                total = F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w,
+                                                           reduction="sum")
+            else:
+                total = F.cross_entropy(logits, y, weight=class_w, reduction="sum")
+            return total / rows
 
         offsets = train.extra.get("offsets")
         if _optimizer(p, ctx.architecture.kind) == "lbfgs":
-            l2 = p.l2 if p.l2 is not None else 1.0 / train.n
+            l2 = p.l2 if p.l2 is not None else 1.0 / n_total
             off = None if offsets is None else offsets.to(lbfgs_dtype(train.X))
-            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off), l2,
-                                              p.max_iter)
+            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off, n_total),
+                                              l2, p.max_iter, group)
             return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
-        optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+        return self._fit_adam(network, train, val, ctx, loss_of, n_total, generator)
+
+    @staticmethod
+    def _fit_adam(network: torch.nn.Module, train: SplitData, val: SplitData | None, ctx: FitContext,
+                  loss_of: Callable[..., torch.Tensor], n_total: int, generator: torch.Generator) -> FitResult:
+        """Adam mini-batches with early stopping on the monitored loss, best weights restored. Under torchrun
+        the network is wrapped in DistributedDataParallel: each step averages the processes' batch gradients
+        (a global batch of processes x batch_size rows); join() lets a process whose share ends a batch
+        earlier wait for the others."""
+        p, group = ctx.params, ctx.group
+        model = network
+        if group is not None:
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(network, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
+        optimizer = adam(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+        # Under torchrun every process holds all of --val, so all compute the same validation loss.
         monitor = val if val is not None and val.n > 0 else train
+        monitor_rows = monitor.n if monitor is val or group is None else n_total
+        offsets = train.extra.get("offsets")
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
         for epoch in range(p.max_epochs):
-            network.train()
-            for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_of(network(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
-                loss.backward()
-                optimizer.step()
+            model.train()
+            with model.join() if group is not None else contextlib.nullcontext():
+                for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx], idx.numel())
+                    loss.backward()
+                    optimizer.step()
             with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
                 monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, -1)
-                monitored = float(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets")))
+                monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), monitor_rows)
+                if group is not None and monitor is train:
+                    monitored = group.sum(monitored)
             epochs = epoch + 1
-            if stopper.step(monitored):
+            if stopper.step(float(monitored)):
                 break
         stopper.restore()
         return FitResult(

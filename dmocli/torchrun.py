@@ -1,0 +1,46 @@
+"""What torchrun's environment says about this process, read without importing torch.
+
+torchrun starts one copy of the command per process and tells each its
+place through environment variables; the CLI and `train` ask here whether
+this process is one of several and whether it is the one that prints and
+writes (rank 0). Joining the group itself is dmocli.distributed's job.
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import DmoError
+
+
+def launched() -> bool:
+    """True in a process torchrun started as one of several (WORLD_SIZE > 1)."""
+    return int_env("WORLD_SIZE", 1) > 1
+
+
+def secondary() -> bool:
+    """True in every launched process but rank 0: it neither prints results nor writes files."""
+    return launched() and int_env("RANK", 0) != 0
+
+
+def int_env(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    try:
+        return default if text is None else int(text)
+    except ValueError as exc:
+        raise DmoError(f"environment variable {name}={text!r} is not an integer (torchrun sets it; "
+                       "unset it to train in one process)") from exc
+
+
+def alone(error: DmoError) -> DmoError:
+    """Mark an error that only this process of a group meets (its node's GPUs, its rendezvous): it prints it."""
+    error.this_process_only = True  # type: ignore[attr-defined]
+    return error
+
+
+def prints(error: DmoError) -> bool:
+    """Whether this process prints `error`. The processes of a group raise the same errors (the same options;
+    data errors are agreed on by ProcessGroup.agree), so rank 0 prints them for the group, once."""
+    try:
+        return not secondary() or getattr(error, "this_process_only", False)
+    except DmoError:  # RANK or WORLD_SIZE is not a number: `error` may say so, and someone must print it
+        return True

@@ -1,0 +1,170 @@
+"""`dmo train` under torchrun (2 CPU processes, gloo): the same model as one process, one output, one message.
+
+Every launch is a real `torchrun --standalone --nproc-per-node 2 --no-python dmo train ...` subprocess.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import dmo_command, make_binary_frame, make_gaussian_classes, run_dmo
+
+from dmocli import io
+
+
+def torchrun_dmo(*args: str | os.PathLike, processes: int = 2, timeout: float = 300) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
+               "--no-python", *dmo_command(), *map(str, args)]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**env, "PYTHONHASHSEED": "0"})
+
+
+def uneven_parquet_dir(frame: pd.DataFrame, root: Path) -> Path:
+    """Three files of different sizes and row-group sizes: the processes' row ranges cut through files and groups."""
+    root.mkdir()
+    cuts = [0, len(frame) * 3 // 10, len(frame) * 8 // 10, len(frame)]
+    for i, (start, stop) in enumerate(zip(cuts, cuts[1:])):
+        pq.write_table(pa.Table.from_pandas(frame.iloc[start:stop], preserve_index=False), root / f"part{i}.parquet",
+                       row_group_size=[70, 130, 110][i])
+    return root
+
+
+def with_category(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.insert(1, "shop", np.random.default_rng(seed).choice(["north", "south", "east"], len(frame)))
+    return frame
+
+
+def test_read_rows_is_a_slice_of_read_table(tmp_path):
+    frame = with_category(make_binary_frame(n=500), 1)
+    data = uneven_parquet_dir(frame, tmp_path / "data")
+    whole = io.read_table(data)
+    for start, stop in ((0, 500), (0, 1), (149, 151), (140, 401), (499, 500), (250, 250)):
+        assert io.read_rows(data, start, stop).equals(whole.slice(start, stop - start))
+
+
+def _weights_close(a: Path, b: Path, tol: float) -> None:
+    left, right = load_file(a), load_file(b)
+    assert left.keys() == right.keys()
+    for key in left:
+        np.testing.assert_allclose(left[key], right[key], atol=tol, rtol=0)
+
+
+def test_linear_wce_on_two_processes_is_the_one_process_model(tmp_path):
+    frame = with_category(make_binary_frame(n=1200, seed=3), 2)
+    data = uneven_parquet_dir(frame, tmp_path / "data")
+    val = tmp_path / "val.parquet"
+    with_category(make_binary_frame(n=400, seed=4), 5).to_parquet(val)
+    common = ["--problem", "frop", "--target", "0.7", "--val", val, "--json"]
+    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
+    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--report", tmp_path / "two.json", *common)
+    assert two.returncode == 0, two.stderr
+    _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-6)  # the same convex optimum
+    single, dist = json.loads(one.stdout), json.loads(two.stdout)  # process 0 alone prints the report
+    assert dist["distributed"] == {"world_size": 2, "backend": "gloo"}
+    assert dist == json.loads((tmp_path / "two.json").read_text())
+    assert dist["threshold"] == pytest.approx(single["threshold"], abs=1e-5)
+    assert dist["splits"]["train"]["n"] == 1200  # the threshold search and report saw both processes' rows
+    for split in ("train", "val"):
+        assert dist["splits"][split]["tp"] == single["splits"][split]["tp"]
+        assert dist["splits"][split]["fp"] == single["splits"][split]["fp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "one.safetensors", "two.json", "two.safetensors",
+                                                          "val.parquet"]
+    scored = run_dmo("evaluate", tmp_path / "two.safetensors", val, "--json", check=True)
+    assert json.loads(scored.stdout)["splits"]["data"]["tp"] == single["splits"]["val"]["tp"]
+
+
+def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
+    frame = make_gaussian_classes(900, seed=2, d=6)
+    data = uneven_parquet_dir(frame, tmp_path / "multi")
+    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", "--json", check=True)
+    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--json")
+    assert two.returncode == 0, two.stderr
+    _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-6)
+    assert json.loads(two.stdout)["splits"]["train"]["accuracy"] == json.loads(one.stdout)["splits"]["train"]["accuracy"]
+
+    binary = uneven_parquet_dir(make_binary_frame(n=800, seed=6), tmp_path / "binary")
+    mlp = ["--model", "mlp", "--width", "16", "--problem", "ofbs", "--param", "max-epochs=15", "--seed", "3"]
+    runs = [torchrun_dmo("train", binary, "-o", tmp_path / f"mlp{i}.safetensors", "--json", *mlp) for i in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert (tmp_path / "mlp1.safetensors").read_bytes() == (tmp_path / "mlp2.safetensors").read_bytes()
+    report = json.loads(runs[0].stdout)
+    all_positive_f1 = 2 * 0.15 / 1.15
+    assert report["solver_trace"]["epochs"] == 15 and report["splits"]["train"]["f1"] > 2 * all_positive_f1
+
+
+@pytest.mark.parametrize("case", ["solver", "csv", "val-frac"])
+def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, case):
+    frame = make_binary_frame(n=200)
+    data = tmp_path / "data.parquet"
+    frame.to_parquet(data)
+    args = {"solver": [data, "--solver", "fofo"], "val-frac": [data, "--val-frac", "0.2"]}.get(case)
+    if args is None:
+        frame.to_csv(tmp_path / "data.csv", index=False)
+        args = [tmp_path / "data.csv"]
+    proc = torchrun_dmo("train", *args, "-o", tmp_path / "m.safetensors", "--problem", "ofbs")
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("dmo: error:")]
+    expected = {"solver": "under torchrun only --solver wce", "csv": "convert DATA to parquet",
+                "val-frac": "give --val FILE"}[case]
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr.split("dmo: error:")[0]  # torchrun's own report comes after ours
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def _agree_worker(rank: int, world: int, store: str, results: str) -> None:
+    import torch.distributed as dist
+
+    from dmocli.distributed import ProcessGroup
+    from dmocli.errors import DmoError
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    import torch
+
+    group = ProcessGroup(rank=rank, world_size=world, backend="gloo", device=torch.device("cpu"))
+    out = {"ok": group.agree(lambda: rank * 10)}
+
+    def fails_on_one() -> int:
+        if rank == 1:
+            raise DmoError("column x of part7.parquet cannot be read")
+        return rank
+
+    try:
+        group.agree(fails_on_one)
+    except DmoError as exc:
+        out["error"] = str(exc)
+    def fails_everywhere() -> None:
+        raise DmoError("DATA has no rows")
+
+    try:
+        group.agree(fails_everywhere)
+    except DmoError as exc:
+        out["everywhere"] = str(exc)
+    rows = group.gather_rows(torch.arange(rank + 2, dtype=torch.float32))
+    out["rows"] = rows.tolist()
+    out["sum"] = group.sum_int(rank + 1)
+    Path(results, f"{rank}.json").write_text(json.dumps(out))
+    group.close()
+
+
+def test_a_failure_on_one_process_stops_every_process_with_its_message(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_agree_worker, args=(3, str(tmp_path / "store"), str(tmp_path)), nprocs=3, join=True)
+    outcomes = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(3)]
+    for rank, out in enumerate(outcomes):
+        assert out["ok"] == rank * 10
+        assert out["error"] == "column x of part7.parquet cannot be read (process 1 of 3)"
+        assert out["everywhere"] == "DATA has no rows"  # the same on every process: no process to name
+        assert out["rows"] == [0, 1, 0, 1, 2, 0, 1, 2, 3]
+        assert out["sum"] == 6
