@@ -361,12 +361,16 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if torchrun.prints(exc):
             err.print(f"dmo: {exc}", markup=False)
+        else:
+            torchrun.let_rank_zero_report()
         sys.exit(exc.exit_code)
     except DmoError as exc:
         if debug:
             raise
         if torchrun.prints(exc):  # every process of a torchrun group raises it alike: one line, from rank 0
             err.print(f"dmo: error: {exc}", markup=False)
+        else:
+            torchrun.let_rank_zero_report()
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # output piped into `head` and the like
         devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more

@@ -8,8 +8,11 @@ writes (rank 0). Joining the group itself is dmocli.distributed's job.
 from __future__ import annotations
 
 import os
+import time
 
 from .errors import DmoError
+
+REPORT_GRACE_SECONDS = 5.0
 
 
 def launched() -> bool:
@@ -44,3 +47,10 @@ def prints(error: DmoError) -> bool:
         return not secondary() or getattr(error, "this_process_only", False)
     except DmoError:  # RANK or WORLD_SIZE is not a number: `error` may say so, and someone must print it
         return True
+
+
+def let_rank_zero_report() -> None:
+    """Before a process that leaves the printing to rank 0 exits on the error: torchrun stops the whole group as
+    soon as one process ends, which could stop rank 0 before its line is out. Rank 0 exits first, ending the
+    wait, unless it lags by more than this grace time."""
+    time.sleep(REPORT_GRACE_SECONDS)
