@@ -1,11 +1,12 @@
-"""`dmo train` in one process against `torchrun --nproc-per-node N dmo train` (the wce solver, CPU, gloo).
+"""`dmo train` in one process against `torchrun --nproc-per-node N dmo train` (wce and ero, CPU, gloo).
 
     python bench/distributed.py [--rows 2000000] [--cols 50] [--files 8] [--processes 2] [--mlp-epochs 3]
 
 Writes rows x cols float32 features (a linear binary label, ~20 % positives) as `files` parquet files, then
 times each training as a user runs it (the whole command, under /usr/bin/time for the peak RSS of the
-largest process): the linear model (the exact L-BFGS optimum) and the MLP (Adam, --mlp-epochs epochs,
-validation on 100,000 rows), each in one process and on N processes. It checks that the linear models are
+largest process): wce's linear model (the exact L-BFGS optimum), wce's MLP (Adam, --mlp-epochs epochs,
+validation on 100,000 rows) and ERO's linear model (fast preset, mini-batch at this size, same validation),
+each in one process and on N processes. It checks that the linear models are
 the same optimum (largest weight difference) and reports the fit seconds from the report. On one machine
 the processes share its cores, so what this measures is the cost of the protocol (every process's
 streaming preprocessing pass, the collectives) and the memory each process holds (its share of the rows);
@@ -43,8 +44,9 @@ def main() -> None:
                 "--no-python"]
 
     rows, reports = [], {}
-    for model, extra in (("linear", []), ("mlp", ["--model", "mlp", "--param", f"max-epochs={args.mlp_epochs}",
-                                                  "--val", str(val)])):
+    runs = (("linear", []), ("mlp", ["--model", "mlp", "--param", f"max-epochs={args.mlp_epochs}", "--val", str(val)]),
+            ("ero-linear", ["--solver", "ero", "--val", str(val)]))
+    for model, extra in runs:
         for processes, launcher in ((1, []), (args.processes, torchrun)):
             out = scratch / f"dist_{model}_{processes}.safetensors"
             report = scratch / f"dist_{model}_{processes}.json"
@@ -52,12 +54,15 @@ def main() -> None:
                                "--device", "cpu", "-o", str(out), "--report", str(report), *extra], launcher)
             result = json.loads(report.read_text())
             reports[(model, processes)] = out
+            own = result.get("before_adjustment", {}).get("train", {})  # the solver's own decision (ERO's)
             rows.append({"model": model, "processes": processes, "seconds": wall, "fit_seconds": result["fit_seconds"],
                          "peak_rss_mib": rss, "train_recall": result["splits"]["train"]["recall"],
-                         "train_precision": result["splits"]["train"]["precision"]})
+                         "train_precision": result["splits"]["train"]["precision"],
+                         "own_train_recall": own.get("recall"), "own_train_precision": own.get("precision")})
     one, many = load_file(reports[("linear", 1)]), load_file(reports[("linear", args.processes)])
     linear_gap = max(float(np.abs(one[k] - many[k]).max()) for k in one)
-    print_table(rows, ["model", "processes", "seconds", "fit_seconds", "peak_rss_mib", "train_precision", "train_recall"])
+    print_table(rows, ["model", "processes", "seconds", "fit_seconds", "peak_rss_mib", "train_precision", "train_recall",
+                       "own_train_precision", "own_train_recall"])
     print(f"linear: largest weight difference between 1 and {args.processes} processes: {linear_gap:.3g}")
     path = write_results("distributed", {"rows": args.rows, "cols": args.cols, "files": args.files,
                                          "processes": args.processes, "mlp_epochs": args.mlp_epochs, "runs": rows,

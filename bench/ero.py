@@ -204,7 +204,7 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
         optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             totals = soft_counts(s, y)
-        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0).backward()
+        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0)[0].backward()
         optimizer.step()
         s_adam.step(s, slice(None), s_rows.grad, 0.1)
 

@@ -75,6 +75,12 @@ class ProcessGroup:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
 
+    def max(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The element-wise maximum over all processes."""
+        wired = tensor.detach().to(self._wire, copy=True)
+        dist.all_reduce(wired, op=dist.ReduceOp.MAX)
+        return wired.to(tensor.device)
+
     def broadcast_parameters(self, module: torch.nn.Module) -> None:
         """Rank 0's parameters and buffers everywhere: the model every process goes on with is the one written."""
         for tensor in [*module.parameters(), *module.buffers()]:
@@ -128,6 +134,30 @@ class ProcessGroup:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class OneProcess:
+    """ProcessGroup's collectives for a process that is the whole group, so a solver reads the same with or
+    without torchrun: sums and gathers of one process are the values themselves."""
+
+    rank, world_size, primary = 0, 1, True
+
+    def row_range(self, n_rows: int) -> tuple[int, int]:
+        return 0, n_rows
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.detach()
+
+    max = gather_rows = sum
+
+    def sum_int(self, value: int) -> int:
+        return value
+
+    def sum_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        pass
+
+    def broadcast_parameters(self, module: torch.nn.Module) -> None:
+        pass
 
 
 def start(device_option: str) -> ProcessGroup:

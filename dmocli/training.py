@@ -23,7 +23,7 @@ from .modelfile import DmoModel
 from .options import check_confidence, check_seed
 from .problems import Problem
 from .report import binary_split_report, dumps, envelope, multiclass_split_report
-from .solvers import get_solver
+from .solvers import available, get_solver, solver_class
 from .solvers.base import FitContext, SplitData
 from .threshold import search
 from .unlabeled import read_unlabeled_truth, view_columns
@@ -178,8 +178,9 @@ def _check_distributed(data: io.Source, opts: TrainOptions, solver: Any) -> None
     """What training under torchrun cannot do yet, refused alike by every process before the group forms (no file is
     looked at here: a node that cannot see DATA must fail inside ProcessGroup.agree, where its message is shown)."""
     if not solver.distributed:
-        raise DmoError(f"solver {solver.name} trains in one process; under torchrun only --solver wce is "
-                       "distributed (run dmo train without torchrun)")
+        spread = ", ".join(name for name in available() if solver_class(name).distributed)
+        raise DmoError(f"solver {solver.name} trains in one process; under torchrun only these train on several: "
+                       f"{spread} (run dmo train without torchrun)")
     if isinstance(data, pa.Table):
         raise DmoError(NOT_PARQUET)
     if opts.val_frac:

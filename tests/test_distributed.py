@@ -103,6 +103,33 @@ def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
     assert report["solver_trace"]["epochs"] == 15 and report["splits"]["train"]["f1"] > 2 * all_positive_f1
 
 
+def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
+    """Full batch, the union of the processes' batches is every row: the same penalty steps as one process (up
+    to float summation order), so the same train objective and feasibility. Mini-batch and the MLP (BatchNorm,
+    no --val: the iterate is judged on the sharded training rows) must agree across processes and finish."""
+    frame = make_binary_frame(n=1500, seed=8, pos_frac=0.12)
+    data = uneven_parquet_dir(frame, tmp_path / "data")
+    val = tmp_path / "val.parquet"
+    make_binary_frame(n=500, seed=9, pos_frac=0.12).to_parquet(val)
+    common = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--val", val, "--json"]
+    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
+    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
+    assert two.returncode == 0, two.stderr
+    single, dist = (json.loads(r.stdout)["solver_trace"] for r in (one, two))
+    assert dist["mode"] == "full" and dist["batch_size"] == 750  # each process's whole share per step
+    assert dist["train_before_ta"]["feasible"] and single["train_before_ta"]["feasible"]
+    assert dist["train_before_ta"]["objective"] == pytest.approx(single["train_before_ta"]["objective"], abs=0.01)
+    assert dist["train_before_ta"]["n_pos"] == single["train_before_ta"]["n_pos"]  # counted over both processes
+
+    mlp = torchrun_dmo("train", data, "-o", tmp_path / "mlp.safetensors", "--solver", "ero", "--problem", "frop",
+                       "--target", "0.75", "--model", "mlp", "--width", "16", "--param", "mode=minibatch",
+                       "--param", "batch-size=128", "--json")
+    assert mlp.returncode == 0, mlp.stderr
+    trace = json.loads(mlp.stdout)["solver_trace"]
+    assert trace["monitored_split"] == "train" and trace["mode"] == "minibatch"
+    assert trace["train_before_ta"]["feasible"]
+
+
 @pytest.mark.parametrize("case", ["solver", "csv", "val-frac"])
 def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, case):
     frame = make_binary_frame(n=200)
@@ -115,7 +142,7 @@ def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, c
     proc = torchrun_dmo("train", *args, "-o", tmp_path / "m.safetensors", "--problem", "ofbs")
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.startswith("dmo: error:")]
-    expected = {"solver": "under torchrun only --solver wce", "csv": "convert DATA to parquet",
+    expected = {"solver": "under torchrun only these train on several: ero, wce", "csv": "convert DATA to parquet",
                 "val-frac": "give --val FILE"}[case]
     assert len(lines) == 1 and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr.split("dmo: error:")[0]  # torchrun's own report comes after ours

@@ -50,12 +50,13 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..distributed import OneProcess
 from ..errors import DmoError
 from ..networks import build_network, logits_of
 from ..threshold import search
@@ -64,6 +65,9 @@ from .loop import EarlyStopping, adam, minibatches
 from .relaxation import agreement_bce, metric_terms, soft_counts, violations
 from .selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 from .wce import WeightedCrossEntropy
+
+if TYPE_CHECKING:
+    from ..distributed import ProcessGroup
 
 
 @dataclass
@@ -145,6 +149,7 @@ def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: st
 class ERO(Solver):
     name = "ero"
     summary = "exact reformulation + l1 exact penalty (Peng et al.): direct FPOR/FROP/OFBS training"
+    distributed = True
 
     @dataclass
     class Params:
@@ -216,16 +221,19 @@ class ERO(Solver):
         if p.mode not in ("auto", "full", "minibatch"):
             raise DmoError(f"--param mode={p.mode!r} is not known (use auto, full or minibatch)")
         generator = seed_everything(ctx.seed)
+        if ctx.group is not None and p.folding:
+            raise DmoError("--folding holds out a fold of rows spread over every process; under torchrun give --val FILE")
+        rows = ctx.group if ctx.group is not None else OneProcess()
         train, monitor, monitor_name = _monitor_split(train, val, p.folding, p.fold, ctx.seed)
-        n = train.n
         positive = train.y == 1
-        n_pos = int(positive.sum())
+        n, n_pos = rows.sum_int(train.n), rows.sum_int(int(positive.sum()))  # over every process's rows
         if n_pos == 0 or n_pos == n:
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
-        activations = n * (train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear)))
+        per_process = -(-n // rows.world_size)  # the most rows one process holds: its memory, its batches
+        activations = per_process * (train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear)))
         full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations))
-        batch = n if full else min(n, p.batch_size if p.batch_size > 0 else min(max(n // 8, 256), 8192))
+        batch = per_process if full else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
@@ -238,46 +246,48 @@ class ERO(Solver):
             fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
         else:
-            warm = _warm_start(network, train, cfg, batch, generator)
-        s = _initial_s(network, train, problem, cfg.init, generator)
+            warm = _warm_start(network, train, cfg, batch, generator, rows)
+        rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process judges one network
+        s = _initial_s(network, train, problem, cfg.init, generator, rows)
         warm_seconds = time.perf_counter() - started
 
         # Per-row class weights of the penalty (rare class weighs more) and of the regularizer.
         w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
         rw = (torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
               if cfg.reg_weighting == "balanced" else torch.ones_like(w))
-        mu = torch.full((n,), cfg.mu_init, device=ctx.device)
+        mu = torch.full((train.n,), cfg.mu_init, device=ctx.device)  # this process's rows
         mu0, lam = cfg.mu0, cfg.lam
-        s_adam = RowAdam(n, ctx.device)
+        s_adam = RowAdam(train.n, ctx.device)
 
         best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
-        warm_train = evaluate_decision(network, train.X, train.y, problem)
-        _offer(best, _judged(cfg, evaluate_decision(network, monitor.X, monitor.y, problem), warm_train), 0, warm_train)
+        warm_train = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
+        _offer(best, _judged(cfg, _evaluate(network, monitor, train, problem, ctx.group), warm_train), 0, warm_train)
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
         for outer in range(1, cfg.outer + 1):
             outer_started = time.perf_counter()
             weights = (mu * w, lam * rw)
-            steps = _inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator)
+            steps = _inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos)
             steps_total += steps
+            rows.broadcast_parameters(network)
             # Exact full pass: violations, metric constraint on s, then the outer update rule.
             with torch.no_grad():
                 train_logits = logits_of(network, train.X).float()
                 z = torch.sigmoid(train_logits) - 0.5
                 c = violations(s, z, positive)
                 violating = c > cfg.violation_tol
-                tp, fp = soft_counts(s, positive)
+                tp, fp = rows.sum(torch.stack(soft_counts(s, positive)))
                 objective, gap = metric_terms(problem, tp, fp, n_pos)
                 gap_value = float(gap) if gap is not None else 0.0
-                n_violating = int(violating.sum())
-                max_violation = float(c.max())
+                n_violating = rows.sum_int(int(violating.sum()))
+                max_violation = float(rows.max(c.max()))
                 mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
             if gap_value > 0:
                 mu0 *= cfg.growth
             lam *= cfg.growth
-            with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection):
-                train_eval = evaluate_decision(network, train.X, train.y, problem)
-                monitored = evaluate_decision(network, monitor.X, monitor.y, problem)
+            with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection, rows):
+                train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
+                monitored = _evaluate(network, monitor, train, problem, ctx.group)
                 improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
             history.append({"outer": outer, "steps": steps, "seconds": time.perf_counter() - outer_started,
                             "n_violating": n_violating, "max_violation": max_violation,
@@ -290,7 +300,8 @@ class ERO(Solver):
                 break
         best.restore()
         network.eval()
-        final = evaluate_decision(network, train.X, train.y, problem)
+        final = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
+        mu_all = rows.gather_rows(mu)
         trace = {
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
             "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
@@ -300,13 +311,19 @@ class ERO(Solver):
             "final_constraint_violations": {"n_rows_violating": history[-1]["n_violating"] if history else None,
                                              "max_row_violation": history[-1]["max_violation"] if history else None,
                                              "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None},
-            "penalty_parameters": {"mu0": mu0, "lam": lam, "mu_min": float(mu.min()), "mu_median": float(mu.median()),
-                                   "mu_max": float(mu.max())},
+            "penalty_parameters": {"mu0": mu0, "lam": lam, "mu_min": float(mu_all.min()),
+                                   "mu_median": float(mu_all.median()), "mu_max": float(mu_all.max())},
             "train_before_ta": final.to_dict(),
             "warm_start_seconds": warm_seconds, "seconds": time.perf_counter() - started,
             "history": history,
         }
         return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+def _evaluate(network: torch.nn.Module, split: SplitData, train: SplitData, problem, group: ProcessGroup | None) -> Evaluation:
+    """evaluate_decision on the monitored split: summed over the processes when it is the (sharded) training
+    split; --val is whole on every process."""
+    return evaluate_decision(network, split.X, split.y, problem, group=group if split is train else None)
 
 
 def _judged(cfg: Settings, monitored: Evaluation, train_eval: Evaluation) -> Evaluation:
@@ -352,63 +369,81 @@ class RowAdam:
 
 
 def penalty_value(logits: torch.Tensor, s_rows: torch.Tensor, positive_rows: torch.Tensor, totals: tuple[torch.Tensor, torch.Tensor],
-                  scale: float, problem, n_pos: int, row_penalty: torch.Tensor, row_reg: torch.Tensor, mu0: float) -> torch.Tensor:
-    """The exact penalty function F on a batch of rows (all rows in full-batch mode).
+                  scale: float, problem, n_pos: int, row_penalty: torch.Tensor, row_reg: torch.Tensor, mu0: float,
+                  batch_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact penalty function F on a batch of rows (all rows in full-batch mode), and its per-row part.
 
     The metric uses the totals over all of s, with the batch rows' share made
     differentiable and scaled by n/b, so its gradient w.r.t. a row of s is
     the full-batch one times n/b, like the batch means of the per-row terms.
+    batch_rows (torchrun): the rows of the whole batch, every process's; the per-row terms of this process's
+    rows are summed over it, so the processes' parts add up to the batch mean.
     """
     tp_b, fp_b = soft_counts(s_rows, positive_rows)
     tp = totals[0] + scale * (tp_b - tp_b.detach())
     fp = totals[1] + scale * (fp_b - fp_b.detach())
     objective, gap = metric_terms(problem, tp, fp, n_pos)
     z = torch.sigmoid(logits) - 0.5
-    loss = -objective + (row_penalty * violations(s_rows, z, positive_rows)).mean()
-    loss = loss + (row_reg * agreement_bce(logits, s_rows)).mean()
+    penalty = row_penalty * violations(s_rows, z, positive_rows)
+    regularizer = row_reg * agreement_bce(logits, s_rows)
+    if batch_rows is None:  # the batch mean, summed in this order as always (the same floats, the same runs)
+        penalty_part, regularizer_part = penalty.mean(), regularizer.mean()
+    else:
+        penalty_part, regularizer_part = penalty.sum() / batch_rows, regularizer.sum() / batch_rows
+    loss = -objective + penalty_part
+    loss = loss + regularizer_part
     if gap is not None:
         loss = loss + mu0 * torch.clamp(gap, min=0.0)
-    return loss
+    return loss, (penalty_part + regularizer_part).detach()
 
 
 def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, train: SplitData, problem,
                  weights: tuple[torch.Tensor, torch.Tensor], mu0: float, cfg: Settings, batch: int,
-                 generator: torch.Generator) -> int:
-    """Adam over (theta, s) on the penalty function for fixed penalties; returns the steps taken."""
-    n = train.n
+                 generator: torch.Generator, rows: ProcessGroup | OneProcess, n: int, n_pos: int) -> int:
+    """Adam over (theta, s) on the penalty function for fixed penalties; returns the steps taken.
+
+    Under torchrun each process steps on a batch of its own rows (its s rows stay its own); the soft counts,
+    the batch size and the network's gradients are summed over the processes at every step, so a step is
+    the one-process step on the union of their batches. n, n_pos: every process's rows.
+    """
     positive = train.y == 1
-    n_pos = int(positive.sum())
-    full = batch >= n
-    per_epoch = math.ceil(n / batch)
+    per_process = -(-n // rows.world_size)
+    full = batch >= per_process
+    per_epoch = math.ceil(per_process / batch)
     max_steps = cfg.inner_steps if full else cfg.inner_epochs * per_epoch
     check_every = 1 if full else per_epoch
     patience = cfg.inner_patience if full else 3
     optimizer = adam(network.parameters(), lr=cfg.lr)
     network.train()
     checks: list[float] = []
-    running, steps = torch.zeros((), device=s.device), 0
-    rows_iter = _endless_batches(n, batch, generator, s.device)
+    running, running_rows, steps = torch.zeros((), device=s.device), torch.zeros((), device=s.device), 0
+    rows_iter = _endless_batches(train.n, batch, generator, s.device)
     for step in range(max_steps):
         decay = 0.5 * (1.0 + math.cos(math.pi * step / max_steps))
-        for group in optimizer.param_groups:
-            group["lr"] = cfg.lr * decay
-        rows = next(rows_iter)
-        index: torch.Tensor | slice = slice(None) if full else rows
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = cfg.lr * decay
+        picked = next(rows_iter)
+        index: torch.Tensor | slice = slice(None) if full else picked
         s_rows = s[index].detach().requires_grad_(True)
         with torch.no_grad():
-            totals = soft_counts(s, positive)
+            tp, fp, batch_rows = rows.sum(torch.stack([*soft_counts(s, positive), s.new_tensor(float(s_rows.numel()))]))
         optimizer.zero_grad(set_to_none=True)
         logits = network(train.X[index]).squeeze(-1)
-        loss = penalty_value(logits, s_rows, positive[index], totals, n / s_rows.numel(), problem, n_pos,
-                             weights[0][index], weights[1][index], mu0)
+        loss, row_part = penalty_value(logits, s_rows, positive[index], (tp, fp), n / float(batch_rows), problem, n_pos,
+                                       weights[0][index], weights[1][index], mu0,
+                                       batch_rows=float(batch_rows) if rows.world_size > 1 else None)
         loss.backward()
+        rows.sum_gradients(network.parameters())
         optimizer.step()
         s_adam.step(s, index, s_rows.grad, cfg.lr_s * decay)
         running += loss.detach()
+        running_rows += row_part
         steps = step + 1
-        if steps % check_every == 0:
-            checks.append(float(running) / check_every)
+        if steps % check_every == 0:  # F of the whole batch: the shared metric terms once, every process's rows
+            total = running if rows.world_size == 1 else running - running_rows + rows.sum(running_rows)
+            checks.append(float(total) / check_every)
             running.zero_()
+            running_rows.zero_()
             if _converged(checks, patience, cfg.inner_tol, cfg.inner_rule):
                 break
     return steps
@@ -432,27 +467,31 @@ def _endless_batches(n: int, batch: int, generator: torch.Generator, device: tor
         yield from minibatches(n, batch, generator, device)
 
 
-def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch: int, generator: torch.Generator) -> int:
-    """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken."""
+def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch: int, generator: torch.Generator,
+                rows: ProcessGroup | OneProcess | None = None) -> int:
+    """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken.
+    Under torchrun (`rows`) the processes' gradients and losses are averaged at every step, as DDP does."""
     if cfg.warm_steps <= 0:
         return 0
+    rows = rows if rows is not None else OneProcess()
     y = train.y.float()
-    n, n_pos = train.n, float(y.sum())
+    n, n_pos = rows.sum_int(train.n), float(rows.sum(y.sum()))
     weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
     optimizer = adam(network.parameters(), lr=cfg.warm_lr)
     # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
-    per_check = math.ceil(n / batch)
+    per_check = math.ceil(-(-n // rows.world_size) / batch)
     stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
-    rows_iter = _endless_batches(n, batch, generator, train.X.device)
+    rows_iter = _endless_batches(train.n, batch, generator, train.X.device)
     network.train()
     steps, since_check = 0, 0
     running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step
     for steps in range(1, cfg.warm_steps + 1):
-        rows = next(rows_iter)
+        picked = next(rows_iter)
         optimizer.zero_grad(set_to_none=True)
-        loss = F.binary_cross_entropy_with_logits(network(train.X[rows]).squeeze(-1), y[rows],
-                                                  weight=None if weight is None else weight[rows])
+        loss = F.binary_cross_entropy_with_logits(network(train.X[picked]).squeeze(-1), y[picked],
+                                                  weight=None if weight is None else weight[picked]) / rows.world_size
         loss.backward()
+        rows.sum_gradients(network.parameters())
         optimizer.step()
         running += loss.detach()
         since_check += 1
@@ -460,7 +499,8 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
         # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
         # are judged, as before (a partial epoch's mean is not comparable with theirs).
         if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
-            if stopper.step(float(running) / since_check):
+            rows.broadcast_parameters(network)  # the stopper keeps rank 0's BatchNorm statistics everywhere
+            if stopper.step(float(rows.sum(running)) / since_check):
                 break
             running.zero_()
             since_check = 0
@@ -469,13 +509,14 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
 
 
 @torch.no_grad()
-def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, generator: torch.Generator) -> torch.Tensor:
+def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, generator: torch.Generator,
+               rows: ProcessGroup | OneProcess) -> torch.Tensor:
     """s at the start of the penalty phase (see the module docstring for `ta`)."""
     if init == "random":
         return torch.rand(train.n, generator=generator).to(train.X.device)
     logits = logits_of(network, train.X).float()
     if init == "ta":
-        point = search(logits.cpu().numpy(), train.y.cpu().numpy(), problem)
+        point = _train_search(logits, train.y, problem, rows)
         if np.isfinite(point.threshold):
             _output_layer(network).bias -= point.threshold
             logits = logits - point.threshold
@@ -483,7 +524,8 @@ def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, g
 
 
 @contextmanager
-def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Tensor, problem, enabled: bool) -> Iterator[None]:
+def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Tensor, problem, enabled: bool,
+                    rows: ProcessGroup | OneProcess) -> Iterator[None]:
     """Temporarily move the output bias to the exact best train threshold of the current scores.
 
     The penalty iterations continue from the unmoved model; only the iterate
@@ -495,7 +537,7 @@ def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Ten
     if not enabled:
         yield
         return
-    point = search(logits.cpu().numpy(), y.cpu().numpy(), problem)
+    point = _train_search(logits, y, problem, rows)
     last = _output_layer(network)
     shift = point.threshold if np.isfinite(point.threshold) else 0.0
     with torch.no_grad():
@@ -505,6 +547,11 @@ def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Ten
     finally:
         with torch.no_grad():
             last.bias += shift
+
+
+def _train_search(logits: torch.Tensor, y: torch.Tensor, problem, rows: ProcessGroup | OneProcess):
+    """The exact threshold search on the training logits of every process (gathered: each runs the same search)."""
+    return search(rows.gather_rows(logits).cpu().numpy(), rows.gather_rows(y).cpu().numpy(), problem)
 
 
 def _output_layer(network: torch.nn.Module) -> torch.nn.Linear:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..networks import logits_of
 from ..problems import Problem
+
+if TYPE_CHECKING:
+    from ..distributed import ProcessGroup
 
 
 @dataclass
@@ -43,13 +46,15 @@ class Evaluation:
 
 
 def evaluate_decision(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, problem: Problem,
-                      threshold: float = 0.0) -> Evaluation:
-    """Counts at `logit >= threshold` (eval mode), then the problem's objective and constraint."""
+                      threshold: float = 0.0, group: ProcessGroup | None = None) -> Evaluation:
+    """Counts at `logit >= threshold` (eval mode), then the problem's objective and constraint. With a torchrun
+    `group`, X and y are this process's rows and the counts are summed over every process's."""
     predicted = logits_of(network, X) >= threshold
     positive = y == 1
-    tp = int((predicted & positive).sum())
-    fp = int((predicted & ~positive).sum())
-    n_pos = int(positive.sum())
+    counts = torch.stack([(predicted & positive).sum(), (predicted & ~positive).sum(), positive.sum()])
+    if group is not None:
+        counts = group.sum(counts)
+    tp, fp, n_pos = (int(c) for c in counts.tolist())
     constrained = problem.constrained_metric(tp, fp, n_pos)
     return Evaluation(tp, fp, n_pos, float(problem.objective(tp, fp, n_pos)),
                       None if constrained is None else float(constrained), problem.feasible(tp, fp, n_pos))

@@ -110,6 +110,8 @@ class WeightedCrossEntropy(Solver):
                     loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx], idx.numel())
                     loss.backward()
                     optimizer.step()
+            if group is not None:  # BatchNorm's running statistics last saw each process's own batch: take rank 0's,
+                group.broadcast_parameters(network)  # so every process judges the same network and stops alike
             with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
                 monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, -1)
                 monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), monitor_rows)
