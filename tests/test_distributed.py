@@ -130,6 +130,19 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
     assert trace["train_before_ta"]["feasible"]
 
 
+def test_the_smoothed_baselines_on_two_processes_take_the_one_process_steps(tmp_path):
+    frame = make_binary_frame(n=1200, seed=11, pos_frac=0.15)
+    data = uneven_parquet_dir(frame, tmp_path / "data")
+    common = ["--solver", "lagrangian", "--problem", "frop", "--target", "0.75", "--param", "steps=200", "--json"]
+    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
+    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
+    assert two.returncode == 0, two.stderr
+    single, dist = (json.loads(r.stdout) for r in (one, two))
+    assert dist["solver_trace"]["batch_size"] == 600 and dist["solver_trace"]["steps"] == single["solver_trace"]["steps"]
+    assert dist["solver_trace"]["final_multiplier"] == pytest.approx(single["solver_trace"]["final_multiplier"], rel=1e-3)
+    _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-3)
+
+
 @pytest.mark.parametrize("case", ["solver", "csv", "val-frac"])
 def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, case):
     frame = make_binary_frame(n=200)
@@ -142,7 +155,7 @@ def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, c
     proc = torchrun_dmo("train", *args, "-o", tmp_path / "m.safetensors", "--problem", "ofbs")
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.startswith("dmo: error:")]
-    expected = {"solver": "under torchrun only these train on several: ero, wce", "csv": "convert DATA to parquet",
+    expected = {"solver": "under torchrun only these train on several: ero, lagrangian, sigmoid-f1, wce", "csv": "convert DATA to parquet",
                 "val-frac": "give --val FILE"}[case]
     assert len(lines) == 1 and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr.split("dmo: error:")[0]  # torchrun's own report comes after ours

@@ -61,7 +61,7 @@ from ..errors import DmoError
 from ..networks import build_network, logits_of
 from ..threshold import search
 from .base import FitContext, FitResult, SplitData, Solver, seed_everything
-from .loop import EarlyStopping, adam, minibatches
+from .loop import EarlyStopping, adam, endless_minibatches
 from .relaxation import agreement_bce, metric_terms, soft_counts, violations
 from .selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 from .wce import WeightedCrossEntropy
@@ -417,7 +417,7 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
     network.train()
     checks: list[float] = []
     running, running_rows, steps = torch.zeros((), device=s.device), torch.zeros((), device=s.device), 0
-    rows_iter = _endless_batches(train.n, batch, generator, s.device)
+    rows_iter = endless_minibatches(train.n, batch, generator, s.device)
     for step in range(max_steps):
         decay = 0.5 * (1.0 + math.cos(math.pi * step / max_steps))
         for param_group in optimizer.param_groups:
@@ -462,11 +462,6 @@ def _converged(checks: list[float], patience: int, tol: float, rule: str) -> boo
     return len(checks) > 2 * patience and checks[-1 - patience] - checks[-1] < tol * max(1.0, abs(checks[-1]))
 
 
-def _endless_batches(n: int, batch: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
-    while True:
-        yield from minibatches(n, batch, generator, device)
-
-
 def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch: int, generator: torch.Generator,
                 rows: ProcessGroup | OneProcess | None = None) -> int:
     """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken.
@@ -481,7 +476,7 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
     per_check = math.ceil(-(-n // rows.world_size) / batch)
     stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
-    rows_iter = _endless_batches(train.n, batch, generator, train.X.device)
+    rows_iter = endless_minibatches(train.n, batch, generator, train.X.device)
     network.train()
     steps, since_check = 0, 0
     running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step

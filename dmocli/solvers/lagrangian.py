@@ -22,6 +22,8 @@ class Lagrangian(Solver):
     name = "lagrangian"
     summary = "TFCO-style Lagrangian on sigmoid-smoothed rates (multiplier by gradient ascent)"
 
+    distributed = True
+
     @dataclass
     class Params(LoopSettings):
         temperature: float = field(default=1.0, metadata={"positive": True, "help": "q = sigmoid(logit / temperature)"})

@@ -35,6 +35,13 @@ def minibatches(n: int, batch_size: int, generator: torch.Generator, device: tor
         yield order[start:start + batch_size]
 
 
+def endless_minibatches(n: int, batch_size: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
+    """minibatches, epoch after epoch: a loop counting steps, not epochs, takes as many on every process of a
+    torchrun group whatever the size of each process's share."""
+    while True:
+        yield from minibatches(n, batch_size, generator, device)
+
+
 class EarlyStopping:
     """Track the best monitored loss, keep a copy of the best weights, say when patience runs out."""
 

@@ -21,6 +21,8 @@ class SigmoidF1(Solver):
     summary = "sigmoid-smoothed F-beta maximization (SigmoidF1), OFBS only"
     problems = ("ofbs",)
 
+    distributed = True
+
     @dataclass
     class Params(LoopSettings):
         tau: float = field(default=10.0, metadata={"help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"})

@@ -4,7 +4,10 @@ Both replace each prediction 1{g(x) > t} by a sigmoid, compute soft TP/FP
 counts (batch counts scaled by n/b in mini-batch mode, so rates keep their
 full-data scale), and take Adam steps on a loss built from them. The
 iterate kept is the best by true metrics at logit 0 on the monitored split
-(see selection.py), checked every `eval_every` steps.
+(see selection.py), checked every `eval_every` steps. Under torchrun the
+soft counts and the batch size are summed over the processes at every step,
+each process's share carrying its gradient, and the gradients are summed:
+the one-process step on the union of the processes' batches.
 """
 from __future__ import annotations
 
@@ -14,10 +17,11 @@ from typing import Callable
 
 import torch
 
+from ..distributed import OneProcess
 from ..networks import build_network
 from ..problems import Problem
 from .base import FitContext, FitResult, SplitData, seed_everything
-from .loop import adam, minibatches
+from .loop import adam, endless_minibatches
 from .relaxation import soft_counts
 from .selection import BestIterate, evaluate_decision
 
@@ -44,32 +48,40 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
     network = build_network(ctx.architecture).to(ctx.device)
     optimizer = adam(network.parameters(), lr=loop.lr)
     monitor, monitor_name = (val, "val") if val is not None and val.n > 0 else (train, "train")
-    n = train.n
+    group = ctx.group
+    rows = group if group is not None else OneProcess()
     positive = train.y == 1
-    n_pos = float(positive.sum())
-    batch = n if loop.batch_size <= 0 else min(loop.batch_size, n)
+    n, n_pos = rows.sum_int(train.n), float(rows.sum_int(int(positive.sum())))  # over every process's rows
+    per_process = -(-n // rows.world_size)
+    batch = per_process if loop.batch_size <= 0 else min(loop.batch_size, per_process)
     best = BestIterate(network)
     stale, step = 0, 0
+    batches = endless_minibatches(train.n, batch, generator, ctx.device)
     while step < loop.steps and stale < loop.patience:
-        for rows in minibatches(n, batch, generator, ctx.device):
-            network.train()
-            optimizer.zero_grad(set_to_none=True)
-            q = soft_prediction(network(train.X[rows]).squeeze(-1))
-            tp, fp = soft_counts(q, positive[rows])
-            scale = n / rows.numel()
-            loss = loss_of(tp * scale, fp * scale, n_pos)
-            loss.backward()
-            optimizer.step()
-            if after_step is not None:
-                after_step()
-            step += 1
-            if step % loop.eval_every == 0 or step == loop.steps:
-                stale = 0 if best.offer(evaluate_decision(network, monitor.X, monitor.y, problem), step) else stale + 1
-            if step >= loop.steps or stale >= loop.patience:
-                break
+        picked = next(batches)
+        network.train()
+        optimizer.zero_grad(set_to_none=True)
+        q = soft_prediction(network(train.X[picked]).squeeze(-1))
+        tp, fp = soft_counts(q, positive[picked])
+        if group is None:
+            scale = n / picked.numel()
+        else:  # the counts of every process's batch, carrying this process's share of the gradient
+            tp_all, fp_all, batch_rows = group.sum(torch.stack([tp, fp, tp.new_tensor(float(picked.numel()))]))
+            tp, fp, scale = tp_all + (tp - tp.detach()), fp_all + (fp - fp.detach()), n / float(batch_rows)
+        loss = loss_of(tp * scale, fp * scale, n_pos)
+        loss.backward()
+        rows.sum_gradients(network.parameters())
+        optimizer.step()
+        if after_step is not None:
+            after_step()
+        step += 1
+        if step % loop.eval_every == 0 or step == loop.steps:
+            rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process keeps one iterate
+            judged = evaluate_decision(network, monitor.X, monitor.y, problem, group=group if monitor is train else None)
+            stale = 0 if best.offer(judged, step) else stale + 1
     best.restore()
     network.eval()
-    final = evaluate_decision(network, train.X, train.y, problem)
+    final = evaluate_decision(network, train.X, train.y, problem, group=group)
     trace = {"steps": step, "batch_size": batch, "monitored_split": monitor_name, "selected_step": best.best_step,
              "selected": best.best.to_dict() if best.best else None, "train_before_ta": final.to_dict(),
              "seconds": time.perf_counter() - started}
