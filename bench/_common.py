@@ -45,6 +45,8 @@ def make_data(directory: Path, rows: int, cols: int, files: int) -> None:
     marker = directory.parent / f"{directory.name}-{rows}x{cols}x{files}.done"
     if marker.exists():
         return
+    for stale in directory.parent.glob(f"{directory.name}-*.done"):  # another shape's data is being replaced
+        stale.unlink()
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.parquet"):
         old.unlink()

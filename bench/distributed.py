@@ -2,8 +2,8 @@
 
     python bench/distributed.py [--rows 2000000] [--cols 50] [--files 8] [--processes 2] [--mlp-epochs 3]
 
-Writes rows x cols float32 features (a linear binary label, ~20 % positives) as `files` parquet files, then
-times each training as a user runs it (the whole command, under /usr/bin/time for the peak RSS of the
+Writes rows x cols float32 features (a linear binary label, ~20 % positives) as `files` parquet files, trains
+on all but the last file (100,000 of its rows are the validation split), and times each training as a user runs it (the whole command, under /usr/bin/time for the peak RSS of the
 largest process): wce's linear model (the exact L-BFGS optimum), wce's MLP (Adam, --mlp-epochs epochs,
 validation on 100,000 rows) and ERO's linear model (fast preset, mini-batch at this size, same validation),
 each in one process and on N processes. It checks that the linear models are
@@ -38,8 +38,16 @@ def main() -> None:
     args = parser.parse_args()
     data, scratch = args.scratch / "data", args.scratch
     make_data(data, args.rows, args.cols, args.files)
-    val = scratch / "val.parquet"
-    pq.write_table(pq.ParquetFile(sorted(data.glob("*.parquet"))[-1]).read().slice(0, 100_000), val)
+    files = sorted(data.glob("*.parquet"))
+    val = scratch / "val.parquet"  # the last file is held out: 100,000 of its rows validate
+    pq.write_table(pq.ParquetFile(files[-1]).read().slice(0, 100_000), val)
+    train = scratch / "train_files"
+    train.mkdir(exist_ok=True)
+    for old in train.glob("*.parquet"):
+        old.unlink()
+    for name in files[:-1]:
+        (train / name.name).symlink_to(name)
+    rows_trained = sum(pq.ParquetFile(name).metadata.num_rows for name in files[:-1])
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.processes}",
                 "--no-python"]
 
@@ -50,7 +58,7 @@ def main() -> None:
         for processes, launcher in ((1, []), (args.processes, torchrun)):
             out = scratch / f"dist_{model}_{processes}.safetensors"
             report = scratch / f"dist_{model}_{processes}.json"
-            wall, rss = timed(["train", str(data), "--problem", "fpor", "--target", "0.8", "--drop", "id",
+            wall, rss = timed(["train", str(train), "--problem", "fpor", "--target", "0.8", "--drop", "id",
                                "--device", "cpu", "-o", str(out), "--report", str(report), *extra], launcher)
             result = json.loads(report.read_text())
             reports[(model, processes)] = out
@@ -64,7 +72,7 @@ def main() -> None:
     print_table(rows, ["model", "processes", "seconds", "fit_seconds", "peak_rss_mib", "train_precision", "train_recall",
                        "own_train_precision", "own_train_recall"])
     print(f"linear: largest weight difference between 1 and {args.processes} processes: {linear_gap:.3g}")
-    path = write_results("distributed", {"rows": args.rows, "cols": args.cols, "files": args.files,
+    path = write_results("distributed", {"rows_trained": rows_trained, "rows": args.rows, "cols": args.cols, "files": args.files,
                                          "processes": args.processes, "mlp_epochs": args.mlp_epochs, "runs": rows,
                                          "linear_largest_weight_difference": linear_gap})
     print(f"wrote {path}")

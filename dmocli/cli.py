@@ -333,7 +333,7 @@ def _click_kind(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _exit_on_click_error(exc: Exception, debug: bool) -> None:
+def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
     """Click's usage errors as one line like every other error (exit 2); `dmo` alone prints the help, as
     before."""
     kinds = _click_kind(exc)
@@ -345,13 +345,30 @@ def _exit_on_click_error(exc: Exception, debug: bool) -> None:
         sys.exit(130)
     if "UsageError" in kinds and not debug:
         hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
-        err.print(f"dmo: error: {exc.format_message()}{hint}", markup=False)  # type: ignore[attr-defined]
+        _report(f"dmo: error: {exc.format_message()}{hint}", None, in_group)  # type: ignore[attr-defined]
         sys.exit(getattr(exc, "exit_code", 2))
+
+
+def _in_torchrun_train(args: list[str]) -> bool:
+    """`dmo train` started by torchrun as one of several processes: the only command that runs as a group, where
+    every process meets the same errors and process 0 prints them. Any other command prints its own, even with
+    torchrun's variables set (a user's own distributed job calling dmo)."""
+    command = next((arg for arg in args if not arg.startswith("-")), None)
+    return command == "train" and torchrun.launched_quietly()
+
+
+def _report(line: str, exc: DmoError | None, in_group: bool) -> None:
+    """Print an error line, unless another process of the group prints it (then give it time to)."""
+    if not in_group or torchrun.prints(exc):
+        err.print(line, markup=False)
+    else:
+        torchrun.let_rank_zero_report()
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    in_group = _in_torchrun_train(args)
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         code = app(args=args, prog_name="dmo", standalone_mode=False)
@@ -359,18 +376,12 @@ def main(argv: list[str] | None = None) -> None:
     except UnreachableTarget as exc:
         if debug:
             raise
-        if torchrun.prints(exc):
-            err.print(f"dmo: {exc}", markup=False)
-        else:
-            torchrun.let_rank_zero_report()
+        _report(f"dmo: {exc}", exc, in_group)
         sys.exit(exc.exit_code)
     except DmoError as exc:
         if debug:
             raise
-        if torchrun.prints(exc):  # every process of a torchrun group raises it alike: one line, from rank 0
-            err.print(f"dmo: error: {exc}", markup=False)
-        else:
-            torchrun.let_rank_zero_report()
+        _report(f"dmo: error: {exc}", exc, in_group)  # raised alike by every process of a group: one line, rank 0's
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # output piped into `head` and the like
         devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
@@ -380,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
         err.print("dmo: interrupted", markup=False)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
-        _exit_on_click_error(exc, debug)
+        _exit_on_click_error(exc, debug, in_group)
         if debug:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -51,9 +52,11 @@ class ProcessGroup:
         """Where collective tensors must live: NCCL moves CUDA tensors only, gloo CPU ones."""
         return self.device if self.backend == "nccl" else torch.device("cpu")
 
-    def row_range(self, n_rows: int) -> tuple[int, int]:
-        """This rank's contiguous share of n_rows rows (sizes differ by at most one)."""
-        return self.rank * n_rows // self.world_size, (self.rank + 1) * n_rows // self.world_size
+    def row_range(self, used: np.ndarray) -> tuple[int, int]:
+        """This rank's contiguous range of rows, holding its equal share (sizes differ by at most one) of the
+        rows marked in `used` (the labeled ones: unlabeled rows that --drop-unlabeled drops, all at the end of
+        DATA say, must not leave a process without rows)."""
+        return _share(used, self.rank, self.world_size)
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """The element-wise sum over all processes (a new tensor on `tensor`'s device)."""
@@ -79,6 +82,13 @@ class ProcessGroup:
         """The element-wise maximum over all processes."""
         wired = tensor.detach().to(self._wire, copy=True)
         dist.all_reduce(wired, op=dist.ReduceOp.MAX)
+        return wired.to(tensor.device)
+
+    def from_rank_zero(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Rank 0's value of `tensor` on every process: a decision every process must take alike even where the
+        numbers behind it could differ in the last bits between machines."""
+        wired = tensor.detach().to(self._wire, copy=True)
+        dist.broadcast(wired, src=0)
         return wired.to(tensor.device)
 
     def broadcast_parameters(self, module: torch.nn.Module) -> None:
@@ -136,19 +146,25 @@ class ProcessGroup:
             dist.destroy_process_group()
 
 
+def _share(used: np.ndarray, rank: int, world_size: int) -> tuple[int, int]:
+    positions = np.flatnonzero(used)
+    bounds = [0, *(int(positions[r * positions.size // world_size]) for r in range(1, world_size)), len(used)]
+    return bounds[rank], bounds[rank + 1]
+
+
 class OneProcess:
     """ProcessGroup's collectives for a process that is the whole group, so a solver reads the same with or
     without torchrun: sums and gathers of one process are the values themselves."""
 
     rank, world_size, primary = 0, 1, True
 
-    def row_range(self, n_rows: int) -> tuple[int, int]:
-        return 0, n_rows
+    def row_range(self, used: np.ndarray) -> tuple[int, int]:
+        return 0, len(used)
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach()
 
-    max = gather_rows = sum
+    max = gather_rows = from_rank_zero = sum
 
     def sum_int(self, value: int) -> int:
         return value

@@ -254,9 +254,11 @@ def read_table(path: Source, columns: list[str] | None = None, text_columns: Col
     return table
 
 
-def read_rows(path: Source, start: int, stop: int) -> pa.Table:
-    """Rows [start, stop) of a parquet file or directory, in read_table's order, reading only the row groups
-    that hold them (one process's share in distributed training). May have no rows."""
+def read_rows(path: Source, start: int, stop: int, batch_size: int = 65536) -> pa.Table:
+    """Rows [start, stop) of a parquet file or directory, in read_table's order (one process's share in
+    distributed training). Only the row groups that hold them are read, in record batches, and only the
+    batches that hold rows in range are kept (a slice keeps its batch: at most two partial batches), so memory
+    follows the range, not the row groups (pyarrow writes up to 1M rows per group). May have no rows."""
     files = parquet_files(path)
     if files is None:
         raise DmoError(f"{describe(path)} is not parquet: reading a range of rows needs parquet's row-group index")
@@ -267,11 +269,15 @@ def read_rows(path: Source, start: int, stop: int) -> pa.Table:
             handle = pq.ParquetFile(name, pre_buffer=False)
             for group in range(handle.metadata.num_row_groups):
                 rows = handle.metadata.row_group(group).num_rows
-                low, high = max(start, offset), min(stop, offset + rows)
-                if low < high:
-                    piece = handle.read_row_group(group).slice(low - offset, high - low)
-                    pieces.append(layout.adapt(piece, name, None))
-                offset += rows
+                if max(start, offset) < min(stop, offset + rows):
+                    for batch in handle.iter_batches(batch_size=batch_size, row_groups=[group]):
+                        low, high = max(start, offset), min(stop, offset + batch.num_rows)
+                        if low < high:
+                            pieces.append(layout.adapt(pa.Table.from_batches([batch.slice(low - offset, high - low)]),
+                                                       name, None))
+                        offset += batch.num_rows
+                else:
+                    offset += rows
     except READ_ERRORS as exc:
         raise _read_error(path, exc, "parquet") from exc
     return pa.concat_tables(pieces) if pieces else layout.schema.empty_table()

@@ -40,12 +40,20 @@ def alone(error: DmoError) -> DmoError:
     return error
 
 
-def prints(error: DmoError) -> bool:
-    """Whether this process prints `error`. The processes of a group raise the same errors (the same options;
-    data errors are agreed on by ProcessGroup.agree), so rank 0 prints them for the group, once."""
+def launched_quietly() -> bool:
+    """launched(), False where torchrun's variables are not numbers (train then says so)."""
+    try:
+        return launched()
+    except DmoError:
+        return False
+
+
+def prints(error: DmoError | None) -> bool:
+    """Whether this process of a group prints `error` (None: a usage error). The processes raise the same errors
+    (the same options; data errors are agreed on by ProcessGroup.agree), so rank 0 prints them, once."""
     try:
         return not secondary() or getattr(error, "this_process_only", False)
-    except DmoError:  # RANK or WORLD_SIZE is not a number: `error` may say so, and someone must print it
+    except DmoError:  # RANK is not a number: `error` may say so, and someone must print it
         return True
 
 

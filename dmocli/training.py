@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -213,9 +213,8 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
     if group is None:
         loaded = _load(data, opts, solver, None)
     else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
-        loaded = group.agree(lambda: _load(data, opts, solver, group.row_range))
-        loaded.n_unlabeled = group.sum_int(loaded.n_unlabeled)
-    _check_unlabeled(loaded.n_unlabeled, opts, solver)
+        loaded = group.agree(lambda: _load(data, opts, solver, group))
+        _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
     labels, problem, pre, train_data, val_data, levels = (loaded.labels, loaded.problem, loaded.pre, loaded.train,
                                                           loaded.val, loaded.levels)
     del loaded
@@ -294,12 +293,11 @@ def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
     return merged
 
 
-def _load(data: io.Source, opts: TrainOptions, solver: Any,
-          shard: Callable[[int], tuple[int, int]] | None) -> _Loaded:
-    """Read and prepare DATA (and --val). `shard` (torchrun): every process fits the global preprocessing from
-    one streaming pass over all of DATA, then reads only its row range shard(n_rows). No collective calls, so
-    ProcessGroup.agree can run it."""
-    if shard is None:
+def _load(data: io.Source, opts: TrainOptions, solver: Any, group: ProcessGroup | None) -> _Loaded:
+    """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
+    from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
+    collective calls, so ProcessGroup.agree can run it."""
+    if group is None:
         table = io.read_table(data)
         schema = table.schema
     elif io.parquet_files(data) is None:
@@ -307,7 +305,7 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any,
     else:
         schema = io.schema(data)
     plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
-    label_column = (table if shard is None else io.read_table(data, columns=[opts.label_col])).column(opts.label_col)
+    label_column = (table if group is None else io.read_table(data, columns=[opts.label_col])).column(opts.label_col)
     counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
     problem = _resolve_problem(opts, len(counts))
     if problem is None and not solver.multiclass:
@@ -315,18 +313,20 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any,
     if problem is not None and problem.kind not in solver.problems:
         raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
     labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-    pre = Preprocessor.fit(table.to_batches() if shard is None else io.iter_batches(data), plan, opts.impute)
-    if shard is not None:
-        n_rows = len(label_column)
-        start, stop = shard(n_rows)
-        if start == stop:
-            raise DmoError(f"DATA has {n_rows} rows, too few for this many processes; start fewer (--nproc-per-node)")
-        table = io.read_rows(data, start, stop)
+    pre = Preprocessor.fit(table.to_batches() if group is None else io.iter_batches(data), plan, opts.impute)
+    if group is not None:
+        labeled = labels.encode(label_column) >= 0
+        if labeled.sum() < 2 * group.world_size:
+            raise DmoError(f"DATA has {int(labeled.sum())} labeled rows, too few for {group.world_size} processes "
+                           "(each needs 2); start fewer (--nproc-per-node)")
+        table = io.read_rows(data, *group.row_range(labeled))
     full = prepare(table, pre, labels)
     if "offsets" in full.extra and not solver.uses_offsets:
         raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
                        "its offsets; train it with --solver lus or wce")
     n_unlabeled = int((full.y < 0).sum())
+    if group is None:  # under torchrun the caller checks the count of every process's rows
+        _check_unlabeled(n_unlabeled, opts, solver)
     if solver.uses_unlabeled:
         if n_unlabeled == 0:
             raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")

@@ -45,12 +45,25 @@ def with_category(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
     return frame
 
 
+def test_minibatches_never_end_on_a_single_row():
+    import torch
+
+    from dmocli.solvers.loop import minibatches
+
+    for n, batch in ((65, 32), (64, 32), (33, 32), (97, 32), (10, 3)):
+        sizes = [b.numel() for b in minibatches(n, batch, torch.Generator().manual_seed(0), torch.device("cpu"))]
+        assert sum(sizes) == n and min(sizes) > 1
+        assert sorted(torch.cat(list(minibatches(n, batch, torch.Generator().manual_seed(0),
+                                                 torch.device("cpu")))).tolist()) == list(range(n))
+
+
 def test_read_rows_is_a_slice_of_read_table(tmp_path):
     frame = with_category(make_binary_frame(n=500), 1)
     data = uneven_parquet_dir(frame, tmp_path / "data")
     whole = io.read_table(data)
     for start, stop in ((0, 500), (0, 1), (149, 151), (140, 401), (499, 500), (250, 250)):
         assert io.read_rows(data, start, stop).equals(whole.slice(start, stop - start))
+        assert io.read_rows(data, start, stop, batch_size=16).equals(whole.slice(start, stop - start))
 
 
 def _weights_close(a: Path, b: Path, tol: float) -> None:
@@ -162,6 +175,32 @@ def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, c
     assert not (tmp_path / "m.safetensors").exists()
 
 
+def test_unlabeled_rows_at_the_end_still_leave_every_process_labeled_rows(tmp_path):
+    """--drop-unlabeled with the last half of DATA unlabeled: the processes share the labeled rows, so the
+    MLP (BatchNorm) trains on both; a usage error is one line, from process 0 only."""
+    frame = make_binary_frame(n=600, seed=12)
+    frame["label"] = frame["label"].astype("float64")
+    frame.loc[300:, "label"] = np.nan
+    data = tmp_path / "half.parquet"
+    frame.to_parquet(data, row_group_size=64)
+    proc = torchrun_dmo("train", data, "-o", tmp_path / "m.safetensors", "--drop-unlabeled", "--model", "mlp",
+                        "--width", "8", "--param", "max-epochs=3", "--problem", "ofbs", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["splits"]["train"]["n"] == 300
+
+    usage = torchrun_dmo("train", data, "--seed", "abc")
+    lines = [line for line in usage.stderr.splitlines() if line.startswith("dmo: error:")]
+    assert len(lines) == 1 and "seed" in lines[0], usage.stderr
+
+
+def test_other_commands_ignore_torchruns_variables(tmp_path, binary_parquet):
+    """A user's own distributed job that calls `dmo evaluate`: its errors are printed, at once."""
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    proc = subprocess.run([*dmo_command(), "evaluate", str(tmp_path / "missing.safetensors"), str(binary_parquet)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and "missing.safetensors" in proc.stderr
+
+
 def _agree_worker(rank: int, world: int, store: str, results: str) -> None:
     import torch.distributed as dist
 
@@ -193,6 +232,10 @@ def _agree_worker(rank: int, world: int, store: str, results: str) -> None:
     rows = group.gather_rows(torch.arange(rank + 2, dtype=torch.float32))
     out["rows"] = rows.tolist()
     out["sum"] = group.sum_int(rank + 1)
+    from dmocli.solvers.loop import lbfgs_dtype
+
+    share = torch.zeros(1, 1).expand(2**24, 1)  # 2^24 values here (float64 alone), 3 x 2^24 in all: float32
+    out["dtypes"] = [str(lbfgs_dtype(share)), str(lbfgs_dtype(share, group))]
     Path(results, f"{rank}.json").write_text(json.dumps(out))
     group.close()
 
@@ -208,3 +251,4 @@ def test_a_failure_on_one_process_stops_every_process_with_its_message(tmp_path)
         assert out["everywhere"] == "DATA has no rows"  # the same on every process: no process to name
         assert out["rows"] == [0, 1, 0, 1, 2, 0, 1, 2, 3]
         assert out["sum"] == 6
+        assert out["dtypes"] == ["torch.float64", "torch.float32"]  # every process sums in one dtype

@@ -164,11 +164,10 @@ def inverse_frequency_weights(y: torch.Tensor, n_classes: int, group: ProcessGro
     count every process's rows, so each process weighs its share as one process would weigh the whole."""
     import torch
 
-    counts = torch.bincount(y, minlength=n_classes).to(torch.float64)
+    counts = torch.bincount(y, minlength=n_classes)
     if group is not None:
         counts = group.sum(counts)
-    weights = counts.sum() / (n_classes * counts.clamp(min=1))
-    return weights.to(torch.float32)
+    return int(counts.sum()) / (n_classes * counts.to(torch.float32).clamp(min=1))
 
 
 def seed_everything(seed: int) -> torch.Generator:

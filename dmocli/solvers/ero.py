@@ -322,8 +322,8 @@ class ERO(Solver):
 
 def _evaluate(network: torch.nn.Module, split: SplitData, train: SplitData, problem, group: ProcessGroup | None) -> Evaluation:
     """evaluate_decision on the monitored split: summed over the processes when it is the (sharded) training
-    split; --val is whole on every process."""
-    return evaluate_decision(network, split.X, split.y, problem, group=group if split is train else None)
+    split; --val is whole on every process, and rank 0's counts are taken."""
+    return evaluate_decision(network, split.X, split.y, problem, group=group, sharded=split is train)
 
 
 def _judged(cfg: Settings, monitored: Evaluation, train_eval: Evaluation) -> Evaluation:

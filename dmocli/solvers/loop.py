@@ -26,13 +26,17 @@ def adam(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: floa
 
 
 def minibatches(n: int, batch_size: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
-    """Row indices of one shuffled epoch; a single full batch when batch_size >= n."""
+    """Row indices of one shuffled epoch; a single full batch when batch_size >= n. A last batch of one row
+    joins the one before: BatchNorm cannot train on a single row (65 rows in batches of 32 failed)."""
     if batch_size >= n:
         yield torch.arange(n, device=device)
         return
     order = torch.randperm(n, generator=generator).to(device)
     for start in range(0, n, batch_size):
-        yield order[start:start + batch_size]
+        stop = n if n - (start + batch_size) == 1 else start + batch_size
+        yield order[start:stop]
+        if stop == n:
+            return
 
 
 def endless_minibatches(n: int, batch_size: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
@@ -68,10 +72,11 @@ class EarlyStopping:
         self.network.load_state_dict(self.best_state)
 
 
-def lbfgs_dtype(X: torch.Tensor) -> torch.dtype:
+def lbfgs_dtype(X: torch.Tensor, group: ProcessGroup | None = None) -> torch.dtype:
     """The dtype fit_linear_lbfgs computes in for X; callers cast their per-row tensors (offsets) to it once,
-    not at every loss evaluation."""
-    return torch.float64 if X.device.type == "cpu" and X.numel() <= FLOAT64_MAX_VALUES else torch.float32
+    not at every loss evaluation. Under torchrun it counts every process's values, so all sum in one dtype."""
+    values = X.numel() if group is None else group.sum_int(X.numel())
+    return torch.float64 if X.device.type == "cpu" and values <= FLOAT64_MAX_VALUES else torch.float32
 
 
 def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
@@ -89,7 +94,7 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
     sum over every process's row count): the shares and their gradients are summed over the group before each
     L-BFGS step, so every process takes the same steps to the same optimum one process would reach.
     """
-    dtype = lbfgs_dtype(X)
+    dtype = lbfgs_dtype(X, group)
     network = network.to(dtype)
     for tensor in network.parameters():
         torch.nn.init.zeros_(tensor)

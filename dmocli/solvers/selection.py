@@ -46,14 +46,15 @@ class Evaluation:
 
 
 def evaluate_decision(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, problem: Problem,
-                      threshold: float = 0.0, group: ProcessGroup | None = None) -> Evaluation:
+                      threshold: float = 0.0, group: ProcessGroup | None = None, sharded: bool = True) -> Evaluation:
     """Counts at `logit >= threshold` (eval mode), then the problem's objective and constraint. With a torchrun
-    `group`, X and y are this process's rows and the counts are summed over every process's."""
+    `group`: X and y are this process's rows and the counts are summed over every process's (sharded), or
+    every process holds the whole split (--val) and rank 0's counts are taken, so all keep the same iterate."""
     predicted = logits_of(network, X) >= threshold
     positive = y == 1
     counts = torch.stack([(predicted & positive).sum(), (predicted & ~positive).sum(), positive.sum()])
     if group is not None:
-        counts = group.sum(counts)
+        counts = group.sum(counts) if sharded else group.from_rank_zero(counts)
     tp, fp, n_pos = (int(c) for c in counts.tolist())
     constrained = problem.constrained_metric(tp, fp, n_pos)
     return Evaluation(tp, fp, n_pos, float(problem.objective(tp, fp, n_pos)),

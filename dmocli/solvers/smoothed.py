@@ -77,7 +77,7 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
         step += 1
         if step % loop.eval_every == 0 or step == loop.steps:
             rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process keeps one iterate
-            judged = evaluate_decision(network, monitor.X, monitor.y, problem, group=group if monitor is train else None)
+            judged = evaluate_decision(network, monitor.X, monitor.y, problem, group=group, sharded=monitor is train)
             stale = 0 if best.offer(judged, step) else stale + 1
     best.restore()
     network.eval()

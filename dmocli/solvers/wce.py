@@ -60,24 +60,28 @@ class WeightedCrossEntropy(Solver):
         weights = inverse_frequency_weights(train.y.cpu(), n_classes, group).to(ctx.device) if p.balanced else None
         n_total = train.n if group is None else group.sum_int(train.n)  # rows over every process
 
-        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None, rows: int) -> torch.Tensor:
-            """Summed (weighted) loss over `rows`: the mean for a whole split or batch, one process's share
-            of it under torchrun. The class weights average to 1 over a split, so this is also torch's mean."""
+        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
+                    share_of: int | None = None) -> torch.Tensor:
+            """torch's (weighted) mean loss; with `share_of` (torchrun), these rows' summed loss over the rows of
+            every process, so the processes' shares add up to the loss of all rows (inverse-frequency weights
+            sum to the row count over the training rows, so it is the same mean there)."""
             logits = offset_logits(raw_logits, offsets)
             class_w = None if weights is None else weights.to(logits.dtype)  # float64 under the CPU L-BFGS fit
+            reduction = "mean" if share_of is None else "sum"
             if ctx.architecture.n_outputs == 1:
                 row_w = class_w[y] if class_w is not None else None
-                total = F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w,
-                                                           reduction="sum")
+                loss = F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w,
+                                                          reduction=reduction)
             else:
-                total = F.cross_entropy(logits, y, weight=class_w, reduction="sum")
-            return total / rows
+                loss = F.cross_entropy(logits, y, weight=class_w, reduction=reduction)
+            return loss if share_of is None else loss / share_of
 
         offsets = train.extra.get("offsets")
         if _optimizer(p, ctx.architecture.kind) == "lbfgs":
             l2 = p.l2 if p.l2 is not None else 1.0 / n_total
-            off = None if offsets is None else offsets.to(lbfgs_dtype(train.X))
-            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off, n_total),
+            off = None if offsets is None else offsets.to(lbfgs_dtype(train.X, group))
+            share_of = None if group is None else n_total
+            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off, share_of),
                                               l2, p.max_iter, group)
             return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
         return self._fit_adam(network, train, val, ctx, loss_of, n_total, generator)
@@ -96,9 +100,7 @@ class WeightedCrossEntropy(Solver):
 
             model = DistributedDataParallel(network, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
         optimizer = adam(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
-        # Under torchrun every process holds all of --val, so all compute the same validation loss.
         monitor = val if val is not None and val.n > 0 else train
-        monitor_rows = monitor.n if monitor is val or group is None else n_total
         offsets = train.extra.get("offsets")
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
@@ -107,16 +109,19 @@ class WeightedCrossEntropy(Solver):
             with model.join() if group is not None else contextlib.nullcontext():
                 for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
                     optimizer.zero_grad(set_to_none=True)
-                    loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx], idx.numel())
+                    loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
                     loss.backward()
                     optimizer.step()
-            if group is not None:  # BatchNorm's running statistics last saw each process's own batch: take rank 0's,
-                group.broadcast_parameters(network)  # so every process judges the same network and stops alike
+            if group is not None:  # BatchNorm's running statistics last saw each process's own batch: take rank 0's
+                group.broadcast_parameters(network)
             with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
-                monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, -1)
-                monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), monitor_rows)
-                if group is not None and monitor is train:
-                    monitored = group.sum(monitored)
+                monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, ctx.architecture.n_outputs)
+                if group is None:
+                    monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"))
+                elif monitor is train:  # this process's share of the loss of every process's rows
+                    monitored = group.sum(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), n_total))
+                else:  # all of --val on every process: rank 0's value decides, so every process stops alike
+                    monitored = group.from_rank_zero(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets")))
             epochs = epoch + 1
             if stopper.step(float(monitored)):
                 break
