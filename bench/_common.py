@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: where the data is, synthetic data, timing a command, writing results."""
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import re
@@ -73,3 +74,18 @@ def timed(args: list[str], launcher: list[str] = ()) -> tuple[float, float | Non
         raise RuntimeError(proc.stderr[-2000:])
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     return wall, int(rss.group(1)) / 1024 if rss else None
+
+
+def add_synthetic_data_options(parser: argparse.ArgumentParser) -> None:
+    """--rows, --cols, --files and --scratch: the shape and place of make_data's set."""
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--cols", type=int, default=50)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/dmo-engines"))
+
+
+def synthetic_data(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(the data directory, the scratch directory) of make_data's set for the options above, written if needed."""
+    data = args.scratch / "data"
+    make_data(data, args.rows, args.cols, args.files)
+    return data, args.scratch

@@ -19,19 +19,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import make_data, print_table, timed, write_results  # noqa: E402
+from _common import add_synthetic_data_options, print_table, synthetic_data, timed, write_results  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--cols", type=int, default=50)
-    parser.add_argument("--files", type=int, default=8)
+    add_synthetic_data_options(parser)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--scratch", type=Path, default=Path("/tmp/dmo-engines"))
     args = parser.parse_args()
-    data, scratch = args.scratch / "data", args.scratch
-    make_data(data, args.rows, args.cols, args.files)
+    data, scratch = synthetic_data(args)
     train = scratch / "train.parquet"
     pq.write_table(pq.ParquetFile(next(iter(sorted(data.glob("*.parquet"))))).read().slice(0, 100_000), train)
     model = scratch / "model.safetensors"

@@ -34,7 +34,7 @@ def test_binary_linear_fit_is_sklearns_balanced_logistic_regression():
     layer = result.network[0]
     reference = LogisticRegression(C=1.0, class_weight="balanced", tol=1e-10, max_iter=10_000).fit(X.astype(np.float64), y)
     np.testing.assert_allclose(layer.weight.detach().numpy()[0], reference.coef_[0], atol=2e-4)
-    np.testing.assert_allclose(float(layer.bias), reference.intercept_[0], atol=2e-4)
+    np.testing.assert_allclose(layer.bias.item(), reference.intercept_[0], atol=2e-4)
     assert result.trace["optimizer"] == "lbfgs" and result.trace["l2"] == pytest.approx(1 / 3_000)
     # convex, started from zero: the seed changes nothing
     assert torch.equal(_fit(X, y, 1, seed=7).network[0].weight, layer.weight)
