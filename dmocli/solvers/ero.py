@@ -426,12 +426,14 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
         index: torch.Tensor | slice = slice(None) if full else picked
         s_rows = s[index].detach().requires_grad_(True)
         with torch.no_grad():
-            tp, fp, batch_rows = rows.sum(torch.stack([*soft_counts(s, positive), s.new_tensor(float(s_rows.numel()))]))
+            tp, fp = soft_counts(s, positive)  # float64 on the wire: a batch's row count stays exact past 2^24
+            summed = rows.sum(torch.stack([tp.double(), fp.double(), tp.new_tensor(s_rows.numel(), dtype=torch.float64)]))
+            tp, fp, batch_rows = summed[0].to(s.dtype), summed[1].to(s.dtype), float(summed[2])
         optimizer.zero_grad(set_to_none=True)
         logits = network(train.X[index]).squeeze(-1)
-        loss, row_part = penalty_value(logits, s_rows, positive[index], (tp, fp), n / float(batch_rows), problem, n_pos,
+        loss, row_part = penalty_value(logits, s_rows, positive[index], (tp, fp), n / batch_rows, problem, n_pos,
                                        weights[0][index], weights[1][index], mu0,
-                                       batch_rows=float(batch_rows) if rows.world_size > 1 else None)
+                                       batch_rows=batch_rows if rows.world_size > 1 else None)
         loss.backward()
         rows.sum_gradients(network.parameters())
         optimizer.step()

@@ -66,8 +66,11 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
         if group is None:
             scale = n / picked.numel()
         else:  # the counts of every process's batch, carrying this process's share of the gradient
-            tp_all, fp_all, batch_rows = group.sum(torch.stack([tp, fp, tp.new_tensor(float(picked.numel()))]))
-            tp, fp, scale = tp_all + (tp - tp.detach()), fp_all + (fp - fp.detach()), n / float(batch_rows)
+            summed = group.sum(torch.stack([tp.detach().double(), fp.detach().double(),
+                                            tp.new_tensor(picked.numel(), dtype=torch.float64)]))  # counts exact
+            tp = summed[0].to(tp.dtype) + (tp - tp.detach())
+            fp = summed[1].to(fp.dtype) + (fp - fp.detach())
+            scale = n / float(summed[2])
         loss = loss_of(tp * scale, fp * scale, n_pos)
         loss.backward()
         rows.sum_gradients(network.parameters())
