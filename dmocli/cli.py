@@ -395,8 +395,9 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        err.print(f"dmo: unexpected error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)",
-                  markup=False)
+        where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
+        err.print(f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the "
+                  "traceback)", markup=False)
         sys.exit(1)
 
 

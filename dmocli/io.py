@@ -276,8 +276,14 @@ def read_rows(path: Source, start: int, stop: int, batch_size: int = 65536) -> p
                             pieces.append(layout.adapt(pa.Table.from_batches([batch.slice(low - offset, high - low)]),
                                                        name, None))
                         offset += batch.num_rows
+                        if offset >= stop:  # the rest is another process's: not decoded (the loops end here)
+                            break
                 else:
                     offset += rows
+                if offset >= stop:
+                    break
+            if offset >= stop:
+                break
     except READ_ERRORS as exc:
         raise _read_error(path, exc, "parquet") from exc
     return pa.concat_tables(pieces) if pieces else layout.schema.empty_table()

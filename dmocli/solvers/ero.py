@@ -304,6 +304,7 @@ class ERO(Solver):
         mu_all = rows.gather_rows(mu)
         trace = {
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
+            "processes": rows.world_size,  # under torchrun batch_size is each process's: a step takes that many from each
             "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
             "outer_iterations": len(history),
             "inner_steps_total": steps_total, "selected_outer": best.best_step,
@@ -404,7 +405,8 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
 
     Under torchrun each process steps on a batch of its own rows (its s rows stay its own); the soft counts,
     the batch size and the network's gradients are summed over the processes at every step, so a step is
-    the one-process step on the union of their batches. n, n_pos: every process's rows.
+    the one-process step on the union of their batches (the MLP's BatchNorm normalizes each process's batch on
+    its own, as DDP does). n, n_pos: every process's rows.
     """
     positive = train.y == 1
     per_process = -(-n // rows.world_size)
@@ -443,7 +445,8 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
         steps = step + 1
         if steps % check_every == 0:  # F of the whole batch: the shared metric terms once, every process's rows
             total = running if rows.world_size == 1 else running - running_rows + rows.sum(running_rows)
-            checks.append(float(total) / check_every)
+            # rank 0's value: the processes' float sums can differ in the last bits, and all must stop alike
+            checks.append(float(rows.from_rank_zero(total)) / check_every)
             running.zero_()
             running_rows.zero_()
             if _converged(checks, patience, cfg.inner_tol, cfg.inner_rule):
@@ -509,8 +512,10 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
 def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, generator: torch.Generator,
                rows: ProcessGroup | OneProcess) -> torch.Tensor:
     """s at the start of the penalty phase (see the module docstring for `ta`)."""
-    if init == "random":
-        return torch.rand(train.n, generator=generator).to(train.X.device)
+    if init == "random":  # one draw for every process's rows, this process's slice: as one process would draw
+        shares = rows.gather_rows(torch.tensor([train.n])).tolist()
+        start = sum(shares[:rows.rank])
+        return torch.rand(sum(shares), generator=generator)[start:start + train.n].to(train.X.device)
     logits = logits_of(network, train.X).float()
     if init == "ta":
         point = _train_search(logits, train.y, problem, rows)

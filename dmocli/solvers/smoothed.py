@@ -7,7 +7,8 @@ iterate kept is the best by true metrics at logit 0 on the monitored split
 (see selection.py), checked every `eval_every` steps. Under torchrun the
 soft counts and the batch size are summed over the processes at every step,
 each process's share carrying its gradient, and the gradients are summed:
-the one-process step on the union of the processes' batches.
+the one-process step on the union of the processes' batches (BatchNorm
+aside: it normalizes each process's batch on its own, as DDP does).
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
     best.restore()
     network.eval()
     final = evaluate_decision(network, train.X, train.y, problem, group=group)
-    trace = {"steps": step, "batch_size": batch, "monitored_split": monitor_name, "selected_step": best.best_step,
+    trace = {"steps": step, "batch_size": batch, "processes": rows.world_size, "monitored_split": monitor_name, "selected_step": best.best_step,
              "selected": best.best.to_dict() if best.best else None, "train_before_ta": final.to_dict(),
              "seconds": time.perf_counter() - started}
     return FitResult(network=network, threshold=0.0, trace=trace)
