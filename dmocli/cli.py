@@ -121,6 +121,9 @@ def train(
     """Train a classifier and fit its threshold for the chosen operating point.
 
     Example: dmo train --problem frop --target 0.8 data.parquet
+
+    On several processes or machines (wce, ero, sigmoid-f1, lagrangian; parquet DATA):
+    torchrun --nproc-per-node 4 --no-python dmo train data/ --val val.parquet
     """
     from .training import TrainOptions, train as run_train
 
