@@ -52,6 +52,10 @@ class ProcessGroup:
         """Where collective tensors must live: NCCL moves CUDA tensors only, gloo CPU ones."""
         return self.device if self.backend == "nccl" else torch.device("cpu")
 
+    def largest_share(self, n_rows: int) -> int:
+        """The most rows of n_rows that one process holds: what sizes its memory and its batches."""
+        return -(-n_rows // self.world_size)
+
     def row_range(self, used: np.ndarray) -> tuple[int, int]:
         """This rank's contiguous range of rows, holding its equal share (sizes differ by at most one) of the
         rows marked in `used` (the labeled ones: unlabeled rows that --drop-unlabeled drops, all at the end of
@@ -101,23 +105,21 @@ class ProcessGroup:
 
     def gather_rows(self, tensor: torch.Tensor) -> torch.Tensor:
         """Every process's rows (first axis) concatenated in rank order, on every process."""
+        return torch.cat(self._gather_parts(tensor)).to(tensor.device)
+
+    def gather_json(self, value: Any) -> list[Any]:
+        """A JSON-serializable value from every process, in rank order, on every process."""
+        data = torch.frombuffer(bytearray(json.dumps(value).encode()), dtype=torch.uint8)  # never empty: "null"
+        return [json.loads(bytes(part.tolist()).decode()) for part in self._gather_parts(data)]
+
+    def _gather_parts(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """Every process's rows of `tensor`, one CPU tensor per rank (padded to the longest on the wire)."""
         counts = self._all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64)).tolist()
         longest = max(counts)
         padded = torch.zeros((longest, *tensor.shape[1:]), dtype=tensor.dtype)
         padded[:tensor.shape[0]] = tensor.detach().cpu()
         parts = self._all_gather(padded).reshape(self.world_size, longest, *tensor.shape[1:])
-        return torch.cat([parts[r, :counts[r]] for r in range(self.world_size)]).to(tensor.device)
-
-    def gather_json(self, value: Any) -> list[Any]:
-        """A JSON-serializable value from every process, in rank order, on every process."""
-        data = torch.frombuffer(bytearray(json.dumps(value).encode()), dtype=torch.uint8)  # never empty: "null"
-        counts = self._all_gather(torch.tensor([data.numel()], dtype=torch.int64)).tolist()
-        rows = self.gather_rows(data)
-        out, start = [], 0
-        for count in counts:
-            out.append(json.loads(bytes(rows[start:start + count].tolist()).decode()))
-            start += count
-        return out
+        return [parts[r, :counts[r]] for r in range(self.world_size)]
 
     def agree(self, step: Callable[[], T]) -> T:
         """Run a step that may fail on some processes only (their rows); if it failed anywhere, every process
@@ -160,6 +162,9 @@ class OneProcess:
 
     def row_range(self, used: np.ndarray) -> tuple[int, int]:
         return 0, len(used)
+
+    def largest_share(self, n_rows: int) -> int:
+        return n_rows
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach()

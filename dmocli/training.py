@@ -197,7 +197,6 @@ class _Loaded:
     pre: Preprocessor
     train: Prepared
     val: Prepared | None
-    levels: LevelCounts
     n_unlabeled: int  # rows without a label (this process's share under torchrun)
 
 
@@ -215,8 +214,8 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
     else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
         loaded = group.agree(lambda: _load(data, opts, solver, group))
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
-    labels, problem, pre, train_data, val_data, levels = (loaded.labels, loaded.problem, loaded.pre, loaded.train,
-                                                          loaded.val, loaded.levels)
+    labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
+    levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
@@ -339,7 +338,6 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any, group: ProcessGroup 
     pa.default_memory_pool().release_unused()
     if not solver.uses_unlabeled:
         full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
-    levels = full.levels
 
     if opts.val is not None:
         val_table = io.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
@@ -355,7 +353,7 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any, group: ProcessGroup 
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, levels, n_unlabeled)
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled)
 
 
 def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: Any) -> None:

@@ -230,7 +230,7 @@ class ERO(Solver):
         if n_pos == 0 or n_pos == n:
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
-        per_process = -(-n // rows.world_size)  # the most rows one process holds: its memory, its batches
+        per_process = rows.largest_share(n)
         activations = per_process * (train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear)))
         full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations))
         batch = per_process if full else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
@@ -409,7 +409,7 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
     its own, as DDP does). n, n_pos: every process's rows.
     """
     positive = train.y == 1
-    per_process = -(-n // rows.world_size)
+    per_process = rows.largest_share(n)
     full = batch >= per_process
     per_epoch = math.ceil(per_process / batch)
     max_steps = cfg.inner_steps if full else cfg.inner_epochs * per_epoch
@@ -479,7 +479,7 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
     optimizer = adam(network.parameters(), lr=cfg.warm_lr)
     # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
-    per_check = math.ceil(-(-n // rows.world_size) / batch)
+    per_check = math.ceil(rows.largest_share(n) / batch)
     stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
     rows_iter = endless_minibatches(train.n, batch, generator, train.X.device)
     network.train()

@@ -53,7 +53,7 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
     rows = group if group is not None else OneProcess()
     positive = train.y == 1
     n, n_pos = rows.sum_int(train.n), float(rows.sum_int(int(positive.sum())))  # over every process's rows
-    per_process = -(-n // rows.world_size)
+    per_process = rows.largest_share(n)
     batch = per_process if loop.batch_size <= 0 else min(loop.batch_size, per_process)
     best = BestIterate(network)
     stale, step = 0, 0
@@ -64,14 +64,13 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
         optimizer.zero_grad(set_to_none=True)
         q = soft_prediction(network(train.X[picked]).squeeze(-1))
         tp, fp = soft_counts(q, positive[picked])
-        if group is None:
-            scale = n / picked.numel()
-        else:  # the counts of every process's batch, carrying this process's share of the gradient
-            summed = group.sum(torch.stack([tp.detach().double(), fp.detach().double(),
-                                            tp.new_tensor(picked.numel(), dtype=torch.float64)]))  # counts exact
-            tp = summed[0].to(tp.dtype) + (tp - tp.detach())
-            fp = summed[1].to(fp.dtype) + (fp - fp.detach())
-            scale = n / float(summed[2])
+        # The counts of every process's batch (one process: its own, the same floats), each process's share
+        # carrying its gradient; float64 on the wire keeps the row count exact.
+        summed = rows.sum(torch.stack([tp.detach().double(), fp.detach().double(),
+                                       tp.new_tensor(picked.numel(), dtype=torch.float64)]))
+        tp = summed[0].to(tp.dtype) + (tp - tp.detach())
+        fp = summed[1].to(fp.dtype) + (fp - fp.detach())
+        scale = n / float(summed[2])
         loss = loss_of(tp * scale, fp * scale, n_pos)
         loss.backward()
         rows.sum_gradients(network.parameters())
