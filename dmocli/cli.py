@@ -178,10 +178,11 @@ def subsample(
     data: Path = typer.Argument(..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."),
     gamma: Optional[float] = typer.Option(None, "--gamma", "-g", help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows."),
     method: str = typer.Option("lus", "--method", help="lus, uniform or case-control (equal count per class)."),
-    pilot_frac: float = typer.Option(0.1, "--pilot-frac", help="Uniform fraction of rows for the pilot model (left out of the subsample)."),
+    pilot_frac: float = typer.Option(0.1, "--pilot-frac", help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass)."),
     pilot_max_rows: int = typer.Option(200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."),
     pilot_model: str = typer.Option("linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."),
     match_size: bool = typer.Option(False, "--match-size", help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot)."),
+    keep_pilot: bool = typer.Option(True, "--keep-pilot/--no-keep-pilot", help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs no correction), so training uses every row the pilot read."),
     label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
     drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
     embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
@@ -203,13 +204,14 @@ def subsample(
 
     opts = SubsampleOptions(
         gamma=gamma, method=method, pilot_frac=pilot_frac, pilot_max_rows=pilot_max_rows, pilot_model=pilot_model,
-        match_size=match_size, seed=seed, label_col=label_col, drop=tuple(drop), embedding_col=embedding_col,
+        match_size=match_size, keep_pilot=keep_pilot, seed=seed, label_col=label_col, drop=tuple(drop), embedding_col=embedding_col,
         impute=impute, engine=engine, scheduler=scheduler, workers=workers, batch_rows=batch_rows,
     )
     result = run_subsample(data, output, opts, report)
     pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
     _emit(result, as_json, [
-        f"wrote {result['rows_kept']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g})",
+        f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}: "
+        f"{result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)",
         f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
         f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
     ])
@@ -372,6 +374,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     in_group = _in_torchrun_train(args)
+    if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
+        sys.exit(0)  # the help page once, from process 0, not once per process
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         code = app(args=args, prog_name="dmo", standalone_mode=False)
@@ -391,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
     except KeyboardInterrupt:
-        err.print("dmo: interrupted", markup=False)
+        if not in_group or torchrun.prints(None):
+            err.print("dmo: interrupted", markup=False)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
         _exit_on_click_error(exc, debug, in_group)

@@ -5,8 +5,10 @@ Pass 1 counts the classes and draws the uniform pilot sample (capped at
 fitted on it. Pass 2 computes a(x, k) for every class of every row, draws
 acceptance with the label's a(x, y), and writes the accepted rows with one
 float32 column `log_accept_<class>` per class: training adds those to the
-class logits (ALGORITHMS.md section 4). Pilot rows are left out of pass 2, so
-the pilot stays independent of the subsample (the paper's setting).
+class logits (ALGORITHMS.md section 4). Pilot rows are not drawn again in pass
+2; with LUS they are written as they are, with log_accept 0 for every class
+(unless keep_pilot is off): a uniform draw needs no correction, so the fit uses
+every row the pilot already paid for and stays consistent.
 
 Randomness is drawn per batch (local engine) or per partition (Dask engine)
 from (seed, part number), so a run is reproducible for a seed and the pilot
@@ -39,7 +41,7 @@ from .report import envelope, write_report
 from .solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
 
 METADATA_KEY = b"dmocli.subsample"
-COUNT_KEYS = ("rows", "unlabeled", "pilot_rows", "eligible", "kept", "expected", "pilot_correct")
+COUNT_KEYS = ("rows", "unlabeled", "pilot_rows", "pilot_written", "eligible", "kept", "expected", "pilot_correct")
 
 
 @dataclass
@@ -52,6 +54,7 @@ class SubsampleOptions:
     pilot_max_rows: int = 200_000
     pilot_model: str = "linear"
     match_size: bool = False
+    keep_pilot: bool = True
     seed: int = 0
     label_col: str = "label"
     drop: tuple[str, ...] = ()
@@ -93,19 +96,24 @@ class Sampler:
     seed: int
     gamma: float = 1.0
     pilot: Pilot | None = None
-    pilot_rate: float = 0.0  # rows drawn for the pilot in pass 1; skipped here
+    pilot_rate: float = 0.0  # rows drawn for the pilot in pass 1; not drawn again here
     rates: np.ndarray | None = None  # per-class acceptance of the baselines
+    keep_pilot: bool = False  # write the labeled pilot rows too, with acceptance 1 for every class
 
     def process(self, batch: pa.RecordBatch | pa.Table, part: int) -> tuple[pa.Table, dict[str, Any]]:
-        """Accepted rows of one batch (all input columns + log_accept_<class>) and the batch's counts."""
+        """Written rows of one batch (all input columns + log_accept_<class>) and the batch's counts.
+
+        Written = accepted, plus the labeled pilot rows with keep_pilot (log a = 0 for every class).
+        """
         n = batch.num_rows
         in_pilot, rng = pilot_mask(self.seed, part, n, self.pilot_rate)
         draws = rng.random(n)
         y = self.labels.encode(batch.column(self.labels.column))
         eligible = (y >= 0) & ~in_pilot
+        pilot_written = in_pilot & (y >= 0) & self.keep_pilot
         K = len(self.labels.classes)
         counts = {"rows": n, "unlabeled": int((y < 0).sum()), "pilot_rows": int(in_pilot.sum()),
-                  "eligible": int(eligible.sum()), "pilot_correct": 0}
+                  "pilot_written": int(pilot_written.sum()), "eligible": int(eligible.sum()), "pilot_correct": 0}
         if self.method == "lus":
             proba = self.pilot.proba(batch)
             a = acceptance(proba, self.gamma)
@@ -118,8 +126,9 @@ class Sampler:
         counts["expected"] = float(a_y.sum())
         counts["kept_per_class"] = np.bincount(y[keep], minlength=K).tolist()
         table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-        table = table.filter(pa.array(keep))
-        log_a = np.log(a[keep]).astype(np.float32)
+        written = keep | pilot_written
+        table = table.filter(pa.array(written))
+        log_a = np.where(pilot_written[written, None], 0.0, np.log(a[written])).astype(np.float32)
         for k, cls in enumerate(self.labels.classes):
             table = table.append_column(pa.field(offset_column(cls), pa.float32()), pa.array(log_a[:, k]))
         return table, counts
@@ -193,7 +202,7 @@ class LocalEngine:
 
 def refuse_empty(parts: list[dict[str, Any]]) -> None:
     """A subsample with no rows is no use to `train` (which refuses it): say so now, write nothing."""
-    if not sum(counts["kept"] for counts in parts):
+    if not sum(counts["kept"] + counts["pilot_written"] for counts in parts):
         raise DmoError("the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
                        "data); lower --gamma")
 
@@ -264,7 +273,7 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
     lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate)
     info: dict[str, Any] = {}
     if opts.method == "lus":
-        sampler = lus
+        sampler = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate, keep_pilot=opts.keep_pilot)
     else:
         n_labeled = sum(labels.counts)
         target = n_labeled / opts.gamma
@@ -290,6 +299,7 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
         offset_columns=[offset_column(c) for c in labels.classes],
         rows_read=n, rows_unlabeled=totals["unlabeled"], pilot_rows=totals["pilot_rows"],
         rows_kept=totals["kept"], kept_per_class=totals["kept_per_class"],
+        pilot_rows_written=totals["pilot_written"], rows_written=totals["kept"] + totals["pilot_written"],
         expected_fraction=totals["expected"] / max(n, 1), realized_fraction=totals["kept"] / max(n, 1),
         fraction_used=(totals["kept"] + totals["pilot_rows"]) / max(n, 1),
         pilot_model=opts.pilot_model if pilot is not None else None,
@@ -327,5 +337,6 @@ def _output_schema(schema: pa.Schema, labels: LabelSpec, opts: SubsampleOptions)
     """Input columns plus one float32 log acceptance column per class; provenance in the schema metadata."""
     fields = list(schema) + [pa.field(offset_column(c), pa.float32()) for c in labels.classes]
     meta = {"method": opts.method, "gamma": opts.gamma, "seed": opts.seed, "label_col": labels.column,
+            "pilot_rows_included": opts.method == "lus" and opts.keep_pilot,
             "classes": labels.classes, "offset_prefix": OFFSET_PREFIX}
     return pa.schema(fields, metadata={**(schema.metadata or {}), METADATA_KEY: json.dumps(meta).encode()})

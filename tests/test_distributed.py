@@ -193,6 +193,16 @@ def test_unlabeled_rows_at_the_end_still_leave_every_process_labeled_rows(tmp_pa
     assert len(lines) == 1 and "seed" in lines[0], usage.stderr
 
 
+def test_train_help_is_printed_by_process_zero_only():
+    pages = {}
+    for rank in ("0", "1"):
+        env = {**os.environ, "RANK": rank, "WORLD_SIZE": "2", "LOCAL_RANK": rank}
+        proc = subprocess.run([*dmo_command(), "train", "--help"], capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        pages[rank] = proc.stdout
+    assert "torchrun" in pages["0"] and pages["1"] == ""
+
+
 def test_other_commands_ignore_torchruns_variables(tmp_path, binary_parquet):
     """A user's own distributed job that calls `dmo evaluate`: its errors are printed, at once."""
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}

@@ -52,6 +52,15 @@ def test_solver_parameters_outside_their_range_are_refused(solver, param, messag
         get_solver(solver).parse_params(param)
 
 
+def test_optional_parameters_take_none_for_their_default_and_say_so_when_misspelled():
+    assert get_solver("wce").parse_params({"l2": "none"}).l2 is None  # wce: 1/rows, scikit-learn's C=1
+    assert get_solver("ero").parse_params({"outer": "None"}).outer is None  # from the preset
+    with pytest.raises(DmoError, match=r"expected a float value \(or none, for the default\)"):
+        get_solver("wce").parse_params({"l2": "abc"})
+    with pytest.raises(DmoError, match=r"expected a float value$"):
+        get_solver("lus").parse_params({"l2": "none"})  # not optional there
+
+
 def test_confidence_is_checked_before_training_and_refused_without_a_constraint(tmp_path, binary_parquet):
     table = pa.Table.from_pandas(make_binary_frame(n=200), preserve_index=False)
     with pytest.raises(DmoError, match=r"\[0.5, 1\)"):

@@ -115,6 +115,26 @@ def test_lus_estimate_approaches_the_full_data_mle_while_an_uncorrected_fit_stay
     assert biased[64_000] > 0.5 * biased[4_000]  # the uncorrected fit does not converge to the MLE
 
 
+def test_the_pilots_rows_make_the_same_budget_closer_to_the_mle():
+    """keep_pilot adds the pilot's uniform rows with offset 0: still consistent, and more rows for the same
+    budget (the pilot is paid for either way), so on average closer to the full-data MLE than the paper's fit
+    on the accepted rows alone."""
+    solver = LocalUncertaintySampling()
+    arch = Architecture("linear", 20, 3)
+    error = {"true": [], "false": []}
+    for seed in range(4):
+        X, y = _tensors(make_gaussian_classes(30_000, seed=100 + seed))
+        mle, _ = fit_offset_logistic(X, y, None, arch, 0, LogisticParams(l2=0.0))
+        for keep in error:
+            params = solver.parse_params({"gamma": "5", "l2": "0", "keep_pilot": keep})
+            sub, info = solver._subsample(SplitData(X, y), FitContext(None, arch, torch.device("cpu"), seed, params), 5.0)
+            assert sub.X.shape[0] == info["kept_rows"] + info["pilot_rows_in_fit"]
+            fitted, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, 0, params)
+            error[keep].append(np.linalg.norm(_contrasts(fitted) - _contrasts(mle)))
+        assert info["pilot_rows_in_fit"] == 0 and info["pilot_rows"] > 2_500
+    assert np.mean(error["true"]) < 0.85 * np.mean(error["false"])
+
+
 # ---- the command line and the library ------------------------------------------------------------------------
 # Each `dmo` subprocess pays the torch import (seconds on a loaded machine), so the CLI is exercised end to end
 # a few times and the finer properties are checked by calling the same library functions in-process.
@@ -140,7 +160,12 @@ def test_cli_subsample_then_train_then_evaluate(sim, tmp_path):
     report = json.loads(rep.read_text())
     table = pq.read_table(sub)
     offsets = np.stack([table.column(f"log_accept_{k}").to_numpy() for k in range(3)], axis=1)
-    assert report["rows_read"] == N_SIM and report["rows_kept"] == table.num_rows
+    assert report["rows_read"] == N_SIM and report["rows_written"] == table.num_rows
+    # the pilot's rows are written too, with acceptance 1 for every class (all-labeled data: every pilot row)
+    assert report["rows_written"] == report["rows_kept"] + report["pilot_rows_written"]
+    assert report["pilot_rows_written"] == report["pilot_rows"]
+    all_zero = (offsets == 0).all(axis=1)
+    assert all_zero.sum() >= report["pilot_rows"]
     assert report["pilot_rows"] == pytest.approx(0.1 * N_SIM, rel=0.15)
     # kept fraction <= 1/gamma plus sampling noise; realized close to expected
     assert report["expected_fraction"] <= 0.25 + 0.01
@@ -160,6 +185,19 @@ def test_cli_subsample_then_train_then_evaluate(sim, tmp_path):
     result = predict(model, sim["test"], tmp_path / "p.parquet")
     assert result["rows"] == 4_000
     assert set(pq.read_table(tmp_path / "p.parquet").column("predicted").to_pylist()) <= {0, 1, 2}
+
+
+def test_no_keep_pilot_writes_the_accepted_rows_only(sim, tmp_path):
+    kept = _subsample(sim["train"], tmp_path / "a.parquet")
+    alone = _subsample(sim["train"], tmp_path / "b.parquet", keep_pilot=False)
+    assert alone["rows_written"] == alone["rows_kept"] == kept["rows_kept"] == pq.read_metadata(tmp_path / "b.parquet").num_rows
+    assert alone["pilot_rows_written"] == 0
+    with_pilot, accepted = pq.read_table(tmp_path / "a.parquet"), pq.read_table(tmp_path / "b.parquet")
+    offsets = np.stack([with_pilot.column(f"log_accept_{k}").to_numpy() for k in range(3)], axis=1)
+    # dropping the pilot rows (all offsets 0, acceptance 1) from the default output gives the --no-keep-pilot file
+    pilot = (offsets == 0).all(axis=1) & ~np.isin(with_pilot.column("x0").to_numpy(), accepted.column("x0").to_numpy())
+    assert pilot.sum() == kept["pilot_rows_written"]
+    assert with_pilot.filter(pa.array(~pilot)).equals(accepted)
 
 
 def test_subsample_is_reproducible_for_a_seed(sim, tmp_path):

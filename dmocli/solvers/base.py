@@ -110,6 +110,10 @@ class Solver:
 
 def _convert(text: str, annotation: Any, key: str) -> Any:
     kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    optional = "None" in kind
+    if optional and text.lower() in {"none", "default"}:
+        return None  # the field's default rule (e.g. wce's l2 = 1/rows), named explicitly
+    kind = kind.replace(" | None", "")
     try:
         if "bool" in kind:
             lowered = text.lower()
@@ -121,7 +125,8 @@ def _convert(text: str, annotation: Any, key: str) -> Any:
         if "float" in kind:
             return float(text)
     except ValueError as exc:
-        raise DmoError(f"--param {key}={text!r}: expected a {kind} value") from exc
+        default = " (or none, for the default)" if optional else ""
+        raise DmoError(f"--param {key}={text!r}: expected a {kind} value{default}") from exc
     return text
 
 

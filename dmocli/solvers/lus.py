@@ -6,7 +6,8 @@ Two ways in:
   the fit is plain maximum likelihood on those rows;
 - `--gamma G` on ordinary data: pilot on a uniform `pilot_frac` of the rows,
   acceptance drawn for the other rows, offset-corrected fit on the accepted
-  ones, all in memory (use `dmo subsample` for data that does not fit).
+  ones and the pilot's rows (offset 0: a uniform draw needs no correction),
+  all in memory (use `dmo subsample` for data that does not fit).
 The linear model is fitted to convergence by full-batch L-BFGS (float64 on
 CPU), so it is the maximum likelihood estimate the paper's variance claims
 are about; the MLP uses Adam mini-batches.
@@ -103,6 +104,8 @@ class LocalUncertaintySampling(Solver):
             "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"})
         pilot_frac: float = field(default=0.1, metadata={"help": "uniform fraction of rows for the pilot (with --gamma)"})
         pilot_model: str = field(default="linear", metadata={"help": "pilot network: linear or mlp"})
+        keep_pilot: bool = field(default=True, metadata={
+            "help": "fit on the pilot's rows too (offset 0); false: the accepted rows only, the paper's setting"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -125,7 +128,11 @@ class LocalUncertaintySampling(Solver):
         return FitResult(network, {**trace, **info}, own_threshold)
 
     def _subsample(self, train: SplitData, ctx: FitContext, gamma: float) -> tuple[SplitData, dict[str, Any]]:
-        """Pilot on a uniform sample, then accept each other row with a(x, y); rows keep log a(x, .) as offsets."""
+        """Pilot on a uniform sample, then accept each other row with a(x, y); rows keep log a(x, .) as offsets.
+
+        With keep_pilot the pilot's rows join the accepted ones with offset 0: their selection did not
+        depend on y, so each row's likelihood stays exact and the fit uses every row the budget paid for.
+        """
         p = ctx.params
         n = train.n
         rng = row_generator(ctx.seed, 0)
@@ -146,10 +153,16 @@ class LocalUncertaintySampling(Solver):
         y_rest = train.y[rest_t].cpu().numpy()
         a_y = a[np.arange(rest.size), y_rest]
         keep = draws[rest] < a_y
-        kept = torch.as_tensor(rest[keep], device=train.X.device)
-        offsets = torch.as_tensor(np.log(a[keep]), dtype=torch.float32, device=train.X.device)
+        fitted = in_pilot & p.keep_pilot
+        fitted[rest[keep]] = True
+        rows = np.flatnonzero(fitted)  # data order
+        log_a = np.zeros((rows.size, a.shape[1]))
+        log_a[np.searchsorted(rows, rest[keep])] = np.log(a[keep])
+        kept = torch.as_tensor(rows, device=train.X.device)
+        offsets = torch.as_tensor(log_a, dtype=torch.float32, device=train.X.device)
         info = {
             "gamma": gamma, "rows": n, "pilot_rows": int(in_pilot.sum()), "kept_rows": int(keep.sum()),
+            "pilot_rows_in_fit": int(in_pilot.sum()) if p.keep_pilot else 0,
             "expected_fraction": float(a_y.sum() / n), "realized_fraction": float(keep.sum() / n),
             "fraction_used": float((in_pilot.sum() + keep.sum()) / n),
             "pilot_accuracy": float((proba.argmax(axis=1) == y_rest).mean()),
