@@ -260,6 +260,7 @@ def run_subsample(directory: Path, out: Path, engine: str, gamma: float, *extra:
     result = json.loads(report.read_text())
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     return {"engine": engine, "rows_read": result["rows_read"], "rows_kept": result["rows_kept"],
+            "rows_written": result["rows_written"],
             "pilot_rows": result["pilot_rows"],
             "pilot_accuracy": result["pilot_accuracy"], "pilot_seconds": result["pilot_seconds"],
             "pass_seconds": result["pass_seconds"], "pass_rows_per_second": result["rows_per_second"],

@@ -283,11 +283,11 @@ def test_dask_engine_on_two_local_workers(tmp_path):
     report = json.loads(rep.read_text())
     assert report["engine"] == "dask" and report["rows_read"] == 12_000
     table = pq.read_table(out)  # a directory of parts, one per partition
-    assert table.num_rows == report["rows_kept"] and len(list(out.glob("part-*.parquet"))) == 3
+    assert table.num_rows == report["rows_written"] and len(list(out.glob("part-*.parquet"))) == 3
     assert report["expected_fraction"] <= 0.25 + 0.01 and 0.8 < report["pilot_accuracy"]
     # same partitions, same seed: the local engine with one batch per file draws the very same rows
     local = _subsample(parts, tmp_path / "local.parquet", batch_rows=4000)
-    assert local["rows_kept"] == report["rows_kept"]
+    assert local["rows_kept"] == report["rows_kept"] and local["rows_written"] == report["rows_written"]
     run_dmo("train", "--solver", "lus", out, "-o", tmp_path / "m.safetensors", check=True)
     # a re-run replaces its own parts directory (same seed: the same rows)
     run_dmo("subsample", parts, "--gamma", "4", "--engine", "dask", "--workers", "2", "-o", out,
