@@ -118,6 +118,7 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
     io.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
+    io.refuse_misnamed_model(output)
     io.check_distinct({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
     if not model.binary:
@@ -178,8 +179,11 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     started = time.perf_counter()
     engine.check(data)
     to_stdout = io.is_stdin(output)  # `-o -`: CSV on standard output
-    if to_stdout and engine.is_dask:
-        raise DmoError("--engine dask writes a directory of part files; -o - (standard output) needs --engine local")
+    as_csv = to_stdout or io.is_csv_path(output)  # or a .csv / .csv.gz / .tsv file
+    if as_csv and engine.is_dask:
+        named = "- (standard output)" if to_stdout else output
+        raise DmoError(f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
+                       "(or give a directory name)")
     if engine.is_dask:
         io.check_parts_output(output, {"MODEL": model_path, "DATA": data})
     elif not to_stdout:
@@ -191,14 +195,16 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
-    out_schema = _output_schema(model, schema, id_col, per_class_columns=to_stdout)
-    predictions = Predictions(model, out_schema, id_col, per_class_columns=to_stdout, data=io.describe(data))
+    out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)
+    predictions = Predictions(model, out_schema, id_col, per_class_columns=as_csv, data=io.describe(data))
     if engine.is_dask:
         with engine.dask(data) as cluster:
             parts = cluster.write(predictions, Path(output), out_schema, columns)
     else:
         parts = []
-        with io.CsvStdoutSink(out_schema) if to_stdout else io.ParquetSink(output, out_schema) as sink:
+        sink = (io.CsvSink(out_schema, None if to_stdout else output) if as_csv
+                else io.ParquetSink(output, out_schema))
+        with sink:
             for batch in prefetched(batches(columns)):  # read ahead while the model runs
                 table, counts = predictions.process(batch)
                 sink.write(table)

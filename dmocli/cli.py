@@ -7,7 +7,9 @@ traceback only under --debug.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -137,6 +139,8 @@ def train(
     _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
+    for warning in result.get("warnings", []):
+        err.print(f"dmo: warning: {warning}", markup=False)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
@@ -370,8 +374,19 @@ def _report(line: str, exc: DmoError | None, in_group: bool) -> None:
         torchrun.let_rank_zero_report()
 
 
+class Terminated(BaseException):
+    """SIGTERM (a batch scheduler's stop, `timeout`, `kill`), raised in the main thread like Ctrl-C so the
+    temporary output files are removed on the way out."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if threading.current_thread() is threading.main_thread():  # a handler can only be set there
+        signal.signal(signal.SIGTERM, _raise_terminated)
     debug = "--debug" in args
     in_group = _in_torchrun_train(args)
     if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
@@ -394,10 +409,10 @@ def main(argv: list[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
         if not in_group or torchrun.prints(None):
-            err.print("dmo: interrupted", markup=False)
-        sys.exit(130)
+            err.print("dmo: interrupted" if isinstance(exc, KeyboardInterrupt) else "dmo: terminated", markup=False)
+        sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
         _exit_on_click_error(exc, debug, in_group)
         if debug:

@@ -88,8 +88,12 @@ def plan_columns(
     if missing:
         raise DmoError(f"--drop names column(s) not in the data: {', '.join(missing)}")
     if label_col not in schema.names:
+        spaced = [name for name in schema.names if name.strip() == label_col.strip()]
+        if spaced:  # a header written as "x1, x2, label": the names keep the space after each comma
+            raise DmoError(f"no label column '{label_col}', but there is {spaced[0]!r} (with spaces); rename the "
+                           f"column, or pass --label-col {spaced[0]!r}")
         raise DmoError(
-            f"no label column '{label_col}' in the data (columns: {', '.join(schema.names[:12])}); "
+            f"no label column '{label_col}' in the data (columns: {', '.join(map(repr, schema.names[:12]))}); "
             "name it with --label-col"
         )
     if label_col in drop:
@@ -422,7 +426,7 @@ class Preprocessor:
             parts = [f"{names[i]} ({int(bad[:, i].sum())} rows)" for i in cols[:8]]
             raise DmoError(
                 f"features contain missing or infinite values: {', '.join(parts)}; "
-                "clean them or train with --impute median"
+                "clean them, or train (or subsample) with --impute median"
             )
         return np.where(bad, np.asarray(self.fill, dtype=dense.dtype), dense)
 

@@ -12,12 +12,13 @@ import gzip
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Iterator
+from typing import TYPE_CHECKING, Any, Collection, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,11 +77,38 @@ def parquet_files(path: Source) -> list[str] | None:
     path = Path(path)
     _check_exists(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+        files = _directory_parquet_files(path)
         if not files:
             raise DmoError(f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)")
         return [str(p) for p in files]
     return None if _is_csv(path) else [str(path)]
+
+
+HIDDEN_PREFIXES = (".", "_")  # Spark's _temporary/ attempts, _SUCCESS, editors' .swp: not data (pyarrow skips them too)
+
+
+def _directory_parquet_files(root: Path) -> list[Path]:
+    """The .parquet files under `root`, in path order, following linked folders (once each) and skipping hidden
+    names: a job's leftover `_temporary/` attempt or a `.part-1.parquet` would otherwise be read as more rows.
+    A link to nothing is refused: skipping it would train on part of the data without a word."""
+    files: list[Path] = []
+    seen: set[str] = set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link back up the tree, or two links to one folder
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = [name for name in subfolders if not name.startswith(HIDDEN_PREFIXES)]
+        for name in names:
+            if name.startswith(HIDDEN_PREFIXES) or not name.endswith(".parquet"):
+                continue
+            file = Path(folder) / name
+            if not file.exists():
+                raise DmoError(f"{file} is a link to a file that does not exist; remove it or point it at the data")
+            if file.is_file():
+                files.append(file)
+    return sorted(files)
 
 
 def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Dataset":
@@ -99,6 +127,8 @@ def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Data
             fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
             return pads.dataset(files if path.is_dir() else files[0], format=fmt)
         if _is_csv(path):
+            if path.stat().st_size == 0:
+                raise DmoError(f"{path} is empty (0 bytes); a CSV needs a header line and rows")
             parse, convert = _csv_options(path, text_columns=text_columns)
             return pads.dataset(str(path), format=pads.CsvFileFormat(parse_options=parse, convert_options=convert))
         raise AssertionError("unreachable: a path is parquet or CSV")
@@ -424,14 +454,34 @@ def count_rows(path: Source) -> int | None:
         raise _read_error(path, exc, "parquet") from exc
 
 
+def is_special(path: Path) -> bool:
+    """An existing output that is not a regular file or folder (/dev/null, a named pipe, /dev/stdout's link):
+    it is written into, as shell users expect, since a rename would replace the device or pipe itself."""
+    try:
+        mode = os.stat(path).st_mode  # follows links
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _real_target(path: Path) -> Path:
+    """Where a regular output goes: through a symbolic link to the file it names (the link stays a link)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it into place only on success.
 
     A crash or a bad input half-way leaves the old file (or nothing) behind,
-    never a truncated output that a batch job could pick up.
+    never a truncated output that a batch job could pick up. A link is followed
+    (its target is replaced, the link kept); a device or pipe is written into.
     """
     target = Path(path)
+    if is_special(target):
+        yield target
+        return
+    target = _real_target(target)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise DmoError(f"output directory does not exist: {directory} (create it or choose another -o path)")
@@ -454,9 +504,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def check_writable(path: str | os.PathLike) -> None:
     """Fail before any expensive work if the output cannot be written."""
     target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise DmoError(f"output path {target} is a directory (give a file name)")
+    if is_special(target):
+        if not os.access(target, os.W_OK):
+            raise DmoError(f"cannot write to {target} (permission denied; choose a writable output path)")
+        return
+    target = _real_target(target)
+    directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise DmoError(f"output directory does not exist: {directory} (create it or choose another output path)")
     if not os.access(directory, os.W_OK):
@@ -510,7 +565,7 @@ def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[st
     inside an input directory would be read as data by the next run, and so
     would any output when `directories` (the outputs are directories of parquet parts).
     """
-    given = {name: Path(path) for name, path in outputs.items() if path is not None}
+    given = {name: Path(path) for name, path in outputs.items() if path is not None and not is_special(Path(path))}
     sources = {name: Path(path) for name, path in inputs.items() if path is not None and not isinstance(path, pa.Table)}
     for name, path in given.items():
         target = path.resolve()
@@ -539,7 +594,10 @@ class ParquetSink:
     def __init__(self, path: str | os.PathLike, schema: pa.Schema):
         self._stack = contextlib.ExitStack()
         self._tmp = self._stack.enter_context(atomic_path(path))
-        self._writer = pq.ParquetWriter(str(self._tmp), schema)
+        where: str | pa.PythonFile = str(self._tmp)
+        if is_special(self._tmp):  # a named pipe cannot seek: arrow's own file stream fails there, a Python one does not
+            where = pa.PythonFile(self._stack.enter_context(open(self._tmp, "wb")), mode="w")
+        self._writer = pq.ParquetWriter(where, schema)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if isinstance(batch, pa.RecordBatch):
@@ -555,15 +613,50 @@ class ParquetSink:
         return self._stack.__exit__(exc_type, exc, tb)
 
 
-class CsvStdoutSink:
-    """Write record batches as CSV to standard output (`-o -`), for shell pipelines. Unlike a file, a pipe
-    cannot appear only when complete: a failure half-way leaves the rows written so far, and the exit code
-    says so."""
+def is_csv_path(path: str | os.PathLike) -> bool:
+    """An output named like a CSV file (.csv, .csv.gz, .tsv), which a parquet writer must not fill."""
+    return not is_stdin(path) and _is_csv(Path(path))
 
-    def __init__(self, schema: pa.Schema):
+
+def refuse_csv_output(path: str | os.PathLike | None, what: str) -> None:
+    """One line for `-o sub.csv` where the command writes parquet, instead of parquet bytes under a .csv name."""
+    if path is not None and is_csv_path(path):
+        raise DmoError(f"{what} is written as parquet, but -o {path} names a CSV file; name it .parquet")
+
+
+DATA_SUFFIXES = (".parquet", ".csv", ".csv.gz", ".tsv", ".json")
+
+
+def refuse_misnamed_model(path: str | os.PathLike | None) -> None:
+    """`train -o scores.parquet`: a model file under a data file's name would be read as data by the next
+    step of a pipeline (and fail there, far from the mistake)."""
+    if path is not None and not is_special(Path(path)) and Path(path).name.lower().endswith(DATA_SUFFIXES):
+        raise DmoError(f"-o {path} names a data or report file, but the model is a safetensors file; "
+                       "name it MODEL.safetensors")
+
+
+class CsvSink:
+    """Write record batches as CSV to standard output (`-o -`), for shell pipelines, or to a CSV file
+    (`path`: .csv, .csv.gz gzip-compressed, .tsv tab-separated, renamed into place when complete). Unlike
+    a file, a pipe cannot appear only when complete: a failure half-way leaves the rows written so far,
+    and the exit code says so."""
+
+    def __init__(self, schema: pa.Schema, path: str | os.PathLike | None = None):
         import pyarrow.csv as pacsv
 
-        self._writer = pacsv.CSVWriter(sys.stdout.buffer, schema)
+        self._stack = contextlib.ExitStack()
+        sink: Any = sys.stdout.buffer
+        options = None
+        if path is not None:
+            tmp = self._stack.enter_context(atomic_path(path))
+            sink = pa.PythonFile(self._stack.enter_context(open(tmp, "wb")), mode="w")
+            name = Path(path).name.lower()
+            if name.endswith(".gz"):
+                sink = self._stack.enter_context(pa.CompressedOutputStream(sink, "gzip"))
+            if name.endswith(".tsv"):
+                options = pacsv.WriteOptions(delimiter="\t")
+        self._file = path is not None
+        self._writer = pacsv.CSVWriter(sink, schema, write_options=options)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         try:
@@ -576,16 +669,17 @@ class CsvStdoutSink:
                 raise BrokenPipeError(str(exc)) from exc
             raise
 
-    def __enter__(self) -> "CsvStdoutSink":
+    def __enter__(self) -> "CsvSink":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
             self._writer.close()
-            sys.stdout.buffer.flush()
-        return False
+            if not self._file:
+                sys.stdout.buffer.flush()
+        return self._stack.__exit__(exc_type, exc, tb)
 
 
 def write_parquet(path: str | os.PathLike, table: pa.Table) -> None:
-    with atomic_path(path) as tmp:
-        pq.write_table(table, str(tmp))
+    with ParquetSink(path, table.schema) as sink:
+        sink.write(table)

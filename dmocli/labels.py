@@ -177,9 +177,34 @@ def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
         labels = labels.cast(labels.type.value_type)
     if pa.types.is_float16(labels.type):  # arrow's hash kernels (value_counts, index_in) have no half floats
         labels = labels.cast(pa.float32())
+    if pa.types.is_floating(labels.type):
+        labels = _without_negative_zero(labels)
     if trim and _text(labels.type):
         labels = pc.utf8_trim_whitespace(labels)
     return labels
+
+
+def look_alike_classes(classes: list[Any]) -> list[str]:
+    """Warnings for text classes that differ only in case ("yes", "Yes"): they stay separate classes (a
+    letter dataset may mean "a" and "A"), but more often a label was typed two ways, and a two-class
+    problem silently became a multi-class one."""
+    groups: dict[str, list[str]] = {}
+    for cls in classes:
+        if isinstance(cls, str):
+            groups.setdefault(cls.casefold(), []).append(cls)
+    return [f"label classes {', '.join(map(repr, names))} differ only in case and are separate classes; "
+            "fix the labels if they are one" for names in groups.values() if len(names) > 1]
+
+
+def _without_negative_zero(labels: pa.Array) -> pa.Array:
+    """-0.0 equals 0.0, but arrow's hash kernels (value_counts, index_in) see another value: a class of its own,
+    or "not seen in training". Rounding small negative scores (np.round(-0.2)) makes it."""
+    values = labels.to_numpy(zero_copy_only=False)
+    negative_zero = (values == 0) & np.signbit(values)
+    if not negative_zero.any():
+        return labels
+    valid = labels.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(np.where(negative_zero, 0.0, values).astype(values.dtype), type=labels.type, mask=~valid)
 
 
 def _text(kind: pa.DataType) -> bool:

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import save_file
+from safetensors.numpy import save, save_file
 
 from . import __version__
 from .architecture import Architecture
 from .errors import DmoError
 from .features import LevelCounts, Preprocessor
-from .io import atomic_path
+from .io import atomic_path, is_special
 from .labels import LabelSpec
 from .problems import Problem
 
@@ -94,7 +94,11 @@ class DmoModel:
             tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
-            save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
+            if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
+                with open(tmp, "wb") as out:
+                    out.write(save(tensors, metadata={METADATA_KEY: meta}))
+            else:
+                save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
 
 
 def _json_default(value: Any) -> Any:

@@ -99,10 +99,14 @@ def parquet_layout(root: str | os.PathLike, files: list[str]) -> ParquetLayout:
 @functools.lru_cache(maxsize=16)
 def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLayout:
     files = [name for name, _, _ in versions]
-    try:
-        schemas = [pq.read_schema(name) for name in files]
-    except _READ_ERRORS as exc:
-        raise DmoError(f"cannot read {root}: {first_line(exc)} (is it a valid parquet file?)") from exc
+    schemas = []
+    for name in files:
+        try:
+            schemas.append(pq.read_schema(name))
+        except _READ_ERRORS as exc:  # name the file: a folder of thousands says nothing about which one
+            hint = ("remove or rewrite it" if name.endswith(".parquet") else
+                    "dmo reads parquet files, and CSV files named .csv, .csv.gz or .tsv")
+            raise DmoError(f"cannot read {name}: {first_line(exc)} (is it a valid parquet file? {hint})") from exc
     for name, schema in zip(files, schemas):
         check_unique_names(schema.names, name)
     first = schemas[0]

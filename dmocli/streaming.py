@@ -30,7 +30,7 @@ from . import io
 from .architecture import Architecture
 from .errors import DmoError
 from .features import LevelCounts, Preprocessor, plan_columns
-from .labels import LabelSpec, label_counts, label_spec_from_counts
+from .labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from .modelfile import DmoModel
 from .online_report import plot_online_curve, progress_bar
 from .prefetch import prefetched
@@ -253,6 +253,7 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
         "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
         data=io.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
         n_features=pre.n_features, **levels.report(), streaming=True, epochs=epochs, adjusted=adjust,
+        warnings=look_alike_classes(labels.classes),
     )
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}

@@ -28,7 +28,7 @@ import pyarrow as pa
 import torch
 
 from . import io
-from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, row_generator
+from .acceptance import METHODS, acceptance, case_control_rates, check_gamma, check_pilot_classes, row_generator
 from .dataset import offset_column, prepare
 from .engine import EngineChoice
 from .errors import DmoError
@@ -167,6 +167,7 @@ def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: Subsam
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     data = prepare(table, pre, labels)
     labeled = data.labeled()
+    check_pilot_classes(labeled.y, labels.classes, "--pilot-frac (or --pilot-max-rows)")
     arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
     network, _ = fit_offset_logistic(torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch,
                                      opts.seed, LogisticParams())
@@ -202,7 +203,7 @@ class LocalEngine:
 
 def refuse_empty(parts: list[dict[str, Any]]) -> None:
     """A subsample with no rows is no use to `train` (which refuses it): say so now, write nothing."""
-    if not sum(counts["kept"] + counts["pilot_written"] for counts in parts):
+    if not sum(counts["kept"] for counts in parts):  # the pilot's rows alone: a uniform sample, not what was asked
         raise DmoError("the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
                        "data); lower --gamma")
 
@@ -232,6 +233,7 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     choice = EngineChoice(opts.engine, opts.scheduler, opts.workers)
     choice.check(data)
     output = Path(output)
+    io.refuse_csv_output(output, "the subsample")
     if choice.is_dask:  # a directory of parts; a re-run replaces its own
         io.check_parts_output(output, {"DATA": data})
     else:

@@ -18,7 +18,7 @@ from .architecture import Architecture
 from .dataset import Prepared, prepare, stratified_split
 from .errors import DmoError, UnreachableTarget
 from .features import LevelCounts, Preprocessor, plan_columns
-from .labels import LabelSpec, infer_label_spec, label_counts
+from .labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from .modelfile import DmoModel
 from .options import check_confidence, check_seed
 from .problems import Problem
@@ -129,6 +129,7 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     if not torchrun.secondary():  # only process 0 of a torchrun group writes
         io.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot},
                          {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth})
+    io.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
     if not 0.0 <= opts.val_frac < 1.0:
@@ -243,6 +244,7 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
         **levels.report(), **(val_data.levels.report("val_") if opts.val is not None else {}),
+        warnings=look_alike_classes(labels.classes),
     )
     if group is not None:
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}

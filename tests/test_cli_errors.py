@@ -49,6 +49,17 @@ def test_corrupt_parquet(tmp_path):
     assert_clean_failure(proc, 2, "cannot read", "bad.parquet")
 
 
+def test_a_corrupt_file_in_a_folder_is_named_and_an_empty_csv_is_called_empty(tmp_path):
+    folder = tmp_path / "events"
+    folder.mkdir()
+    make_binary_frame().to_parquet(folder / "a.parquet")
+    (folder / "b.parquet").write_bytes(b"truncated")
+    assert_clean_failure(train_fails(tmp_path, folder, "--problem", "ofbs"), 2, "cannot read", "b.parquet")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert_clean_failure(train_fails(tmp_path, empty, "--problem", "ofbs"), 2, "empty.csv is empty (0 bytes)")
+
+
 def test_empty_table(tmp_path):
     empty = tmp_path / "empty.parquet"
     make_binary_frame().iloc[:0].to_parquet(empty)

@@ -269,6 +269,20 @@ def test_usage_errors(sim, tmp_path):
     assert not model.exists()
 
 
+def test_a_pilot_without_a_class_is_refused_by_name(tmp_path):
+    """One positive in 3,000 rows: a 10 % pilot almost surely misses it and would be sure no row is positive."""
+    frame = make_binary_frame(n=3000, seed=4)
+    frame["label"] = 0
+    frame.loc[1234, "label"] = 1
+    data = tmp_path / "rare.parquet"
+    frame.to_parquet(data)
+    with pytest.raises(DmoError, match="holds no row of class 1"):
+        _subsample(data, tmp_path / "s.parquet", gamma=2.0)
+    with pytest.raises(DmoError, match="holds no row of class 'positive'"):
+        train(data, TrainOptions(solver="lus", gamma=2.0), output=tmp_path / "m.safetensors")
+    assert not (tmp_path / "s.parquet").exists() and not (tmp_path / "m.safetensors").exists()
+
+
 @pytest.mark.slow  # starts a 2-process Dask cluster (tens of seconds on a busy machine)
 def test_dask_engine_on_two_local_workers(tmp_path):
     pytest.importorskip("distributed")

@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 
 from conftest import make_binary_frame, run_dmo
 from dmocli.errors import DmoError
-from dmocli.features import ColumnPlan, Preprocessor, RunningMoments, column_moments
+from dmocli.features import ColumnPlan, Preprocessor, RunningMoments, column_moments, plan_columns
 from dmocli.labels import LabelSpec, infer_label_spec
 from dmocli.modelfile import read_metadata
 
@@ -29,6 +29,35 @@ def test_text_labels_differing_only_by_whitespace_are_one_class_and_blank_is_mis
     assert spec.classes == ["no", "yes"] and spec.positive == "yes" and spec.counts == [3, 2]
     assert spec.encode(labels).tolist() == [1, 1, 0, 0, -1, -1, 0]
     assert infer_label_spec(labels, "label", " yes ", binary=True).positive == "yes"
+
+
+def test_a_label_column_with_spaces_in_its_name_is_pointed_at():
+    schema = pa.schema([("x1", pa.float64()), (" x2", pa.float64()), (" label", pa.int64())])  # "x1, x2, label"
+    with pytest.raises(DmoError, match=r"there is ' label' \(with spaces\).*--label-col ' label'"):
+        plan_columns(schema, "label")
+    assert plan_columns(schema, " label").numeric == ["x1", " x2"]
+
+
+def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):
+    frame = make_binary_frame(n=300, seed=3)
+    frame["label"] = np.where(frame["label"] == 1, np.where(np.arange(300) % 4 == 0, "Yes", "yes"), "no")
+    frame.to_parquet(tmp_path / "d.parquet")
+    proc = run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", "--report", tmp_path / "r.json", check=True)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["warnings"]) == 1 and "'Yes', 'yes' differ only in case" in report["warnings"][0]
+    assert proc.stderr.startswith("dmo: warning: label classes 'Yes', 'yes'")
+    assert sorted(read_metadata(tmp_path / "m.st")["labels"]["classes"]) == ["Yes", "no", "yes"]
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_a_negative_zero_label_is_the_zero_class(binary):
+    """np.round(-0.2) is -0.0: equal to 0.0, but another key to arrow's hashing (value_counts, index_in)."""
+    values = [0.0, -0.0, 1.0, -0.0, None, float("nan")] + ([] if binary else [2.0])
+    labels = pa.array(values, type=pa.float64())
+    spec = infer_label_spec(labels, "label", None, binary=binary)
+    assert spec.classes == ([0.0, 1.0] if binary else [0.0, 1.0, 2.0])
+    assert spec.counts[0] == 3 and sum(spec.counts) == len(values) - 2
+    assert spec.encode(labels).tolist()[:4] == [0, 0, 1, 0]
 
 
 def test_whitespace_labels_train_the_same_binary_model_as_clean_ones(tmp_path):

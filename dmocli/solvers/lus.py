@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..acceptance import acceptance, check_gamma, row_generator
+from ..acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
 from ..errors import DmoError
 from ..networks import Architecture, build_network, logits_of
 from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
@@ -145,6 +145,8 @@ class LocalUncertaintySampling(Solver):
         pilot_arch = Architecture(p.pilot_model, ctx.architecture.n_inputs, n_classes,
                                   width=ctx.architecture.width, depth=ctx.architecture.depth)
         pilot_rows = torch.as_tensor(np.flatnonzero(in_pilot), device=train.X.device)
+        names = ["negative", "positive"] if ctx.architecture.n_outputs == 1 else [f"#{k}" for k in range(n_classes)]
+        check_pilot_classes(train.y[pilot_rows].cpu().numpy(), names, "--param pilot_frac")
         pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
         rest = np.flatnonzero(~in_pilot)
         rest_t = torch.as_tensor(rest, device=train.X.device)

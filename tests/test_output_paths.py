@@ -1,0 +1,116 @@
+"""Where outputs go and which files a DATA folder holds, as shell users and cluster jobs lay them out:
+links, named pipes, SIGTERM half-way, Spark's leftovers."""
+from __future__ import annotations
+
+import io as stdio
+import os
+import signal
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import dmo_command, make_binary_frame, run_dmo
+
+from dmocli import io, predict, train
+from dmocli.errors import DmoError
+from dmocli.training import TrainOptions
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("model")
+    data = root / "data.parquet"
+    make_binary_frame(n=300).to_parquet(data)
+    train(data, TrainOptions(), output=root / "m.safetensors")
+    return root / "m.safetensors", data
+
+
+def test_an_output_link_keeps_the_link_and_replaces_its_target(model, tmp_path):
+    trained, data = model
+    target, link = tmp_path / "target.parquet", tmp_path / "link.parquet"
+    target.write_text("old")
+    link.symlink_to(target)
+    predict(trained, data, link)
+    assert link.is_symlink() and pq.read_table(target).num_rows == 300
+
+
+def test_a_named_pipe_is_written_into_not_replaced(model, tmp_path):
+    trained, data = model
+    pipe = tmp_path / "scores"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    run_dmo("predict", trained, data, "-o", pipe, check=True)
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert pq.read_table(stdio.BytesIO(received[0])).num_rows == 300
+
+
+def test_sigterm_half_way_leaves_no_temporary_file_and_exits_143(model, tmp_path):
+    trained, _ = model
+    big = tmp_path / "big.parquet"
+    make_binary_frame(n=1_500_000).to_parquet(big, row_group_size=50_000)
+    out = tmp_path / "out" / "scores.parquet"
+    out.parent.mkdir()
+    proc = subprocess.Popen([*dmo_command(), "predict", str(trained), str(big), "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(out.parent.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "predict ended before its output was opened; use more rows"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "dmo: terminated" in stderr and "Traceback" not in stderr
+    assert list(out.parent.iterdir()) == []
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(path)
+
+
+def test_a_data_folder_skips_hidden_and_temporary_files_and_follows_linked_folders(tmp_path):
+    frame = make_binary_frame(n=100)
+    root = tmp_path / "events"
+    _write(frame, root / "part-0.parquet")
+    _write(frame, root / "_temporary" / "0" / "_temporary" / "attempt_1" / "part-0.parquet")  # Spark's leftovers
+    _write(frame.iloc[:10], root / ".part-1.parquet")
+    _write(frame.iloc[:30], tmp_path / "elsewhere" / "part-2.parquet")
+    (root / "more").symlink_to(tmp_path / "elsewhere")
+    (root / "loop").symlink_to(root)  # read once, not forever
+    assert [Path(p).relative_to(root).as_posix() for p in io.parquet_files(root)] == ["more/part-2.parquet",
+                                                                                     "part-0.parquet"]
+    assert io.count_rows(root) == 130
+    (root / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
+    with pytest.raises(DmoError, match="gone.parquet is a link to a file that does not exist"):
+        io.parquet_files(root)
+
+
+@pytest.mark.parametrize("name", ["scores.csv", "scores.csv.gz", "scores.tsv"])
+def test_predict_writes_csv_where_the_output_is_named_so(model, tmp_path, name):
+    import pyarrow.csv as pacsv
+
+    trained, data = model
+    predict(trained, data, tmp_path / "scores.parquet")
+    predict(trained, data, tmp_path / name)
+    parse = pacsv.ParseOptions(delimiter="\t" if name.endswith(".tsv") else ",")
+    written = pacsv.read_csv(tmp_path / name, parse_options=parse)
+    expected = pq.read_table(tmp_path / "scores.parquet")
+    assert written.column_names == expected.column_names and written.num_rows == 300
+    assert written.column("decision").to_pylist() == expected.column("decision").to_pylist()
+
+
+def test_outputs_named_as_another_kind_of_file_are_refused(model, tmp_path):
+    trained, data = model
+    proc = run_dmo("train", data, "-o", tmp_path / "m.parquet")
+    assert proc.returncode == 2 and "name it MODEL.safetensors" in proc.stderr
+    proc = run_dmo("subsample", data, "--gamma", "2", "-o", tmp_path / "s.csv")
+    assert proc.returncode == 2 and "name it .parquet" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
