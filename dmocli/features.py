@@ -104,6 +104,10 @@ def plan_columns(
     if twins:  # most likely a copy of the label (target leakage), never a feature to take without a word
         raise DmoError(f"column {twins[0]!r} differs from the label column {label_col!r} only by case, so it is "
                        f"likely a copy of the label; --drop {twins[0]} (or name the label with --label-col)")
+    nameless = [f.name for f in candidates if not f.name.strip()]
+    if nameless:  # pandas' to_csv() writes the row index under an empty header: the row number as a feature
+        raise DmoError(f"a column has no name ({nameless[0]!r}; pandas writes its row index so with to_csv()); write "
+                       f"the file with index=False, or --drop {nameless[0]!r}")
     if embedding_col is not None:
         if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
             raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")

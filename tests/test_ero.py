@@ -225,10 +225,10 @@ def test_train_selection_refuses_an_unused_held_out_fold(tmp_path):
         _fit(tmp_path, make_binary_frame(n=200, seed=1), "frop", 0.8, {"protocol": "thorough", "folding": "3"}, model="mlp")
 
 
-def test_a_held_out_fold_without_a_positive_is_refused(tmp_path):
+def test_more_folds_than_rows_of_a_class_are_refused(tmp_path):
     frame = make_binary_frame(n=200, seed=1)
-    frame = pd.concat([frame[frame.label == 0], frame[frame.label == 1].head(2)])  # 2 positives: folds 0 and 1
-    with pytest.raises(DmoError, match="held-out fold without a positive"):
+    frame = pd.concat([frame[frame.label == 0], frame[frame.label == 1].head(2)])  # 2 positives: folds 0 and 1 only
+    with pytest.raises(DmoError, match="more folds than the 2 training rows of the smaller class.*--folding 2 or fewer"):
         _fit(tmp_path, frame, "frop", 0.8, {"folding": "4", "fold": "2", "outer": "1"})
 
 

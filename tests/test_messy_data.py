@@ -31,6 +31,15 @@ def test_text_labels_differing_only_by_whitespace_are_one_class_and_blank_is_mis
     assert infer_label_spec(labels, "label", " yes ", binary=True).positive == "yes"
 
 
+def test_a_nameless_column_such_as_a_pandas_index_is_refused_unless_dropped(tmp_path):
+    frame = make_binary_frame(n=120, seed=5)
+    frame.to_csv(tmp_path / "d.csv")  # index=True: an empty header, then 0..119
+    proc = run_dmo("train", tmp_path / "d.csv", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "a column has no name (''; pandas" in proc.stderr and "index=False" in proc.stderr
+    run_dmo("train", tmp_path / "d.csv", "--drop", "", "-o", tmp_path / "m.st", check=True)
+    assert "" not in read_metadata(tmp_path / "m.st")["preprocessing"]["numeric"]
+
+
 def test_a_label_column_with_spaces_in_its_name_is_pointed_at():
     schema = pa.schema([("x1", pa.float64()), (" x2", pa.float64()), (" label", pa.int64())])  # "x1, x2, label"
     with pytest.raises(DmoError, match=r"there is ' label' \(with spaces\).*--label-col ' label'"):

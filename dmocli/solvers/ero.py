@@ -568,9 +568,11 @@ def _monitor_split(train: SplitData, val: SplitData | None, folding: int, fold: 
         if not 0 <= fold < folding:
             raise DmoError(f"--param fold={fold} must be in 0..{folding - 1} with folding={folding}")
         positives = int((train.y == 1).sum())
-        if positives <= fold:  # dealt round-robin, fold `fold` gets a positive only when there are more than `fold`
-            raise DmoError(f"--folding {folding} with fold={fold}: the {positives} positive training row(s) leave the "
-                           "held-out fold without a positive to select on; use a smaller fold index or --val FILE")
+        smaller = min(positives, int((train.y == 0).sum()))
+        if folding > smaller:  # as scikit-learn's StratifiedKFold: every fold gets a row of each class
+            fix = f"use --folding {smaller} or fewer, or --val FILE" if smaller >= 2 else "use --val FILE"
+            raise DmoError(f"--folding {folding} is more folds than the {smaller} training rows of the smaller "
+                           f"class (each fold needs a row of each class); {fix}")
         held = _fold_mask(train.y.cpu(), folding, fold, seed).to(train.X.device)
         return (SplitData(train.X[~held], train.y[~held]), SplitData(train.X[held], train.y[held]),
                 f"fold{fold}of{folding}")
