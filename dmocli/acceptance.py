@@ -37,14 +37,15 @@ def acceptance(proba: np.ndarray, gamma: float) -> np.ndarray:
     return np.clip(np.where(confident, confident_a, other_a), 0.0, 1.0)
 
 
-def check_pilot_classes(y: np.ndarray, classes: list, option: str) -> None:
+def check_pilot_classes(y: np.ndarray, classes: list, fix: str) -> None:
     """A pilot that never saw a class is sure no row belongs to it: LUS would then drop that class's rows
-    (a = 0 where the pilot is certain) and fit a model that never met it. Refuse, naming the class."""
+    (a = 0 where the pilot is certain) and fit a model that never met it, and --match-size would size the
+    baselines by that. Refuse, naming the class."""
     seen = np.bincount(np.asarray(y), minlength=len(classes))
     if (seen == 0).any():
         missing = classes[int(np.argmin(seen))]
         raise DmoError(f"the pilot sample ({len(y)} rows) holds no row of class {missing!r}, so LUS would drop that "
-                       f"class; raise {option} until every class is in it, or use --method case-control")
+                       f"class; {fix}")
 
 
 def case_control_rates(counts: np.ndarray, target: float) -> np.ndarray:

@@ -193,6 +193,9 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     model.preprocessor.check_columns(schema)
     if id_col is not None and id_col not in schema.names:
         raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
+    if id_col is not None and as_csv and pa.types.is_nested(schema.field(id_col).type):
+        raise DmoError(f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
+                       "predictions as parquet (-o NAME.parquet)")
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)

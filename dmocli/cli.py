@@ -214,8 +214,9 @@ def subsample(
     result = run_subsample(data, output, opts, report)
     pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
     _emit(result, as_json, [
-        f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}: "
-        f"{result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)",
+        f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}"
+        + (f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)" if result["pilot_rows_written"]
+           else ")"),
         f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
         f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
     ])
@@ -302,7 +303,7 @@ def extract(
     from .extract.progress import progress_bar
 
     def _terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # a batch scheduler's SIGTERM: save finished rows, then stop
+        raise Terminated  # a batch scheduler's SIGTERM: save finished rows, then stop (exit 143)
 
     signal.signal(signal.SIGTERM, _terminate)
     opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,

@@ -533,6 +533,9 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
     """-o of a pass that writes a directory of part files: it may replace its own earlier output on a
     re-run, but never a directory that holds anything else (a user's data folder given as -o by mistake)."""
     target = Path(output)
+    if is_special(target):
+        raise DmoError(f"--engine dask writes a directory of part files, but -o {output} is a device or pipe; give a "
+                       "directory name, or --engine local")
     resolved = target.resolve()
     here = Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
@@ -593,24 +596,47 @@ class ParquetSink:
 
     def __init__(self, path: str | os.PathLike, schema: pa.Schema):
         self._stack = contextlib.ExitStack()
+        self._path = path
         self._tmp = self._stack.enter_context(atomic_path(path))
         where: str | pa.PythonFile = str(self._tmp)
+        self._stream = None
         if is_special(self._tmp):  # a named pipe cannot seek: arrow's own file stream fails there, a Python one does not
-            where = pa.PythonFile(self._stack.enter_context(open(self._tmp, "wb")), mode="w")
+            self._stream = self._stack.enter_context(open(self._tmp, "wb"))
+            where = pa.PythonFile(self._stream, mode="w")
         self._writer = pq.ParquetWriter(where, schema)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
-        if isinstance(batch, pa.RecordBatch):
-            self._writer.write_batch(batch)
-        else:
-            self._writer.write_table(batch)
+        with reader_gone_is_an_error(self._path):
+            if isinstance(batch, pa.RecordBatch):
+                self._writer.write_batch(batch)
+            else:
+                self._writer.write_table(batch)
 
     def __enter__(self) -> "ParquetSink":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._writer.close()
+        if exc_type is not None and self._stream is not None:
+            # A pipe's reader must not get a well-formed file of the rows so far: the footer is what makes
+            # parquet readable, so the stream is closed first and the writer's footer goes nowhere.
+            self._stream.close()
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        else:
+            with reader_gone_is_an_error(self._path):
+                self._writer.close()
         return self._stack.__exit__(exc_type, exc, tb)
+
+
+@contextlib.contextmanager
+def reader_gone_is_an_error(path: str | os.PathLike) -> Iterator[None]:
+    """A named pipe or device output whose reader closed it: one line naming it (a file cannot do this)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or "Broken pipe" in str(exc):
+            raise DmoError(f"the reader of -o {path} closed it before the output was complete") from exc
+        raise
 
 
 def is_csv_path(path: str | os.PathLike) -> bool:

@@ -20,7 +20,7 @@ from . import __version__
 from .architecture import Architecture
 from .errors import DmoError
 from .features import LevelCounts, Preprocessor
-from .io import atomic_path, is_special
+from .io import atomic_path, is_special, reader_gone_is_an_error
 from .labels import LabelSpec
 from .problems import Problem
 
@@ -95,7 +95,7 @@ class DmoModel:
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
             if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
-                with open(tmp, "wb") as out:
+                with reader_gone_is_an_error(path), open(tmp, "wb") as out:
                     out.write(save(tensors, metadata={METADATA_KEY: meta}))
             else:
                 save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})

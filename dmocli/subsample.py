@@ -8,7 +8,7 @@ float32 column `log_accept_<class>` per class: training adds those to the
 class logits (ALGORITHMS.md section 4). Pilot rows are not drawn again in pass
 2; with LUS they are written as they are, with log_accept 0 for every class
 (unless keep_pilot is off): a uniform draw needs no correction, so the fit uses
-every row the pilot already paid for and stays consistent.
+every row the pilot already paid for and stays consistent for a well-specified model.
 
 Randomness is drawn per batch (local engine) or per partition (Dask engine)
 from (seed, part number), so a run is reproducible for a seed and the pilot
@@ -167,7 +167,9 @@ def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: Subsam
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     data = prepare(table, pre, labels)
     labeled = data.labeled()
-    check_pilot_classes(labeled.y, labels.classes, "--pilot-frac (or --pilot-max-rows)")
+    fix = ("drop --match-size" if opts.match_size else
+           "raise --pilot-frac (or --pilot-max-rows) until every class is in it, or use --method case-control")
+    check_pilot_classes(labeled.y, labels.classes, fix)
     arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
     network, _ = fit_offset_logistic(torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch,
                                      opts.seed, LogisticParams())

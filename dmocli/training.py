@@ -220,7 +220,8 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
     del loaded
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
-    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params, group=group)
+    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params, group=group,
+                     class_names=labels.classes)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()

@@ -264,6 +264,8 @@ def test_usage_errors(sim, tmp_path):
         _subsample(sub, tmp_path / "t.parquet")
     with pytest.raises(DmoError, match="already a subsample"):
         train(sub, TrainOptions(solver="lus", gamma=2.0), output=model)
+    with pytest.raises(DmoError, match="keep_pilot applies to --gamma"):
+        train(sub, TrainOptions(solver="lus", params={"keep_pilot": "false"}), output=model)
     with pytest.raises(DmoError, match="one-vs-rest"):
         train(sub, TrainOptions(solver="lus", problem="ofbs", positive="0"), output=model)
     assert not model.exists()
@@ -278,7 +280,9 @@ def test_a_pilot_without_a_class_is_refused_by_name(tmp_path):
     frame.to_parquet(data)
     with pytest.raises(DmoError, match="holds no row of class 1"):
         _subsample(data, tmp_path / "s.parquet", gamma=2.0)
-    with pytest.raises(DmoError, match="holds no row of class 'positive'"):
+    with pytest.raises(DmoError, match="drop --match-size"):
+        _subsample(data, tmp_path / "s.parquet", gamma=2.0, method="case-control", match_size=True)
+    with pytest.raises(DmoError, match="holds no row of class 1.*dmo subsample --method case-control"):
         train(data, TrainOptions(solver="lus", gamma=2.0), output=tmp_path / "m.safetensors")
     assert not (tmp_path / "s.parquet").exists() and not (tmp_path / "m.safetensors").exists()
 

@@ -114,3 +114,52 @@ def test_outputs_named_as_another_kind_of_file_are_refused(model, tmp_path):
     proc = run_dmo("subsample", data, "--gamma", "2", "-o", tmp_path / "s.csv")
     assert proc.returncode == 2 and "name it .parquet" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_pipe_reader_gets_no_readable_file_from_a_failed_run(model, tmp_path):
+    trained, data = model
+    folder = tmp_path / "two"
+    folder.mkdir()
+    frame = pd.read_parquet(data)
+    frame.to_parquet(folder / "a.parquet")
+    frame.assign(f0=frame["f0"].where(frame.index != 5)).to_parquet(folder / "b.parquet")  # a NaN feature: refused half-way
+    pipe = tmp_path / "scores.parquet"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    proc = run_dmo("predict", trained, folder, "-o", pipe)
+    reader.join(timeout=60)
+    assert proc.returncode == 2 and "missing or infinite" in proc.stderr
+    with pytest.raises(Exception):  # the rows of a.parquet went out, but never the footer that makes them a file
+        pq.read_table(stdio.BytesIO(received[0]))
+
+
+def test_a_pipe_whose_reader_leaves_is_one_line(model, tmp_path):
+    trained, _ = model
+    big = tmp_path / "big.parquet"
+    make_binary_frame(n=1_000_000).to_parquet(big, row_group_size=50_000)
+    pipe = tmp_path / "scores.parquet"
+    os.mkfifo(pipe)
+
+    def read_a_little() -> None:
+        with open(pipe, "rb") as stream:
+            stream.read(100)
+
+    reader = threading.Thread(target=read_a_little)
+    reader.start()
+    proc = run_dmo("predict", trained, big, "-o", pipe)
+    reader.join(timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"dmo: error: the reader of -o {pipe} closed it before the output was complete"
+
+
+def test_outputs_that_must_be_directories_or_files_refuse_a_pipe(model, tmp_path):
+    from dmocli.extract import ExtractOptions, extract
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(DmoError, match="is a device or pipe"):
+        io.check_parts_output(pipe, {})
+    with pytest.raises(DmoError, match="is a device or pipe"):
+        extract(tmp_path, pipe, ExtractOptions(kind="image", model=str(tmp_path / "none")))
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)

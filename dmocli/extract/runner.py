@@ -159,6 +159,9 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     # A text table given as SOURCE must not be replaced by its own features, nor the output by the report. A
     # parquet output inside an image or .txt folder is allowed: extract reads only images or .txt files there.
     io.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
+    io.refuse_csv_output(output, "the feature table")
+    if io.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
+        raise DmoError(f"-o {output} is a device or pipe; extract writes a parquet file (and checkpoints beside it)")
     if opts.batch_size < 1:
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
     check_seed(opts.seed)

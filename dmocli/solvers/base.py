@@ -61,6 +61,7 @@ class FitContext:
     params: Any  # the solver's own Params dataclass, validated
     verbose: bool = False
     group: ProcessGroup | None = None  # under torchrun: the train split is this process's share of the rows
+    class_names: list[Any] | None = None  # the label's classes by code (binary: [negative, positive]), for messages
 
 
 @dataclass

@@ -115,6 +115,9 @@ class LocalUncertaintySampling(Solver):
         if offsets is not None:
             if p.gamma:
                 raise DmoError("DATA is already a subsample (it has log_accept_* columns); drop --gamma to fit on it")
+            if not p.keep_pilot:
+                raise DmoError("--param keep_pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
+                               "in it unless it was written with `dmo subsample --no-keep-pilot`)")
             network, trace = fit_offset_logistic(train.X, train.y, offsets, arch, ctx.seed, p)
             return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n},
                              own_threshold)
@@ -145,8 +148,10 @@ class LocalUncertaintySampling(Solver):
         pilot_arch = Architecture(p.pilot_model, ctx.architecture.n_inputs, n_classes,
                                   width=ctx.architecture.width, depth=ctx.architecture.depth)
         pilot_rows = torch.as_tensor(np.flatnonzero(in_pilot), device=train.X.device)
-        names = ["negative", "positive"] if ctx.architecture.n_outputs == 1 else [f"#{k}" for k in range(n_classes)]
-        check_pilot_classes(train.y[pilot_rows].cpu().numpy(), names, "--param pilot_frac")
+        names = ctx.class_names or list(range(n_classes))
+        check_pilot_classes(train.y[pilot_rows].cpu().numpy(), names,
+                            "raise --param pilot_frac until every class is in it, or subsample with "
+                            "`dmo subsample --method case-control`")
         pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
         rest = np.flatnonzero(~in_pilot)
         rest_t = torch.as_tensor(rest, device=train.X.device)
