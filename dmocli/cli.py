@@ -297,15 +297,11 @@ def extract(
 
     Example: dmo extract photos/ -o features.parquet --model ./dinov2-small --views weak:1,strong:2
     """
-    import signal
-
     from .extract import ExtractOptions, extract as run_extract
     from .extract.progress import progress_bar
 
-    def _terminate(signum: int, frame: Any) -> None:
-        raise Terminated  # a batch scheduler's SIGTERM: save finished rows, then stop (exit 143)
-
-    signal.signal(signal.SIGTERM, _terminate)
+    # A batch scheduler's SIGTERM raises Terminated (main's handler, every command): finished rows are saved
+    # for --resume on the way out, and the exit code is 143.
     opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,
                           pooling=pooling, normalize=normalize, views=views, seed=seed, resume=resume,
                           text_col=text_col, label_col=label_col, max_length=max_length, checkpoint_every=checkpoint_every)

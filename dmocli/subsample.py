@@ -274,10 +274,10 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
     labels, pilot = _labels_and_pilot(engine.map(first_pass, columns), plan, opts, pilot_rate > 0)
     pilot_seconds = time.perf_counter() - t0
 
-    lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate)
+    lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate, keep_pilot=opts.keep_pilot)
     info: dict[str, Any] = {}
     if opts.method == "lus":
-        sampler = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate, keep_pilot=opts.keep_pilot)
+        sampler = lus
     else:
         n_labeled = sum(labels.counts)
         target = n_labeled / opts.gamma
