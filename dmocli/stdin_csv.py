@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pyarrow.csv as pacsv
 
 _HEAD_BYTES = 1 << 20  # what the column types are inferred from: arrow's own first block
+_BLOCK_BYTES = 1 << 22  # what is parsed at a time: large enough for arrow's threads, small next to memory
 
 
 class _Replay(pyio.RawIOBase):
@@ -69,18 +70,40 @@ class StdinCsv:
         return self._read()
 
     def _read(self) -> Iterator[pa.RecordBatch]:
+        """Each block parsed here, on this thread: arrow's streaming reader would read the Python stream from
+        a background thread, and a read still running while Python exits (after an error) aborts the process."""
         import pyarrow.csv as pacsv
 
-        try:  # opening reads ahead already: a truncated or corrupt gzip stream can fail there too
-            reader = pacsv.open_csv(pyio.BufferedReader(_Replay(self._head, self._rest)), parse_options=self._parse,
-                                    convert_options=self._convert)
-            for batch in reader:
-                if batch.num_rows:
-                    yield batch
+        names = self.schema.names
+        self._convert.column_types = {name: self.schema.field(name).type for name in self._convert.include_columns}
+        try:
+            for number, block in enumerate(self._blocks()):
+                if number == 0 and not _ends_a_line(block):
+                    continue  # the header alone
+                read = pacsv.ReadOptions(column_names=names, skip_rows=1 if number == 0 else 0)
+                table = pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=self._parse,
+                                       convert_options=self._convert)
+                yield from (batch for batch in table.to_batches() if batch.num_rows)
         except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
-            raise DmoError(conversion_error_message(NAME, self.schema.names, exc, fix="leave the column out (train: "
-                                                    "--drop it), or save the data to a file, which dmo reads with types "
+            raise DmoError(conversion_error_message(NAME, names, exc, fix="leave the column out (train: --drop "
+                                                    "it), or save the data to a file, which dmo reads with types "
                                                     "inferred from every row")) from exc
+
+    def _blocks(self) -> Iterator[bytes]:
+        """The stream (head first) in pieces of about _BLOCK_BYTES, each cut after a line end, so no row is split."""
+        carry = self._head
+        while chunk := self._rest.read(_BLOCK_BYTES):
+            data = carry + chunk
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            if cut:
+                yield data[:cut]
+            carry = data[cut:]
+        if carry.strip():
+            yield carry
+
+
+def _ends_a_line(block: bytes) -> bool:
+    return b"\n" in block or b"\r" in block
 
 
 def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[str] = (),
