@@ -67,8 +67,6 @@ def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offset
     for epoch in range(params.max_epochs):
         network.train()
         for idx in minibatches(X.shape[0], params.batch_size, generator, X.device):
-            if idx.numel() < 2 and X.shape[0] > 1:
-                continue  # BatchNorm needs two rows
             optimizer.zero_grad(set_to_none=True)
             loss = offset_nll(network(X[idx]), y[idx], None if offsets is None else offsets[idx])
             loss.backward()

@@ -8,13 +8,14 @@ a prediction (ALGORITHMS.md section 3):
 * ofo:  Busa-Fekete et al. (2015), threshold = online F of past predictions / (1+b^2);
 * lr:   fixed threshold 0.5.
 
-Online protocol. Rows arrive in record batches and are cut into mini-batches
-of `batch-size` rows. For every row of a mini-batch, eta_t = sigmoid(w.x_t)
-uses the weights from before that mini-batch, i.e. learned from earlier rows
-only; its prediction is made with a threshold that depends only on earlier
-rows too; only then are the mini-batch's labels used (one SGD step on the mean
-log loss, then the threshold recurrence). Mini-batching thus delays the
-logistic update by at most batch-size - 1 rows but never lets a label inform
+Online protocol. The logistic model is per-row SGD (step lr/sqrt(t) at row
+t) vectorized over mini-batches of about sqrt(t) rows, at most `batch-size`
+(OnlineLogistic). For every row of a mini-batch, eta_t = sigmoid(w.x_t) uses
+the weights from before that mini-batch, i.e. learned from earlier rows only;
+its prediction is made with a threshold that depends only on earlier rows
+too; only then are the mini-batch's labels used (one update, the sum of the
+per-row steps, then the threshold recurrence). Mini-batching thus delays the
+logistic update by fewer than batch-size rows but never lets a label inform
 its own prediction; with batch-size 1 it is the paper's per-row algorithm.
 
 The streaming pipeline (dmocli/streaming.py) feeds these solvers; they never
@@ -52,10 +53,19 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 class OnlineLogistic:
-    """Online logistic regression: one SGD step per mini-batch, step lr / sqrt(k) at step k.
+    """Online logistic regression: per-row SGD with step lr / sqrt(t) at row t, vectorized over mini-batches.
 
-    With `average`, predictions use the running average of the iterates
-    (Polyak-Ruppert), as the paper's eq. (5) allows; memory is O(d).
+    A mini-batch of b rows starting at row t takes the sum of the b per-row steps with every gradient at the
+    batch's starting weights: w -= lr / sqrt(t) * sum_i (p_i - y_i) x_i. With b = 1 this is the paper's
+    per-row algorithm; larger b only delays each update by fewer than b rows. b grows with sqrt(t) up to
+    batch_size (see _size), so a batch's step on its mean gradient, lr * b / sqrt(t), never exceeds the
+    per-row algorithm's first step lr: short streams learn as the per-row algorithm does (a fixed 256 rows
+    scored by the all-zero start and ~12 steps for 3,000 rows left the posterior, and FOFO's threshold, far
+    off), long ones run at mini-batch speed. Batch bounds depend on the row index only: a batch that
+    straddles two chunks (record batches, files) scores its rows as they come and updates once complete.
+
+    With `average`, predictions use the per-row running average of the iterates (Polyak-Ruppert), as the
+    paper's eq. (5) allows; memory is O(d).
     """
 
     def __init__(self, n_features: int, lr: float, batch_size: int, average: bool):
@@ -67,35 +77,79 @@ class OnlineLogistic:
         self.batch_size = batch_size
         self.average = average
         self.steps = 0
+        self.seen = 0  # rows whose labels were used (completed batches)
+        self._open = 0  # rows of the current, incomplete batch scored so far
+        self._grad_w = np.zeros(n_features, dtype=np.float32)
+        self._grad_b = 0.0
+
+    def _size(self, seen: int | None = None) -> int:
+        """Rows of the batch starting after `seen` rows (default: now): batch_size once it is at most
+        sqrt(seen) and divides seen, else the largest power of two that does both. Growing only at multiples
+        keeps every later batch on multiples of batch_size, so 64k-row chunks need no re-cutting copies."""
+        seen = self.seen if seen is None else seen
+        root = math.isqrt(seen)
+        if self.batch_size <= root and seen % self.batch_size == 0:
+            return self.batch_size
+        size = 1 << max(0, min(root, self.batch_size).bit_length() - 1)  # the largest power of two <= both
+        while seen % size:
+            size >>= 1
+        return size
+
+    def whole_batches(self, rows: int) -> int:
+        """How many of the next `rows` rows fill whole mini-batches (fit_stream cuts chunks there, so a batch
+        never straddles two chunks and the float sums, hence the model, do not depend on the chunking)."""
+        seen, used = self.seen, 0
+        while (size := self._size(seen)) < self.batch_size and used + size <= rows:
+            used, seen = used + size, seen + size
+        if size == self.batch_size:
+            used += (rows - used) // size * size
+        return used
 
     def process(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """eta for every row, each computed before its own mini-batch's labels update the weights."""
         eta = np.empty(X.shape[0])  # float64: the threshold recurrences run in double precision
         y = y.astype(np.float32)  # float32 residuals keep the gradient product in float32
-        B = self.batch_size
-        # ~8,000 mini-batches per million rows: per-call overhead is the cost here, hence one errstate
-        # for the loop and sum()/n rather than mean() (whose Python wrapper costs more than the sum).
+        # Per-call overhead is the cost here (~8,000 batches per million rows), hence one errstate for the
+        # loop and sum() rather than mean().
         with np.errstate(over="ignore"):
-            for start in range(0, X.shape[0], B):  # loop over mini-batches, not rows
-                Xb = X[start:start + B]
+            start = 0
+            while start < X.shape[0]:  # loop over mini-batches, not rows
+                stop = min(X.shape[0], start + self._size() - self._open)
+                Xb = X[start:stop]
                 z = Xb @ self.w
                 z += self.b
                 p = _sigmoid(z)
                 if self.average and self.steps:
                     z_avg = Xb @ self.w_avg
                     z_avg += self.b_avg
-                    eta[start:start + B] = _sigmoid(z_avg)
+                    eta[start:stop] = _sigmoid(z_avg)
                 else:
-                    eta[start:start + B] = p
-                residual = p - y[start:start + B]
-                self.steps += 1
-                step = self.lr / math.sqrt(self.steps) / Xb.shape[0]
-                self.w -= step * (residual @ Xb)
-                self.b -= step * float(residual.sum())
-                if self.average:
-                    self.w_avg += (self.w - self.w_avg) / self.steps
-                    self.b_avg += (self.b - self.b_avg) / self.steps
+                    eta[start:stop] = p
+                residual = p - y[start:stop]
+                self._grad_w += residual @ Xb
+                self._grad_b += float(residual.sum())
+                self._open += stop - start
+                if self._open == self._size():
+                    self.finish_batch()
+                start = stop
         return eta
+
+    def finish_batch(self) -> None:
+        """Apply the current batch's update (also called at the end of a pass for a partial last batch)."""
+        if not self._open:
+            return
+        step = self.lr / math.sqrt(self.seen + 1)
+        self.w -= step * self._grad_w
+        self.b -= step * self._grad_b
+        self.steps += 1
+        self.seen += self._open
+        if self.average:
+            share = self._open / self.seen
+            self.w_avg += (self.w - self.w_avg) * share
+            self.b_avg += (self.b - self.b_avg) * share
+        self._grad_w[:] = 0
+        self._grad_b = 0.0
+        self._open = 0
 
     def weights(self) -> tuple[np.ndarray, float]:
         return (self.w_avg, self.b_avg) if self.average and self.steps else (self.w, self.b)
@@ -177,8 +231,8 @@ class StreamingSolver(Solver):
 
     @dataclass
     class Params:
-        lr: float = field(default=8.0, metadata={"positive": True, "help": "SGD step of the logistic model at mini-batch k is lr/sqrt(k)"})
-        batch_size: int = field(default=256, metadata={"min": 1, "help": "rows per SGD mini-batch (1 = the per-row algorithm)"})
+        lr: float = field(default=2.0, metadata={"positive": True, "help": "SGD step of the logistic model at row t is lr/sqrt(t) (the paper's initial step)"})
+        batch_size: int = field(default=256, metadata={"min": 1, "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it (1 = the per-row algorithm)"})
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
         stats_rows: int = field(default=262_144, metadata={"min": 0, 
             "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
@@ -205,12 +259,13 @@ class StreamingSolver(Solver):
             if epoch:
                 rule.restart(n)
             score = OnlineScore(beta, n, rows_before)
-            for X, y in _aligned(batches(), learner.batch_size):
+            for X, y in _whole_batches(batches(), learner):
                 eta = learner.process(X, y)
                 pred = rule.decide(eta, y)
                 score.add(pred, y)
                 if progress is not None:
                     progress(rows_before + score.n, score.f_beta)
+            learner.finish_batch()
             passes.append(score.to_dict())
             curve_rows += score.curve_rows
             curve_f += score.curve_f
@@ -223,14 +278,16 @@ class StreamingSolver(Solver):
         return StreamFitResult(weights=linear_state(w, b), threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
 
 
-def _aligned(batches: Iterable[tuple[np.ndarray, np.ndarray]], multiple: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Re-cut the stream so mini-batches never straddle record batches: the model depends on the row
-    sequence only, not on how the file happens to be split (row groups, CSV blocks, several files)."""
+def _whole_batches(batches: Iterable[tuple[np.ndarray, np.ndarray]],
+                   learner: OnlineLogistic) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Re-cut the stream at the learner's mini-batch boundaries (the rest waits for the next chunk): the
+    model depends on the row sequence only, not on how the file happens to be split (row groups, CSV
+    blocks, several files). Lazy: each cut is computed after the learner has processed the piece before."""
     carry: tuple[np.ndarray, np.ndarray] | None = None
     for X, y in batches:
         if carry is not None:
             X, y = np.concatenate([carry[0], X]), np.concatenate([carry[1], y])
-        cut = len(y) - len(y) % multiple
+        cut = learner.whole_batches(len(y))
         if cut:
             yield X[:cut], y[:cut]
         carry = (X[cut:], y[cut:]) if cut < len(y) else None
