@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import io as pyio
+import re
 import sys
 import zlib
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 _HEAD_BYTES = 1 << 20  # what the column types are inferred from: arrow's own first block
 _BLOCK_BYTES = 1 << 22  # what is parsed at a time: large enough for arrow's threads, small next to memory
+_LONGEST_LINE = 1 << 26  # a CSV line longer than this is not a row: refused before memory runs out
+_ROW = re.compile(r"Row #(\d+)")
 
 
 class _Replay(pyio.RawIOBase):
@@ -72,22 +75,39 @@ class StdinCsv:
     def _read(self) -> Iterator[pa.RecordBatch]:
         """Each block parsed here, on this thread: arrow's streaming reader would read the Python stream from
         a background thread, and a read still running while Python exits (after an error) aborts the process."""
-        import pyarrow.csv as pacsv
-
         names = self.schema.names
         self._convert.column_types = {name: self.schema.field(name).type for name in self._convert.include_columns}
+        lines_before = 0  # line ends in the blocks before: an error's row number counts from its block's start
         try:
             for number, block in enumerate(self._blocks()):
-                if number == 0 and not _ends_a_line(block):
-                    continue  # the header alone
-                read = pacsv.ReadOptions(column_names=names, skip_rows=1 if number == 0 else 0)
-                table = pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=self._parse,
-                                       convert_options=self._convert)
+                if number == 0:
+                    block = block.lstrip(b"\r\n")  # blank lines before the header: the header is skipped below
+                    if not _ends_a_line(block):
+                        continue  # the header alone
+                try:
+                    table = self._parse_block(block, header=number == 0, threads=True)
+                except pa.ArrowInvalid:  # again on one thread, whose message has the row number, made the line's
+                    self._parse_block(block, header=number == 0, threads=False, lines_before=lines_before)
+                    raise
+                lines_before += _line_ends(block)
                 yield from (batch for batch in table.to_batches() if batch.num_rows)
         except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
             raise DmoError(conversion_error_message(NAME, names, exc, fix="leave the column out (train: --drop "
                                                     "it), or save the data to a file, which dmo reads with types "
                                                     "inferred from every row")) from exc
+
+    def _parse_block(self, block: bytes, header: bool, threads: bool, lines_before: int = 0) -> pa.Table:
+        import pyarrow.csv as pacsv
+
+        read = pacsv.ReadOptions(column_names=self.schema.names, skip_rows=1 if header else 0, use_threads=threads)
+        try:
+            return pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=self._parse,
+                                  convert_options=self._convert)
+        except pa.ArrowInvalid as exc:
+            if not lines_before:
+                raise
+            shifted = _ROW.sub(lambda m: f"Row #{int(m.group(1)) + lines_before}", str(exc), count=1)
+            raise pa.ArrowInvalid(shifted) from exc
 
     def _blocks(self) -> Iterator[bytes]:
         """The stream (head first) in pieces of about _BLOCK_BYTES, each cut after a line end, so no row is split."""
@@ -98,8 +118,15 @@ class StdinCsv:
             if cut:
                 yield data[:cut]
             carry = data[cut:]
+            if len(carry) > _LONGEST_LINE:
+                raise _too_long()
         if carry.strip():
             yield carry
+
+
+def _line_ends(block: bytes) -> int:
+    """Lines in a block: its \n, or its \r in a file with old Mac line ends."""
+    return block.count(b"\n") or block.count(b"\r")
 
 
 def _ends_a_line(block: bytes) -> bool:
@@ -156,4 +183,11 @@ def _read_head(source: BinaryIO) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
         lines += chunk.count(b"\n")
+        if size > _LONGEST_LINE:
+            raise _too_long()
     return b"".join(chunks)
+
+
+def _too_long() -> DmoError:
+    return DmoError(f"{NAME} has a line longer than {_LONGEST_LINE >> 20} MB (no line end in it): is it a CSV file? "
+                    "Pipe a CSV with one row per line")

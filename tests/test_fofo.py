@@ -130,7 +130,7 @@ def test_minibatch_eta_never_uses_its_own_label():
 def test_minibatches_grow_from_single_rows_and_any_chunking_gives_the_same_model():
     """The first rows are learned one at a time (the per-row algorithm), later ones in batches of about
     sqrt(rows seen), at most batch_size; a batch straddling odd chunks updates once complete, so the chunking
-    changes nothing but float rounding (fit_stream also cuts chunks at batch ends: bit for bit there)."""
+    changes nothing but float rounding (fit_stream also cuts chunks at batch ends: the weights bit for bit there)."""
     rng = np.random.default_rng(1)
     X = rng.normal(size=(20_000, 6)).astype(np.float32)
     y = (rng.random(20_000) < 0.1).astype(np.int64)

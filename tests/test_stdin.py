@@ -190,3 +190,41 @@ def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
     proc = subprocess.run(f"set -o pipefail; {command} | head -2", shell=True, executable="/bin/bash",
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _stdin_rows(text: bytes, monkeypatch, block: int = 999) -> list:
+    """The rows dmocli.stdin_csv reads from `text` as a stream, parsed in blocks of about `block` bytes."""
+    import io as pyio
+
+    from dmocli import stdin_csv
+
+    monkeypatch.setattr(stdin_csv, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(stdin_csv, "_HEAD_BYTES", block)
+    source = stdin_csv.open_stdin_csv(lambda name: name != "label", stream=pyio.BytesIO(text))
+    return [row for batch in source.batches(source.schema.names) for row in batch.to_pylist()]
+
+
+def test_blocks_keep_every_row_and_name_the_line_of_a_bad_value(monkeypatch):
+    """Parsed block by block: CRLF line ends split between blocks, blank lines before the header and a last line
+    without its line end lose nothing; a bad value in a later block is named by its line in the whole stream."""
+    from dmocli.errors import DmoError
+
+    lines = [f"{i}.5,{i % 2}" for i in range(20_000)]  # more than the 64 KB head the types come from
+    text = ("\r\n\r\nx,label\r\n" + "\r\n".join(lines)).encode()
+    rows = _stdin_rows(text, monkeypatch)
+    assert [r["x"] for r in rows] == [i + 0.5 for i in range(20_000)]
+    assert [r["label"] for r in rows] == [i % 2 for i in range(20_000)]
+    lines[15_000] = "oops,1"
+    with pytest.raises(DmoError, match=r"column 'x' reads as double .* holds 'oops' at line 15002"):
+        _stdin_rows(("x,label\n" + "\n".join(lines) + "\n").encode(), monkeypatch)
+
+
+def test_a_stream_without_line_ends_is_refused_before_memory_runs_out(monkeypatch):
+    from dmocli import stdin_csv
+    from dmocli.errors import DmoError
+
+    monkeypatch.setattr(stdin_csv, "_LONGEST_LINE", 4096)
+    with pytest.raises(DmoError, match="a line longer than .* is it a CSV file"):
+        _stdin_rows(b"x,label\n1,0\n" + b"7," * 10_000, monkeypatch)  # within the head
+    with pytest.raises(DmoError, match="a line longer than .* is it a CSV file"):
+        _stdin_rows(b"x,label\n" + b"1,0\n" * 20_000 + b"7," * 10_000, monkeypatch)  # after it

@@ -65,3 +65,22 @@ def test_adam_remains_available_and_lbfgs_is_refused_for_the_mlp():
               TrainOptions(params={"lr": "0.1", "batch-size": "8"}))
     with pytest.raises(DmoError, match="optimizer='newton' is not known"):
         _fit(X, y, 1, optimizer="newton")
+
+
+def test_deep_batchnorm_mlp_on_a_few_hundred_rows_is_judged_as_trained():
+    """890 rows in one 1024-row batch: one Adam step per epoch. Judged in eval mode with BatchNorm's running
+    statistics (momentum 0.1, a batch or two seen), the paper's 10 x 100 MLP gave a constant output, early
+    stopping read a rising loss and kept epoch 1: a useless model. With the statistics refreshed before each
+    judgement, the fit runs on and ranks the training rows well."""
+    X, y = _standardized(make_binary_frame(890, d=8, pos_frac=0.036, seed=5, sep=1.0))
+    solver = WeightedCrossEntropy()
+    ctx = FitContext(None, Architecture("mlp", 8, 1, width=100, depth=10), torch.device("cpu"), 0,
+                     solver.parse_params({"max_epochs": "40"}))
+    result = solver.fit(SplitData(torch.tensor(X), torch.tensor(y)), None, ctx)
+    with torch.no_grad():
+        logits = result.network(torch.tensor(X)).squeeze(-1).numpy()
+    assert logits.std() > 0.1  # not a constant
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(y, logits) > 0.9
+    assert result.trace["epochs"] == 40  # not stopped after the first epoch's patience (20 epochs)

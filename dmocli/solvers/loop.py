@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
 
+from ..errors import DmoError
+
 if TYPE_CHECKING:
     from ..distributed import ProcessGroup
 
@@ -44,6 +46,27 @@ def endless_minibatches(n: int, batch_size: int, generator: torch.Generator, dev
     torchrun group whatever the size of each process's share."""
     while True:
         yield from minibatches(n, batch_size, generator, device)
+
+
+def refuse_single_row_batches(network: torch.nn.Module, batch_size: int) -> None:
+    """BatchNorm cannot train on one row (torch raises mid-fit): refuse --param batch-size=1 up front."""
+    if batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in network.modules()):
+        raise DmoError("--param batch-size=1 cannot train the MLP: its BatchNorm layers need at least 2 rows per "
+                       "batch; use 2 or more")
+
+
+def refresh_batchnorm(network: torch.nn.Module, X: torch.Tensor, chunk_rows: int = 65536) -> None:
+    """Set every BatchNorm layer's running statistics to those of `X` under the current weights (no-op
+    without BatchNorm), so that an eval-mode judgement sees the network training has made. Momentum 0.1
+    leaves them stale after few steps: with one or two batches per epoch (a few hundred or thousand rows),
+    a 10-layer MLP in eval mode gave a constant output, early stopping read a rising loss and kept the
+    first epoch's weights. torch's own update_bn (the SWA utility) does the pass."""
+    from torch.optim.swa_utils import update_bn
+
+    was_training = network.training
+    with torch.no_grad():
+        update_bn([X[start:start + chunk_rows] for start in range(0, X.shape[0], chunk_rows)], network)
+    network.train(was_training)
 
 
 class EarlyStopping:

@@ -25,7 +25,8 @@ from ..acceptance import acceptance, check_gamma, check_pilot_classes, row_gener
 from ..errors import DmoError
 from ..networks import Architecture, build_network, logits_of
 from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
-from .loop import EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches
+from .loop import (EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches, refresh_batchnorm,
+                   refuse_single_row_batches)
 
 
 @dataclass
@@ -61,6 +62,7 @@ def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor 
 
 def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
               params: LogisticParams, generator: torch.Generator) -> tuple[torch.nn.Module, dict[str, Any]]:
+    refuse_single_row_batches(network, params.batch_size)
     optimizer = adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
     stopper = EarlyStopping(network, patience=params.patience)
     epochs = 0
@@ -71,6 +73,7 @@ def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offset
             loss = offset_nll(network(X[idx]), y[idx], None if offsets is None else offsets[idx])
             loss.backward()
             optimizer.step()
+        refresh_batchnorm(network, X)
         network.eval()
         with torch.no_grad():
             monitored = float(offset_nll(network(X), y, offsets))

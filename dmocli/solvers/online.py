@@ -109,7 +109,7 @@ class OnlineLogistic:
         """eta for every row, each computed before its own mini-batch's labels update the weights."""
         eta = np.empty(X.shape[0])  # float64: the threshold recurrences run in double precision
         y = y.astype(np.float32)  # float32 residuals keep the gradient product in float32
-        # Per-call overhead is the cost here (~8,000 batches per million rows), hence one errstate for the
+        # Per-call overhead is the cost here (~4,000 batches per million rows), hence one errstate for the
         # loop and sum() rather than mean().
         with np.errstate(over="ignore"):
             start = 0

@@ -23,7 +23,8 @@ from ..errors import DmoError
 from ..networks import build_network, logits_of
 from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
                    seed_everything)
-from .loop import EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches
+from .loop import (EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches, refresh_batchnorm,
+                   refuse_single_row_batches)
 
 
 class WeightedCrossEntropy(Solver):
@@ -99,6 +100,7 @@ class WeightedCrossEntropy(Solver):
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(network, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
+        refuse_single_row_batches(network, p.batch_size)
         optimizer = adam(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         monitor = val if val is not None and val.n > 0 else train
         offsets = train.extra.get("offsets")
@@ -112,7 +114,8 @@ class WeightedCrossEntropy(Solver):
                     loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
                     loss.backward()
                     optimizer.step()
-            if group is not None:  # BatchNorm's running statistics last saw each process's own batch: take rank 0's
+            refresh_batchnorm(network, train.X)  # the judgement below runs in eval mode
+            if group is not None:  # BatchNorm's running statistics are each process's own rows': take rank 0's
                 group.broadcast_parameters(network)
             with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
                 monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, ctx.architecture.n_outputs)
