@@ -82,7 +82,7 @@ class StdinCsv:
             for number, block in enumerate(self._blocks()):
                 if number == 0:
                     block = block.lstrip(b"\r\n")  # blank lines before the header: the header is skipped below
-                    if not _ends_a_line(block):
+                    if not _line_ends(block):
                         continue  # the header alone
                 try:
                     table = self._parse_block(block, header=number == 0, threads=True)
@@ -127,10 +127,6 @@ class StdinCsv:
 def _line_ends(block: bytes) -> int:
     """Lines in a block: its \n, or its \r in a file with old Mac line ends."""
     return block.count(b"\n") or block.count(b"\r")
-
-
-def _ends_a_line(block: bytes) -> bool:
-    return b"\n" in block or b"\r" in block
 
 
 def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[str] = (),

@@ -114,7 +114,8 @@ class OnlineLogistic:
         with np.errstate(over="ignore"):
             start = 0
             while start < X.shape[0]:  # loop over mini-batches, not rows
-                stop = min(X.shape[0], start + self._size() - self._open)
+                size = self._size()
+                stop = min(X.shape[0], start + size - self._open)
                 Xb = X[start:stop]
                 z = Xb @ self.w
                 z += self.b
@@ -129,7 +130,7 @@ class OnlineLogistic:
                 self._grad_w += residual @ Xb
                 self._grad_b += float(residual.sum())
                 self._open += stop - start
-                if self._open == self._size():
+                if self._open == size:
                     self.finish_batch()
                 start = stop
         return eta

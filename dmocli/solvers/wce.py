@@ -95,12 +95,12 @@ class WeightedCrossEntropy(Solver):
         (a global batch of processes x batch_size rows); join() lets a process whose share ends a batch
         earlier wait for the others."""
         p, group = ctx.params, ctx.group
+        refuse_single_row_batches(network, p.batch_size)
         model = network
         if group is not None:
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(network, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
-        refuse_single_row_batches(network, p.batch_size)
         optimizer = adam(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         monitor = val if val is not None and val.n > 0 else train
         offsets = train.extra.get("offsets")
