@@ -13,9 +13,9 @@ Three presets (`--param protocol=...`), every value overridable:
 - `fast` (default): the same penalty, regularizer and update rule, reached
   quicker: a stronger warm start, the `wce` solver (linear: the exact
   optimum of the class-balanced BCE by L-BFGS, so ERO starts from WCE+TA's
-  very point; MLP: early-stopped on the training loss like the authors'
-  warm start, not on validation, which under-fits the very problem ERO then
-  solves); the output bias moved to
+  very point; MLP: early-stopped on the validation loss when a monitored
+  split is given, else on the training loss like the authors' warm start);
+  the output bias moved to
   the exact TA threshold of the warm-started scores and s started at those
   predictions (a feasible, WCE+TA-quality point when the target is
   reachable); 5 outer iterations of at most 100 steps (mini-batch: 10
@@ -79,7 +79,7 @@ class Settings:
     warm_patience: int
     warm_balanced: bool
     warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
-    warm_monitor: str  # wce warm start: early-stop on the train or the val loss
+    warm_monitor: str  # wce warm start: early-stop on the train or the val loss; auto: val when a monitored split is given
     warm_epochs: int  # wce warm start: most epochs (its patience is warm_patience // 4 epochs)
     init: str  # ta | predictions | random
     outer: int
@@ -117,7 +117,7 @@ def _preset(protocol: str, model: str) -> Settings:
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False, selection="best")
     if protocol == "fast":
         return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce",
-                        warm_monitor="train", warm_epochs=300,
+                        warm_monitor="auto", warm_epochs=300,
                         init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
@@ -159,7 +159,7 @@ class ERO(Solver):
         warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
         warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
-        warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss"})
+        warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)"})
         warm_epochs: int | None = field(default=None, metadata={"help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
@@ -194,8 +194,8 @@ class ERO(Solver):
             raise DmoError(f"--param init={out.init!r} is not known (use ta, predictions or random)")
         if out.warm_start not in ("bce", "wce"):
             raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
-        if out.warm_monitor not in ("train", "val"):
-            raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train or val)")
+        if out.warm_monitor not in ("train", "val", "auto"):
+            raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train, val or auto)")
         _refuse_unused_warm_params(given, out.warm_start, model)
         if out.inner_rule not in ("best", "window"):
             raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
@@ -242,10 +242,12 @@ class ERO(Solver):
             if cfg.warm_monitor == "val" and monitor is train:
                 raise DmoError("--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
                                "--val-frac or --folding, or drop it")
-            warm_val = monitor if cfg.warm_monitor == "val" else None
+            warm_monitor = cfg.warm_monitor if cfg.warm_monitor != "auto" else ("train" if monitor is train else "val")
+            warm_val = monitor if warm_monitor == "val" else None
             fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
         else:
+            warm_monitor = "train"
             warm = _warm_start(network, train, cfg, batch, generator, rows)
         rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process judges one network
         s = _initial_s(network, train, problem, cfg.init, generator, rows)
@@ -306,6 +308,7 @@ class ERO(Solver):
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
             "processes": rows.world_size,  # under torchrun batch_size is each process's: a step takes that many from each
             "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
+            "warm_start_monitor": warm_monitor if ctx.architecture.kind != "linear" else None,  # the linear wce warm start is the exact optimum
             "outer_iterations": len(history),
             "inner_steps_total": steps_total, "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
