@@ -242,10 +242,10 @@ class ERO(Solver):
             if cfg.warm_monitor == "val" and monitor is train:
                 raise DmoError("--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
                                "--val-frac or --folding, or drop it")
-            warm_monitor = cfg.warm_monitor if cfg.warm_monitor != "auto" else ("train" if monitor is train else "val")
-            warm_val = monitor if warm_monitor == "val" else None
-            fitted = wce.fit(train, warm_val, replace(ctx, params=wce_params))
+            on_val = cfg.warm_monitor == "val" or (cfg.warm_monitor == "auto" and monitor is not train)
+            fitted = wce.fit(train, monitor if on_val else None, replace(ctx, params=wce_params))
             network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
+            warm_monitor = fitted.trace.get("monitored_split")  # adam's early-stopping split; lbfgs (the exact optimum): none
         else:
             warm_monitor = "train"
             warm = _warm_start(network, train, cfg, batch, generator, rows)
@@ -308,7 +308,7 @@ class ERO(Solver):
             "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
             "processes": rows.world_size,  # under torchrun batch_size is each process's: a step takes that many from each
             "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
-            "warm_start_monitor": warm_monitor if ctx.architecture.kind != "linear" else None,  # the linear wce warm start is the exact optimum
+            "warm_start_monitor": warm_monitor,
             "outer_iterations": len(history),
             "inner_steps_total": steps_total, "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
