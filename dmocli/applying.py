@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +21,8 @@ from .features import LevelCounts
 from .modelfile import DmoModel, load_model
 from .prefetch import prefetched
 from .problems import Problem
-from .report import binary_split_report, envelope, multiclass_split_report, plot_pr_curve, write_report
+from .report import (binary_split_report, envelope, model_summary, multiclass_split_report, plot_pr_curve,
+                     unlabeled_warning, write_report)
 from .stdin_csv import open_stdin_csv
 from .threshold import search
 
@@ -55,8 +56,17 @@ class LabeledLogits:
         return logits[keep], y[keep], levels, batch.num_rows
 
 
-def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL
-                   ) -> tuple[np.ndarray, np.ndarray, LevelCounts]:
+class LabeledScores(NamedTuple):
+    """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts,
+    and how many rows had no label (left out of the metrics, and said so: a report's n must not shrink
+    silently)."""
+    logits: np.ndarray
+    y: np.ndarray
+    levels: LevelCounts
+    unlabeled: int
+
+
+def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
     engine.check(data)
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
@@ -70,7 +80,8 @@ def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOC
             parts = cluster.map(score, columns)
     else:
         parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
-    if not sum(rows for *_, rows in parts):
+    n_rows = sum(rows for *_, rows in parts)
+    if not n_rows:
         raise DmoError(f"{io.describe(data)} has no rows")
     y_all = np.concatenate([y for _, y, _, _ in parts])
     if y_all.size == 0:
@@ -78,7 +89,7 @@ def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOC
     levels = LevelCounts()
     for _, _, part_levels, _ in parts:
         levels.add(part_levels)
-    return np.concatenate([logits for logits, *_ in parts]), y_all, levels
+    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size)
 
 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
@@ -86,7 +97,7 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     started = time.perf_counter()
     io.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
-    logits, y, levels = collect_logits(model, data, engine)
+    logits, y, levels, unlabeled = collect_logits(model, data, engine)
     if model.binary:
         split = binary_split_report(logits, y, model.threshold, model.problem)
         if plot_path is not None:
@@ -103,8 +114,9 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     report = envelope(
         "evaluate", model=str(model_path), data=io.describe(data), engine=engine.name, solver=model.solver,
         **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
-        seed=model.info.get("seed"), device="cpu", **levels.report(),
-        splits={"data": split},
+        confidence=model.info.get("confidence"), seed=model.info.get("seed"), device="cpu", **levels.report(),
+        unlabeled_rows=unlabeled,
+        warnings=unlabeled_warning(unlabeled, data), splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
@@ -117,13 +129,14 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
                     report_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
+    started = time.perf_counter()
     io.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
     io.refuse_misnamed_model(output)
     io.check_distinct({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
-    logits, y, _ = collect_logits(model, data, engine)
+    logits, y, _, unlabeled = collect_logits(model, data, engine)
     point = search(logits, y, problem, confidence)
     if point.feasible is False and not allow_infeasible:
         what = problem.constraint_name
@@ -136,12 +149,17 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
-    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": io.describe(data)}
+    splits = {"data": binary_split_report(logits, y, point.threshold, problem)}
+    # The training figures were at the old threshold: the file keeps the ones at its new one.
+    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": io.describe(data),
+                  "summary": model_summary(splits)}
     report = envelope("threshold", model=str(model_path), data=io.describe(data), engine=engine.name, output=str(output),
-                      **problem.to_dict(), confidence=confidence, previous_threshold=previous,
-                      threshold=point.threshold, operating_point=point.to_dict(),
-                      splits={"data": binary_split_report(logits, y, point.threshold, problem)})
+                      solver=model.solver, **problem.to_dict(), confidence=confidence, seed=model.info.get("seed"),
+                      device="cpu", previous_threshold=previous, threshold=point.threshold,
+                      operating_point=point.to_dict(), unlabeled_rows=unlabeled,
+                      warnings=unlabeled_warning(unlabeled, data), splits=splits)
     model.save(output)
+    report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
         write_report(report_path, report)
     return report
@@ -184,6 +202,8 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         named = "- (standard output)" if to_stdout else output
         raise DmoError(f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
                        "(or give a directory name)")
+    if not engine.is_dask:
+        io.refuse_foreign_suffix(output, "the predictions", csv=True)
     if engine.is_dask:
         io.check_parts_output(output, {"MODEL": model_path, "DATA": data})
     elif not to_stdout:

@@ -38,7 +38,7 @@ PROBLEM_HELP = "fpor: max recall s.t. precision >= target; frop: max precision s
 
 def _engine_option() -> Any:
     return typer.Option("local", "--engine", help="local (record batches in this process) or dask (partitions on "
-                        "Dask workers, parquet only; needs dmocli[dask]).")
+                        "Dask workers, parquet only; needs dmocli\\[dask]).")
 
 
 def _scheduler_option() -> Any:
@@ -65,8 +65,11 @@ def _parse_params(values: list[str]) -> dict[str, str]:
 
 
 def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
+    """The report's warnings on stderr (with --json too), then the JSON or the summary lines on stdout."""
     from .report import dumps
 
+    for warning in report.get("warnings", []):
+        err.print(f"dmo: warning: {warning}", markup=False)
     if as_json:
         sys.stdout.write(dumps(report))
     else:
@@ -139,8 +142,6 @@ def train(
     _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
-    for warning in result.get("warnings", []):
-        err.print(f"dmo: warning: {warning}", markup=False)
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
@@ -245,8 +246,9 @@ def evaluate(
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Parquet file for the predictions (`-`: CSV on standard "
-                                "output; a directory of part files with --engine dask)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Predictions file: .parquet, or CSV by its "
+                                "name (.csv, .csv.gz, .tsv; `-`: CSV on standard output); a directory of parquet part "
+                                "files with --engine dask."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
     engine: str = _engine_option(),
@@ -416,6 +418,8 @@ def _run_command(args: list[str], in_group: bool) -> None:
     if threading.current_thread() is threading.main_thread():  # a handler can only be set there
         signal.signal(signal.SIGTERM, _raise_terminated)
     debug = "--debug" in args
+    if debug:  # a global option, accepted after the command too (`dmo train --debug ...`), as users type it
+        args = ["--debug", *(arg for arg in args if arg != "--debug")]
     if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
         sys.exit(0)  # the help page once, from process 0, not once per process
     try:

@@ -18,8 +18,9 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -190,6 +191,8 @@ def conversion_error_message(source: object, names: list[str], exc: BaseExceptio
     """The one line for a CSV value that does not fit the type its column got from the first rows (naming the
     column, line and value, with `fix`), or for any other read error."""
     match = _CONVERSION_ERROR.search(str(exc))
+    if "invalid UTF8" in str(exc):
+        return _not_utf8(source)
     if match is None or int(match.group(1)) >= len(names):
         return f"cannot read {source}: {first_line(exc)} (is it a valid CSV file?)"
     index, line, kind, value = int(match.group(1)), match.group(2), match.group(3), match.group(4)
@@ -199,6 +202,35 @@ def conversion_error_message(source: object, names: list[str], exc: BaseExceptio
                 "first header line only")
     return (f"cannot stream {source}: column {names[index]!r} reads as {kind} in its first rows but holds {value!r} "
             f"at {where}; write a missing value as an empty cell (or NA), or {fix}")
+
+
+def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, first_row: int = 0) -> None:
+    """Refuse a CSV whose rows include its header line again (files joined with their headers). The repeat turns
+    every column it crosses into text, and the header's label name into a class: read as data it trains a model
+    without a word. Cheap: only a text first column can hold its own name, and only its matching rows are
+    compared further. `first_row`: the data row number of the table's first row (0 for a whole file)."""
+    if not table.num_rows or not table.num_columns or not _is_text(table.schema.field(0).type):
+        return
+    first = table.column(0)
+    encoded = (first.combine_chunks() if isinstance(first, pa.ChunkedArray) else first).dictionary_encode()
+    levels = [None if v is None else v.strip() for v in encoded.dictionary.to_pylist()]
+    if table.schema.names[0].strip() not in levels:
+        return
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(indices == levels.index(table.schema.names[0].strip())):
+        values = [table.column(i)[int(row)].as_py() for i in range(table.num_columns)]
+        if all(isinstance(v, str) and v.strip() == name.strip() for v, name in zip(values, table.schema.names)):
+            raise DmoError(f"data row {first_row + int(row) + 1} of {describe(source)} repeats the header line (CSV "
+                           "files joined with their headers?); keep the first header line only")
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _not_utf8(source: object) -> str:
+    return (f"cannot read {source}: it holds text that is not UTF-8 (saved as Latin-1 or Windows-1252?); "
+            "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
 
 
 def _is_number(text: str) -> bool:
@@ -222,21 +254,59 @@ _DECIMAL_POINT = re.compile(r"[-+]?[0-9]*\.[0-9]+")
 
 
 def csv_dialect(path: Path) -> CsvDialect:
-    """How a CSV file is written, read from its first lines (see dialect_of_lines)."""
+    """How a CSV file is written, read from its first lines (see dialect_of_lines); cached per file state, since
+    every read of the file asks."""
+    state = _file_state(path)
+    if state not in _DIALECTS:
+        _DIALECTS[state] = _sniff_dialect(path)
+    return _DIALECTS[state]
+
+
+_DIALECTS: dict[tuple[str, int, int], CsvDialect] = {}
+
+
+def _sniff_dialect(path: Path) -> CsvDialect:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
+        with opener(path, "rb") as raw:
+            if raw.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # the byte-order mark of UTF-16, as Excel's "Unicode text"
+                raise DmoError(f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 "
+                               "(e.g. iconv -f utf-16 -t utf-8)")
         with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
     except (OSError, EOFError, zlib.error) as exc:
         raise _read_error(path, exc, "CSV") from exc
-    return dialect_of_lines(lines, path, tab=path.name.lower().endswith(".tsv"))
+    return dialect_of_lines(lines, path, tab=path.name.lower().endswith(".tsv"),
+                            later_decimal_mark=lambda delimiter: _first_decimal_mark(path, opener, delimiter))
 
 
-def dialect_of_lines(lines: list[str], source: object, tab: bool = False) -> CsvDialect:
+def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:
+    """The decimal mark ("," or ".") of the first cell past the sniffed lines that is a number with a fraction, or
+    None: for a file whose first lines hold whole numbers only. A regular expression over 8 MB blocks, cut at
+    line ends; it stops at the first such cell."""
+    d = re.escape(delimiter.encode())
+    cell = re.compile(rb'(?:^|' + d + rb')[ \t]*"?[-+]?[0-9]*([.,])[0-9]+"?[ \t]*(?=' + d + rb'|\r?$)', re.M)
+    carry = b""
+    with opener(path, "rb") as handle:
+        while True:
+            chunk = handle.read(1 << 23)
+            block = carry + chunk
+            cut = len(block) if not chunk else block.rfind(b"\n") + 1
+            found = cell.search(block, 0, cut)
+            if found:
+                return found.group(1).decode()
+            if not chunk:
+                return None
+            carry = block[cut:]
+
+
+def dialect_of_lines(lines: list[str], source: object, tab: bool = False,
+                     later_decimal_mark: Callable[[str], str | None] | None = None) -> CsvDialect:
     """Delimiter: a tab for .tsv (tab=True); otherwise whichever of comma, semicolon, tab and pipe splits the
     header into the most column names. Decimal point: a comma when the delimiter is not one and the numbers of
-    the first lines are written 1,5 (never 1.5), as spreadsheets in many locales export. Refuses a header that
-    names a column twice, which no reader could map to one feature."""
+    the first lines are written 1,5 (never 1.5), as spreadsheets in many locales export; when those lines hold
+    whole numbers only, `later_decimal_mark(delimiter)` (a file: the rest of it) decides, so a column of 1,5 further
+    down is not read as text. Refuses a header that names a column twice, which no reader could map to one feature."""
     header = lines[0] if lines else ""
     if tab:
         delimiter = "\t"
@@ -246,9 +316,10 @@ def dialect_of_lines(lines: list[str], source: object, tab: bool = False) -> Csv
     names = rows[0] if rows else []
     check_unique_names(names, source)
     cells = [cell.strip() for row in rows[1:] for cell in row]
-    comma = delimiter != "," and any(_DECIMAL_COMMA.fullmatch(c) for c in cells) and not any(
-        _DECIMAL_POINT.fullmatch(c) for c in cells)
-    return CsvDialect(delimiter, "," if comma else ".", tuple(names))
+    commas, points = (any(pattern.fullmatch(c) for c in cells) for pattern in (_DECIMAL_COMMA, _DECIMAL_POINT))
+    if delimiter != "," and not commas and not points and later_decimal_mark is not None:
+        commas = later_decimal_mark(delimiter) == ","
+    return CsvDialect(delimiter, "," if delimiter != "," and commas and not points else ".", tuple(names))
 
 
 READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError
@@ -256,6 +327,8 @@ READ_ERRORS = (pa.ArrowInvalid, OSError)  # pyarrow's ArrowIOError is OSError
 
 def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV") -> DmoError:
     """The one-line message every failed read ends in."""
+    if "invalid UTF8" in str(exc):
+        return DmoError(_not_utf8(path))
     return DmoError(f"cannot read {path}: {first_line(exc)} (is it a valid {kinds} file?)")
 
 
@@ -327,12 +400,14 @@ def _read_csv(path: Path, columns: list[str] | None, text_columns: Collection[st
     import pyarrow.csv as pacsv
 
     try:
-        return open_dataset(path, text_columns).to_table(columns=columns)
+        table = open_dataset(path, text_columns).to_table(columns=columns)
     except pa.ArrowInvalid as exc:
         if _CONVERSION_ERROR.search(str(exc)) is None:
             raise
-    parse, convert = _csv_options(path, columns, text_columns)
-    return pacsv.read_csv(path, parse_options=parse, convert_options=convert)  # in include_columns' order
+        parse, convert = _csv_options(path, columns, text_columns)
+        table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)  # in include_columns' order
+    refuse_repeated_header(table, path)
+    return table
 
 
 def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:
@@ -392,6 +467,7 @@ def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahea
             for batch in open_dataset(path, text_columns).to_batches(columns=columns, batch_size=batch_size,
                                                                      **readahead):
                 if seen + batch.num_rows > done and batch.num_rows:
+                    refuse_repeated_header(batch, path, seen)
                     yield batch.slice(max(0, done - seen))
                 seen += batch.num_rows
                 done = max(done, seen)
@@ -648,6 +724,22 @@ def refuse_csv_output(path: str | os.PathLike | None, what: str) -> None:
     """One line for `-o sub.csv` where the command writes parquet, instead of parquet bytes under a .csv name."""
     if path is not None and is_csv_path(path):
         raise DmoError(f"{what} is written as parquet, but -o {path} names a CSV file; name it .parquet")
+    refuse_foreign_suffix(path, what, csv=False)
+
+
+def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) -> None:
+    """One line for `-o scores.json` (or .txt, .parquet.gz, .safetensors): a table file under another format's
+    name, which the next step of a pipeline would misread. A name without a suffix, or with one that is not a
+    word (`run.2024`), is written as parquet."""
+    if path is None or is_stdin(path) or is_special(Path(path)):
+        return
+    name = Path(path).name.lower()
+    allowed = (".parquet", *CSV_SUFFIXES) if csv else (".parquet",)
+    suffix = Path(name).suffix
+    if re.fullmatch(r"\.[a-z]+", suffix) and not name.endswith(allowed):
+        kinds = "parquet (.parquet) or CSV (.csv, .csv.gz, .tsv)" if csv else "parquet (.parquet)"
+        raise DmoError(f"-o {path} names a {suffix} file, but {what} can only be written as {kinds}; "
+                       f"name it {'.parquet or .csv' if csv else '.parquet'}")
 
 
 DATA_SUFFIXES = (".parquet", ".csv", ".csv.gz", ".tsv", ".json")

@@ -144,7 +144,8 @@ def parse_positive(text: str, label_type: pa.DataType) -> Any:
                 raise ValueError(text)
             return lowered in {"true", "1"}
     except ValueError as exc:
-        raise DmoError(f"--positive {text!r} is not a valid {label_type} value for the label column") from exc
+        raise DmoError(f"--positive {text!r} is not a valid {label_type} value for the label column; give one of "
+                       "its classes as written in the data (e.g. 1, not 1.0, for integer labels)") from exc
     return text.strip()  # text labels are compared without surrounding whitespace (_plain)
 
 
@@ -194,6 +195,28 @@ def look_alike_classes(classes: list[Any]) -> list[str]:
             groups.setdefault(cls.casefold(), []).append(cls)
     return [f"label classes {', '.join(map(repr, names))} differ only in case and are separate classes; "
             "fix the labels if they are one" for names in groups.values() if len(names) > 1]
+
+
+def _refuse_marker_classes(classes: list[Any], counts: list[int], column: str) -> None:
+    """Refuse a text label whose classes are numbers but for a symbol such as '?' or '-': the mark of a
+    missing label, which would otherwise train a class of its own ("0", "1", "?": a three-class model)."""
+    if not all(isinstance(c, str) for c in classes):
+        return
+    markers = [c for c in classes if not any(ch.isalnum() for ch in c)]
+    numbers = [c for c in classes if c not in markers]
+    if markers and numbers and all(_is_number(c) for c in numbers):
+        marker = markers[0]
+        raise DmoError(f"label column '{column}' holds {marker!r} in {counts[classes.index(marker)]} rows beside the "
+                       f"number classes {numbers[:5]}; if {marker!r} marks a missing label, write an empty cell there "
+                       "(then --drop-unlabeled ignores those rows), else give the class a name")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _without_negative_zero(labels: pa.Array) -> pa.Array:
@@ -265,6 +288,7 @@ def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.Da
     order = sorted(range(len(values)), key=lambda i: (str(type(values[i])), values[i]))
     classes = [values[i] for i in order]
     class_counts = [freq[i] for i in order]
+    _refuse_marker_classes(classes, class_counts, column)
     if len(classes) < 2 and (binary or positive is None):
         raise DmoError(
             f"label column '{column}' has only one class ({classes[0]!r}); "

@@ -111,6 +111,8 @@ def _json_default(value: Any) -> Any:
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise DmoError(f"{path} is a directory, not a model file (give the .safetensors file `dmo train` wrote)")
     if not path.is_file():
         raise DmoError(f"model file not found: {path} (train one with `dmo train`)")
     try:

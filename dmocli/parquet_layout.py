@@ -38,9 +38,16 @@ def _kind(kind: pa.DataType) -> str:
         return _kind(kind.value_type)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         return "number"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
         return "text"
     return str(kind)
+
+
+def _without_views(schema: pa.Schema) -> pa.Schema:
+    """string_view columns (polars and DuckDB write them) as plain strings: text is text whatever its arrow type,
+    and the hash and string kernels the features use take plain strings."""
+    return pa.schema([pa.field(f.name, pa.string(), f.nullable, f.metadata) if pa.types.is_string_view(f.type) else f
+                      for f in schema], metadata=schema.metadata)
 
 
 def conform(column: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -111,7 +118,8 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
         check_unique_names(schema.names, name)
     first = schemas[0]
     same = all(s.remove_metadata().equals(first.remove_metadata()) for s in schemas[1:])
-    unified = first if same else _unify(files, schemas)
+    unified = _without_views(first if same else _unify(files, schemas))
+    same = same and unified.equals(first, check_metadata=False)
     partitions, keys = _hive_partitions(Path(root), files, set(first.names))
     fields = list(unified)
     for key in keys:
@@ -129,6 +137,9 @@ def check_unique_names(names: list[str], source: object) -> None:
     """Refuse a table naming a column twice (pyarrow writes such parquet files without complaint): no reader
     could tell which one a feature, the label or --drop means."""
     repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated == [""]:
+        raise DmoError(f"{source} has {names.count('')} columns without a name in its header (the trailing delimiters "
+                       "a spreadsheet writes after the last column?); delete those columns or give them names")
     if repeated:
         raise DmoError(f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once; "
                        "rename the duplicates")

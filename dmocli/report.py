@@ -12,7 +12,7 @@ import numpy as np
 
 from . import __version__
 from .curve import ScoreCurve
-from .io import atomic_path, write_text
+from .io import atomic_path, describe, write_text
 from .metrics import binary_scores, multiclass_scores
 from .problems import Problem
 
@@ -55,6 +55,20 @@ def envelope(command: str, **fields: Any) -> dict[str, Any]:
     """Keys every report carries (torch's version read from its metadata: importing it costs seconds)."""
     return {"command": command, "dmocli_version": __version__, "python": platform.python_version(),
             "torch": _installed_version("torch"), **fields}
+
+
+def model_summary(splits: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The few numbers of a report's splits worth keeping inside the model file (at its threshold)."""
+    keep = ("precision", "recall", "f_beta", "feasible", "accuracy", "balanced_accuracy", "macro_f1")
+    return {split: {k: v for k, v in values.items() if k in keep} for split, values in splits.items()}
+
+
+def unlabeled_warning(n_unlabeled: int, source: object) -> list[str]:
+    """The report's warning for rows of `source` without a label (none when every row has one)."""
+    if not n_unlabeled:
+        return []
+    return [f"{n_unlabeled} rows of {describe(source)} have no label and are left out of its metrics "
+            "(give every row a label to count them)"]
 
 
 def _installed_version(package: str) -> str | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterator
 import pyarrow as pa
 
 from .errors import DmoError
-from .io import SNIFF_LINES, STDIN_NAME as NAME, conversion_error_message, dialect_of_lines
+from .io import SNIFF_LINES, STDIN_NAME as NAME, conversion_error_message, dialect_of_lines, refuse_repeated_header
 
 if TYPE_CHECKING:
     import pyarrow.csv as pacsv
@@ -142,6 +142,8 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
                        "(e.g. zcat data.csv.gz | dmo train - ...)")
     raw: BinaryIO = sys.stdin.buffer if stream is None else stream
     magic = raw.read(2)
+    if magic in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16's byte-order mark
+        raise DmoError(f"{NAME} is UTF-16 text; dmo reads UTF-8 CSV: convert it (e.g. iconv -f utf-16 -t utf-8)")
     source: BinaryIO = pyio.BufferedReader(_Replay(magic, raw))
     if magic == b"\x1f\x8b":
         source = gzip.GzipFile(fileobj=source)  # type: ignore[assignment]
@@ -157,9 +159,12 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
     parse = pacsv.ParseOptions(delimiter=dialect.delimiter)
     convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point)
     try:
-        inferred = pacsv.read_csv(pa.BufferReader(complete), parse_options=parse, convert_options=convert).schema
+        head_table = pacsv.read_csv(pa.BufferReader(complete), parse_options=parse, convert_options=convert)
     except pa.ArrowInvalid as exc:
         raise DmoError(f"cannot read {NAME} as CSV: {str(exc).splitlines()[0]}") from exc
+    refuse_repeated_header(head_table, NAME)
+    inferred = head_table.schema
+    del head_table
     types = {field.name: pa.float64() for field in inferred if is_feature(field.name)
              and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
     types.update({name: pa.string() for name in text_columns if name in inferred.names})

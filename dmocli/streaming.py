@@ -35,7 +35,7 @@ from .modelfile import DmoModel
 from .online_report import plot_online_curve, progress_bar
 from .prefetch import prefetched
 from .problems import Problem
-from .report import binary_split_report, envelope
+from .report import binary_split_report, envelope, unlabeled_warning
 from .solvers.base import FitContext
 from .stdin_csv import NAME, StdinCsv, open_stdin_csv
 from .threshold import search
@@ -260,13 +260,14 @@ def train_streaming(data: io.Source, opts: Any, solver: Any, output: Path | None
     if opts.val is not None or adjust:
         from .applying import collect_logits  # torch: only when logits are asked for (--val, --adjust)
     if opts.val is not None:
-        logits["val"], truth["val"], val_levels = collect_logits(model, opts.val)  # streamed; one logit + label a row
-        report.update(val_levels.report("val_"))
+        logits["val"], truth["val"], val_levels, val_unlabeled = collect_logits(model, opts.val)  # one logit + label a row
+        report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
+        report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     threshold = result.threshold
     if adjust:
         split = "val" if opts.val is not None else "train"
         if split == "train":
-            logits["train"], truth["train"], _ = collect_logits(model, data)
+            logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
         report["before_adjustment"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
         point = search(logits[split], truth[split], problem, opts.confidence)
         report["operating_point"] = {"split": split, **point.to_dict()}

@@ -21,8 +21,8 @@ from .features import LevelCounts, Preprocessor, plan_columns
 from .labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from .modelfile import DmoModel
 from .options import check_confidence, check_seed
-from .problems import Problem
-from .report import binary_split_report, dumps, envelope, multiclass_split_report
+from .problems import PROBLEMS, Problem
+from .report import binary_split_report, dumps, envelope, model_summary, multiclass_split_report, unlabeled_warning
 from .solvers import available, get_solver, solver_class
 from .solvers.base import FitContext, SplitData
 from .threshold import search
@@ -132,6 +132,8 @@ def train(data: io.Source, opts: TrainOptions, output: str | Path | None = None,
     io.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
+    if opts.problem not in (None, "multiclass", *PROBLEMS):
+        raise DmoError(f"--problem {opts.problem!r} is not known (use fpor, frop, ofbs or multiclass)")
     if not 0.0 <= opts.val_frac < 1.0:
         raise DmoError(f"--val-frac {opts.val_frac} must be in [0, 1)")
     check_seed(opts.seed)
@@ -199,6 +201,7 @@ class _Loaded:
     train: Prepared
     val: Prepared | None
     n_unlabeled: int  # rows without a label (this process's share under torchrun)
+    val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
 
 
 def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: Any, output: Path | None,
@@ -216,6 +219,7 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
         loaded = group.agree(lambda: _load(data, opts, solver, group))
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
     labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
+    val_unlabeled = loaded.val_unlabeled
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
 
@@ -244,8 +248,9 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
         confidence=opts.confidence, seed=opts.seed, device=str(device), data=io.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
         model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
-        **levels.report(), **(val_data.levels.report("val_") if opts.val is not None else {}),
-        warnings=look_alike_classes(labels.classes),
+        **levels.report(),
+        **({**val_data.levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if opts.val is not None else {}),
+        warnings=look_alike_classes(labels.classes) + unlabeled_warning(val_unlabeled, opts.val),
     )
     if group is not None:
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
@@ -281,7 +286,7 @@ def _train_in_memory(data: io.Source, opts: TrainOptions, solver: Any, params: A
     model = DmoModel(network=network.cpu(), architecture=arch, preprocessor=pre, labels=labels, solver=solver.name,
                      problem=problem, threshold=threshold,
                      info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
-                           "summary": _summary(report)})
+                           "summary": model_summary(report.get("splits", {}))})
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
     return finish(model, report, output, report_path, started)
@@ -342,13 +347,16 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any, group: ProcessGroup 
     if not solver.uses_unlabeled:
         full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
 
+    val_unlabeled = 0
     if opts.val is not None:
         val_table = io.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
         pre.check_columns(val_table.schema)
         if opts.label_col not in val_table.schema.names:
             raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
-        val_data: Prepared | None = prepare(val_table, pre, labels).labeled()
-        del val_table
+        val_all = prepare(val_table, pre, labels)
+        val_unlabeled = int((val_all.y < 0).sum())
+        val_data: Prepared | None = val_all.labeled()
+        del val_table, val_all
         train_data = full
     elif opts.val_frac > 0:
         train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
@@ -356,7 +364,7 @@ def _load(data: io.Source, opts: TrainOptions, solver: Any, group: ProcessGroup 
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled)
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled)
 
 
 def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: Any) -> None:
@@ -378,9 +386,3 @@ def finish(model: DmoModel, report: dict[str, Any], output: Path | None, report_
     if report_path is not None:
         io.write_text(report_path, text)
     return model, report
-
-
-def _summary(report: dict[str, Any]) -> dict[str, Any]:
-    """The few numbers worth keeping inside the model file."""
-    keep = ("precision", "recall", "f_beta", "feasible", "accuracy", "balanced_accuracy", "macro_f1")
-    return {split: {k: v for k, v in values.items() if k in keep} for split, values in report.get("splits", {}).items()}

@@ -146,6 +146,12 @@ def test_debug_shows_traceback(tmp_path):
     proc = run_dmo("--debug", "train", tmp_path / "nope.parquet", "--problem", "ofbs")
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
+    after = run_dmo("train", "--debug", tmp_path / "nope.parquet")  # typed after the command, as users do
+    assert "DmoError: input not found" in after.stderr and "NoSuchOption" not in after.stderr
+
+
+def test_unknown_problem_lists_every_problem_train_takes(binary_parquet):
+    assert_clean_failure(run_dmo("train", binary_parquet, "--problem", "bogus"), 2, "fpor, frop, ofbs or multiclass")
 
 
 # ---- messy data and paths found by a fuzzing pass --------------------------------------------------------
@@ -262,3 +268,39 @@ def test_files_under_differently_named_partition_folders_are_refused(tmp_path):
     frame.head(100).to_parquet(tmp_path / "d" / "region=eu" / "part-0.parquet")
     frame.tail(100).to_parquet(tmp_path / "d" / "other" / "part-1.parquet")
     assert_clean_failure(train_fails(tmp_path, tmp_path / "d"), 2, "partition folders")
+
+
+def test_rows_without_a_label_in_evaluation_data_are_counted_and_warned_about(tmp_path, trained, binary_parquet):
+    """evaluate, threshold and --val leave unlabeled rows out of the metrics; the report's n shrank silently."""
+    frame = make_binary_frame(n=300, seed=11)
+    frame["label"] = frame["label"].astype(float).where(np.arange(300) % 10 != 0)
+    frame.to_parquet(tmp_path / "partly.parquet")
+    proc = run_dmo("evaluate", trained, tmp_path / "partly.parquet", "--json", check=True)
+    report = json.loads(proc.stdout)
+    assert report["unlabeled_rows"] == 30 and report["splits"]["data"]["n"] == 270
+    assert proc.stderr.startswith("dmo: warning: 30 rows of") and "have no label" in proc.stderr
+    refit = run_dmo("threshold", trained, tmp_path / "partly.parquet", "--problem", "frop", "--target", "0.8",
+                    "-o", tmp_path / "m2.st", "--json", check=True)
+    refit_report = json.loads(refit.stdout)
+    assert refit_report["unlabeled_rows"] == 30 and "have no label" in refit.stderr
+    assert {"solver", "seed", "device", "wall_seconds"} <= set(refit_report)
+    from dmocli.modelfile import read_metadata
+    summary = read_metadata(tmp_path / "m2.st")["info"]["summary"]  # at the new threshold, not the training one
+    assert summary == {"data": {k: refit_report["splits"]["data"][k] for k in ("precision", "recall", "f_beta", "feasible")}}
+    for solver in ("wce", "fofo"):
+        report_path = tmp_path / f"{solver}.json"
+        run_dmo("train", binary_parquet, "--solver", solver, "--val", tmp_path / "partly.parquet", "-o",
+                tmp_path / f"{solver}.st", "--report", report_path, check=True)
+        train_report = json.loads(report_path.read_text())
+        assert train_report["val_unlabeled_rows"] == 30 and train_report["splits"]["val"]["n"] == 270
+        assert any("30 rows of" in w for w in train_report["warnings"])
+
+
+def test_predictions_under_another_formats_name_are_refused(tmp_path, trained, binary_parquet):
+    for name in ("p.json", "p.txt", "p.parquet.gz"):
+        assert_clean_failure(run_dmo("predict", trained, binary_parquet, "-o", tmp_path / name), 2,
+                             "can only be written as parquet (.parquet) or CSV")
+        assert not (tmp_path / name).exists()
+    assert_clean_failure(run_dmo("subsample", binary_parquet, "--gamma", "2", "-o", tmp_path / "s.safetensors"), 2,
+                         "can only be written as parquet (.parquet)")
+    run_dmo("predict", trained, binary_parquet, "-o", tmp_path / "scores", check=True)  # no suffix: parquet

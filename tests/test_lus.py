@@ -264,7 +264,7 @@ def test_usage_errors(sim, tmp_path):
         _subsample(sub, tmp_path / "t.parquet")
     with pytest.raises(DmoError, match="already a subsample"):
         train(sub, TrainOptions(solver="lus", gamma=2.0), output=model)
-    with pytest.raises(DmoError, match="keep_pilot applies to --gamma"):
+    with pytest.raises(DmoError, match="keep-pilot applies to --gamma"):
         train(sub, TrainOptions(solver="lus", params={"keep_pilot": "false"}), output=model)
     with pytest.raises(DmoError, match="one-vs-rest"):
         train(sub, TrainOptions(solver="lus", problem="ofbs", positive="0"), output=model)

@@ -332,3 +332,73 @@ def test_late_values_in_european_bom_and_concatenated_csvs(tmp_path):
     joined.write_text(text + text)
     with pytest.raises(DmoError, match="repeats the header"):
         sum(b.num_rows for b in io.iter_batches(joined))
+
+
+def test_a_csv_that_repeats_its_header_is_refused_not_learned_as_text(tmp_path):
+    """Two CSV files joined with their headers: read as data, the repeat made every column text and 'label' a
+    class, and train exited 0. Now every reader (file, streaming, standard input) names the repeated line."""
+    frame = make_binary_frame(n=150, seed=2)
+    text = frame.to_csv(index=False)
+    (tmp_path / "twice.csv").write_text(text + text)
+    for args in (["train", tmp_path / "twice.csv"], ["train", tmp_path / "twice.csv", "--solver", "fofo"],
+                 ["train", "-", "--solver", "fofo"]):
+        proc = run_dmo(*args, "-o", tmp_path / "m.st", stdin=tmp_path / "twice.csv" if "-" in args else None)
+        assert proc.returncode == 2 and "data row 151 of" in proc.stderr and "repeats the header line" in proc.stderr
+        assert not (tmp_path / "m.st").exists()
+
+
+def test_a_symbol_among_number_labels_is_refused_as_a_missing_label_marker(tmp_path):
+    frame = make_binary_frame(n=200, seed=4)
+    frame["label"] = frame["label"].astype(str).where(np.arange(200) % 13 != 0, "?")
+    frame.to_csv(tmp_path / "q.csv", index=False)
+    proc = run_dmo("train", tmp_path / "q.csv", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "holds '?' in 16 rows beside the number classes ['0', '1']" in proc.stderr
+    frame["label"] = np.where(frame["label"] == "1", "+", "-")  # symbols alone are names: +/- classes train
+    spec = infer_label_spec(pa.array(frame["label"]), "label", None, binary=True)
+    assert spec.classes == ["+", "-"] or spec.classes == ["-", "+"]
+
+
+def test_string_view_text_is_text(tmp_path):
+    """polars and DuckDB write string_view columns: the same model as from plain strings, byte for byte."""
+    frame = make_binary_frame(n=200, seed=6)
+    frame["color"] = np.where(frame["f0"] > 0, "red", "blue")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table, tmp_path / "plain.parquet")
+    index = table.schema.get_field_index("color")
+    pq.write_table(table.set_column(index, "color", table["color"].cast(pa.string_view())), tmp_path / "view.parquet")
+    for name in ("plain", "view"):
+        run_dmo("train", tmp_path / f"{name}.parquet", "-o", tmp_path / f"{name}.st", check=True)
+    assert (tmp_path / "plain.st").read_bytes() == (tmp_path / "view.st").read_bytes()
+    run_dmo("predict", tmp_path / "plain.st", tmp_path / "view.parquet", "-o", tmp_path / "p.parquet", check=True)
+
+
+def test_csv_text_that_is_not_utf8_is_named_with_the_fix(tmp_path):
+    frame = make_binary_frame(n=120, seed=7)
+    frame["city"] = np.where(frame["f0"] > 0, "Besançon", "Zürich")
+    (tmp_path / "latin1.csv").write_bytes(frame.to_csv(index=False).encode("latin-1"))
+    (tmp_path / "utf16.csv").write_bytes(frame.to_csv(index=False).encode("utf-16"))
+    for name in ("latin1", "utf16"):
+        proc = run_dmo("train", tmp_path / f"{name}.csv", "-o", tmp_path / "m.st")
+        assert proc.returncode == 2 and "UTF-8" in proc.stderr and "iconv" in proc.stderr, proc.stderr
+        assert "--drop" not in proc.stderr or name == "latin1"
+
+
+def test_nameless_trailing_columns_are_refused_with_a_fix_that_works(tmp_path):
+    frame = make_binary_frame(n=100, seed=8)
+    lines = frame.to_csv(index=False).splitlines()
+    (tmp_path / "excel.csv").write_text("".join(line + ",,\n" for line in lines))
+    proc = run_dmo("train", tmp_path / "excel.csv", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "has 2 columns without a name in its header" in proc.stderr
+
+
+def test_a_decimal_comma_first_seen_past_the_sniffed_lines_still_makes_numbers(tmp_path):
+    """A ';' file whose first 60 rows hold whole numbers: its later 0,25 made the column text (one-hot levels
+    "1" and "1,0"). The rest of the file decides the decimal mark when the first lines cannot."""
+    frame = make_binary_frame(n=300, seed=9)
+    features = [c for c in frame.columns if c != "label"]
+    for column in features:
+        frame[column] = [f"{v:.0f}" if i < 60 else f"{v:.3f}".replace(".", ",") for i, v in enumerate(frame[column])]
+    frame.to_csv(tmp_path / "late.csv", sep=";", index=False)
+    run_dmo("train", tmp_path / "late.csv", "-o", tmp_path / "m.st", check=True)
+    meta = read_metadata(tmp_path / "m.st")["preprocessing"]
+    assert meta["numeric"] == features and not meta.get("categorical")

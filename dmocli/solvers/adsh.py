@@ -59,7 +59,7 @@ class Adsh(SemiSupervisedSolver):
 
     @dataclass
     class Params(SemiParams):
-        tau1: float = field(default=0.95, metadata={"help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"})
+        tau1: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"})
 
     def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau1, "tau1", n_classes)

@@ -96,10 +96,11 @@ class Solver:
         for key, text in raw.items():
             name = key.replace("-", "_")
             if name not in fields:
-                known = ", ".join(sorted(fields)) or "none"
+                known = ", ".join(sorted(field.replace("_", "-") for field in fields)) or "none"
                 raise DmoError(f"--param {key} is not a parameter of solver {self.name} (known: {known})")
-            values[name] = _convert(text, fields[name].type, key)
-            _check_range(key, values[name], fields[name].metadata)
+            shown = name.replace("_", "-")  # as `dmo solvers` lists it, however it was typed
+            values[name] = _convert(text, fields[name].type, shown)
+            _check_range(shown, values[name], fields[name].metadata)
         return self.Params(**values)
 
     def check_params(self, params: Any, model: str) -> None:
@@ -127,7 +128,8 @@ def _convert(text: str, annotation: Any, key: str) -> Any:
             return float(text)
     except ValueError as exc:
         default = " (or none, for the default)" if optional else ""
-        raise DmoError(f"--param {key}={text!r}: expected a {kind} value{default}") from exc
+        wanted = "true or false" if "bool" in kind else "an integer" if "float" not in kind else "a number"
+        raise DmoError(f"--param {key}={text!r}: expected {wanted}{default}") from exc
     return text
 
 
@@ -140,6 +142,10 @@ def _check_range(key: str, value: Any, metadata: Mapping[str, Any]) -> None:
         raise DmoError(f"--param {key}={value} must be positive")
     if "min" in metadata and value is not None and value < metadata["min"]:
         raise DmoError(f"--param {key}={value} must be at least {metadata['min']}")
+    if "max" in metadata and value is not None and value > metadata["max"]:
+        raise DmoError(f"--param {key}={value} must be at most {metadata['max']}")
+    if "below" in metadata and value is not None and not value < metadata["below"]:
+        raise DmoError(f"--param {key}={value} must be below {metadata['below']}")
 
 
 def param_help(params_cls: type) -> list[tuple[str, str, str]]:

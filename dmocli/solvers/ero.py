@@ -154,36 +154,36 @@ class ERO(Solver):
     @dataclass
     class Params:
         protocol: str = field(default="fast", metadata={"help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
-        warm_steps: int | None = field(default=None, metadata={"help": "bce warm start: Adam steps (authors 3000; None = from the preset)"})
+        warm_steps: int | None = field(default=None, metadata={"min": 1, "help": "bce warm start: Adam steps (authors 3000; None = from the preset)"})
         warm_lr: float | None = field(default=None, metadata={"positive": True, "help": "warm-start learning rate"})
-        warm_patience: int | None = field(default=None, metadata={"help": "warm-start early-stopping patience (steps)"})
+        warm_patience: int | None = field(default=None, metadata={"min": 1, "help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
         warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
         warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)"})
-        warm_epochs: int | None = field(default=None, metadata={"help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
+        warm_epochs: int | None = field(default=None, metadata={"min": 1, "help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
         init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
-        outer: int | None = field(default=None, metadata={"help": "outer (penalty update) iterations (authors 50)"})
-        outer_patience: int | None = field(default=None, metadata={"help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
-        inner_steps: int | None = field(default=None, metadata={"help": "max Adam steps per penalty subproblem, full batch (authors 1000)"})
-        inner_patience: int | None = field(default=None, metadata={"help": "subproblem early-stopping patience in steps (authors 50)"})
-        inner_tol: float | None = field(default=None, metadata={"help": "subproblem stops when F fell by less than this (relative) over the patience window"})
+        outer: int | None = field(default=None, metadata={"min": 1, "help": "outer (penalty update) iterations (authors 50)"})
+        outer_patience: int | None = field(default=None, metadata={"min": 0, "help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
+        inner_steps: int | None = field(default=None, metadata={"min": 1, "help": "max Adam steps per penalty subproblem, full batch (authors 1000)"})
+        inner_patience: int | None = field(default=None, metadata={"min": 1, "help": "subproblem early-stopping patience in steps (authors 50)"})
+        inner_tol: float | None = field(default=None, metadata={"min": 0, "help": "subproblem stops when F fell by less than this (relative) over the patience window"})
         inner_rule: str | None = field(default=None, metadata={"help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)"})
-        inner_epochs: int | None = field(default=None, metadata={"help": "max epochs per subproblem in mini-batch mode"})
+        inner_epochs: int | None = field(default=None, metadata={"min": 1, "help": "max epochs per subproblem in mini-batch mode"})
         lr: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for the model (authors 1e-3 linear, 1e-4 mlp)"})
         lr_s: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for s (authors 0.1)"})
-        mu0: float | None = field(default=None, metadata={"help": "initial penalty on the metric constraint"})
-        mu_init: float | None = field(default=None, metadata={"help": "initial per-row penalty mu_i"})
-        growth: float | None = field(default=None, metadata={"help": "penalty update factor (authors 1.3)"})
-        lam: float | None = field(default=None, metadata={"help": "initial weight of the BCE agreement regularizer (grows by the same factor)"})
-        violation_tol: float | None = field(default=None, metadata={"help": "a row counts as violating when c_i exceeds this"})
+        mu0: float | None = field(default=None, metadata={"min": 0, "help": "initial penalty on the metric constraint"})
+        mu_init: float | None = field(default=None, metadata={"min": 0, "help": "initial per-row penalty mu_i"})
+        growth: float | None = field(default=None, metadata={"min": 1, "help": "penalty update factor (authors 1.3)"})
+        lam: float | None = field(default=None, metadata={"min": 0, "help": "initial weight of the BCE agreement regularizer (grows by the same factor)"})
+        violation_tol: float | None = field(default=None, metadata={"min": 0, "help": "a row counts as violating when c_i exceeds this"})
         reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
         bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
         selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)"})
         mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
         batch_size: int = field(default=0, metadata={"min": 0, "help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
-        full_batch_max_activations: float = field(default=5e7, metadata={"help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
-        folding: int = field(default=0, metadata={"help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
-        fold: int = field(default=0, metadata={"help": "which fold to hold out (0..K-1) with folding"})
+        full_batch_max_activations: float = field(default=5e7, metadata={"positive": True, "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
+        folding: int = field(default=0, metadata={"min": 0, "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
+        fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
 
     def settings(self, params: Any, model: str) -> Settings:
         """The preset for `params.protocol` and the model kind, with explicitly given values on top."""
@@ -206,8 +206,6 @@ class ERO(Solver):
                            "(folding) would go unused: drop folding or use selection=best")
         if out.reg_weighting not in ("none", "balanced"):
             raise DmoError(f"--param reg-weighting={out.reg_weighting!r} is not known (use none or balanced)")
-        if out.growth < 1.0 or out.lr <= 0 or out.lr_s <= 0 or out.outer < 1:
-            raise DmoError("ERO needs growth >= 1, positive learning rates and at least one outer iteration")
         return out
 
     def check_params(self, params: Any, model: str) -> None:

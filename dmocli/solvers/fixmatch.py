@@ -20,7 +20,7 @@ class FixMatch(SemiSupervisedSolver):
 
     @dataclass
     class Params(SemiParams):
-        tau: float = field(default=0.95, metadata={"help": "confidence threshold for every class (1.0: no pseudo-labels)"})
+        tau: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "confidence threshold for every class (1.0: no pseudo-labels)"})
 
     def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau, "tau", n_classes)

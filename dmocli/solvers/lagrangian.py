@@ -27,8 +27,8 @@ class Lagrangian(Solver):
     @dataclass
     class Params(LoopSettings):
         temperature: float = field(default=1.0, metadata={"positive": True, "help": "q = sigmoid(logit / temperature)"})
-        lr_multiplier: float = field(default=0.05, metadata={"help": "gradient-ascent step for the multiplier"})
-        multiplier_init: float = field(default=0.0, metadata={"help": "initial Lagrange multiplier"})
+        lr_multiplier: float = field(default=0.05, metadata={"positive": True, "help": "gradient-ascent step for the multiplier"})
+        multiplier_init: float = field(default=0.0, metadata={"min": 0, "help": "initial Lagrange multiplier"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params

@@ -33,7 +33,7 @@ from .loop import (EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatch
 class LogisticParams:
     """How to fit an offset-corrected logistic model (shared by the solver, the pilot and the bench)."""
 
-    l2: float = field(default=1e-5, metadata={"help": "L2 penalty on the weights (keeps separable data finite)"})
+    l2: float = field(default=1e-5, metadata={"min": 0, "help": "L2 penalty on the weights (keeps separable data finite)"})
     max_iter: int = field(default=500, metadata={"min": 1, "help": "L-BFGS iterations (linear model)"})
     lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate (mlp)"})
     batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch (mlp)"})
@@ -103,7 +103,7 @@ class LocalUncertaintySampling(Solver):
     class Params(LogisticParams):
         gamma: float = field(default=0.0, metadata={
             "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"})
-        pilot_frac: float = field(default=0.1, metadata={"help": "uniform fraction of rows for the pilot (with --gamma)"})
+        pilot_frac: float = field(default=0.1, metadata={"positive": True, "below": 1, "help": "uniform fraction of rows for the pilot (with --gamma)"})
         pilot_model: str = field(default="linear", metadata={"help": "pilot network: linear or mlp"})
         keep_pilot: bool = field(default=True, metadata={
             "help": "fit on the pilot's rows too (offset 0); false: the accepted rows only, the paper's setting"})
@@ -117,7 +117,7 @@ class LocalUncertaintySampling(Solver):
             if p.gamma:
                 raise DmoError("DATA is already a subsample (it has log_accept_* columns); drop --gamma to fit on it")
             if not p.keep_pilot:
-                raise DmoError("--param keep_pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
+                raise DmoError("--param keep-pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
                                "in it unless it was written with `dmo subsample --no-keep-pilot`)")
             network, trace = fit_offset_logistic(train.X, train.y, offsets, arch, ctx.seed, p)
             return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n},
@@ -126,7 +126,7 @@ class LocalUncertaintySampling(Solver):
             raise DmoError("--solver lus needs --gamma G (>= 1), or a DATA file written by `dmo subsample`")
         gamma = check_gamma(p.gamma)
         if not 0.0 < p.pilot_frac < 1.0:
-            raise DmoError(f"--param pilot_frac={p.pilot_frac:g} must be in (0, 1)")
+            raise DmoError(f"--param pilot-frac={p.pilot_frac:g} must be in (0, 1)")
         sub, info = self._subsample(train, ctx, gamma)
         network, trace = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, ctx.seed, p)
         return FitResult(network, {**trace, **info}, own_threshold)
@@ -143,7 +143,7 @@ class LocalUncertaintySampling(Solver):
         in_pilot = rng.random(n) < p.pilot_frac
         draws = rng.random(n)
         if in_pilot.sum() < 2 or in_pilot.all():
-            raise DmoError(f"--param pilot_frac={p.pilot_frac:g} leaves no rows for the pilot or for the subsample "
+            raise DmoError(f"--param pilot-frac={p.pilot_frac:g} leaves no rows for the pilot or for the subsample "
                            f"({n} rows); change it or use more data")
         n_classes = max(2, ctx.architecture.n_outputs)
         pilot_arch = Architecture(p.pilot_model, ctx.architecture.n_inputs, n_classes,
@@ -151,7 +151,7 @@ class LocalUncertaintySampling(Solver):
         pilot_rows = torch.as_tensor(np.flatnonzero(in_pilot), device=train.X.device)
         names = ctx.class_names or list(range(n_classes))
         check_pilot_classes(train.y[pilot_rows].cpu().numpy(), names,
-                            "raise --param pilot_frac until every class is in it, or subsample with "
+                            "raise --param pilot-frac until every class is in it, or subsample with "
                             "`dmo subsample --method case-control`")
         pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
         rest = np.flatnonzero(~in_pilot)

@@ -25,7 +25,7 @@ class SigmoidF1(Solver):
 
     @dataclass
     class Params(LoopSettings):
-        tau: float = field(default=10.0, metadata={"help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"})
+        tau: float = field(default=10.0, metadata={"positive": True, "help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"})
         offset: float = field(default=0.0, metadata={"help": "horizontal offset added inside the sigmoid"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
