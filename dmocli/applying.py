@@ -212,7 +212,7 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
     if id_col is not None and id_col not in schema.names:
-        raise DmoError(f"--id-col {id_col!r} is not a column of {data}")
+        raise DmoError(f"--id-col {id_col!r} is not a column of {io.describe(data)}")
     if id_col is not None and as_csv and pa.types.is_nested(schema.field(id_col).type):
         raise DmoError(f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
                        "predictions as parquet (-o NAME.parquet)")

@@ -46,7 +46,13 @@ class Architecture:
         return hidden + self.depth * 2 * self.width * self.batchnorm + (self.width + 1) * self.n_outputs
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The record the model file and the report keep; a linear model has no hidden layers, so it leaves
+        width, depth and batchnorm out (from_dict fills their defaults back in)."""
+        record = asdict(self)
+        if self.kind == "linear":
+            for unused in ("width", "depth", "batchnorm"):
+                del record[unused]
+        return record
 
     @classmethod
     def from_dict(cls, data: dict) -> "Architecture":

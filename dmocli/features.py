@@ -6,6 +6,7 @@ model applied to new data reproduces training's encoding exactly.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -18,6 +19,9 @@ from .errors import DmoError
 
 MAX_CATEGORICAL_LEVELS = 1000
 ID_LIKE_MIN_LEVELS = 20  # above this, a string column with a distinct value in most rows is refused as id-like
+# A number written for people: a percent sign, a currency symbol or thousands separators ("12.5%", "$1,234").
+_DECORATED_NUMBER = re.compile(r"[-+(]?[$€£¥]?\s?[-+]?(?:\d{1,3}(?:[,' ]\d{3})+|\d+)(?:[.,]\d+)?\s?%?\)?")
+_DECORATION = re.compile(r"[%$€£¥]|\d[,' ]\d{3}(?:\D|$)")
 RESERVOIR_ROWS = 100_000
 OFFSET_PREFIX = "log_accept_"  # `dmo subsample` columns (per-class log acceptance): training offsets, never features
 
@@ -40,6 +44,18 @@ class LevelCounts:
         """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
         return {f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
                 f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v}}
+
+
+def _refuse_decorated_numbers(column: str, levels: set[str]) -> None:
+    """Refuse a text column of numbers written for people ("12.5%", "$1,234", "1 234"): one-hot, each value
+    would be a level of its own and the number itself lost. Only a column of many such levels: a few ("10%",
+    "20%") may be real categories."""
+    if len(levels) <= ID_LIKE_MIN_LEVELS:
+        return
+    decorated = [v for v in levels if _DECORATED_NUMBER.fullmatch(v.strip()) and _DECORATION.search(v)]
+    if len(decorated) >= 0.9 * len(levels):
+        raise DmoError(f"string column '{column}' holds numbers written as text (e.g. {min(decorated)!r}); convert it "
+                       "to numbers (drop the %, currency sign or thousands separators), or --drop it")
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -267,6 +283,7 @@ class Preprocessor:
                 sample = np.concatenate(reservoir, axis=0)
                 pre.fill = np.nanmedian(sample, axis=0).tolist()
         for col in plan.categorical:
+            _refuse_decorated_numbers(col, levels[col])
             if len(levels[col]) > ID_LIKE_MIN_LEVELS and len(levels[col]) > n_rows / 2:
                 raise DmoError(
                     f"string column '{col}' has {len(levels[col])} distinct values in {n_rows} rows: an id, or numbers "

@@ -228,6 +228,9 @@ def _is_text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
+_RAGGED_ROW = re.compile(r"CSV parse error: Row #(\d+): Expected (\d+) columns, got (\d+)")
+
+
 def _not_utf8(source: object) -> str:
     return (f"cannot read {source}: it holds text that is not UTF-8 (saved as Latin-1 or Windows-1252?); "
             "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
@@ -329,6 +332,16 @@ def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV")
     """The one-line message every failed read ends in."""
     if "invalid UTF8" in str(exc):
         return DmoError(_not_utf8(path))
+    ragged = _RAGGED_ROW.search(str(exc))
+    if ragged is not None:
+        line, expected, got = map(int, ragged.groups())
+        fix = ("the first line is not the header: delete the title, comment or `sep=` lines above it"
+               if line == 2 and got > expected else
+               "quote the values that contain the delimiter, or fix that line")
+        return DmoError(f"cannot read {path}: line {line} has {got} fields where the header (line 1) has "
+                        f"{expected}; {fix}")
+    if "Truncated compressed stream" in str(exc) or "unexpected end of" in str(exc).lower():
+        return DmoError(f"cannot read {path}: the compressed file ends early (truncated: copy or download it again)")
     return DmoError(f"cannot read {path}: {first_line(exc)} (is it a valid {kinds} file?)")
 
 

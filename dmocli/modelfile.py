@@ -63,7 +63,9 @@ class DmoModel:
         network = self.module()
         features, levels = self.preprocessor.transform(batch)
         device = next(network.parameters()).device
-        out = logits_of(network, torch.from_numpy(features).to(device))
+        # Row-major, as training scores its splits: a column-major matrix takes another matmul path whose sums
+        # round differently (1e-6), and the report's AP and threshold would not be the ones evaluate finds.
+        out = logits_of(network, torch.from_numpy(np.ascontiguousarray(features)).to(device))
         return out.float().cpu().numpy(), levels
 
     def decide(self, logits: np.ndarray) -> np.ndarray:

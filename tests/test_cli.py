@@ -47,6 +47,12 @@ def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
                 "feasible", "average_precision", "roc_auc"):
         assert key in ev
     assert (tmp_path / "pr.png").read_bytes()[:4] == b"\x89PNG"
+    # the report describes the saved model exactly: evaluate and an exact re-fit on val find the same figures
+    on_val = json.loads(run_dmo("evaluate", model, SAMPLE / "val.parquet", "--json", check=True).stdout)["splits"]["data"]
+    assert {k: on_val[k] for k in val if k != "feasible"} == {k: val[k] for k in val if k != "feasible"}
+    same = run_dmo("threshold", model, SAMPLE / "val.parquet", "--problem", "frop", "--target", "0.8",
+                   "-o", tmp_path / "same.safetensors", "--json", check=True)
+    assert json.loads(same.stdout)["threshold"] == train_report["threshold"]
 
     preds = tmp_path / "pred.parquet"
     run_dmo("predict", model, SAMPLE / "test.parquet", "-o", preds, check=True)

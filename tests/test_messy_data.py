@@ -402,3 +402,27 @@ def test_a_decimal_comma_first_seen_past_the_sniffed_lines_still_makes_numbers(t
     run_dmo("train", tmp_path / "late.csv", "-o", tmp_path / "m.st", check=True)
     meta = read_metadata(tmp_path / "m.st")["preprocessing"]
     assert meta["numeric"] == features and not meta.get("categorical")
+
+
+def test_numbers_written_for_people_are_refused_not_one_hot_encoded(tmp_path):
+    """'-11.6%' in 300 distinct values of 600 rows passed the id-like rule (over half the rows) and became 300
+    one-hot levels; a few percent levels stay categories."""
+    frame = make_binary_frame(n=600, seed=12)
+    frame["growth"] = [f"{v:.1f}%" for v in np.round(frame["f0"] * 10, 1) % 30]
+    frame.to_csv(tmp_path / "pct.csv", index=False)
+    proc = run_dmo("train", tmp_path / "pct.csv", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "string column 'growth' holds numbers written as text" in proc.stderr
+    frame["growth"] = np.where(frame["f0"] > 0, "10%", "20%")
+    frame.to_csv(tmp_path / "bins.csv", index=False)
+    run_dmo("train", tmp_path / "bins.csv", "-o", tmp_path / "m.st", check=True)
+
+
+def test_csv_lines_that_do_not_fit_the_header_are_named_with_a_fix(tmp_path):
+    text = make_binary_frame(n=50, seed=13).to_csv(index=False)
+    (tmp_path / "titled.csv").write_text("sep=,\n" + text)  # Excel's separator line above the header
+    (tmp_path / "ragged.csv").write_text(text + "1,2,3,4,5,6\n")
+    titled = run_dmo("train", tmp_path / "titled.csv", "-o", tmp_path / "m.st")
+    assert titled.returncode == 2 and "line 2 has 5 fields where the header (line 1) has 2" in titled.stderr
+    assert "delete the title, comment or `sep=` lines" in titled.stderr
+    ragged = run_dmo("train", tmp_path / "ragged.csv", "-o", tmp_path / "m.st")
+    assert ragged.returncode == 2 and "line 52 has 6 fields where the header (line 1) has 5" in ragged.stderr
