@@ -150,8 +150,9 @@ def plan_columns(
             unusable.append(f"{f.name} ({f.type})")
     undecoded = [f.name for f in candidates if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
     if undecoded and len(undecoded) == len(unusable):  # pyarrow reads CSV text that is not UTF-8 as bytes
-        raise DmoError(f"column(s) {', '.join(undecoded[:6])} hold bytes that are not UTF-8 text (a CSV saved as "
-                       "Latin-1 or Windows-1252?); re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8), or --drop them")
+        raise DmoError(f"column(s) {', '.join(undecoded[:6])} hold bytes, not text: a CSV saved as Latin-1 or "
+                       "Windows-1252 reads so (re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8); binary data cannot "
+                       "be a feature (--drop them)")
     if unusable:
         raise DmoError(f"cannot use column(s) {', '.join(unusable)} as features; remove them with --drop")
     if not numeric and not categorical:

@@ -180,7 +180,7 @@ def _learn_csv_type(path: Path, exc: BaseException) -> None:
     if match is not None:
         index, kind, value = int(match.group(1)), match.group(3), match.group(4)
         learned = _CSV_LEARNED_TYPES.setdefault(_file_state(path), {})
-        number = _is_number(value.replace(dialect.decimal_point, "."))
+        number = is_number(value.replace(dialect.decimal_point, "."))
         if number and kind.startswith(("int", "uint", "null")) and names[index] not in learned:
             learned[names[index]] = pa.float64()
             return
@@ -207,21 +207,21 @@ def conversion_error_message(source: object, names: list[str], exc: BaseExceptio
 def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, first_row: int = 0) -> None:
     """Refuse a CSV whose rows include its header line again (files joined with their headers). The repeat turns
     every column it crosses into text, and the header's label name into a class: read as data it trains a model
-    without a word. Cheap: only a text first column can hold its own name, and only its matching rows are
-    compared further. `first_row`: the data row number of the table's first row (0 for a whole file)."""
-    if not table.num_rows or not table.num_columns or not _is_text(table.schema.field(0).type):
+    without a word. Only a table of text columns alone can hold one (a repeat in a column typed as numbers fails
+    its conversion, with conversion_error_message's line), so any other returns at once. `first_row`: the data
+    row number of the table's first row (0 for a whole file)."""
+    if not table.num_rows or not all(_is_text(f.type) for f in table.schema):
         return
-    first = table.column(0)
-    encoded = (first.combine_chunks() if isinstance(first, pa.ChunkedArray) else first).dictionary_encode()
-    levels = [None if v is None else v.strip() for v in encoded.dictionary.to_pylist()]
-    if table.schema.names[0].strip() not in levels:
-        return
-    indices = encoded.indices.to_numpy(zero_copy_only=False)
-    for row in np.flatnonzero(indices == levels.index(table.schema.names[0].strip())):
-        values = [table.column(i)[int(row)].as_py() for i in range(table.num_columns)]
-        if all(isinstance(v, str) and v.strip() == name.strip() for v, name in zip(values, table.schema.names)):
-            raise DmoError(f"data row {first_row + int(row) + 1} of {describe(source)} repeats the header line (CSV "
-                           "files joined with their headers?); keep the first header line only")
+    import pyarrow.compute as pc
+
+    repeats = None
+    for name, column in zip(table.schema.names, table.columns):
+        same = pc.equal(pc.utf8_trim_whitespace(column), name.strip())
+        repeats = same if repeats is None else pc.and_(repeats, same)
+    rows = np.flatnonzero(pc.fill_null(repeats, False).to_numpy(zero_copy_only=False))  # a null cell is no repeat
+    if rows.size:
+        raise DmoError(f"data row {first_row + int(rows[0]) + 1} of {describe(source)} repeats the header line (CSV "
+                       "files joined with their headers?); keep the first header line only")
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -236,7 +236,8 @@ def _not_utf8(source: object) -> str:
             "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether Python reads `text` as a number (as a CSV cell of a number column would be)."""
     try:
         float(text)
     except ValueError:
@@ -259,7 +260,8 @@ _DECIMAL_POINT = re.compile(r"[-+]?[0-9]*\.[0-9]+")
 def csv_dialect(path: Path) -> CsvDialect:
     """How a CSV file is written, read from its first lines (see dialect_of_lines); cached per file state, since
     every read of the file asks."""
-    state = _file_state(path)
+    stat = path.stat()
+    state = (str(path), stat.st_size, stat.st_mtime_ns)  # the name as given: its suffix decides tab and gzip
     if state not in _DIALECTS:
         _DIALECTS[state] = _sniff_dialect(path)
     return _DIALECTS[state]
@@ -284,23 +286,27 @@ def _sniff_dialect(path: Path) -> CsvDialect:
 
 
 def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:
-    """The decimal mark ("," or ".") of the first cell past the sniffed lines that is a number with a fraction, or
-    None: for a file whose first lines hold whole numbers only. A regular expression over 8 MB blocks, cut at
-    line ends; it stops at the first such cell."""
+    """The decimal mark ("," or ".") of the first cell in the file's first DECIMAL_SCAN_BYTES that is a number with
+    a fraction, or None: for a file whose first lines hold whole numbers only. `1,234` is skipped: thousands or a
+    decimal, it cannot tell. Bounded, so a large file of whole numbers costs a fraction of a second, not a pass."""
     d = re.escape(delimiter.encode())
-    cell = re.compile(rb'(?:^|' + d + rb')[ \t]*"?[-+]?[0-9]*([.,])[0-9]+"?[ \t]*(?=' + d + rb'|\r?$)', re.M)
-    carry = b""
+    cell = re.compile(rb'(?:^|' + d + rb'|\r)[ \t]*"?([-+]?[0-9]*)([.,])([0-9]+)"?[ \t]*(?=' + d + rb'|[\r\n]|$)', re.M)
     with opener(path, "rb") as handle:
-        while True:
-            chunk = handle.read(1 << 23)
-            block = carry + chunk
-            cut = len(block) if not chunk else block.rfind(b"\n") + 1
-            found = cell.search(block, 0, cut)
-            if found:
-                return found.group(1).decode()
-            if not chunk:
-                return None
-            carry = block[cut:]
+        block = handle.read(DECIMAL_SCAN_BYTES)
+    if len(block) == DECIMAL_SCAN_BYTES:  # a cell cut at the end would be read as another number
+        block = block[:max(block.rfind(b"\n"), block.rfind(b"\r")) + 1]
+    if re.search(rb"[.,][0-9]", block) is None:  # the common case, whole numbers only: no slow pattern at all
+        return None
+    for found in cell.finditer(block):
+        whole, mark, fraction = found.groups()
+        digits = whole.lstrip(b"+-")
+        if mark == b"," and len(fraction) == 3 and 1 <= len(digits) <= 3 and not digits.startswith(b"0"):
+            continue  # 1,234: thousands or one and a fraction (0,123 is a fraction: no group starts with 0)
+        return mark.decode()
+    return None
+
+
+DECIMAL_SCAN_BYTES = 4 << 20  # past arrow's first CSV block (1 MB), whose rows fix the column types of a stream
 
 
 def dialect_of_lines(lines: list[str], source: object, tab: bool = False,
@@ -335,8 +341,8 @@ def _read_error(path: object, exc: BaseException, kinds: str = "parquet or CSV")
     ragged = _RAGGED_ROW.search(str(exc))
     if ragged is not None:
         line, expected, got = map(int, ragged.groups())
-        fix = ("the first line is not the header: delete the title, comment or `sep=` lines above it"
-               if line == 2 and got > expected else
+        fix = ("if the first line is not the header, delete the title, comment or `sep=` lines above it; else quote "
+               "the values that contain the delimiter" if line == 2 and got > expected else
                "quote the values that contain the delimiter, or fix that line")
         return DmoError(f"cannot read {path}: line {line} has {got} fields where the header (line 1) has "
                         f"{expected}; {fix}")
@@ -737,7 +743,6 @@ def refuse_csv_output(path: str | os.PathLike | None, what: str) -> None:
     """One line for `-o sub.csv` where the command writes parquet, instead of parquet bytes under a .csv name."""
     if path is not None and is_csv_path(path):
         raise DmoError(f"{what} is written as parquet, but -o {path} names a CSV file; name it .parquet")
-    refuse_foreign_suffix(path, what, csv=False)
 
 
 def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) -> None:
@@ -747,7 +752,7 @@ def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) 
     if path is None or is_stdin(path) or is_special(Path(path)):
         return
     name = Path(path).name.lower()
-    allowed = (".parquet", *CSV_SUFFIXES) if csv else (".parquet",)
+    allowed = (".parquet", ".pq", ".parq", *CSV_SUFFIXES) if csv else (".parquet", ".pq", ".parq")
     suffix = Path(name).suffix
     if re.fullmatch(r"\.[a-z]+", suffix) and not name.endswith(allowed):
         kinds = "parquet (.parquet) or CSV (.csv, .csv.gz, .tsv)" if csv else "parquet (.parquet)"

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from .arrow_numpy import to_numpy
 from .errors import DmoError
+from .io import is_number
 
 UNLABELED = -1
 MANY_CLASSES = 20  # above this, a label with a class for most rows is refused as a continuous target
@@ -204,19 +205,11 @@ def _refuse_marker_classes(classes: list[Any], counts: list[int], column: str) -
         return
     markers = [c for c in classes if not any(ch.isalnum() for ch in c)]
     numbers = [c for c in classes if c not in markers]
-    if markers and numbers and all(_is_number(c) for c in numbers):
+    if markers and numbers and all(is_number(c) for c in numbers):
         marker = markers[0]
         raise DmoError(f"label column '{column}' holds {marker!r} in {counts[classes.index(marker)]} rows beside the "
                        f"number classes {numbers[:5]}; if {marker!r} marks a missing label, write an empty cell there "
                        "(then --drop-unlabeled ignores those rows), else give the class a name")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _without_negative_zero(labels: pa.Array) -> pa.Array:

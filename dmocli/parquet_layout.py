@@ -30,6 +30,8 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the folder o
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")  # no leading zeros: store=007 or a zip code stays text
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _READ_ERRORS = (pa.ArrowInvalid, OSError)
+# string_view came with pyarrow 16; the package accepts 14, which reads such parquet columns as plain strings.
+_is_string_view = getattr(pa.types, "is_string_view", lambda kind: False)
 
 
 def _kind(kind: pa.DataType) -> str:
@@ -38,7 +40,7 @@ def _kind(kind: pa.DataType) -> str:
         return _kind(kind.value_type)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         return "number"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or _is_string_view(kind):
         return "text"
     return str(kind)
 
@@ -46,7 +48,7 @@ def _kind(kind: pa.DataType) -> str:
 def _without_views(schema: pa.Schema) -> pa.Schema:
     """string_view columns (polars and DuckDB write them) as plain strings: text is text whatever its arrow type,
     and the hash and string kernels the features use take plain strings."""
-    return pa.schema([pa.field(f.name, pa.string(), f.nullable, f.metadata) if pa.types.is_string_view(f.type) else f
+    return pa.schema([pa.field(f.name, pa.string(), f.nullable, f.metadata) if _is_string_view(f.type) else f
                       for f in schema], metadata=schema.metadata)
 
 

@@ -239,6 +239,7 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
     if choice.is_dask:  # a directory of parts; a re-run replaces its own
         io.check_parts_output(output, {"DATA": data})
     else:
+        io.refuse_foreign_suffix(output, "the subsample", csv=False)
         io.check_outputs({"-o": output}, {"DATA": data})
     io.check_outputs({"--report": report_path}, {"DATA": data, "-o": output})
     schema = io.schema(data)

@@ -35,7 +35,7 @@ def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
     model = tmp_path / "pb.safetensors"
     report = tmp_path / "train.json"
     run_dmo("train", "--problem", "frop", "--target", "0.8", SAMPLE / "train.parquet", "--val", SAMPLE / "val.parquet",
-            "-o", model, "--report", report, check=True)
+            "-o", model, "--report", report, "--device", "cpu", check=True)  # CPU: evaluate's figures are exact below
     train_report = json.loads(report.read_text())
     val = train_report["splits"]["val"]
     assert val["recall"] >= 0.8 and val["feasible"] is True

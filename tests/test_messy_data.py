@@ -426,3 +426,23 @@ def test_csv_lines_that_do_not_fit_the_header_are_named_with_a_fix(tmp_path):
     assert "delete the title, comment or `sep=` lines" in titled.stderr
     ragged = run_dmo("train", tmp_path / "ragged.csv", "-o", tmp_path / "m.st")
     assert ragged.returncode == 2 and "line 52 has 6 fields where the header (line 1) has 5" in ragged.stderr
+
+
+def test_a_repeated_header_past_the_first_batch_is_named_by_its_data_row(tmp_path):
+    rng = np.random.default_rng(14)
+    rows = ["color,size,label"] + [f"{rng.choice(['red', 'blue'])},{rng.choice(['s', 'm', 'l'])},"
+                                   f"{rng.choice(['yes', 'no'], p=[0.2, 0.8])}" for _ in range(70_000)]
+    rows.insert(69_001, rows[0])  # after data row 69,000: in the stream's second 64k-row batch
+    (tmp_path / "text.csv").write_text("\n".join(rows) + "\n")
+    proc = run_dmo("train", tmp_path / "text.csv", "--solver", "fofo", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "data row 69001 of" in proc.stderr, proc.stderr
+
+
+def test_the_late_decimal_mark_is_not_decided_by_a_thousands_group(tmp_path):
+    from dmocli.io import csv_dialect
+
+    head = "a\tlabel\n" + "".join(f"{i}\t{i % 2}\n" for i in range(60))
+    (tmp_path / "thousands.tsv").write_text(head + "65,366\t1\n1,5\t0\n")  # 65,366 is skipped; 1,5 decides
+    assert csv_dialect(tmp_path / "thousands.tsv").decimal_point == ","
+    (tmp_path / "only.tsv").write_text(head + "65,366\t1\n")
+    assert csv_dialect(tmp_path / "only.tsv").decimal_point == "."

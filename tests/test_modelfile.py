@@ -64,3 +64,15 @@ def test_newer_format_version_refused(model_and_data, tmp_path):
     save_file(load_file(str(path)), str(other), metadata={"dmocli": json.dumps(meta)})
     with pytest.raises(DmoError, match="format version"):
         load_model(other)
+
+
+def test_a_linear_record_leaves_the_mlp_fields_out_and_reads_back():
+    from dmocli.architecture import Architecture
+
+    linear = Architecture("linear", 5, 1)
+    assert linear.to_dict() == {"kind": "linear", "n_inputs": 5, "n_outputs": 1}
+    assert Architecture.from_dict(linear.to_dict()) == linear
+    older = {"kind": "linear", "n_inputs": 5, "n_outputs": 1, "width": 100, "depth": 2, "batchnorm": True}
+    assert Architecture.from_dict(older) == linear  # a file written before this change
+    mlp = Architecture("mlp", 5, 1, width=8, depth=3)
+    assert Architecture.from_dict(mlp.to_dict()) == mlp and mlp.to_dict()["width"] == 8

@@ -125,8 +125,6 @@ class LocalUncertaintySampling(Solver):
         if not p.gamma:
             raise DmoError("--solver lus needs --gamma G (>= 1), or a DATA file written by `dmo subsample`")
         gamma = check_gamma(p.gamma)
-        if not 0.0 < p.pilot_frac < 1.0:
-            raise DmoError(f"--param pilot-frac={p.pilot_frac:g} must be in (0, 1)")
         sub, info = self._subsample(train, ctx, gamma)
         network, trace = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, ctx.seed, p)
         return FitResult(network, {**trace, **info}, own_threshold)
