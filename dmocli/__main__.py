@@ -1,4 +1,4 @@
 """`python -m dmocli ARGS` runs the dmo CLI, as `torchrun ... -m dmocli train ...` does."""
-from .cli import main
+from .entry import main
 
 main()

@@ -29,6 +29,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -350,7 +351,7 @@ def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
         sys.exit(2)
     if "Abort" in kinds:
         err.print("dmo: interrupted", markup=False)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     if "UsageError" in kinds and not debug:
         hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
         _report(f"dmo: error: {exc.format_message()}{hint}", None, in_group)  # type: ignore[attr-defined]
@@ -425,6 +426,8 @@ def _run_command(args: list[str], in_group: bool) -> None:
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         code = app(args=args, prog_name="dmo", standalone_mode=False)
+        if code == INTERRUPTED and (not in_group or torchrun.prints(None)):  # typer ends a Ctrl-C'd command so, silently
+            err.print("dmo: interrupted", markup=False)
         sys.exit(code if isinstance(code, int) else 0)
     except UnreachableTarget as exc:
         if debug:
@@ -443,7 +446,7 @@ def _run_command(args: list[str], in_group: bool) -> None:
     except (KeyboardInterrupt, Terminated) as exc:
         if not in_group or torchrun.prints(None):
             err.print("dmo: interrupted" if isinstance(exc, KeyboardInterrupt) else "dmo: terminated", markup=False)
-        sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
+        sys.exit(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
         _exit_on_click_error(exc, debug, in_group)
         if debug:
