@@ -314,7 +314,7 @@ def dialect_of_lines(lines: list[str], source: object, tab: bool = False,
     """Delimiter: a tab for .tsv (tab=True); otherwise whichever of comma, semicolon, tab and pipe splits the
     header into the most column names. Decimal point: a comma when the delimiter is not one and the numbers of
     the first lines are written 1,5 (never 1.5), as spreadsheets in many locales export; when those lines hold
-    whole numbers only, `later_decimal_mark(delimiter)` (a file: the rest of it) decides, so a column of 1,5 further
+    whole numbers only, `later_decimal_mark(delimiter)` (a file: its first 4 MB) decides, so a column of 1,5 further
     down is not read as text. Refuses a header that names a column twice, which no reader could map to one feature."""
     header = lines[0] if lines else ""
     if tab:
