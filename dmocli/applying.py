@@ -202,12 +202,12 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
         named = "- (standard output)" if to_stdout else output
         raise DmoError(f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
                        "(or give a directory name)")
-    if not engine.is_dask:
-        io.refuse_foreign_suffix(output, "the predictions", csv=True)
     if engine.is_dask:
         io.check_parts_output(output, {"MODEL": model_path, "DATA": data})
-    elif not to_stdout:
-        io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
+    else:
+        io.refuse_foreign_suffix(output, "the predictions", csv=True)
+        if not to_stdout:
+            io.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
     import pyarrow.dataset as pads
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")  # output names written as parquet (any non-CSV file is read as one)
 
 
 def _is_csv(path: Path) -> bool:
@@ -210,7 +211,7 @@ def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, fir
     without a word. Only a table of text columns alone can hold one (a repeat in a column typed as numbers fails
     its conversion, with conversion_error_message's line), so any other returns at once. `first_row`: the data
     row number of the table's first row (0 for a whole file)."""
-    if not table.num_rows or not all(_is_text(f.type) for f in table.schema):
+    if not table.num_rows or not all(is_text(f.type) for f in table.schema):
         return
     import pyarrow.compute as pc
 
@@ -224,7 +225,8 @@ def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, fir
                        "files joined with their headers?); keep the first header line only")
 
 
-def _is_text(kind: pa.DataType) -> bool:
+def is_text(kind: pa.DataType) -> bool:
+    """A plain text column type (string or large_string), as CSV readers and labels produce it."""
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
@@ -752,7 +754,7 @@ def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) 
     if path is None or is_stdin(path) or is_special(Path(path)):
         return
     name = Path(path).name.lower()
-    allowed = (".parquet", ".pq", ".parq", *CSV_SUFFIXES) if csv else (".parquet", ".pq", ".parq")
+    allowed = (*PARQUET_SUFFIXES, *CSV_SUFFIXES) if csv else PARQUET_SUFFIXES
     suffix = Path(name).suffix
     if re.fullmatch(r"\.[a-z]+", suffix) and not name.endswith(allowed):
         kinds = "parquet (.parquet) or CSV (.csv, .csv.gz, .tsv)" if csv else "parquet (.parquet)"

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from .arrow_numpy import to_numpy
 from .errors import DmoError
-from .io import is_number
+from .io import is_number, is_text
 
 UNLABELED = -1
 MANY_CLASSES = 20  # above this, a label with a class for most rows is refused as a continuous target
@@ -181,7 +181,7 @@ def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
         labels = labels.cast(pa.float32())
     if pa.types.is_floating(labels.type):
         labels = _without_negative_zero(labels)
-    if trim and _text(labels.type):
+    if trim and is_text(labels.type):
         labels = pc.utf8_trim_whitespace(labels)
     return labels
 
@@ -223,10 +223,6 @@ def _without_negative_zero(labels: pa.Array) -> pa.Array:
     return pa.array(np.where(negative_zero, 0.0, values).astype(values.dtype), type=labels.type, mask=~valid)
 
 
-def _text(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
-
-
 def _missing(labels: pa.Array, trim: bool = True) -> np.ndarray:
     """Rows without a label, as a numpy mask (see _present)."""
     return ~to_numpy(_present(labels, trim))
@@ -239,7 +235,7 @@ def _present(labels: pa.Array, trim: bool = True) -> pa.Array:
     present = pc.is_valid(labels)
     if pa.types.is_floating(labels.type):
         present = pc.and_kleene(present, pc.invert(pc.is_nan(labels)))
-    elif trim and _text(labels.type):
+    elif trim and is_text(labels.type):
         present = pc.and_kleene(present, _not_blank(labels))
     return present
 
@@ -267,7 +263,7 @@ def check_label_type(label_type: pa.DataType, column: str) -> None:
     """Refuse a label column of a type no class can be named in (decimal, date, binary, ...)."""
     if pa.types.is_dictionary(label_type):
         label_type = label_type.value_type
-    if not (_numeric(label_type) or _text(label_type) or pa.types.is_null(label_type)):
+    if not (_numeric(label_type) or is_text(label_type) or pa.types.is_null(label_type)):
         raise DmoError(f"label column '{column}' holds {label_type} values; labels must be integers, booleans, floats "
                        "or text: cast the column to one of those")
 
