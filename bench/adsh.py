@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dmocli.applying import evaluate
-from dmocli.training import TrainOptions, train
+from dmocli.pipelines.apply import evaluate
+from dmocli.pipelines.train import TrainOptions, train
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:

@@ -24,7 +24,13 @@ import pyarrow.parquet as pq
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import add_synthetic_data_options, print_table, synthetic_data, timed, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    add_synthetic_data_options,
+    print_table,
+    synthetic_data,
+    timed,
+    write_results,
+)
 
 
 def main() -> None:

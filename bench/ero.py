@@ -27,11 +27,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dmocli.errors import DmoError  # noqa: E402
-from dmocli.modelfile import DmoModel  # noqa: E402
+from dmocli.models.modelfile import DmoModel  # noqa: E402
+from dmocli.operating_point.search import search  # noqa: E402
+from dmocli.pipelines.train import TrainOptions, train  # noqa: E402
 from dmocli.report import binary_split_report  # noqa: E402
 from dmocli.solvers.ero import ERO  # noqa: E402
-from dmocli.threshold import search  # noqa: E402
-from dmocli.training import TrainOptions, train  # noqa: E402
 
 SETS = ("page_blocks0", "segment0", "abalone19", "yeast4", "satimage", "ada")
 PROBLEMS = {"fpor": 0.8, "frop": 0.8, "ofbs": None}
@@ -174,8 +174,8 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
     import numpy as np
     import torch.nn.functional as F
 
-    from dmocli.networks import Architecture, build_network
-    from dmocli.problems import Problem
+    from dmocli.models.networks import Architecture, build_network
+    from dmocli.operating_point.problems import Problem
     from dmocli.solvers.ero import RowAdam, penalty_value
     from dmocli.solvers.relaxation import soft_counts
 

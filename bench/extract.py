@@ -32,7 +32,7 @@ from dmocli.extract import ExtractOptions, extract  # noqa: E402
 from dmocli.extract.backbones import load_backbone  # noqa: E402
 from dmocli.extract.imaging import ImageDataset, collate  # noqa: E402
 from dmocli.extract.runner import DTYPES, default_workers  # noqa: E402
-from dmocli.networks import resolve_device  # noqa: E402
+from dmocli.models.networks import resolve_device  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(2000)] + "the a of and to in is was for on that with as by at it from".split()
 
@@ -84,8 +84,10 @@ def dinov2_small(path: Path) -> Path:
 def minilm_sized(path: Path, max_len: int) -> Path:
     """Random BERT of all-MiniLM-L6-v2's shape, saved as a sentence-transformers checkpoint (mean + normalize)."""
     import transformers
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers import models  # noqa: deprecated alias kept for sentence-transformers < 6
+    from sentence_transformers import (
+        SentenceTransformer,
+        models,  # noqa: deprecated alias kept for sentence-transformers < 6
+    )
 
     if not (path / "modules.json").exists():
         torch.manual_seed(0)

@@ -32,12 +32,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
-
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
-from dmocli import io
-from dmocli.applying import evaluate
-from dmocli.online_threshold import FofoThreshold
-from dmocli.training import TrainOptions, train
+
+from dmocli.data import reading
+from dmocli.pipelines.apply import evaluate
+from dmocli.pipelines.train import TrainOptions, train
+from dmocli.solvers.online_threshold import FofoThreshold
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]
 SOLVERS = ("fofo", "ofo", "lr")
@@ -91,12 +91,12 @@ def throughput(tmp: Path, rows: int, width: int) -> dict:
     write_logistic_parquet(data, rows, width, 0.05, seed=0)
     out: dict = {"rows": rows, "width": width, "file_mb": round(data.stat().st_size / 2**20, 1)}
 
-    sum(b.num_rows for b in io.iter_batches(data))  # warm the page cache so both reads below start equal
+    sum(b.num_rows for b in reading.iter_batches(data))  # warm the page cache so both reads below start equal
     started = time.perf_counter()
     n = sum(b.num_rows for b in pads.dataset(str(data)).to_batches(batch_size=65536))
     out["pyarrow_dataset_read_rows_s"] = n / (time.perf_counter() - started)
     started = time.perf_counter()
-    n = sum(b.num_rows for b in io.iter_batches(data))
+    n = sum(b.num_rows for b in reading.iter_batches(data))
     out["dmocli_io_read_rows_s"] = n / (time.perf_counter() - started)
 
     report_path = tmp / "fofo_bench_report.json"
@@ -139,7 +139,7 @@ def vowpal_wabbit(data: Path, tmp: Path) -> dict:
     text, cache = tmp / "fofo_bench.vw", tmp / "fofo_bench.vw.cache"
     rows = 0
     with open(text, "wb") as handle:  # "label |f 0:v0 1:v1 ..." built by arrow compute, not per row in Python
-        for batch in io.iter_batches(data):
+        for batch in reading.iter_batches(data):
             label = pc.if_else(pc.equal(batch.column("label"), 1), "1 |f", "-1 |f")
             features = [pc.binary_join_element_wise(f"{i}:", pc.cast(batch.column(name), pa.string()), "")
                         for i, name in enumerate(batch.schema.names) if name != "label"]
@@ -191,8 +191,8 @@ def threshold_recurrence(rows: int = 1_000_000) -> dict:
 def synthetic_online_f1(rows: int, width: int) -> list[dict]:
     import torch
 
-    from dmocli.networks import Architecture
-    from dmocli.problems import Problem
+    from dmocli.models.networks import Architecture
+    from dmocli.operating_point.problems import Problem
     from dmocli.solvers import get_solver
     from dmocli.solvers.base import FitContext
 

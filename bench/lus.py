@@ -38,12 +38,12 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dmocli import io  # noqa: E402
-from dmocli.acceptance import acceptance, case_control_rates  # noqa: E402
-from dmocli.dataset import prepare  # noqa: E402
-from dmocli.features import Preprocessor, plan_columns  # noqa: E402
-from dmocli.labels import infer_label_spec  # noqa: E402
-from dmocli.networks import Architecture, logits_of  # noqa: E402
+from dmocli.data import reading  # noqa: E402
+from dmocli.models.networks import Architecture, logits_of  # noqa: E402
+from dmocli.prep.dataset import prepare  # noqa: E402
+from dmocli.prep.features import Preprocessor, plan_columns  # noqa: E402
+from dmocli.prep.labels import infer_label_spec  # noqa: E402
+from dmocli.solvers.acceptance import acceptance, case_control_rates  # noqa: E402
 from dmocli.solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba  # noqa: E402
 
 GAMMAS = (2.0, 5.0, 10.0, 20.0)
@@ -201,8 +201,8 @@ def smallest_fractions(full: float, rows: list[dict], tolerances=(0.0005, 0.001,
 
 
 def letter(data_dir: Path):
-    train = io.read_table(data_dir / "letter" / "train.parquet")
-    test = io.read_table(data_dir / "letter" / "test.parquet")
+    train = reading.read_table(data_dir / "letter" / "train.parquet")
+    test = reading.read_table(data_dir / "letter" / "test.parquet")
     plan = plan_columns(train.schema, "label")
     pre = Preprocessor.fit(train.to_batches(), plan)
     labels = infer_label_spec(train.column("label"), "label", None, binary=False)
@@ -240,7 +240,7 @@ def make_big(directory: Path, rows: int, cols: int, classes: int = 5, files: int
 def plain_read(directory: Path) -> dict:
     """The I/O ceiling two ways: pyarrow's dataset scanner, and pq.ParquetFile file by file (what dmocli uses)."""
     started = time.perf_counter()
-    n = sum(batch.num_rows for batch in io.open_dataset(directory).to_batches(batch_size=65536))
+    n = sum(batch.num_rows for batch in reading.open_dataset(directory).to_batches(batch_size=65536))
     seconds = time.perf_counter() - started
     started = time.perf_counter()
     m = sum(batch.num_rows for name in sorted(directory.glob("*.parquet"))

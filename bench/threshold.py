@@ -15,13 +15,13 @@ import argparse
 import time
 
 import numpy as np
+from _common import print_table, write_results
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score, precision_recall_curve
 from sklearn.model_selection import TunedThresholdClassifierCV
 
-from _common import print_table, write_results
-from dmocli.problems import Problem
-from dmocli.threshold import search
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import search
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:

@@ -23,10 +23,11 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
-from dmocli import io  # noqa: E402
-from dmocli.applying import evaluate  # noqa: E402
-from dmocli.modelfile import load_model  # noqa: E402
-from dmocli.training import TrainOptions, train  # noqa: E402
+
+from dmocli.data import reading, sinks  # noqa: E402
+from dmocli.models.modelfile import load_model  # noqa: E402
+from dmocli.pipelines.apply import evaluate  # noqa: E402
+from dmocli.pipelines.train import TrainOptions, train  # noqa: E402
 
 OPTIMIZERS = ("adam", "lbfgs")
 PROBLEMS = (("fpor", 0.8), ("frop", 0.8), ("ofbs", None))
@@ -35,7 +36,7 @@ PROBLEMS = (("fpor", 0.8), ("frop", 0.8), ("ofbs", None))
 def weighted_loss(model_path: Path, data) -> float:
     """The class-balanced log loss the fit minimizes (without its small L2 term), on the training rows."""
     model = load_model(model_path)
-    table = data if isinstance(data, pa.Table) else io.read_table(data)
+    table = data if isinstance(data, pa.Table) else reading.read_table(data)
     logits, _ = model.logits(table)
     y = model.labels.encode(table.column(model.labels.column)).astype(np.float64)
     z = logits.reshape(-1).astype(np.float64)
@@ -63,7 +64,7 @@ def synthetic(rows: int, cols: int, workdir: Path) -> list[dict]:
                         names=[f"x{j}" for j in range(cols)] + ["label"])
 
     train_table, val_path = table(rows), workdir / "val.parquet"
-    io.write_parquet(val_path, table(100_000))
+    sinks.write_parquet(val_path, table(100_000))
     out = []
     for optimizer in OPTIMIZERS:
         path = workdir / f"synthetic-{optimizer}.safetensors"

@@ -10,14 +10,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = {
-    "train": ("training", "train"),
-    "TrainOptions": ("training", "TrainOptions"),
-    "evaluate": ("applying", "evaluate"),
-    "predict": ("applying", "predict"),
-    "refit_threshold": ("applying", "refit_threshold"),
-    "load_model": ("modelfile", "load_model"),
-    "Problem": ("problems", "Problem"),
-    "search_threshold": ("threshold", "search"),
+    "train": ("pipelines.train", "train"),
+    "TrainOptions": ("pipelines.train", "TrainOptions"),
+    "evaluate": ("pipelines.apply", "evaluate"),
+    "predict": ("pipelines.apply", "predict"),
+    "refit_threshold": ("pipelines.apply", "refit_threshold"),
+    "load_model": ("models.modelfile", "load_model"),
+    "Problem": ("operating_point.problems", "Problem"),
+    "search_threshold": ("operating_point.search", "search"),
     "extract": ("extract", "extract"),
     "ExtractOptions": ("extract", "ExtractOptions"),
     "DmoClassifier": ("estimator", "DmoClassifier"),

@@ -1,4 +1,4 @@
 """`python -m dmocli ARGS` runs the dmo CLI, as `torchrun ... -m dmocli train ...` does."""
-from .entry import main
+from dmocli.cli.entry import main
 
 main()

@@ -23,12 +23,17 @@ from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import Tags, get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import (
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
-from .errors import DmoError
-from .modelfile import DmoModel
-from .solvers import available, solver_class
-from .training import TrainOptions, train
+from dmocli.errors import DmoError
+from dmocli.models.modelfile import DmoModel
+from dmocli.pipelines.train import TrainOptions, train
+from dmocli.solvers import available, solver_class
 
 LABEL = "label"  # the column y becomes, as `dmo train` names it by default (saved models evaluate on files)
 

@@ -1,7 +1,7 @@
 """Checks of options that several commands share, made before any data is read or any work done."""
 from __future__ import annotations
 
-from .errors import DmoError
+from dmocli.errors import DmoError
 
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .curve import ScoreCurve
-from .io import atomic_path, describe, write_text
-from .metrics import binary_scores, multiclass_scores
-from .problems import Problem
+from dmocli import __version__
+from dmocli.data.outputs import atomic_path, write_text
+from dmocli.data.sources import describe
+from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.metrics import binary_scores, multiclass_scores
+from dmocli.operating_point.problems import Problem
 
 
 def binary_split_report(logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None,

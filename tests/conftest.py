@@ -19,7 +19,7 @@ SAMPLE = REPO / "sample_data"
 def dmo_command() -> list[str]:
     beside = Path(sys.executable).with_name("dmo")  # this interpreter's (worktree venv's) entry point first
     exe = str(beside) if beside.exists() else shutil.which("dmo")
-    return [exe] if exe else [sys.executable, "-m", "dmocli.cli"]
+    return [exe] if exe else [sys.executable, "-m", "dmocli"]
 
 
 def run_dmo(*args: str | os.PathLike, check: bool = False, timeout: float = 300,

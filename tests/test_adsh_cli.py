@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import run_dmo
-from dmocli.applying import evaluate
+
 from dmocli.errors import DmoError
-from dmocli.training import TrainOptions, train
+from dmocli.pipelines.apply import evaluate
+from dmocli.pipelines.train import TrainOptions, train
 
 
 @pytest.fixture(autouse=True)

@@ -6,10 +6,9 @@ import pytest
 import torch
 
 from dmocli.errors import DmoError
-from dmocli.networks import Architecture
+from dmocli.models.networks import Architecture
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext, SplitData
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

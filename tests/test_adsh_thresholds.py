@@ -8,7 +8,6 @@ import torch
 from dmocli.solvers.adsh import adsh_thresholds
 from dmocli.solvers.semisup import pseudo_label_quality, selection_mask, unlabeled_loss
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

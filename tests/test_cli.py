@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-from sklearn.metrics import precision_score, recall_score
-
 from conftest import SAMPLE, make_binary_frame, run_dmo
+from sklearn.metrics import precision_score, recall_score
 
 
 def test_help_lists_commands_and_options():

@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from safetensors.numpy import save_file
-
 from conftest import make_binary_frame, run_dmo
+from safetensors.numpy import save_file
 
 
 def assert_clean_failure(proc, code: int, *needles: str) -> None:
@@ -284,7 +283,7 @@ def test_rows_without_a_label_in_evaluation_data_are_counted_and_warned_about(tm
     refit_report = json.loads(refit.stdout)
     assert refit_report["unlabeled_rows"] == 30 and "have no label" in refit.stderr
     assert {"solver", "seed", "device", "wall_seconds"} <= set(refit_report)
-    from dmocli.modelfile import read_metadata
+    from dmocli.models.modelfile import read_metadata
     summary = read_metadata(tmp_path / "m2.st")["info"]["summary"]  # at the new threshold, not the training one
     assert summary == {"data": {k: refit_report["splits"]["data"][k] for k in ("precision", "recall", "f_beta", "feasible")}}
     for solver in ("wce", "fofo"):

@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-
 from conftest import make_binary_frame, make_gaussian_classes, run_dmo
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run it on a GPU machine)")

@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import make_binary_frame, make_gaussian_classes, run_dmo
-from dmocli.applying import evaluate, predict, refit_threshold
-from dmocli.engine import EngineChoice
+
+from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
-from dmocli.problems import Problem
-from dmocli.subsample import SubsampleOptions, subsample
-from dmocli.training import TrainOptions, train
+from dmocli.operating_point.problems import Problem
+from dmocli.pipelines.apply import evaluate, predict, refit_threshold
+from dmocli.pipelines.subsample import SubsampleOptions, subsample
+from dmocli.pipelines.train import TrainOptions, train
 
 pytest.importorskip("distributed")
 

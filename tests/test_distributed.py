@@ -15,11 +15,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import dmo_command, make_binary_frame, make_gaussian_classes, run_dmo
 from safetensors.numpy import load_file
 
-from conftest import dmo_command, make_binary_frame, make_gaussian_classes, run_dmo
-
-from dmocli import io
+from dmocli.data import reading
 
 
 def torchrun_dmo(*args: str | os.PathLike, processes: int = 2, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -60,10 +59,10 @@ def test_minibatches_never_end_on_a_single_row():
 def test_read_rows_is_a_slice_of_read_table(tmp_path):
     frame = with_category(make_binary_frame(n=500), 1)
     data = uneven_parquet_dir(frame, tmp_path / "data")
-    whole = io.read_table(data)
+    whole = reading.read_table(data)
     for start, stop in ((0, 500), (0, 1), (149, 151), (140, 401), (499, 500), (250, 250)):
-        assert io.read_rows(data, start, stop).equals(whole.slice(start, stop - start))
-        assert io.read_rows(data, start, stop, batch_size=16).equals(whole.slice(start, stop - start))
+        assert reading.read_rows(data, start, stop).equals(whole.slice(start, stop - start))
+        assert reading.read_rows(data, start, stop, batch_size=16).equals(whole.slice(start, stop - start))
 
 
 def _weights_close(a: Path, b: Path, tol: float) -> None:
@@ -214,7 +213,7 @@ def test_other_commands_ignore_torchruns_variables(tmp_path, binary_parquet):
 def _agree_worker(rank: int, world: int, store: str, results: str) -> None:
     import torch.distributed as dist
 
-    from dmocli.distributed import ProcessGroup
+    from dmocli.engines.torch_distributed import ProcessGroup
     from dmocli.errors import DmoError
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)

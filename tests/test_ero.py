@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import make_binary_frame, run_dmo
-from dmocli.architecture import Architecture
+
 from dmocli.errors import DmoError
-from dmocli.networks import build_network
-from dmocli.problems import Problem
+from dmocli.models.architecture import Architecture
+from dmocli.models.networks import build_network
+from dmocli.operating_point.problems import Problem
+from dmocli.pipelines.train import TrainOptions, train
 from dmocli.solvers.base import SplitData
 from dmocli.solvers.ero import RowAdam, _preset, _warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
-from dmocli.training import TrainOptions, train
 
 torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the test machine is shared
 

@@ -5,17 +5,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from conftest import make_binary_frame, make_gaussian_classes
 from sklearn.base import clone
-from sklearn.metrics import balanced_accuracy_score, get_scorer, precision_score, recall_score
+from sklearn.metrics import (
+    balanced_accuracy_score,
+    get_scorer,
+    precision_score,
+    recall_score,
+)
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from conftest import make_binary_frame, make_gaussian_classes
 from dmocli import DmoClassifier
 from dmocli.errors import DmoError
 from dmocli.estimator import expected_failed_checks
-from dmocli.modelfile import load_model
-from dmocli.training import TrainOptions, train
+from dmocli.models.modelfile import load_model
+from dmocli.pipelines.train import TrainOptions, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -16,7 +16,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import run_dmo
 
 transformers = pytest.importorskip("transformers", reason='needs the extract extra: pip install "dmocli[extract]"')

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from dmocli.errors import DmoError
-from dmocli.features import Preprocessor, plan_columns
-from dmocli.labels import infer_label_spec
+from dmocli.prep.features import Preprocessor, plan_columns
+from dmocli.prep.labels import infer_label_spec
 
 
 def fit(table: pa.Table, impute: str = "none", **kw) -> Preprocessor:
@@ -104,7 +104,7 @@ def test_missing_label_is_unlabeled():
 def test_arrow_to_numpy_matches_pyarrow_conversion(values, fill):
     """dmocli's buffer view (which avoids pyarrow's pandas import) equals pyarrow's own conversion, offsets,
     chunks and validity bitmaps included."""
-    from dmocli.arrow_numpy import to_numpy
+    from dmocli.data.arrow_numpy import to_numpy
 
     got = to_numpy(values, fill=fill)
     plain = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
@@ -115,7 +115,7 @@ def test_arrow_to_numpy_matches_pyarrow_conversion(values, fill):
 
 
 def test_arrow_to_numpy_refuses_nulls_without_a_fill():
-    from dmocli.arrow_numpy import to_numpy
+    from dmocli.data.arrow_numpy import to_numpy
 
     with pytest.raises(ValueError, match="nulls"):
         to_numpy(pa.array([1.0, None]))
@@ -162,7 +162,7 @@ def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):
     """features_of writes blocks of rows into one row-major array: same values and unseen counts as one
     whole-table transform, over blocks (7 rows), chunk boundaries that do not line up with them, and the
     last short block."""
-    import dmocli.dataset as dataset
+    import dmocli.prep.dataset as dataset
 
     train = _mixed_table(200, 0, ("red", "blue", "green"))
     pre = fit(train, impute="median")
@@ -177,7 +177,7 @@ def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):
 
 
 def test_prepare_in_blocks_counts_every_block_in_its_error(monkeypatch):
-    import dmocli.dataset as dataset
+    import dmocli.prep.dataset as dataset
 
     table = pa.table({"a": [1.0, np.nan, 2.0, 3.0, np.nan, np.nan, 4.0, 5.0, np.nan], "label": [0, 1] * 4 + [0]})
     pre = fit(pa.table({"a": [1.0, 2.0, 3.0], "label": [0, 1, 0]}))
@@ -188,7 +188,7 @@ def test_prepare_in_blocks_counts_every_block_in_its_error(monkeypatch):
 
 def test_variable_length_embedding_with_an_empty_chunk():
     """A parquet directory with an empty file gives an empty chunk; it must not read as dimension 0."""
-    from dmocli.dataset import prepare
+    from dmocli.prep.dataset import prepare
 
     chunk = pa.table({"e": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float64())), "label": [0, 1]})
     table = pa.concat_tables([chunk, chunk.slice(0, 0), chunk])
@@ -199,7 +199,7 @@ def test_variable_length_embedding_with_an_empty_chunk():
 
 
 def test_arrays_built_from_buffers_equal_pyarrows_own():
-    from dmocli.arrow_numpy import repeated, text_array
+    from dmocli.data.arrow_numpy import repeated, text_array
 
     assert text_array(["north", "süd", "", "a b"]).equals(pa.array(["north", "süd", "", "a b"]))
     assert text_array([]).equals(pa.array([], pa.string()))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from dmocli.networks import Architecture, build_network
-from dmocli.problems import Problem
+from dmocli.models.networks import Architecture, build_network
+from dmocli.operating_point.problems import Problem
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext
 from dmocli.solvers.online import OnlineLogistic, OnlineScore
@@ -171,7 +171,7 @@ def test_streaming_train_restores_arrow_cpu_count(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dmocli.training import TrainOptions, train
+    from dmocli.pipelines.train import TrainOptions, train
 
     X, y, _ = logistic_stream(5_000, 3, 0.1, 9)
     path = tmp_path / "s.parquet"

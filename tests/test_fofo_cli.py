@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from safetensors import safe_open
-
 from conftest import dmo_command, make_binary_frame, run_dmo
+from safetensors import safe_open
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +43,9 @@ def train(data: Path, out: Path, *args: str) -> dict:
 
 
 def library_train(data: Path, out: Path, **options) -> dict:
-    """The same pipeline in-process (dmocli.training.train), for checks that need no subprocess."""
-    from dmocli.training import TrainOptions, train as run_train
+    """The same pipeline in-process (dmocli.pipelines.train.train), for checks that need no subprocess."""
+    from dmocli.pipelines.train import TrainOptions
+    from dmocli.pipelines.train import train as run_train
 
     return run_train(data, TrainOptions(**options), output=out)[1]
 
@@ -67,7 +67,7 @@ def test_fofo_trains_streams_and_the_model_works_everywhere(stream_files, tmp_pa
     assert meta["labels"]["positive"] == "fraud"
     assert len(meta["preprocessing"]["mean"]) == 5  # standardization from the first pass, stored
 
-    from dmocli.applying import evaluate, predict
+    from dmocli.pipelines.apply import evaluate, predict
 
     evaluated = evaluate(model, stream_files["val"])
     assert evaluated["splits"]["data"]["f1"] == pytest.approx(report["splits"]["val"]["f1"])
@@ -92,7 +92,7 @@ def test_parquet_directory_and_csv_give_the_same_model(stream_files, tmp_path):
 def test_standardization_from_spread_row_groups_tracks_the_whole_file(tmp_path):
     """A file whose feature drifts from start to end: statistics sampled from evenly spaced row groups match
     the whole file's (a sample of the head would not); stats-rows=0 reads every row and is exact."""
-    from dmocli.modelfile import load_model
+    from dmocli.models.modelfile import load_model
 
     rng = np.random.default_rng(0)
     n = 40_000
@@ -208,7 +208,7 @@ def test_streaming_train_starts_without_torch_scipy_or_pandas(stream_files, tmp_
     """The numpy streaming path must not import torch, scipy or pandas: together they are ~2.5 s of
     start-up, more than the learning pass over 2M rows. The model it writes still loads and evaluates."""
     model = tmp_path / "m.safetensors"
-    code = ("import sys; from dmocli.cli import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
+    code = ("import sys; from dmocli.cli.app import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "heavy = sorted(m for m in ('torch', 'scipy', 'pandas', 'pyarrow.dataset') if m in sys.modules)\n"
             "print('HEAVY', heavy)")

@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import make_binary_frame, run_dmo
 from safetensors.numpy import load_file, save_file
 
-from conftest import make_binary_frame, run_dmo
-from dmocli.architecture import Architecture
 from dmocli.errors import DmoError
-from dmocli.modelfile import METADATA_KEY, load_model, read_metadata
-from dmocli.problems import Problem
+from dmocli.models.architecture import Architecture
+from dmocli.models.modelfile import METADATA_KEY, load_model, read_metadata
+from dmocli.operating_point.problems import Problem
+from dmocli.pipelines.subsample import SubsampleOptions, subsample
+from dmocli.pipelines.train import TrainOptions, train
 from dmocli.report import dumps
 from dmocli.solvers import get_solver
-from dmocli.subsample import SubsampleOptions, subsample
-from dmocli.training import TrainOptions, train
 
 
 def one_line_exit_2(proc) -> str:
@@ -137,7 +137,7 @@ def test_outputs_get_the_users_file_mode_not_a_private_one(tmp_path, binary_parq
 
 def test_a_validation_fraction_that_empties_a_side_of_a_class_is_refused(tmp_path):
     """--val-frac 0.999 used to train on one row per class, and a class of one row was missing from val."""
-    from dmocli.dataset import stratified_split
+    from dmocli.prep.dataset import stratified_split
 
     y = np.array([0] * 191 + [1] * 9)
     with pytest.raises(DmoError, match=r"class 'pos' \(9 labeled rows\) with no training row; use a --val-frac below"):

@@ -10,17 +10,21 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import make_binary_frame, make_gaussian_classes, run_dmo
-from dmocli.acceptance import acceptance, case_control_rates
-from dmocli.applying import evaluate, predict
+
 from dmocli.errors import DmoError
-from dmocli.features import plan_columns
-from dmocli.networks import Architecture
+from dmocli.models.networks import Architecture
+from dmocli.pipelines.apply import evaluate, predict
+from dmocli.pipelines.subsample import SubsampleOptions, subsample
+from dmocli.pipelines.train import TrainOptions, train
+from dmocli.prep.features import plan_columns
+from dmocli.solvers.acceptance import acceptance, case_control_rates
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
-from dmocli.solvers.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
-from dmocli.subsample import SubsampleOptions, subsample
-from dmocli.training import TrainOptions, train
+from dmocli.solvers.lus import (
+    LocalUncertaintySampling,
+    LogisticParams,
+    fit_offset_logistic,
+)
 
 
 # ---- the acceptance formula ---------------------------------------------------------------------------------

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
+from conftest import make_binary_frame, run_dmo
 from safetensors.numpy import load_file
 
-from conftest import make_binary_frame, run_dmo
 from dmocli.errors import DmoError
-from dmocli.features import ColumnPlan, Preprocessor, RunningMoments, column_moments, plan_columns
-from dmocli.labels import LabelSpec, infer_label_spec
-from dmocli.modelfile import read_metadata
+from dmocli.models.modelfile import read_metadata
+from dmocli.prep.features import (
+    ColumnPlan,
+    Preprocessor,
+    RunningMoments,
+    column_moments,
+    plan_columns,
+)
+from dmocli.prep.labels import LabelSpec, infer_label_spec
 
 
 def weights(model: Path) -> dict[str, np.ndarray]:
@@ -161,13 +167,13 @@ def _late_value_csv(path: Path, late: str, rows: int = 150_000) -> Path:
 
 def test_a_csv_integer_column_with_a_decimal_far_down_is_read_as_float(tmp_path):
     """The streaming reader infers types from the first 1 MB: `2.5` at the end failed every command."""
-    from dmocli import io
+    from dmocli.data import reading
 
     data = _late_value_csv(tmp_path / "late.csv", "2.5")
-    assert io.read_table(data).column("count").type == pa.float64()
-    rows = [b.num_rows for b in io.iter_batches(data, 65536)]  # learns float64 on the way: every row once
+    assert reading.read_table(data).column("count").type == pa.float64()
+    rows = [b.num_rows for b in reading.iter_batches(data, 65536)]  # learns float64 on the way: every row once
     assert sum(rows) == 150_000
-    assert {b.column("count").type for b in io.iter_batches(data, 65536)} == {pa.float64()}  # known from the start
+    assert {b.column("count").type for b in reading.iter_batches(data, 65536)} == {pa.float64()}  # known from the start
     proc = run_dmo("train", data, "--solver", "fofo", "-o", tmp_path / "m.st", "--json", check=True)
     assert json.loads(proc.stdout)["online"]["n"] == 150_000
 
@@ -179,9 +185,9 @@ def test_text_far_down_a_csv_number_column_is_named_when_streaming(tmp_path):
     assert "column 'count' reads as int64 in its first rows but holds '?' at line 149999" in proc.stderr
     assert run_dmo("train", data, "--solver", "fofo", "--drop", "count", "-o", tmp_path / "m.st").returncode == 0
     # in memory every row is seen before the types are fixed: the column is text, as in a parquet file
-    from dmocli import io
+    from dmocli.data import reading
 
-    assert io.read_table(data).column("count").type == pa.string()
+    assert reading.read_table(data).column("count").type == pa.string()
 
 
 def test_model_files_from_before_trimming_match_text_as_they_were_trained():
@@ -268,7 +274,7 @@ def test_columns_of_another_kind_than_the_model_used_are_refused_by_name():
 
 
 def test_a_copy_of_the_label_or_a_vector_beside_other_columns_is_not_taken_silently():
-    from dmocli.features import plan_columns
+    from dmocli.prep.features import plan_columns
 
     with pytest.raises(DmoError, match="only by case"):
         plan_columns(pa.schema([("x", pa.float64()), ("Label", pa.int64()), ("label", pa.int64())]), "label")
@@ -320,18 +326,18 @@ def test_a_late_decimal_keeps_one_type_through_subsample_and_is_named_in_an_id_c
 
 
 def test_late_values_in_european_bom_and_concatenated_csvs(tmp_path):
-    from dmocli import io
+    from dmocli.data import reading
 
     plain = _late_value_csv(tmp_path / "plain.csv", "2.5")
     european = tmp_path / "european.csv"  # ; and decimal comma, with a byte-order mark as Excel writes it
     european.write_bytes(b"\xef\xbb\xbf" + plain.read_text().replace(",", ";").replace(".", ",").encode())
-    assert sum(b.num_rows for b in io.iter_batches(european)) == 150_000
-    assert {b.column("count").type for b in io.iter_batches(european)} == {pa.float64()}
+    assert sum(b.num_rows for b in reading.iter_batches(european)) == 150_000
+    assert {b.column("count").type for b in reading.iter_batches(european)} == {pa.float64()}
     joined = tmp_path / "joined.csv"  # two files concatenated with their headers
     text = plain.read_text()
     joined.write_text(text + text)
     with pytest.raises(DmoError, match="repeats the header"):
-        sum(b.num_rows for b in io.iter_batches(joined))
+        sum(b.num_rows for b in reading.iter_batches(joined))
 
 
 def test_a_csv_that_repeats_its_header_is_refused_not_learned_as_text(tmp_path):
@@ -439,7 +445,7 @@ def test_a_repeated_header_past_the_first_batch_is_named_by_its_data_row(tmp_pat
 
 
 def test_the_late_decimal_mark_is_not_decided_by_a_thousands_group(tmp_path):
-    from dmocli.io import csv_dialect
+    from dmocli.data.csv_dialect import csv_dialect
 
     head = "a\tlabel\n" + "".join(f"{i}\t{i % 2}\n" for i in range(60))
     (tmp_path / "thousands.tsv").write_text(head + "65,366\t1\n1,5\t0\n")  # 65,366 is skipped; 1,5 decides

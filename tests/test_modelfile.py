@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import make_binary_frame
 from safetensors import safe_open
 
 from dmocli.errors import DmoError
-from dmocli.modelfile import FORMAT_VERSION, load_model, read_metadata
-from dmocli.training import TrainOptions, train
-from conftest import make_binary_frame
+from dmocli.models.modelfile import FORMAT_VERSION, load_model, read_metadata
+from dmocli.pipelines.train import TrainOptions, train
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_newer_format_version_refused(model_and_data, tmp_path):
 
 
 def test_a_linear_record_leaves_the_mlp_fields_out_and_reads_back():
-    from dmocli.architecture import Architecture
+    from dmocli.models.architecture import Architecture
 
     linear = Architecture("linear", 5, 1)
     assert linear.to_dict() == {"kind": "linear", "n_inputs": 5, "n_outputs": 1}

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmocli.online_threshold import FofoThreshold, Schedule, affine_scan, fofo_path, ofo_predictions
+from dmocli.solvers.online_threshold import (
+    FofoThreshold,
+    Schedule,
+    affine_scan,
+    fofo_path,
+    ofo_predictions,
+)
 
 
 def reference_fofo(eta: np.ndarray, y: np.ndarray, beta: float, n: int | None, first_horizon: int = 4096) -> list[float]:

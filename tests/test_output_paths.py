@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import dmo_command, make_binary_frame, run_dmo
 
-from dmocli import io, predict, train
+from dmocli import predict, train
+from dmocli.data import outputs, reading, sources
 from dmocli.errors import DmoError
-from dmocli.training import TrainOptions
+from dmocli.pipelines.train import TrainOptions
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +88,12 @@ def test_a_data_folder_skips_hidden_and_temporary_files_and_follows_linked_folde
     _write(frame.iloc[:30], tmp_path / "elsewhere" / "part-2.parquet")
     (root / "more").symlink_to(tmp_path / "elsewhere")
     (root / "loop").symlink_to(root)  # read once, not forever
-    assert [Path(p).relative_to(root).as_posix() for p in io.parquet_files(root)] == ["more/part-2.parquet",
+    assert [Path(p).relative_to(root).as_posix() for p in sources.parquet_files(root)] == ["more/part-2.parquet",
                                                                                      "part-0.parquet"]
-    assert io.count_rows(root) == 130
+    assert reading.count_rows(root) == 130
     (root / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
     with pytest.raises(DmoError, match="gone.parquet is a link to a file that does not exist"):
-        io.parquet_files(root)
+        sources.parquet_files(root)
 
 
 @pytest.mark.parametrize("name", ["scores.csv", "scores.csv.gz", "scores.tsv"])
@@ -162,7 +162,7 @@ def test_outputs_that_must_be_directories_or_files_refuse_a_pipe(model, tmp_path
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
     with pytest.raises(DmoError, match="is a device or pipe"):
-        io.check_parts_output(pipe, {})
+        outputs.check_parts_output(pipe, {})
     with pytest.raises(DmoError, match="is a device or pipe"):
         extract(tmp_path, pipe, ExtractOptions(kind="image", model=str(tmp_path / "none")))
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)

@@ -1,12 +1,12 @@
-"""dmocli.prefetch: a background producer must not change what the consumer sees, nor hide errors, nor leak."""
+"""dmocli.data.prefetch: a background producer must not change what the consumer sees, nor hide errors, nor leak."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
+from dmocli.data.prefetch import prefetched
 from dmocli.errors import DmoError
-from dmocli.prefetch import prefetched
 
 
 def test_items_arrive_in_order_and_complete():

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
-
 from conftest import make_binary_frame, run_dmo
+from safetensors.numpy import load_file
 
 
 def _weights(path: Path) -> dict[str, np.ndarray]:
@@ -193,10 +192,10 @@ def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
 
 
 def _stdin_rows(text: bytes, monkeypatch, block: int = 999) -> list:
-    """The rows dmocli.stdin_csv reads from `text` as a stream, parsed in blocks of about `block` bytes."""
+    """The rows dmocli.data.stdin_csv reads from `text` as a stream, parsed in blocks of about `block` bytes."""
     import io as pyio
 
-    from dmocli import stdin_csv
+    from dmocli.data import stdin_csv
 
     monkeypatch.setattr(stdin_csv, "_BLOCK_BYTES", block)
     monkeypatch.setattr(stdin_csv, "_HEAD_BYTES", block)
@@ -220,7 +219,7 @@ def test_blocks_keep_every_row_and_name_the_line_of_a_bad_value(monkeypatch):
 
 
 def test_a_stream_without_line_ends_is_refused_before_memory_runs_out(monkeypatch):
-    from dmocli import stdin_csv
+    from dmocli.data import stdin_csv
     from dmocli.errors import DmoError
 
     monkeypatch.setattr(stdin_csv, "_LONGEST_LINE", 4096)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.stats import norm
 
-from dmocli.problems import Problem
-from dmocli.threshold import clopper_pearson_lower, search
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import clopper_pearson_lower, search
 
 
 def brute_force(scores: np.ndarray, y: np.ndarray, problem: Problem) -> tuple[float, bool]:

@@ -6,14 +6,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from conftest import make_binary_frame, make_gaussian_classes
 from sklearn.linear_model import LogisticRegression
 
-from conftest import make_binary_frame, make_gaussian_classes
-from dmocli.architecture import Architecture
 from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+from dmocli.pipelines.train import TrainOptions, train
 from dmocli.solvers.base import FitContext, SplitData
 from dmocli.solvers.wce import WeightedCrossEntropy
-from dmocli.training import TrainOptions, train
 
 
 def _fit(X: np.ndarray, y: np.ndarray, n_outputs: int, model: str = "linear", seed: int = 0, **params: str):

@@ -3,6 +3,6 @@
 Needs the optional extra (`pip install "dmocli[extract]"`: transformers,
 timm, Pillow); importing this package does not, so the core stays small.
 """
-from .runner import ExtractOptions, extract
+from dmocli.extract.runner import ExtractOptions, extract
 
 __all__ = ["ExtractOptions", "extract"]

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
-from .views import View
+from dmocli.extract.views import View
 
 MAX_MAGNITUDE = 10
 

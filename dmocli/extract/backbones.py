@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import DmoError
-from .deps import require
-from .imagespec import RESAMPLE, ImageSpec
+from dmocli.errors import DmoError
+from dmocli.extract.deps import require
+from dmocli.extract.imagespec import RESAMPLE, ImageSpec
 
 DEFAULT_MODELS = {"image": "facebook/dinov2-small", "text": "sentence-transformers/all-MiniLM-L6-v2"}
 

@@ -10,7 +10,7 @@ import importlib
 import os
 from types import ModuleType
 
-from ..errors import DmoError
+from dmocli.errors import DmoError
 
 INSTALL_HINT = 'pip install "dmocli[extract]"'
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .augment import augment
-from .imagespec import ImageSpec, target_size
-from .views import View
+from dmocli.extract.augment import augment
+from dmocli.extract.imagespec import ImageSpec, target_size
+from dmocli.extract.views import View
+
 
 def load_image(path: Path, spec: ImageSpec):
     """Decode, convert to RGB, resize and centre-crop one file; raises on an unreadable file."""

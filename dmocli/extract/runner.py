@@ -13,16 +13,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from .. import io
-from ..errors import DmoError
-from ..networks import resolve_device
-from ..options import check_seed
-from ..report import envelope, write_report
-from .views import parse_views
-from .backbones import Backbone, load_backbone
-from .deps import require
-from .sources import Items, discover
-from .store import Store, make_schema
+from dmocli.data import outputs
+from dmocli.errors import DmoError
+from dmocli.extract.backbones import Backbone, load_backbone
+from dmocli.extract.deps import require
+from dmocli.extract.sources import Items, discover
+from dmocli.extract.store import Store, make_schema
+from dmocli.extract.views import parse_views
+from dmocli.models.networks import resolve_device
+from dmocli.options import check_seed
+from dmocli.report import envelope, write_report
 
 DTYPES = {"fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
           "fp16": torch.float16, "float16": torch.float16}
@@ -91,7 +91,7 @@ class Runner:
         self.extracted += len(rows)
 
     def images(self, items: Items, views: list, workers: int, seed: int) -> None:
-        from .imaging import ImageDataset, Normalizer, collate
+        from dmocli.extract.imaging import ImageDataset, Normalizer, collate
 
         spec = self.backbone.image_spec
         data = ImageDataset(items.files, items.keys.to_pylist(), spec, views, seed)
@@ -158,9 +158,9 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     source, output = Path(source), Path(output)
     # A text table given as SOURCE must not be replaced by its own features, nor the output by the report. A
     # parquet output inside an image or .txt folder is allowed: extract reads only images or .txt files there.
-    io.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
-    io.refuse_csv_output(output, "the feature table")
-    if io.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
+    outputs.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
+    outputs.refuse_csv_output(output, "the feature table")
+    if outputs.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
         raise DmoError(f"-o {output} is a device or pipe; extract writes a parquet file (and checkpoints beside it)")
     if opts.batch_size < 1:
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import io
-from ..errors import DmoError
+from dmocli.data import reading
+from dmocli.errors import DmoError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
 TEXT_SUFFIXES = frozenset({".txt"})
@@ -131,7 +131,7 @@ def _read_text_table(source: Path) -> pa.Table:
                            "(one JSON object per line, e.g. {\"text\": ..., \"label\": ...})") from exc
     if not name.endswith(TABLE_SUFFIXES):
         raise DmoError(f"cannot tell the format of {source}: use .csv, .tsv, .parquet or .jsonl")
-    return io.read_table(source)
+    return reading.read_table(source)
 
 
 def text_table(source: Path, text_col: str, label_col: str | None) -> Items:

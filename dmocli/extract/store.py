@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import io
-from ..errors import DmoError
+from dmocli.data import sinks
+from dmocli.errors import DmoError
 
 META_KEY = b"dmocli.extract"
 SHARD_GLOB = "shard-*.parquet"
@@ -111,7 +111,7 @@ class Store:
         self.partial.mkdir(exist_ok=True)
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._shards += 1
-        io.write_parquet(self.partial / f"shard-{time.time_ns():020d}-{self._shards:06d}.parquet", table)
+        sinks.write_parquet(self.partial / f"shard-{time.time_ns():020d}-{self._shards:06d}.parquet", table)
         self._pending, self._pending_rows = [], 0
 
     def finish(self) -> int:
@@ -126,7 +126,7 @@ class Store:
             first = np.concatenate([[True], keys[1:] != keys[:-1]])
             if not first.all():  # a crash after the last merge but before its shards were removed
                 table = table.filter(pa.array(first))
-        io.write_parquet(self.output, table.replace_schema_metadata(self.schema.metadata))
+        sinks.write_parquet(self.output, table.replace_schema_metadata(self.schema.metadata))
         self._clear_partial()
         return table.num_rows
 

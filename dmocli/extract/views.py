@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import DmoError
+from dmocli.errors import DmoError
 
 POLICIES = ("weak", "strong")
 

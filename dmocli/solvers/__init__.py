@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ..errors import DmoError
-from .base import Solver
+from dmocli.errors import DmoError
+from dmocli.solvers.base import Solver
 
 _SOLVERS: dict[str, str] = {  # name -> "module:class" under dmocli.solvers
     "wce": "wce:WeightedCrossEntropy",

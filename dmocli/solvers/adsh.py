@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
+from dmocli.solvers.semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 def adsh_thresholds(confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int,

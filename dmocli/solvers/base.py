@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..architecture import Architecture
-from ..errors import DmoError
-from ..problems import Problem
+from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+from dmocli.operating_point.problems import Problem
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: the numpy streaming solvers never pay for it
     import torch
 
-    from ..distributed import ProcessGroup
+    from dmocli.engines.torch_distributed import ProcessGroup
 
 
 @dataclass

@@ -56,18 +56,34 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..distributed import OneProcess
-from ..errors import DmoError
-from ..networks import build_network, logits_of
-from ..threshold import search
-from .base import FitContext, FitResult, SplitData, Solver, seed_everything
-from .loop import EarlyStopping, adam, endless_minibatches
-from .relaxation import agreement_bce, metric_terms, soft_counts, violations
-from .selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
-from .wce import WeightedCrossEntropy
+from dmocli.engines.torch_distributed import OneProcess
+from dmocli.errors import DmoError
+from dmocli.models.networks import build_network, logits_of
+from dmocli.operating_point.search import search
+from dmocli.solvers.base import (
+    FitContext,
+    FitResult,
+    Solver,
+    SplitData,
+    seed_everything,
+)
+from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
+from dmocli.solvers.relaxation import (
+    agreement_bce,
+    metric_terms,
+    soft_counts,
+    violations,
+)
+from dmocli.solvers.selection import (
+    BestIterate,
+    Evaluation,
+    WithinNoiseIterate,
+    evaluate_decision,
+)
+from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:
-    from ..distributed import ProcessGroup
+    from dmocli.engines.torch_distributed import ProcessGroup
 
 
 @dataclass

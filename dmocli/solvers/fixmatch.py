@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
+from dmocli.solvers.semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 class FixMatch(SemiSupervisedSolver):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .base import FitContext, FitResult, SplitData, Solver
-from .relaxation import metric_terms
-from .smoothed import LoopSettings, fit_smoothed
+from dmocli.solvers.base import FitContext, FitResult, Solver, SplitData
+from dmocli.solvers.relaxation import metric_terms
+from dmocli.solvers.smoothed import LoopSettings, fit_smoothed
 
 
 class Lagrangian(Solver):

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
 
-from ..errors import DmoError
+from dmocli.errors import DmoError
 
 if TYPE_CHECKING:
-    from ..distributed import ProcessGroup
+    from dmocli.engines.torch_distributed import ProcessGroup
 
 FLOAT64_MAX_VALUES = 2**25  # feature values up to which the CPU L-BFGS fit runs in float64 (a 256 MB copy)
 

@@ -21,12 +21,31 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
-from ..errors import DmoError
-from ..networks import Architecture, build_network, logits_of
-from .base import FitContext, FitResult, SplitData, Solver, offset_logits, seed_everything
-from .loop import (EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches, refresh_batchnorm,
-                   refuse_single_row_batches)
+from dmocli.errors import DmoError
+from dmocli.models.networks import Architecture, build_network, logits_of
+from dmocli.solvers.acceptance import (
+    acceptance,
+    check_gamma,
+    check_pilot_classes,
+    row_generator,
+)
+from dmocli.solvers.base import (
+    FitContext,
+    FitResult,
+    Solver,
+    SplitData,
+    offset_logits,
+    seed_everything,
+)
+from dmocli.solvers.loop import (
+    EarlyStopping,
+    adam,
+    fit_linear_lbfgs,
+    lbfgs_dtype,
+    minibatches,
+    refresh_batchnorm,
+    refuse_single_row_batches,
+)
 
 
 @dataclass

@@ -29,10 +29,10 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import numpy as np
 
-from ..architecture import linear_state
-from ..errors import DmoError
-from ..online_threshold import FofoThreshold, ofo_predictions
-from .base import FitContext, Solver
+from dmocli.errors import DmoError
+from dmocli.models.architecture import linear_state
+from dmocli.solvers.base import FitContext, Solver
+from dmocli.solvers.online_threshold import FofoThreshold, ofo_predictions
 
 Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
 Progress = Callable[[int, float], None]  # (rows seen, online F so far)

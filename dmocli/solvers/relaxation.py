@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..problems import Problem
+from dmocli.operating_point.problems import Problem
 
 
 def h(s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..networks import logits_of
-from ..problems import Problem
+from dmocli.models.networks import logits_of
+from dmocli.operating_point.problems import Problem
 
 if TYPE_CHECKING:
-    from ..distributed import ProcessGroup
+    from dmocli.engines.torch_distributed import ProcessGroup
 
 
 @dataclass

@@ -27,13 +27,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import DmoError
-from ..metrics import multiclass_scores
-from ..networks import build_network, logits_of
-from ..problems import safe_div
-from .base import FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, seed_everything
-from .loop import adam
-from .views import FeatureViews
+from dmocli.errors import DmoError
+from dmocli.models.networks import build_network, logits_of
+from dmocli.operating_point.metrics import multiclass_scores
+from dmocli.operating_point.problems import safe_div
+from dmocli.solvers.base import (
+    FitContext,
+    FitResult,
+    Solver,
+    SplitData,
+    inverse_frequency_weights,
+    seed_everything,
+)
+from dmocli.solvers.loop import adam
+from dmocli.solvers.views import FeatureViews
 
 
 @dataclass

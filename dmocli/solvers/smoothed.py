@@ -18,13 +18,13 @@ from typing import Callable
 
 import torch
 
-from ..distributed import OneProcess
-from ..networks import build_network
-from ..problems import Problem
-from .base import FitContext, FitResult, SplitData, seed_everything
-from .loop import adam, endless_minibatches
-from .relaxation import soft_counts
-from .selection import BestIterate, evaluate_decision
+from dmocli.engines.torch_distributed import OneProcess
+from dmocli.models.networks import build_network
+from dmocli.operating_point.problems import Problem
+from dmocli.solvers.base import FitContext, FitResult, SplitData, seed_everything
+from dmocli.solvers.loop import adam, endless_minibatches
+from dmocli.solvers.relaxation import soft_counts
+from dmocli.solvers.selection import BestIterate, evaluate_decision
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 

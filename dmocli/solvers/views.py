@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import DmoError
-from .base import SplitData
+from dmocli.errors import DmoError
+from dmocli.solvers.base import SplitData
 
 VIEW_MODES = ("auto", "noise", "columns")
 

@@ -19,12 +19,26 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..errors import DmoError
-from ..networks import build_network, logits_of
-from .base import (FitContext, FitResult, SplitData, Solver, inverse_frequency_weights, offset_logits,
-                   seed_everything)
-from .loop import (EarlyStopping, adam, fit_linear_lbfgs, lbfgs_dtype, minibatches, refresh_batchnorm,
-                   refuse_single_row_batches)
+from dmocli.errors import DmoError
+from dmocli.models.networks import build_network, logits_of
+from dmocli.solvers.base import (
+    FitContext,
+    FitResult,
+    Solver,
+    SplitData,
+    inverse_frequency_weights,
+    offset_logits,
+    seed_everything,
+)
+from dmocli.solvers.loop import (
+    EarlyStopping,
+    adam,
+    fit_linear_lbfgs,
+    lbfgs_dtype,
+    minibatches,
+    refresh_batchnorm,
+    refuse_single_row_batches,
+)
 
 
 class WeightedCrossEntropy(Solver):

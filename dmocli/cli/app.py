@@ -1,0 +1,465 @@
+"""The `dmo` command line: each command parses options and calls one library function.
+
+Errors the user can fix (DmoError) become one line on stderr and exit code
+2 (3 when a target is unreachable); anything else is exit code 1, with the
+traceback only under --debug.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dmocli.engines import torchrun
+from dmocli.errors import DmoError, UnreachableTarget
+
+app = typer.Typer(
+    name="dmo",
+    help="Train thresholded classifiers on imbalanced data at one operating point "
+    "(precision >= a with most recall, recall >= a with best precision, or best F-beta).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+PROBLEM_HELP = "fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; " \
+               "ofbs: max F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)"
+
+
+def _engine_option() -> Any:
+    return typer.Option("local", "--engine", help="local (record batches in this process) or dask (partitions on "
+                        "Dask workers, parquet only; needs dmocli\\[dask]).")
+
+
+def _scheduler_option() -> Any:
+    return typer.Option(None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes).")
+
+
+def _workers_option() -> Any:
+    return typer.Option(2, "--workers", help="Worker processes of the local Dask cluster.")
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    """dmo: exact operating points for imbalanced classification."""
+
+
+def _parse_params(values: list[str]) -> dict[str, str]:
+    params = {}
+    for item in values:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise DmoError(f"--param {item!r} must look like KEY=VALUE (see `dmo solvers` for each solver's keys)")
+        key, value = item.split("=", 1)
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
+    """The report's warnings on stderr (with --json too), then the JSON or the summary lines on stdout."""
+    from dmocli.report import dumps
+
+    for warning in report.get("warnings", []):
+        err.print(f"dmo: warning: {warning}", markup=False)
+    if as_json:
+        sys.stdout.write(dumps(report))
+    else:
+        for line in lines:
+            out.print(line)
+
+
+def _split_lines(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, s in report.get("splits", {}).items():
+        if "precision" in s and "accuracy" not in s:
+            feasible = "" if s.get("feasible") is None else f"  feasible={s['feasible']}"
+            lines.append(f"{name:>6}: precision {s['precision']:.4f}  recall {s['recall']:.4f}  "
+                         f"F{s['beta']:g} {s['f_beta']:.4f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}, n {s['n']}){feasible}")
+        else:
+            lines.append(f"{name:>6}: accuracy {s['accuracy']:.4f}  balanced accuracy {s['balanced_accuracy']:.4f}  "
+                         f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})")
+    return lines
+
+
+@app.command()
+def train(
+    data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr)."),
+    problem: Optional[str] = typer.Option(None, "--problem", "-p", help=PROBLEM_HELP),
+    target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for the constrained metric (fpor/frop)."),
+    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta (ofbs, and F-beta in reports)."),
+    solver: str = typer.Option("wce", "--solver", "-s", help="Training method; `dmo solvers` lists them."),
+    model: str = typer.Option("linear", "--model", "-m", help="linear or mlp."),
+    width: int = typer.Option(100, "--width", help="MLP hidden width."),
+    depth: int = typer.Option(2, "--depth", help="MLP hidden layers."),
+    val: Optional[Path] = typer.Option(None, "--val", help="Validation table: the threshold (and, where the solver uses one, early stopping or iterate selection) is fitted on it."),
+    val_frac: float = typer.Option(0.0, "--val-frac", help="Hold out this stratified fraction of DATA as validation instead of --val."),
+    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
+    positive: Optional[str] = typer.Option(None, "--positive", help="Positive class value (default: minority class of a two-class label)."),
+    drop: list[str] = typer.Option([], "--drop", help="Column to ignore (repeatable), e.g. an id column."),
+    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
+    impute: str = typer.Option("none", "--impute", help="none: refuse NaN/inf features; median: fill with training medians."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same model."),
+    param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
+    gamma: Optional[float] = typer.Option(None, "--gamma", help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command."),
+    folding: Optional[int] = typer.Option(None, "--folding", help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same as --param folding=K; pick the fold with --param fold=k)."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
+    adjust: Optional[bool] = typer.Option(None, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, except for the streaming solvers fofo/ofo/lr, which keep their learned threshold."),
+    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
+    drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
+    unlabeled_truth: Optional[Path] = typer.Option(None, "--unlabeled-truth", help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG."),
+) -> None:
+    """Train a classifier and fit its threshold for the chosen operating point.
+
+    Example: dmo train --problem frop --target 0.8 data.parquet
+
+    On several processes or machines (wce, ero, sigmoid-f1, lagrangian; parquet DATA):
+    torchrun --nproc-per-node 4 --no-python dmo train data/ --val val.parquet
+    """
+    from dmocli.pipelines.train import TrainOptions
+    from dmocli.pipelines.train import train as run_train
+
+    opts = TrainOptions(
+        problem=problem, target=target, beta=beta, solver=solver, model=model, width=width, depth=depth,
+        label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
+        val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
+        adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
+        unlabeled_truth=unlabeled_truth, gamma=gamma, folding=folding, epochs=epochs, plot=plot,
+    )
+    _, result = run_train(data, opts, output=output, report_path=report)
+    if torchrun.secondary():  # under torchrun, process 0 prints for the group
+        return
+    header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
+    if result.get("threshold") is not None:
+        header.append(f"threshold (logit): {result['threshold']:.6g}")
+    if "online" in result:
+        o = result["online"]
+        header.append(f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
+                      f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)")
+    _emit(result, as_json, header + _split_lines(result))
+
+
+@app.command()
+def threshold(
+    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train."),
+    data: Path = typer.Argument(..., help="Labeled table to fit the threshold on (`-`: a CSV on standard input)."),
+    problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
+    target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
+    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."),
+    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable."),
+    output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
+) -> None:
+    """Re-fit a model's threshold exactly on DATA and write a new model file."""
+    from dmocli.engines.choice import EngineChoice
+    from dmocli.operating_point.problems import Problem
+    from dmocli.pipelines.apply import refit_threshold
+
+    result = refit_threshold(model, data, Problem.from_options(problem, target, beta, confidence), output, confidence,
+                             allow_infeasible, report, EngineChoice(engine, scheduler, workers))
+    _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
+
+
+@app.command()
+def subsample(
+    data: Path = typer.Argument(..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."),
+    gamma: Optional[float] = typer.Option(None, "--gamma", "-g", help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows."),
+    method: str = typer.Option("lus", "--method", help="lus, uniform or case-control (equal count per class)."),
+    pilot_frac: float = typer.Option(0.1, "--pilot-frac", help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass)."),
+    pilot_max_rows: int = typer.Option(200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."),
+    pilot_model: str = typer.Option("linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."),
+    match_size: bool = typer.Option(False, "--match-size", help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot)."),
+    keep_pilot: bool = typer.Option(True, "--keep-pilot/--no-keep-pilot", help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs no correction), so training uses every row the pilot read."),
+    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
+    drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
+    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
+    impute: str = typer.Option("none", "--impute", help="none or median (pilot features)."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
+    batch_rows: int = typer.Option(65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same subsample."),
+    output: Path = typer.Option(..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Keep an informative subsample with per-class log acceptance columns for `dmo train`.
+
+    Example: dmo subsample big.parquet --gamma 10 -o sub.parquet && dmo train --solver lus sub.parquet
+    """
+    from dmocli.pipelines.subsample import SubsampleOptions
+    from dmocli.pipelines.subsample import subsample as run_subsample
+
+    opts = SubsampleOptions(
+        gamma=gamma, method=method, pilot_frac=pilot_frac, pilot_max_rows=pilot_max_rows, pilot_model=pilot_model,
+        match_size=match_size, keep_pilot=keep_pilot, seed=seed, label_col=label_col, drop=tuple(drop), embedding_col=embedding_col,
+        impute=impute, engine=engine, scheduler=scheduler, workers=workers, batch_rows=batch_rows,
+    )
+    result = run_subsample(data, output, opts, report)
+    pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
+    _emit(result, as_json, [
+        f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}"
+        + (f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)" if result["pilot_rows_written"]
+           else ")"),
+        f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
+        f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
+    ])
+
+
+@app.command()
+def evaluate(
+    model: Path = typer.Argument(..., help="Model file (.safetensors)."),
+    data: Path = typer.Argument(..., help="Labeled table to evaluate on (`-`: a CSV on standard input)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
+) -> None:
+    """Precision, recall, F-beta, AP and ROC AUC of a model at its stored threshold."""
+    from dmocli.engines.choice import EngineChoice
+    from dmocli.pipelines.apply import evaluate as run_evaluate
+
+    result = run_evaluate(model, data, report, plot, EngineChoice(engine, scheduler, workers))
+    _emit(result, as_json, _split_lines(result))
+
+
+@app.command()
+def predict(
+    model: Path = typer.Argument(..., help="Model file (.safetensors)."),
+    data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Predictions file: .parquet, or CSV by its "
+                                "name (.csv, .csv.gz, .tsv; `-`: CSV on standard output); a directory of parquet part "
+                                "files with --engine dask."),
+    id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    engine: str = _engine_option(),
+    scheduler: Optional[str] = _scheduler_option(),
+    workers: int = _workers_option(),
+) -> None:
+    """Write logit, probability and decision per row, streaming in record batches."""
+    from dmocli.data.sources import is_stdin
+    from dmocli.engines.choice import EngineChoice
+    from dmocli.pipelines.apply import predict as run_predict
+
+    to_stdout = is_stdin(output)
+    if to_stdout and as_json:
+        raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
+    result = run_predict(model, data, output, id_col, EngineChoice(engine, scheduler, workers))
+    if to_stdout:  # standard output holds the predictions: the summary goes with the messages
+        err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
+    else:
+        _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
+
+
+@app.command()
+def extract(
+    source: Path = typer.Argument(..., help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
+                                            "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet feature table to write."),
+    kind: str = typer.Option("auto", "--kind", help="image, text or auto (a table or .txt folder is text)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local model folder (save_pretrained layout, or a timm "
+                                        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+                                        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Items per forward pass."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Image decode worker processes (0: in the main process; default: one per core, at most 8)."),
+    pooling: str = typer.Option("auto", "--pooling", help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images)."),
+    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no)."),
+    views: Optional[str] = typer.Option(None, "--views", help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the augmented views."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest."),
+    checkpoint_every: int = typer.Option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items."),
+    text_col: str = typer.Option("text", "--text-col", help="Text column of a table."),
+    label_col: str = typer.Option("label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Truncate texts to this many tokens (default: the model's limit)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report (incl. skipped unreadable items) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Embed images or texts with a pretrained backbone into a feature table `dmo train` reads.
+
+    Example: dmo extract photos/ -o features.parquet --model ./dinov2-small --views weak:1,strong:2
+    """
+    from dmocli.extract import ExtractOptions
+    from dmocli.extract import extract as run_extract
+    from dmocli.extract.progress import progress_bar
+
+    # A batch scheduler's SIGTERM raises Terminated (main's handler, every command): finished rows are saved
+    # for --resume on the way out, and the exit code is 143.
+    opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,
+                          pooling=pooling, normalize=normalize, views=views, seed=seed, resume=resume,
+                          text_col=text_col, label_col=label_col, max_length=max_length, checkpoint_every=checkpoint_every)
+    with progress_bar(err, "extract") as progress:
+        result = run_extract(source, output, opts, report, progress)
+    if result["n_skipped"]:
+        err.print(f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "
+                  f"{next(iter(result['skipped'][0].values()))}" + ("" if report else " (list them with --report FILE)"),
+                  markup=False)
+    rate = f", {result['items_per_second']:.1f} items/s" if result["items_per_second"] else ""
+    _emit(result, as_json, [f"wrote {result['n_rows']} rows x {result['dim']} features to {output} "
+                            f"({result['n_extracted']} extracted in {result['extract_seconds']:.1f} s{rate}, "
+                            f"{result['n_resumed']} resumed, {result['n_skipped']} skipped)"])
+
+
+@app.command()
+def solvers() -> None:
+    """List the solvers and their --param hyper-parameters."""
+    from dmocli.solvers import available, get_solver
+    from dmocli.solvers.base import param_help
+
+    for name in available():
+        solver = get_solver(name)
+        table = Table(title=f"{name}: {solver.summary}", title_justify="left", show_edge=False)
+        table.add_column("--param")
+        table.add_column("default")
+        table.add_column("meaning")
+        for row in param_help(solver.Params):
+            table.add_row(*row)
+        out.print(table)
+
+
+def _click_kind(exc: BaseException) -> set[str]:
+    """Names of the click exception classes `exc` is (typer may vendor its own copy of click, so by name)."""
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
+    """Click's usage errors as one line like every other error (exit 2); `dmo` alone prints the help, as
+    before."""
+    kinds = _click_kind(exc)
+    ctx = getattr(exc, "ctx", None)
+    if "NoArgsIsHelpError" in kinds:  # typer has printed the help already
+        sys.exit(2)
+    if "Abort" in kinds:
+        err.print("dmo: interrupted", markup=False)
+        sys.exit(INTERRUPTED)
+    if "UsageError" in kinds and not debug:
+        hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
+        _report(f"dmo: error: {exc.format_message()}{hint}", None, in_group)  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
+
+
+def _in_torchrun_train(args: list[str]) -> bool:
+    """`dmo train` started by torchrun as one of several processes: the only command that runs as a group, where
+    every process meets the same errors and process 0 prints them. Any other command prints its own, even with
+    torchrun's variables set (a user's own distributed job calling dmo)."""
+    command = next((arg for arg in args if not arg.startswith("-")), None)
+    return command == "train" and torchrun.launched_quietly()
+
+
+def _report(line: str, exc: DmoError | None, in_group: bool) -> None:
+    """Print an error line, unless another process of the group prints it (then give it time to)."""
+    if not in_group or torchrun.prints(exc):
+        err.print(line, markup=False)
+    else:
+        torchrun.let_rank_zero_report()
+
+
+class Terminated(BaseException):
+    """SIGTERM (a batch scheduler's stop, `timeout`, `kill`), raised in the main thread like Ctrl-C so the
+    temporary output files are removed on the way out."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    in_group = _in_torchrun_train(args)
+    if not in_group:
+        _run_command(args, in_group)
+        return
+    try:
+        _run_command(args, in_group)
+    except SystemExit as exc:
+        _leave_torchrun_process(exc.code)
+    except Terminated:  # torchrun stops the other processes once one has ended (process 0, after its error line)
+        _leave_torchrun_process(128 + signal.SIGTERM)
+
+
+def _leave_torchrun_process(code: object) -> NoReturn:
+    """End a process of a torchrun group with os._exit, skipping the interpreter's teardown.
+
+    By now the process group is destroyed and every output written and renamed. In the teardown, a process that
+    had finished its work sometimes aborted (SIGABRT, "terminate called without an active exception"; 3 of 100
+    two-process runs), and torchrun then reports the whole job as failed.
+    """
+    if isinstance(code, str):
+        err.print(code, markup=False)  # what sys.exit(text) prints
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can reach it
+            pass
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+def _run_command(args: list[str], in_group: bool) -> None:
+    """Run one dmo command; it always ends in SystemExit with the command's exit status."""
+    if threading.current_thread() is threading.main_thread():  # a handler can only be set there
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    debug = "--debug" in args
+    if debug:  # a global option, accepted after the command too (`dmo train --debug ...`), as users type it
+        args = ["--debug", *(arg for arg in args if arg != "--debug")]
+    if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
+        sys.exit(0)  # the help page once, from process 0, not once per process
+    try:
+        # Not standalone: click's usage errors come here too, to be one line like every other error.
+        code = app(args=args, prog_name="dmo", standalone_mode=False)
+        if code == INTERRUPTED and (not in_group or torchrun.prints(None)):  # typer ends a Ctrl-C'd command so, silently
+            err.print("dmo: interrupted", markup=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except UnreachableTarget as exc:
+        if debug:
+            raise
+        _report(f"dmo: {exc}", exc, in_group)
+        sys.exit(exc.exit_code)
+    except DmoError as exc:
+        if debug:
+            raise
+        _report(f"dmo: error: {exc}", exc, in_group)  # raised alike by every process of a group: one line, rank 0's
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:  # output piped into `head` and the like
+        devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+    except (KeyboardInterrupt, Terminated) as exc:
+        if not in_group or torchrun.prints(None):
+            err.print("dmo: interrupted" if isinstance(exc, KeyboardInterrupt) else "dmo: terminated", markup=False)
+        sys.exit(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
+    except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
+        _exit_on_click_error(exc, debug, in_group)
+        if debug:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
+        err.print(f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the "
+                  "traceback)", markup=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""The model file: one .safetensors with weights and a JSON metadata header.
+
+Loading reads tensors and JSON only (safetensors never unpickles), checks
+the format version, and rebuilds the network from the stored architecture.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save, save_file
+
+from dmocli import __version__
+from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
+from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+from dmocli.operating_point.problems import Problem
+from dmocli.prep.features import LevelCounts, Preprocessor
+from dmocli.prep.labels import LabelSpec
+
+if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
+    import torch
+
+FORMAT_VERSION = 1
+METADATA_KEY = "dmocli"
+
+
+@dataclass
+class DmoModel:
+    """A trained classifier: preprocessing, network, labels and the operating point."""
+
+    network: torch.nn.Module | dict[str, np.ndarray]  # or, from a numpy solver, its state dict (see module())
+    architecture: Architecture
+    preprocessor: Preprocessor
+    labels: LabelSpec
+    solver: str
+    problem: Problem | None
+    threshold: float | None  # on the logit scale; decision is logit >= threshold (binary only)
+    info: dict[str, Any] = field(default_factory=dict)  # solver-specific extras and training summary
+
+    @property
+    def binary(self) -> bool:
+        return self.labels.binary
+
+    def module(self) -> torch.nn.Module:
+        """The torch network, built from the numpy state dict on first use when a numpy solver made it."""
+        if isinstance(self.network, dict):
+            self.network = _network_from_state(self.architecture, self.network, "cpu")
+        return self.network
+
+    def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
+        """Logits for a batch of raw rows, and the counts of unseen or missing categorical levels."""
+        import torch
+
+        from dmocli.models.networks import logits_of
+
+        network = self.module()
+        features, levels = self.preprocessor.transform(batch)
+        device = next(network.parameters()).device
+        # Row-major, as training scores its splits: a column-major matrix takes another matmul path whose sums
+        # round differently (1e-6), and the report's AP and threshold would not be the ones evaluate finds.
+        out = logits_of(network, torch.from_numpy(np.ascontiguousarray(features)).to(device))
+        return out.float().cpu().numpy(), levels
+
+    def decide(self, logits: np.ndarray) -> np.ndarray:
+        if self.binary:
+            return (logits >= self.threshold).astype(np.int8)
+        return logits.argmax(axis=1)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "format": "dmocli-model",
+            "format_version": FORMAT_VERSION,
+            "dmocli_version": __version__,
+            "solver": self.solver,
+            **(self.problem.to_dict() if self.problem else {"problem": None, "target": None, "beta": None}),
+            "threshold": self.threshold,
+            "decision_rule": "logit >= threshold" if self.binary else "argmax over class logits",
+            "labels": self.labels.to_dict(),
+            "feature_columns": self.preprocessor.input_columns,
+            "preprocessing": self.preprocessor.to_dict(),
+            "architecture": self.architecture.to_dict(),
+            "info": self.info,
+        }
+
+    def save(self, path: str | Path) -> None:
+        if isinstance(self.network, dict):
+            tensors = {k: np.ascontiguousarray(v) for k, v in self.network.items()}
+        else:
+            tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
+        meta = json.dumps(self.metadata(), default=_json_default)
+        with atomic_path(path) as tmp:
+            if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
+                with reader_gone_is_an_error(path), open(tmp, "wb") as out:
+                    out.write(save(tensors, metadata={METADATA_KEY: meta}))
+            else:
+                save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if path.is_dir():
+        raise DmoError(f"{path} is a directory, not a model file (give the .safetensors file `dmo train` wrote)")
+    if not path.is_file():
+        raise DmoError(f"model file not found: {path} (train one with `dmo train`)")
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            raw = (handle.metadata() or {}).get(METADATA_KEY)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise DmoError(f"{path} is not a readable dmo model file (safetensors): {exc}") from exc
+    if raw is None:
+        raise DmoError(f"{path} is a safetensors file but not a dmo model (no '{METADATA_KEY}' metadata)")
+    try:
+        meta = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DmoError(f"{path} has corrupt dmo metadata; retrain the model") from exc
+    if not isinstance(meta, dict):
+        raise DmoError(f"{path} has corrupt dmo metadata (not a JSON object); retrain the model")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise DmoError(
+            f"{path} has model format version {version!r}; this dmocli reads version {FORMAT_VERSION} "
+            "(retrain or use a matching dmocli)"
+        )
+    return meta
+
+
+def _network_from_state(arch: Architecture, state: dict[str, Any], device: torch.device | str) -> torch.nn.Module:
+    import torch
+
+    from dmocli.models.networks import build_network
+
+    network = build_network(arch)
+    network.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+    return network.to(device).eval()
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel:
+    from safetensors.torch import load_file
+
+    meta = read_metadata(path)
+    try:
+        arch = Architecture.from_dict(meta["architecture"])
+    except (DmoError, KeyError, TypeError, AttributeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
+    try:
+        network = _network_from_state(arch, load_file(str(path), device="cpu"), device)
+    except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
+        raise DmoError(f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain") from exc
+    try:  # a hand-edited or foreign file: any malformed field is one message, not a crash at predict time
+        problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
+        model = DmoModel(
+            network=network,
+            architecture=arch,
+            preprocessor=Preprocessor.from_dict(meta["preprocessing"]),
+            labels=LabelSpec.from_dict(meta["labels"]),
+            solver=str(meta["solver"]),
+            problem=problem,
+            threshold=meta.get("threshold"),
+            info=meta.get("info") or {},
+        )
+        _check_consistent(model)
+    except (DmoError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
+    return model
+
+
+def _check_consistent(model: DmoModel) -> None:
+    """The stored pieces fit together: feature statistics per feature, a network as wide as the features,
+    one output per class (or one logit and a finite threshold for a binary model)."""
+    pre, labels, arch = model.preprocessor, model.labels, model.architecture
+    if not isinstance(pre.categorical, dict) or not isinstance(labels.classes, list) or len(labels.classes) < 2:
+        raise ValueError("classes or categorical levels are malformed")
+    if not pre.embedding and not len(pre.mean) == len(pre.scale) == len(pre.numeric):
+        raise ValueError(f"{len(pre.numeric)} numeric columns but {len(pre.mean)} means and {len(pre.scale)} scales")
+    if pre.n_features != arch.n_inputs or labels.n_outputs != arch.n_outputs:
+        raise ValueError("the network's input or output size does not match the features or classes")
+    if labels.binary and labels.positive != labels.classes[-1]:
+        raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
+    if labels.binary and not (isinstance(model.threshold, (int, float)) and math.isfinite(model.threshold)):
+        raise ValueError(f"threshold {model.threshold!r} is not a number")

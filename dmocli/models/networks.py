@@ -1,0 +1,52 @@
+"""Torch heads that map a feature vector to logits: linear and MLP.
+
+The architecture (architecture.py) is a small JSON-able dict so the model
+file can rebuild the network without pickled code.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+
+
+def build_network(arch: Architecture) -> nn.Module:
+    if arch.kind == "linear":
+        return nn.Sequential(nn.Linear(arch.n_inputs, arch.n_outputs))
+    layers: list[nn.Module] = []
+    width_in = arch.n_inputs
+    for _ in range(arch.depth):
+        layers.append(nn.Linear(width_in, arch.width))
+        if arch.batchnorm:
+            layers.append(nn.BatchNorm1d(arch.width))
+        layers.append(nn.ReLU())
+        width_in = arch.width
+    layers.append(nn.Linear(width_in, arch.n_outputs))
+    return nn.Sequential(*layers)
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU; asking for cuda without one is a usage error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DmoError("--device cuda was asked for but no CUDA device is available (use --device auto or cpu)")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise DmoError(f"--device {name!r} is not known (use auto, cpu or cuda)")
+    return torch.device(name)
+
+
+@torch.inference_mode()
+def logits_of(network: nn.Module, features: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
+    """Logits in eval mode, in chunks so inference memory stays bounded."""
+    was_training = network.training
+    network.eval()
+    try:  # no rows: still one (empty) pass, so the output keeps its class axis (a Dask partition may be an empty file)
+        starts = range(0, features.shape[0], chunk) if features.shape[0] else [0]
+        parts = [network(features[i:i + chunk]) for i in starts]
+    finally:
+        network.train(was_training)
+    out = torch.cat(parts)
+    return out.squeeze(-1) if out.ndim == 2 and out.shape[1] == 1 else out

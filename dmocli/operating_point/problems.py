@@ -1,0 +1,109 @@
+"""The three operating-point problems, evaluated on confusion counts.
+
+One definition serves threshold search, evaluation, reports and the solvers:
+FPOR (max recall s.t. precision >= a), FROP (max precision s.t. recall >= a)
+and OFBS (max F-beta).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dmocli.errors import DmoError
+
+ProblemKind = Literal["fpor", "frop", "ofbs"]
+PROBLEMS: tuple[str, ...] = ("fpor", "frop", "ofbs")
+
+
+def safe_div(num, den):
+    """num/den with 0 where den == 0 (precision of an empty prediction is taken as 0)."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast(num, den).shape)
+    np.divide(num, den, out=out, where=den > 0)
+    return out if out.ndim else float(out)
+
+
+def precision(tp, fp):
+    return safe_div(tp, np.asarray(tp) + np.asarray(fp))
+
+
+def recall(tp, n_pos):
+    return safe_div(tp, n_pos)
+
+
+def f_beta(tp, fp, n_pos, beta: float = 1.0):
+    b2 = beta * beta
+    return safe_div((1 + b2) * np.asarray(tp, dtype=np.float64), b2 * np.asarray(n_pos) + np.asarray(tp) + np.asarray(fp))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An operating-point problem: kind, target a in (0,1) (FPOR/FROP) and beta (OFBS)."""
+
+    kind: ProblemKind
+    target: float | None = None
+    beta: float = 1.0
+
+    @classmethod
+    def from_options(cls, kind: str, target: float | None, beta: float, confidence: float | None = None) -> "Problem":
+        """The problem a command line asks for; --target or --confidence with ofbs is refused, not ignored (ofbs
+        has no constraint to meet or bound). Model files go through the constructor, which stays lenient."""
+        if kind == "ofbs" and target is not None:
+            raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
+        if kind == "ofbs" and confidence is not None:
+            raise DmoError("--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); ofbs, the problem here, has none")
+        return cls(kind, target, beta)
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROBLEMS:
+            raise DmoError(f"--problem {self.kind!r} is not known (use fpor, frop or ofbs)")
+        if self.kind in ("fpor", "frop"):
+            if self.target is None:
+                raise DmoError(f"--problem {self.kind} needs --target A with 0 < A < 1")
+            if not 0.0 < self.target < 1.0:
+                raise DmoError(f"--target {self.target} is outside (0, 1); give a value such as 0.8")
+        if not (self.beta > 0 and math.isfinite(self.beta)):
+            raise DmoError(f"--beta {self.beta} must be a positive finite number (1 weighs precision and recall alike)")
+
+    @property
+    def objective_name(self) -> str:
+        return {"fpor": "recall", "frop": "precision", "ofbs": "f_beta"}[self.kind]
+
+    @property
+    def constraint_name(self) -> str | None:
+        return {"fpor": "precision", "frop": "recall", "ofbs": None}[self.kind]
+
+    def objective(self, tp, fp, n_pos):
+        if self.kind == "fpor":
+            return recall(tp, n_pos)
+        if self.kind == "frop":
+            return precision(tp, fp)
+        return f_beta(tp, fp, n_pos, self.beta)
+
+    def constrained_metric(self, tp, fp, n_pos):
+        """The metric that must reach the target (None for OFBS)."""
+        if self.kind == "fpor":
+            return precision(tp, fp)
+        if self.kind == "frop":
+            return recall(tp, n_pos)
+        return None
+
+    def feasible(self, tp, fp, n_pos) -> bool | None:
+        value = self.constrained_metric(tp, fp, n_pos)
+        if value is None:
+            return None
+        return bool(value >= self.target - 1e-12)
+
+    def describe(self) -> str:
+        if self.kind == "fpor":
+            return f"max recall s.t. precision >= {self.target:g}"
+        if self.kind == "frop":
+            return f"max precision s.t. recall >= {self.target:g}"
+        return f"max F{self.beta:g}"
+
+    def to_dict(self) -> dict:
+        return {"problem": self.kind, "target": self.target, "beta": self.beta}

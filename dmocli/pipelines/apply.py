@@ -1,0 +1,310 @@
+"""Applying a saved model: evaluate, predict, and re-fit its threshold on new data.
+
+All three stream the data in record batches; evaluate and threshold keep
+only one logit and one label per row (what exact metrics need), predict
+keeps nothing. So each reads DATA once, and DATA may be `-`: a CSV on
+standard input.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from dmocli.data import outputs, reading, sinks, sources
+from dmocli.data.prefetch import prefetched
+from dmocli.data.stdin_csv import open_stdin_csv
+from dmocli.engines.choice import LOCAL, EngineChoice
+from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import search
+from dmocli.prep.features import LevelCounts
+from dmocli.report import (
+    binary_split_report,
+    envelope,
+    model_summary,
+    multiclass_split_report,
+    plot_pr_curve,
+    unlabeled_warning,
+    write_report,
+)
+
+BATCH_ROWS = 65536
+INT64_MAX = 2**63 - 1
+
+
+def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
+    """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
+    input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
+    model one-hot encodes are read as text."""
+    text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
+    if sources.is_stdin(data):
+        numeric = set(model.preprocessor.numeric)
+        source = open_stdin_csv(numeric.__contains__, text)
+        return source.schema, source.batches
+    return reading.schema(data, text), lambda columns: reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
+
+
+class LabeledLogits:
+    """One batch's logits and encoded labels (unlabeled rows left out) and its level counts: the per-batch
+    work of evaluate and threshold, in this process or on a Dask worker (sent there once, with the model)."""
+
+    def __init__(self, model: DmoModel):
+        self.model = model
+
+    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
+        logits, levels = self.model.logits(batch)
+        y = self.model.labels.encode(batch.column(self.model.labels.column))
+        keep = y >= 0
+        return logits[keep], y[keep], levels, batch.num_rows
+
+
+class LabeledScores(NamedTuple):
+    """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts,
+    and how many rows had no label (left out of the metrics, and said so: a report's n must not shrink
+    silently)."""
+    logits: np.ndarray
+    y: np.ndarray
+    levels: LevelCounts
+    unlabeled: int
+
+
+def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
+    engine.check(data)
+    schema, batches = open_data(data, model)
+    model.preprocessor.check_columns(schema)
+    label_col = model.labels.column
+    if label_col not in schema.names:
+        raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
+    columns = model.preprocessor.input_columns + [label_col]
+    score = LabeledLogits(model)
+    if engine.is_dask:
+        with engine.dask(data) as cluster:
+            parts = cluster.map(score, columns)
+    else:
+        parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
+    n_rows = sum(rows for *_, rows in parts)
+    if not n_rows:
+        raise DmoError(f"{sources.describe(data)} has no rows")
+    y_all = np.concatenate([y for _, y, _, _ in parts])
+    if y_all.size == 0:
+        raise DmoError(f"{sources.describe(data)} has no labeled rows to evaluate on")
+    levels = LevelCounts()
+    for _, _, part_levels, _ in parts:
+        levels.add(part_levels)
+    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size)
+
+
+def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
+             plot_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
+    started = time.perf_counter()
+    outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
+    model = load_model(model_path)
+    logits, y, levels, unlabeled = collect_logits(model, data, engine)
+    if model.binary:
+        split = binary_split_report(logits, y, model.threshold, model.problem)
+        if plot_path is not None:
+            if split["n_pos"] == 0:
+                raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
+            plot_pr_curve(plot_path, logits, y, model.threshold, model.problem,
+                          title=f"{Path(sources.describe(data)).name}: "
+                                f"{model.problem.describe() if model.problem else ''}")
+    else:
+        if plot_path is not None:
+            raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
+        split = multiclass_split_report(logits, y, model.labels.classes)
+    problem = model.problem
+    report = envelope(
+        "evaluate", model=str(model_path), data=sources.describe(data), engine=engine.name, solver=model.solver,
+        **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
+        confidence=model.info.get("confidence"), seed=model.info.get("seed"), device="cpu", **levels.report(),
+        unlabeled_rows=unlabeled,
+        warnings=unlabeled_warning(unlabeled, data), splits={"data": split},
+    )
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, output: str | Path,
+                    confidence: float | None = None, allow_infeasible: bool = False,
+                    report_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
+    """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
+    (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
+    started = time.perf_counter()
+    outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
+    outputs.refuse_misnamed_model(output)
+    outputs.check_distinct({"--report": report_path}, {"MODEL": model_path})
+    model = load_model(model_path)
+    if not model.binary:
+        raise DmoError("threshold applies to binary models; this model is multi-class")
+    logits, y, _, unlabeled = collect_logits(model, data, engine)
+    point = search(logits, y, problem, confidence)
+    if point.feasible is False and not allow_infeasible:
+        what = problem.constraint_name
+        raise UnreachableTarget(
+            f"target {what} >= {problem.target:g} is not reachable on {sources.describe(data)} "
+            f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f}); "
+            "lower --target, or pass --allow-infeasible to keep the closest threshold",
+            best_achievable=point.best_achievable,
+        )
+    previous = model.threshold
+    model.threshold = point.threshold
+    model.problem = problem
+    splits = {"data": binary_split_report(logits, y, point.threshold, problem)}
+    # The training figures were at the old threshold: the file keeps the ones at its new one.
+    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": sources.describe(data),
+                  "summary": model_summary(splits)}
+    report = envelope("threshold", model=str(model_path), data=sources.describe(data), engine=engine.name, output=str(output),
+                      solver=model.solver, **problem.to_dict(), confidence=confidence, seed=model.info.get("seed"),
+                      device="cpu", previous_threshold=previous, threshold=point.threshold,
+                      operating_point=point.to_dict(), unlabeled_rows=unlabeled,
+                      warnings=unlabeled_warning(unlabeled, data), splits=splits)
+    model.save(output)
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+class Predictions:
+    """One batch's output rows and its counts: the per-batch work of predict, in this process or on a Dask
+    worker (sent there once, with the model)."""
+
+    def __init__(self, model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool, data: str):
+        self.model, self.schema, self.id_col = model, schema, id_col
+        self.per_class_columns, self.data = per_class_columns, data
+
+    def process(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[pa.Table, dict[str, Any]]:
+        logits, levels = self.model.logits(batch)
+        arrays: list[Any] = _prediction_arrays(self.model, logits, per_class_columns=self.per_class_columns)
+        if self.id_col:
+            ids = batch.column(self.id_col)
+            expected = self.schema.field(self.id_col).type
+            if ids.type != expected:  # a CSV column whose later rows widened it
+                try:
+                    ids = ids.cast(expected)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise DmoError(f"--id-col {self.id_col!r} changes type in {self.data} ({expected} in the first "
+                                   f"rows, {ids.type} later); give an id column of one type, e.g. text") from exc
+            arrays = [ids] + arrays
+        counts = {"rows": batch.num_rows, "unseen": levels.unseen, "missing": levels.missing}
+        return pa.Table.from_arrays(arrays, schema=self.schema), counts
+
+
+def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None,
+            engine: EngineChoice = LOCAL) -> dict[str, Any]:
+    """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
+    engine, OUTPUT is a directory of part files, one per partition, in the data's order."""
+    started = time.perf_counter()
+    engine.check(data)
+    to_stdout = sources.is_stdin(output)  # `-o -`: CSV on standard output
+    as_csv = to_stdout or outputs.is_csv_path(output)  # or a .csv / .csv.gz / .tsv file
+    if as_csv and engine.is_dask:
+        named = "- (standard output)" if to_stdout else output
+        raise DmoError(f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
+                       "(or give a directory name)")
+    if engine.is_dask:
+        outputs.check_parts_output(output, {"MODEL": model_path, "DATA": data})
+    else:
+        outputs.refuse_foreign_suffix(output, "the predictions", csv=True)
+        if not to_stdout:
+            outputs.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
+    model = load_model(model_path)
+    schema, batches = open_data(data, model)
+    model.preprocessor.check_columns(schema)
+    if id_col is not None and id_col not in schema.names:
+        raise DmoError(f"--id-col {id_col!r} is not a column of {sources.describe(data)}")
+    if id_col is not None and as_csv and pa.types.is_nested(schema.field(id_col).type):
+        raise DmoError(f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
+                       "predictions as parquet (-o NAME.parquet)")
+    inputs = model.preprocessor.input_columns
+    columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
+    out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)
+    predictions = Predictions(model, out_schema, id_col, per_class_columns=as_csv, data=sources.describe(data))
+    if engine.is_dask:
+        with engine.dask(data) as cluster:
+            parts = cluster.write(predictions, Path(output), out_schema, columns)
+    else:
+        parts = []
+        sink = (sinks.CsvSink(out_schema, None if to_stdout else output) if as_csv
+                else sinks.ParquetSink(output, out_schema))
+        with sink:
+            for batch in prefetched(batches(columns)):  # read ahead while the model runs
+                table, counts = predictions.process(batch)
+                sink.write(table)
+                parts.append(counts)
+    levels = LevelCounts()
+    for counts in parts:
+        levels.add(LevelCounts(counts["unseen"], counts["missing"]))
+    return envelope("predict", model=str(model_path), data=sources.describe(data), engine=engine.name,
+                    output="standard output" if to_stdout else str(output), rows=sum(c["rows"] for c in parts),
+                    **levels.report(), wall_seconds=time.perf_counter() - started)
+
+
+def _output_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool) -> pa.Schema:
+    """The prediction columns (after the id column, if any); multi-class probabilities as one list column, or
+    (per_class_columns, for CSV, which has no list type) one `probability_<class>` column per class."""
+    classes = model.labels.classes
+    if model.binary:
+        out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
+                                ("predicted", _binary_label_type(classes))])
+    else:
+        out_schema = pa.schema([("predicted", _label_type(classes)), ("probability", pa.float32()),
+                                ("probabilities", pa.list_(pa.float32(), len(classes)))])
+    if id_col in out_schema.names:
+        raise DmoError(f"--id-col {id_col!r} has the name of an output column ({', '.join(out_schema.names)}); "
+                       "rename that column in the data")
+    if id_col:
+        out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
+    if per_class_columns and not model.binary:
+        out_schema = pa.schema([*list(out_schema)[:-1], *(pa.field(f"probability_{c}", pa.float32()) for c in classes)])
+    return out_schema
+
+
+def _label_type(classes: list[Any]) -> pa.DataType:
+    """The arrow type of the predicted class, from the model's class names (all of one kind)."""
+    example = classes[0]
+    if isinstance(example, bool):
+        return pa.bool_()
+    if isinstance(example, int):
+        return pa.uint64() if max(classes) > INT64_MAX else pa.int64()
+    if isinstance(example, float):
+        return pa.float64()
+    return pa.string()
+
+
+def _binary_label_type(classes: list[Any]) -> pa.DataType:
+    """The label type when both class names share it; string when the negative is a 'not X' name."""
+    negative, positive = classes
+    return _label_type(classes) if type(negative) is type(positive) else pa.string()
+
+
+def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: bool = False) -> list[pa.Array]:
+    """The output columns of a batch; multi-class probabilities as one list column, or (per_class_columns, for
+    CSV, which has no list type) one column per class."""
+    if model.binary:
+        decision = model.decide(logits)
+        classes = model.labels.classes
+        label_type = _binary_label_type(classes)
+        names = classes if label_type != pa.string() else [str(c) for c in classes]
+        predicted = pa.array(np.asarray(names, dtype=object)[decision.astype(np.int64)], type=label_type)
+        proba = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        return [pa.array(logits, pa.float32()), pa.array(proba.astype(np.float32)), pa.array(decision, pa.int8()),
+                predicted]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    proba = np.exp(shifted)
+    proba /= proba.sum(axis=1, keepdims=True)
+    best = proba.argmax(axis=1)
+    classes = model.labels.classes
+    predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes))
+    proba = proba.astype(np.float32)
+    head = [predicted, pa.array(proba[np.arange(len(best)), best])]
+    if per_class_columns:
+        return head + [pa.array(proba[:, k]) for k in range(len(classes))]
+    return head + [pa.FixedSizeListArray.from_arrays(pa.array(proba.ravel()), len(classes))]

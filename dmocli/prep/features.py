@@ -1,0 +1,542 @@
+"""Turning table columns into a float32 feature matrix, the same way at train and predict time.
+
+The fitted Preprocessor is stored in the model file as JSON: column names,
+categorical levels, standardization statistics and imputation values, so a
+model applied to new data reproduces training's encoding exactly.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dmocli.data.arrow_numpy import text_array, to_numpy
+from dmocli.errors import DmoError
+
+MAX_CATEGORICAL_LEVELS = 1000
+ID_LIKE_MIN_LEVELS = 20  # above this, a string column with a distinct value in most rows is refused as id-like
+# A number written for people: a percent sign, a currency symbol or thousands separators ("12.5%", "$1,234").
+_DECORATED_NUMBER = re.compile(r"[-+(]?[$€£¥]?\s?[-+]?(?:\d{1,3}(?:[,' ]\d{3})+|\d+)(?:[.,]\d+)?\s?%?\)?")
+_DECORATION = re.compile(r"[%$€£¥]|\d[,' ]\d{3}(?:\D|$)")
+RESERVOIR_ROWS = 100_000
+OFFSET_PREFIX = "log_accept_"  # `dmo subsample` columns (per-class log acceptance): training offsets, never features
+
+
+@dataclass
+class LevelCounts:
+    """Per categorical column, the rows encoded as all zeros: a level not seen in training, or a missing
+    value. Both are legitimate encodings (the row has none of the known levels), but silent, so the
+    reports say how often each happened."""
+
+    unseen: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: "LevelCounts") -> None:
+        for mine, theirs in ((self.unseen, other.unseen), (self.missing, other.missing)):
+            for name, count in theirs.items():
+                mine[name] = mine.get(name, 0) + count
+
+    def report(self, prefix: str = "") -> dict[str, dict[str, int]]:
+        """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
+        return {f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
+                f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v}}
+
+
+def _refuse_decorated_numbers(column: str, levels: set[str]) -> None:
+    """Refuse a text column of numbers written for people ("12.5%", "$1,234", "1 234"): one-hot, each value
+    would be a level of its own and the number itself lost. Only a column of many such levels: a few ("10%",
+    "20%") may be real categories."""
+    if len(levels) <= ID_LIKE_MIN_LEVELS:
+        return
+    decorated = [v for v in levels if _DECORATED_NUMBER.fullmatch(v.strip()) and _DECORATION.search(v)]
+    if len(decorated) >= 0.9 * len(levels):
+        raise DmoError(f"string column '{column}' holds numbers written as text (e.g. {min(decorated)!r}); convert it "
+                       "to numbers (drop the %, currency sign or thousands separators), or --drop it")
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    """Text, plain or dictionary-encoded (pandas `category` of strings). A dictionary of numbers is numeric:
+    arrow writers (polars, Spark) dictionary-encode numbers for compression, and parquet decodes them anyway."""
+    if pa.types.is_dictionary(t):
+        return _is_string(t.value_type)
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_numeric(t.value_type)
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+
+
+EXTRACT_KEYS = frozenset({"path", "row"})  # the key columns `dmo extract` writes beside `features`
+
+
+@dataclass
+class ColumnPlan:
+    """Which columns become features, decided from the schema alone."""
+
+    numeric: list[str]
+    categorical: list[str]
+    embedding: str | None
+
+
+def plan_columns(
+    schema: pa.Schema,
+    label_col: str,
+    drop: Iterable[str] = (),
+    embedding_col: str | None = None,
+) -> ColumnPlan:
+    """Numeric columns, string columns (one-hot), or one embedding list column.
+
+    With an embedding column the table is a feature file (as `dmo extract`
+    writes): only the embedding is used; other list columns are extra views.
+    """
+    drop = set(drop)
+    missing = [c for c in drop if c not in schema.names]
+    if missing:
+        raise DmoError(f"--drop names column(s) not in the data: {', '.join(missing)}")
+    if label_col not in schema.names:
+        spaced = [name for name in schema.names if name.strip() == label_col.strip()]
+        if spaced:  # a header written as "x1, x2, label": the names keep the space after each comma
+            raise DmoError(f"no label column '{label_col}', but there is {spaced[0]!r} (with spaces); rename the "
+                           f"column, or pass --label-col {spaced[0]!r}")
+        raise DmoError(
+            f"no label column '{label_col}' in the data (columns: {', '.join(map(repr, schema.names[:12]))}); "
+            "name it with --label-col"
+        )
+    if label_col in drop:
+        raise DmoError(f"--drop names the label column '{label_col}'; choose another label with --label-col")
+    candidates = [f for f in schema
+                  if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
+    twins = [f.name for f in candidates if f.name.casefold() == label_col.casefold()]
+    if twins:  # most likely a copy of the label (target leakage), never a feature to take without a word
+        raise DmoError(f"column {twins[0]!r} differs from the label column {label_col!r} only by case, so it is "
+                       f"likely a copy of the label; --drop {twins[0]} (or name the label with --label-col)")
+    nameless = [f.name for f in candidates if not f.name.strip()]
+    if nameless:  # pandas' to_csv() writes the row index under an empty header: the row number as a feature
+        raise DmoError(f"a column has no name ({nameless[0]!r}; pandas writes its row index so with to_csv()); write "
+                       f"the file with index=False, or --drop {nameless[0]!r}")
+    if embedding_col is not None:
+        if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
+            raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")
+        if not _is_numeric(schema.field(embedding_col).type.value_type):
+            raise DmoError(f"--embedding-col {embedding_col!r} holds {schema.field(embedding_col).type}, not numbers")
+        return ColumnPlan([], [], embedding_col)
+    lists = [f.name for f in candidates if _is_list(f.type) and _is_numeric(f.type.value_type)]
+    if lists:
+        others = [f.name for f in candidates if not _is_list(f.type)]
+        if "features" in lists and not set(others) - EXTRACT_KEYS:
+            return ColumnPlan([], [], "features")  # `dmo extract` output: the vector, beside its key and view columns
+        if len(lists) == 1 and not others:
+            return ColumnPlan([], [], lists[0])
+        # An embedding replaces every other column; never choose that silently.
+        raise DmoError(f"list column(s) {', '.join(lists)} beside other columns ({', '.join(others[:6]) or 'none'}); "
+                       "give --embedding-col NAME to train on one vector column alone, or --drop the list columns")
+    numeric, categorical, unusable = [], [], []
+    for f in candidates:
+        if _is_numeric(f.type):
+            numeric.append(f.name)
+        elif _is_string(f.type):
+            categorical.append(f.name)
+        else:
+            unusable.append(f"{f.name} ({f.type})")
+    undecoded = [f.name for f in candidates if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    if undecoded and len(undecoded) == len(unusable):  # pyarrow reads CSV text that is not UTF-8 as bytes
+        raise DmoError(f"column(s) {', '.join(undecoded[:6])} hold bytes, not text: a CSV saved as Latin-1 or "
+                       "Windows-1252 reads so (re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8); binary data cannot "
+                       "be a feature (--drop them)")
+    if unusable:
+        raise DmoError(f"cannot use column(s) {', '.join(unusable)} as features; remove them with --drop")
+    if not numeric and not categorical:
+        raise DmoError("no feature columns: the data has only the label column (add numeric or string feature columns)")
+    return ColumnPlan(numeric, categorical, None)
+
+
+@dataclass
+class Preprocessor:
+    """Fitted encoding: raw columns -> standardized float32 matrix."""
+
+    numeric: list[str] = field(default_factory=list)
+    categorical: dict[str, list[str]] = field(default_factory=dict)
+    embedding: str | None = None
+    embedding_dim: int = 0
+    mean: list[float] = field(default_factory=list)
+    scale: list[float] = field(default_factory=list)
+    impute: str = "none"
+    fill: list[float] = field(default_factory=list)
+    trim_text: bool = True  # categorical levels matched without surrounding whitespace; False for older model files
+
+    @property
+    def input_columns(self) -> list[str]:
+        if self.embedding:
+            return [self.embedding]
+        return self.numeric + list(self.categorical)
+
+    @property
+    def n_dense(self) -> int:
+        return self.embedding_dim if self.embedding else len(self.numeric)
+
+    @property
+    def n_features(self) -> int:
+        return self.n_dense + sum(len(v) for v in self.categorical.values())
+
+    @property
+    def feature_names(self) -> list[str]:
+        if self.embedding:
+            return [f"{self.embedding}[{i}]" for i in range(self.embedding_dim)]
+        names = list(self.numeric)
+        for col, levels in self.categorical.items():
+            names += [f"{col}={level}" for level in levels]
+        return names
+
+    # ---- fitting -------------------------------------------------------------
+    @classmethod
+    def fit(cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none") -> "Preprocessor":
+        """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir.
+
+        The median for imputation comes from a uniform reservoir of up to
+        100k rows, exact for smaller data; it keeps fitting O(1) in memory.
+        """
+        if impute not in {"none", "median"}:
+            raise DmoError(f"--impute {impute!r} is not known (use none or median)")
+        pre = cls(numeric=list(plan.numeric), embedding=plan.embedding, impute=impute)
+        levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
+        moments: RunningMoments | None = None
+        bad_nan: np.ndarray | None = None
+        bad_inf: np.ndarray | None = None
+        reservoir: list[np.ndarray] = []
+        rng = np.random.default_rng(0)
+        seen = 0
+        n_rows = 0
+        for batch in batches:  # every batch has the same columns (files that differ: dmocli.data.parquet_layout)
+            n_rows += batch.num_rows
+            views = pre._float32_views(batch) if impute == "none" else None
+            dense = pre._dense(batch) if views is None else None
+            for col in plan.categorical:
+                levels[col].update(pc.unique(level_text(batch.column(col)).drop_null()).to_pylist())
+                if len(levels[col]) > MAX_CATEGORICAL_LEVELS:
+                    raise DmoError(
+                        f"string column '{col}' has more than {MAX_CATEGORICAL_LEVELS} distinct values "
+                        "(looks like an id or free text); remove it with --drop"
+                    )
+            columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
+            if not columns:
+                continue
+            if moments is None:
+                moments = RunningMoments(len(columns))
+                bad_nan = np.zeros(len(columns), dtype=np.int64)
+                bad_inf = np.zeros(len(columns), dtype=np.int64)
+            if impute == "none":  # a clean batch needs no mask (median imputation always builds one)
+                with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
+                    stats = [column_moments(c) for c in columns]
+                if all(np.isfinite(m) for _, m, _ in stats):
+                    moments.add(*map(np.array, zip(*stats)))
+                    continue
+            if dense is None:
+                dense = pre._dense(batch)
+            nan = np.isnan(dense)
+            inf = np.isinf(dense)
+            finite = ~(nan | inf)
+            with np.errstate(over="ignore", invalid="ignore"):
+                stats = [column_moments(dense[finite[:, j], j]) for j in range(dense.shape[1])]
+            moments.add(*map(np.array, zip(*stats)))
+            bad_nan += nan.sum(axis=0)
+            bad_inf += inf.sum(axis=0)
+            if impute == "median":
+                seen = _reservoir_add(reservoir, np.where(finite, dense, np.nan), seen, rng)
+        if moments is not None:
+            names = pre.feature_names if pre.embedding else pre.numeric
+            bad = bad_nan + bad_inf
+            if bad.any() and impute == "none":
+                parts = [
+                    f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]
+                ]
+                raise DmoError(
+                    f"features contain missing or infinite values: {', '.join(parts)}; "
+                    "clean them or pass --impute median"
+                )
+            count = moments.count
+            if (count == 0).any():
+                empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
+                raise DmoError(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
+            mean = moments.mean
+            with np.errstate(over="ignore", invalid="ignore"):
+                std = np.sqrt(np.maximum(moments.m2 / count, 0.0))
+            huge = ~(np.isfinite(mean) & np.isfinite(std))
+            if huge.any():
+                raise DmoError(
+                    f"feature column(s) {', '.join(names[i] for i in np.flatnonzero(huge)[:8])} hold values too large "
+                    "to standardize (squares overflow double precision, beyond about 1e154); rescale them "
+                    "(a log, or other units) or remove them with --drop"
+                )
+            std[std < 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0  # constant column: centre only
+            pre.mean = mean.tolist()
+            pre.scale = std.tolist()
+            if impute == "median":
+                sample = np.concatenate(reservoir, axis=0)
+                pre.fill = np.nanmedian(sample, axis=0).tolist()
+        for col in plan.categorical:
+            _refuse_decorated_numbers(col, levels[col])
+            if len(levels[col]) > ID_LIKE_MIN_LEVELS and len(levels[col]) > n_rows / 2:
+                raise DmoError(
+                    f"string column '{col}' has {len(levels[col])} distinct values in {n_rows} rows: an id, or numbers "
+                    "made text by a marker such as '?' (one-hot, it would let the model memorize rows); "
+                    "--drop it, or clean it"
+                )
+        pre.categorical = {c: sorted(levels[c]) for c in plan.categorical}
+        if pre.n_features == 0:
+            raise DmoError("no usable feature columns after encoding")
+        return pre
+
+    # ---- transforming --------------------------------------------------------
+    def _dense(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        """The raw numeric or embedding values as an (n, d) array: float32 when every input is float32
+        (no precision to keep beyond it, half the memory traffic), else float64; nulls become NaN.
+        Numeric columns come out column-major, so each column is one contiguous write."""
+        n = batch.num_rows
+        if self.embedding:
+            col = batch.column(self.embedding)
+            if isinstance(col, pa.ChunkedArray):
+                col = col.combine_chunks()
+            if col.null_count:
+                raise DmoError(f"embedding column '{self.embedding}' has {col.null_count} missing rows; remove them")
+            if pa.types.is_fixed_size_list(col.type):
+                dim = col.type.list_size
+            else:
+                lengths = to_numpy(pc.list_value_length(col))
+                dim = int(lengths[0]) if n else (self.embedding_dim or 0)  # an empty batch says nothing of it
+                if n and (lengths != dim).any():
+                    raise DmoError(f"embedding column '{self.embedding}' has rows of different lengths; all must match")
+            if self.embedding_dim and dim != self.embedding_dim:
+                raise DmoError(
+                    f"embedding column '{self.embedding}' has dimension {dim}, the model expects {self.embedding_dim}"
+                )
+            self.embedding_dim = dim
+            values = to_numpy(col.flatten(), fill=np.nan)
+            dtype = np.float32 if values.dtype == np.float32 else np.float64
+            return values.astype(dtype, copy=False).reshape(n, dim)
+        if not self.numeric:
+            return np.empty((n, 0))
+        columns = [batch.column(name) for name in self.numeric]
+        dtype = np.float32 if all(c.type == pa.float32() for c in columns) else np.float64
+        out = np.empty((len(columns), n), dtype=dtype)
+        for j, col in enumerate(columns):
+            if isinstance(col, pa.ChunkedArray):
+                col = col.combine_chunks()
+            if (pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type)
+                    or (col.null_count and not pa.types.is_floating(col.type))):  # only a float holds NaN for a null
+                col = col.cast(pa.float64())
+            out[j] = to_numpy(col, fill=np.nan)  # nulls become NaN
+        return out.T
+
+    def check_columns(self, schema: pa.Schema) -> None:
+        """Refuse data lacking a training column, naming it, before any work."""
+        missing = [c for c in self.input_columns if c not in schema.names]
+        if missing:
+            raise DmoError(
+                f"data is missing column(s) the model was trained on: {', '.join(missing)} "
+                "(use data with the training columns)"
+            )
+        def kind(name: str) -> str:
+            return f"{name} ({schema.field(name).type})"
+
+        def null(name: str) -> bool:
+            return pa.types.is_null(schema.field(name).type)
+
+        numbers = [c for c in self.numeric if not (_is_numeric(schema.field(c).type) or null(c))]
+        texts = [kind(c) for c in numbers if _is_string(schema.field(c).type)]
+        if texts:
+            raise DmoError(
+                f"column(s) {', '.join(texts[:6])} hold text where the model was trained on numbers "
+                "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
+            )
+        if numbers:
+            raise DmoError(f"column(s) {', '.join(map(kind, numbers[:6]))} are not numbers, and the model was "
+                           "trained on numbers there; convert them as in the training data")
+        # A text column that arrives as numbers or booleans would match no level: every row silently all zeros.
+        levels = [kind(c) for c in self.categorical if not (_is_string(schema.field(c).type) or null(c))]
+        if levels:
+            raise DmoError(f"column(s) {', '.join(levels[:6])} are not text, and the model was trained on text there "
+                           "(one-hot levels); read or cast them as text, as in the training data")
+        if self.embedding is not None:
+            vector = schema.field(self.embedding).type
+            if not (_is_list(vector) and _is_numeric(vector.value_type)):
+                raise DmoError(f"column {kind(self.embedding)} is not a list of numbers, and the model was trained "
+                               "on a vector there; use the feature file's vector column")
+
+    def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
+        """Float32 features and, per categorical column, how many rows had an unseen level or none."""
+        self.check_columns(batch.schema)
+        fast = self._standardized_float32(batch)
+        if fast is not None:
+            return fast, LevelCounts()
+        dense = self._dense(batch)
+        offset = dense.shape[1]
+        if offset and not np.isfinite(dense).all():
+            dense = self._fill_missing(dense)
+        # Column-major result: the numeric block is written column by column without a transposing copy,
+        # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
+        out = np.zeros((self.n_features, batch.num_rows), dtype=np.float32).T
+        if offset:
+            inverse_scale = 1.0 / np.asarray(self.scale)
+            with np.errstate(over="ignore"):  # a value far outside training's range overflows float32: named below
+                if dense.dtype == np.float32:  # float32 in, float32 arithmetic (the one-pass path's values)
+                    np.subtract(dense, np.asarray(self.mean, dtype=np.float32), out=out[:, :offset])
+                    out[:, :offset] *= inverse_scale.astype(np.float32)
+                else:  # in float64 first: a column around 1e40 standardizes to O(1), only its raw values exceed float32
+                    out[:, :offset] = (dense - np.asarray(self.mean)) * inverse_scale
+            overflow = ~np.isfinite(out[:, :offset]).all(axis=0)
+            if overflow.any():
+                names = [self.feature_names[i] for i in np.flatnonzero(overflow)[:8]]
+                raise DmoError(
+                    f"feature column(s) {', '.join(names)} hold values too large for the model (beyond float32 once "
+                    "standardized with training's mean and scale); check the units of those columns"
+                )
+        counts = LevelCounts()
+        for col, levels in self.categorical.items():
+            arr = level_text(batch.column(col), self.trim_text)
+            index = pc.index_in(arr, value_set=text_array(levels))
+            idx = to_numpy(index, fill=-1)
+            rows = np.flatnonzero(idx >= 0)
+            out[rows, offset + idx[rows]] = 1.0
+            offset += len(levels)
+            counts.missing[col] = arr.null_count
+            counts.unseen[col] = int((idx < 0).sum()) - arr.null_count
+        return out, counts
+
+    def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:
+        """The numeric columns as zero-copy numpy views when every one is float32 without nulls (the common
+        large-data case, worth its own path); None otherwise, for an embedding, or once fitted categorical
+        levels exist (transform must then build the wider one-hot block; fit handles levels on its own)."""
+        if self.embedding or self.categorical or not self.numeric:
+            return None
+        columns = [batch.column(name) for name in self.numeric]
+        if not all(c.type == pa.float32() and c.null_count == 0 for c in columns):
+            return None
+        return [to_numpy(c) for c in columns]
+
+    def _standardized_float32(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray | None:
+        """The common streaming case in one pass: float32 numeric columns without nulls, each standardized
+        straight from its arrow buffer into the column-major output while it is in cache (no raw copy).
+
+        Same float32 arithmetic as the general path, so the same values. None when a column is not
+        float32, has nulls, or holds NaN/inf: the general path then imputes or names the columns.
+        """
+        columns = self._float32_views(batch)
+        if columns is None:
+            return None
+        mean = np.asarray(self.mean, dtype=np.float32)
+        inverse_scale = (1.0 / np.asarray(self.scale)).astype(np.float32)
+        out = np.empty((len(columns), batch.num_rows), dtype=np.float32)
+        for j, col in enumerate(columns):
+            np.subtract(col, mean[j], out=out[j])
+            out[j] *= inverse_scale[j]
+            if not np.isfinite(out[j]).all():
+                return None
+        return out.T
+
+    def _fill_missing(self, dense: np.ndarray) -> np.ndarray:
+        """NaN/inf replaced by the stored medians under --impute median; otherwise the error naming the columns."""
+        bad = ~np.isfinite(dense)
+        if self.impute != "median":
+            names = self.feature_names
+            cols = np.flatnonzero(bad.any(axis=0))
+            parts = [f"{names[i]} ({int(bad[:, i].sum())} rows)" for i in cols[:8]]
+            raise DmoError(
+                f"features contain missing or infinite values: {', '.join(parts)}; "
+                "clean them, or train (or subsample) with --impute median"
+            )
+        return np.where(bad, np.asarray(self.fill, dtype=dense.dtype), dense)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "numeric": self.numeric,
+            "categorical": self.categorical,
+            "embedding": self.embedding,
+            "embedding_dim": self.embedding_dim,
+            "mean": self.mean,
+            "scale": self.scale,
+            "impute": self.impute,
+            "fill": self.fill,
+            "trim_text": self.trim_text,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Preprocessor":
+        return cls(**{"trim_text": False, **{k: data[k] for k in cls.__dataclass_fields__ if k in data}})
+
+
+def level_text(column: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
+    """A categorical column as the text its levels are matched on: decoded, without surrounding whitespace
+    ("north" and "north " are one level, as they are for labels), blank text missing like an empty CSV cell.
+    trim=False: a model file written before levels were trimmed matches them as it was trained."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if not trim:
+        return column.cast(pa.string())
+    text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    not_blank = pc.cast(pc.utf8_length(text), pa.bool_())  # no Python scalar: that would import pandas
+    return pc.if_else(not_blank, text, pa.nulls(len(text), pa.string()))
+
+
+def column_moments(values: np.ndarray) -> tuple[int, float, float]:
+    """(count, mean, sum of squared deviations) of one column, in float64, around a shift near the mean:
+    sum((x - c)^2) - (sum(x - c))^2 / n is exact to rounding when c is close to the mean, where
+    E[x^2] - mean^2 loses every digit of a column such as 1e8 +- 0.1."""
+    n = values.size
+    if n == 0:
+        return 0, 0.0, 0.0
+    shift = np.float64(values.sum(dtype=np.float64) / n)
+    centred = values - shift  # float64 (a float32 x - c would round each difference to 24 bits)
+    s1 = float(centred.sum(dtype=np.float64))
+    s2 = float(np.einsum("i,i->", centred, centred, dtype=np.float64))
+    return n, float(shift) + s1 / n, s2 - s1 * s1 / n
+
+
+class RunningMoments:
+    """Per-column count, mean and sum of squared deviations over batches, merged pairwise (Chan, Golub and
+    LeVeque): exact to rounding for any batch sizes, and O(columns) memory for a stream."""
+
+    def __init__(self, width: int):
+        self.count = np.zeros(width)
+        self.mean = np.zeros(width)
+        self.m2 = np.zeros(width)
+
+    def add(self, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Merge one batch's per-column moments; a huge column overflows to inf quietly (the caller refuses it)."""
+        total = self.count + count
+        share = np.divide(count, total, out=np.zeros_like(total), where=total > 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = mean - self.mean
+            self.m2 = self.m2 + m2 + (delta * share) * (delta * self.count)  # 0, not inf * 0, on the first batch
+            self.mean = self.mean + delta * share
+        self.count = total
+
+
+def _reservoir_add(reservoir: list[np.ndarray], rows: np.ndarray, seen: int, rng: np.random.Generator) -> int:
+    """Keep a uniform sample of at most RESERVOIR_ROWS rows across batches (Algorithm R, vectorized)."""
+    held = sum(len(r) for r in reservoir)
+    room = RESERVOIR_ROWS - held
+    if room > 0:
+        head = rows[:room]
+        reservoir.append(head.copy())
+        seen += len(head)
+        rows = rows[room:]
+    if len(rows):
+        sample = np.concatenate(reservoir, axis=0)
+        positions = rng.integers(0, seen + np.arange(1, len(rows) + 1))
+        keep = positions < RESERVOIR_ROWS
+        sample[positions[keep]] = rows[keep]
+        reservoir[:] = [sample]
+        seen += len(rows)
+    return seen
