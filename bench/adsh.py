@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from dmocli.pipelines.apply import evaluate
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from dmocli.errors import DmoError  # noqa: E402
 from dmocli.models.modelfile import DmoModel  # noqa: E402
 from dmocli.operating_point.search import search  # noqa: E402
-from dmocli.pipelines.train import TrainOptions, train  # noqa: E402
+from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.report import binary_split_report  # noqa: E402
 from dmocli.solvers.ero import ERO  # noqa: E402
 

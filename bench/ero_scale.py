@@ -38,7 +38,7 @@ from _common import print_table, write_results
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dmocli.pipelines.train import TrainOptions, train  # noqa: E402
+from dmocli import TrainOptions, train  # noqa: E402
 
 
 def synthetic(rows: int, features: int, pos: float, shift: float, seed: int) -> pa.Table:

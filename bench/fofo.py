@@ -36,7 +36,7 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
 from dmocli.data import reading
 from dmocli.pipelines.apply import evaluate
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 from dmocli.solvers.online_threshold import FofoThreshold
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]

@@ -16,7 +16,7 @@ from pathlib import Path
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
 from dmocli.pipelines.apply import evaluate
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 
 def run_one(data_dir: Path, name: str, model: str, ta_split: str, seed: int, workdir: Path) -> dict:

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 _API = {
     "train": ("pipelines.train", "train"),
-    "TrainOptions": ("pipelines.train", "TrainOptions"),
+    "TrainOptions": ("options", "TrainOptions"),
     "evaluate": ("pipelines.apply", "evaluate"),
     "predict": ("pipelines.apply", "predict"),
     "refit_threshold": ("pipelines.apply", "refit_threshold"),

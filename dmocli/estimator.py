@@ -32,7 +32,8 @@ from sklearn.utils.validation import (
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli.options import TrainOptions
+from dmocli.pipelines.train import train
 from dmocli.solvers import available, solver_class
 
 LABEL = "label"  # the column y becomes, as `dmo train` names it by default (saved models evaluate on files)

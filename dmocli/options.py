@@ -1,17 +1,176 @@
-"""Checks of options that several commands share, made before any data is read or any work done."""
+"""The options of `dmo train`, declared once, and the checks every option and `--param` value goes through.
+
+`TrainOptions` is the single declaration: each field carries its command-line
+flags, help text, allowed choices and numeric range in its metadata. The CLI
+builds the `dmo train` command from it (dmocli/cli/train_command.py), the
+Python API takes it as is, and `DmoClassifier` takes its constructor parameters
+from the fields marked `estimator` (dmocli/estimator.py), so a default or a
+range cannot drift between the three. Solver `--param` fields declare their
+ranges and choices the same way and go through the same `check_value`, so every
+bad value gets a message of one form, before any data is read.
+"""
 from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from dmocli.errors import DmoError
 
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
 
+PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "multiclass")
+MODEL_CHOICES = ("linear", "mlp")
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+IMPUTE_CHOICES = ("none", "median")
+
+
+def option(default: Any, *flags: str, help: str, estimator: bool = False, **checks: Any) -> Any:
+    """A TrainOptions field: its default, its command-line flags (the first is the name used in messages), its
+    help text, whether DmoClassifier exposes it, and its declared checks (`choices`, `min`, `max`, `below`,
+    `positive`). Mutable defaults (dicts, tuples of paths) are copied per instance."""
+    metadata = {"flags": flags, "help": help, "estimator": estimator, **checks}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def choice_list(choices: Sequence[str]) -> str:
+    """`a, b or c`: how messages list the allowed values."""
+    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
+
+
+def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | None:
+    """The problem with one option or --param value under its declared checks, or None when it has none.
+
+    `label` is how the user wrote it (`--model 'tree'`, `--param lr=0`), so the message names it exactly. A
+    value no solver can use (a NaN learning rate, zero rows per batch, an unknown mode) is refused here, by
+    name, rather than failing inside torch or training silently on NaN weights.
+    """
+    if value is None:
+        return None
+    choices = declared.get("choices")
+    if choices is not None:
+        return None if value in choices else f"{label} is not known (use {choice_list(choices)})"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{label} must be a finite number"
+    if "min" in declared and "below" in declared and not declared["min"] <= value < declared["below"]:
+        return f"{label} must be in [{declared['min']:g}, {declared['below']:g})"
+    if declared.get("positive") and not value > 0:
+        return f"{label} must be positive"
+    if "min" in declared and value < declared["min"]:
+        return f"{label} must be at least {declared['min']}"
+    if "max" in declared and value > declared["max"]:
+        return f"{label} must be at most {declared['max']}"
+    if "below" in declared and not value < declared["below"]:
+        return f"{label} must be below {declared['below']}"
+    return None
+
+
+def refuse(problems: list[str]) -> None:
+    """Every problem found, in one error: a user fixes them all before the next run, not one per run."""
+    if problems:
+        raise DmoError("; ".join(problems))
+
+
+@dataclass
+class TrainOptions:
+    """Every option of `dmo train`: the CLI fills it, Python callers may too."""
+
+    problem: str | None = option(
+        None, "--problem", "-p", estimator=True, choices=PROBLEM_CHOICES,
+        help="fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; ofbs: max "
+             "F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)")
+    target: float | None = option(None, "--target", "-a", estimator=True,
+                                  help="Target in (0,1) for the constrained metric (fpor/frop).")
+    beta: float = option(1.0, "--beta", estimator=True, positive=True,
+                         help="Beta of F-beta (ofbs, and F-beta in reports).")
+    solver: str = option("wce", "--solver", "-s", estimator=True, help="Training method; `dmo solvers` lists them.")
+    model: str = option("linear", "--model", "-m", estimator=True, choices=MODEL_CHOICES, help="linear or mlp.")
+    width: int = option(100, "--width", estimator=True, min=1, help="MLP hidden width.")
+    depth: int = option(2, "--depth", estimator=True, min=1, help="MLP hidden layers.")
+    val: str | Path | None = option(
+        None, "--val", help="Validation table: the threshold (and, where the solver uses one, early stopping or "
+                            "iterate selection) is fitted on it.")
+    val_frac: float = option(0.0, "--val-frac", estimator=True, min=0.0, below=1.0,
+                             help="Hold out this stratified fraction of DATA as validation instead of --val.")
+    label_col: str = option("label", "--label-col", help="Name of the label column.")
+    positive: str | None = option(None, "--positive", estimator=True,
+                                  help="Positive class value (default: minority class of a two-class label).")
+    drop: tuple[str, ...] = option((), "--drop", help="Column to ignore (repeatable), e.g. an id column.")
+    embedding_col: str | None = option(None, "--embedding-col", help="List column to use as the feature vector.")
+    impute: str = option("none", "--impute", estimator=True, choices=IMPUTE_CHOICES,
+                         help="none: refuse NaN/inf features; median: fill with training medians.")
+    device: str = option("auto", "--device", estimator=True, choices=DEVICE_CHOICES,
+                         help="auto (CUDA if present), cpu or cuda.")
+    seed: int = option(0, "--seed", estimator=True, min=0, max=MAX_SEED,
+                       help="Random seed; same data, options and seed give the same model.")
+    params: dict[str, str] = option(
+        {}, "--param", estimator=True,
+        help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`).")
+    gamma: float | None = option(
+        None, "--gamma",
+        help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command.")
+    folding: int | None = option(
+        None, "--folding", min=2,
+        help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same "
+             "as --param folding=K; pick the fold with --param fold=k).")
+    confidence: float | None = option(
+        None, "--confidence", estimator=True, min=0.5, below=1.0,
+        help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at "
+             "this level (e.g. 0.95).")
+    adjust: bool | None = option(
+        None, "--adjust/--no-adjust", estimator=True,
+        help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, "
+             "except for the streaming solvers fofo/ofo/lr, which keep their learned threshold.")
+    allow_infeasible: bool = option(
+        False, "--allow-infeasible", estimator=True,
+        help="Save the closest threshold when the target is unreachable (exit 0 instead of 3).")
+    drop_unlabeled: bool = option(False, "--drop-unlabeled",
+                                  help="Ignore rows with a missing label (for solvers that cannot use them).")
+    unlabeled_truth: str | Path | None = option(
+        None, "--unlabeled-truth",
+        help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, "
+             "in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch).")
+    epochs: int | None = option(None, "--epochs", estimator=True, min=1,
+                                help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1).")
+    plot: str | Path | None = option(None, "--plot",
+                                     help="Streaming solvers: draw online F vs rows seen to this PNG.")
+
+    def check(self) -> None:
+        """Every declared choice and range, all problems in one message, before any data is read."""
+        problems = []
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
+            if problem is not None:
+                problems.append(problem)
+        refuse(problems)
+
+
+def flag_of(spec: dataclasses.Field) -> str:
+    """The long flag of a TrainOptions field, as messages name it (`--adjust`, not `--adjust/--no-adjust`)."""
+    return spec.metadata["flags"][0].split("/")[0]
+
+
+def estimator_fields() -> list[dataclasses.Field]:
+    """The TrainOptions fields DmoClassifier takes as constructor parameters, in declaration order."""
+    return [spec for spec in dataclasses.fields(TrainOptions) if spec.metadata["estimator"]]
+
 
 def check_seed(seed: int) -> None:
-    if not 0 <= seed <= MAX_SEED:
-        raise DmoError(f"--seed {seed} must be a whole number from 0 to {MAX_SEED}")
+    """The seed check of the commands that have no TrainOptions (subsample, extract)."""
+    refuse([problem for problem in [check_value(f"--seed {seed}", seed, {"min": 0, "max": MAX_SEED})] if problem])
 
 
 def check_confidence(confidence: float | None) -> None:
     """The level of the one-sided Clopper-Pearson bound: below 0.5 it would loosen the target, not guard it."""
-    if confidence is not None and not 0.5 <= confidence < 1.0:
-        raise DmoError(f"--confidence {confidence} must be in [0.5, 1), e.g. 0.95")
+    declared = {spec.name: spec for spec in dataclasses.fields(TrainOptions)}["confidence"].metadata
+    problem = check_value(f"--confidence {confidence}", confidence, declared)
+    if problem is not None:
+        raise DmoError(f"{problem}, e.g. 0.95")

@@ -14,7 +14,7 @@ from conftest import run_dmo
 
 from dmocli.errors import DmoError
 from dmocli.pipelines.apply import evaluate
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.apply import evaluate, predict, refit_threshold
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 pytest.importorskip("distributed")
 

@@ -15,7 +15,7 @@ from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 from dmocli.solvers.base import SplitData
 from dmocli.solvers.ero import RowAdam, _preset, _warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations

@@ -20,7 +20,7 @@ from dmocli import DmoClassifier
 from dmocli.errors import DmoError
 from dmocli.estimator import expected_failed_checks
 from dmocli.models.modelfile import load_model
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -171,7 +171,7 @@ def test_streaming_train_restores_arrow_cpu_count(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dmocli.pipelines.train import TrainOptions, train
+    from dmocli import TrainOptions, train
 
     X, y, _ = logistic_stream(5_000, 3, 0.1, 9)
     path = tmp_path / "s.parquet"

@@ -44,7 +44,7 @@ def train(data: Path, out: Path, *args: str) -> dict:
 
 def library_train(data: Path, out: Path, **options) -> dict:
     """The same pipeline in-process (dmocli.pipelines.train.train), for checks that need no subprocess."""
-    from dmocli.pipelines.train import TrainOptions
+    from dmocli.options import TrainOptions
     from dmocli.pipelines.train import train as run_train
 
     return run_train(data, TrainOptions(**options), output=out)[1]

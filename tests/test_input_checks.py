@@ -18,7 +18,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import METADATA_KEY, load_model, read_metadata
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 from dmocli.report import dumps
 from dmocli.solvers import get_solver
 
@@ -46,7 +46,7 @@ def test_beta_must_be_positive_and_finite(beta):
     ("wce", {"lr": "nan"}, "finite"), ("wce", {"lr": "-1"}, "positive"), ("wce", {"batch-size": "0"}, "at least 1"),
     ("wce", {"max-epochs": "0"}, "at least 1"), ("wce", {"weight-decay": "-5"}, "at least 0"),
     ("fofo", {"lr": "inf"}, "finite"), ("ero", {"lr": "0"}, "positive"), ("lus", {"max-iter": "0"}, "at least 1"),
-    ("lus", {"l2": "-1"}, "at least 0"), ("sigmoid-f1", {"tau": "0"}, "positive"), ("fixmatch", {"ema": "1"}, "below 1"),
+    ("lus", {"l2": "-1"}, "at least 0"), ("sigmoid-f1", {"tau": "0"}, "positive"), ("fixmatch", {"ema": "1"}, r"ema=1.0 must be in \[0, 1\)"),
     ("adsh", {"tau1": "1.5"}, "at most 1"), ("ero", {"growth": "0.5"}, "growth=0.5 must be at least 1"),
     ("ero", {"outer": "0"}, "outer=0 must be at least 1"), ("lagrangian", {"lr-multiplier": "0"}, "positive"),
 ])

@@ -16,7 +16,7 @@ from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture
 from dmocli.pipelines.apply import evaluate, predict
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 from dmocli.prep.features import plan_columns
 from dmocli.solvers.acceptance import acceptance, case_control_rates
 from dmocli.solvers.base import FitContext, SplitData, offset_logits

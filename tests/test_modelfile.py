@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import FORMAT_VERSION, load_model, read_metadata
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 
 
 @pytest.fixture(scope="module")

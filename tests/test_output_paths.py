@@ -19,7 +19,7 @@ from conftest import dmo_command, make_binary_frame, run_dmo
 from dmocli import predict, train
 from dmocli.data import outputs, reading, sources
 from dmocli.errors import DmoError
-from dmocli.pipelines.train import TrainOptions
+from dmocli.options import TrainOptions
 
 
 @pytest.fixture(scope="module")

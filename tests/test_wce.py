@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
-from dmocli.pipelines.train import TrainOptions, train
+from dmocli import TrainOptions, train
 from dmocli.solvers.base import FitContext, SplitData
 from dmocli.solvers.wce import WeightedCrossEntropy
 

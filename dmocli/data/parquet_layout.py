@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dmocli.data.arrow_numpy import repeated
-from dmocli.errors import DmoError, first_line
 from dmocli.data.read_errors import READ_ERRORS
+from dmocli.errors import DmoError, first_line
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the folder of a null partition value
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")  # no leading zeros: store=007 or a zip code stays text

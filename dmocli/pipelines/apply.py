@@ -9,94 +9,33 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from dmocli.data import outputs, reading, sinks, sources
+from dmocli.data import outputs, sinks, sources
 from dmocli.data.prefetch import prefetched
-from dmocli.data.stdin_csv import open_stdin_csv
 from dmocli.engines.choice import LOCAL, EngineChoice
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import search
+from dmocli.pipelines.operating_point import (
+    fit_threshold,
+    problem_fields,
+    split_reports,
+)
+from dmocli.pipelines.scoring import collect_logits, open_data
 from dmocli.prep.features import LevelCounts
 from dmocli.report import (
-    binary_split_report,
     envelope,
     model_summary,
-    multiclass_split_report,
     plot_pr_curve,
     unlabeled_warning,
     write_report,
 )
 
-BATCH_ROWS = 65536
 INT64_MAX = 2**63 - 1
-
-
-def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
-    """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
-    input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
-    model one-hot encodes are read as text."""
-    text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
-    if sources.is_stdin(data):
-        numeric = set(model.preprocessor.numeric)
-        source = open_stdin_csv(numeric.__contains__, text)
-        return source.schema, source.batches
-    return reading.schema(data, text), lambda columns: reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
-
-
-class LabeledLogits:
-    """One batch's logits and encoded labels (unlabeled rows left out) and its level counts: the per-batch
-    work of evaluate and threshold, in this process or on a Dask worker (sent there once, with the model)."""
-
-    def __init__(self, model: DmoModel):
-        self.model = model
-
-    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
-        logits, levels = self.model.logits(batch)
-        y = self.model.labels.encode(batch.column(self.model.labels.column))
-        keep = y >= 0
-        return logits[keep], y[keep], levels, batch.num_rows
-
-
-class LabeledScores(NamedTuple):
-    """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts,
-    and how many rows had no label (left out of the metrics, and said so: a report's n must not shrink
-    silently)."""
-    logits: np.ndarray
-    y: np.ndarray
-    levels: LevelCounts
-    unlabeled: int
-
-
-def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
-    engine.check(data)
-    schema, batches = open_data(data, model)
-    model.preprocessor.check_columns(schema)
-    label_col = model.labels.column
-    if label_col not in schema.names:
-        raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
-    columns = model.preprocessor.input_columns + [label_col]
-    score = LabeledLogits(model)
-    if engine.is_dask:
-        with engine.dask(data) as cluster:
-            parts = cluster.map(score, columns)
-    else:
-        parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
-    n_rows = sum(rows for *_, rows in parts)
-    if not n_rows:
-        raise DmoError(f"{sources.describe(data)} has no rows")
-    y_all = np.concatenate([y for _, y, _, _ in parts])
-    if y_all.size == 0:
-        raise DmoError(f"{sources.describe(data)} has no labeled rows to evaluate on")
-    levels = LevelCounts()
-    for _, _, part_levels, _ in parts:
-        levels.add(part_levels)
-    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size)
 
 
 def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
@@ -105,8 +44,8 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     logits, y, levels, unlabeled = collect_logits(model, data, engine)
+    split = split_reports({"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes)["data"]
     if model.binary:
-        split = binary_split_report(logits, y, model.threshold, model.problem)
         if plot_path is not None:
             if split["n_pos"] == 0:
                 raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
@@ -116,11 +55,10 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     else:
         if plot_path is not None:
             raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
-        split = multiclass_split_report(logits, y, model.labels.classes)
     problem = model.problem
     report = envelope(
         "evaluate", model=str(model_path), data=sources.describe(data), engine=engine.name, solver=model.solver,
-        **(problem.to_dict() if problem else {"problem": "multiclass", "target": None, "beta": None}),
+        **problem_fields(problem),
         confidence=model.info.get("confidence"), seed=model.info.get("seed"), device="cpu", **levels.report(),
         unlabeled_rows=unlabeled,
         warnings=unlabeled_warning(unlabeled, data), splits={"data": split},
@@ -144,19 +82,11 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
     logits, y, _, unlabeled = collect_logits(model, data, engine)
-    point = search(logits, y, problem, confidence)
-    if point.feasible is False and not allow_infeasible:
-        what = problem.constraint_name
-        raise UnreachableTarget(
-            f"target {what} >= {problem.target:g} is not reachable on {sources.describe(data)} "
-            f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f}); "
-            "lower --target, or pass --allow-infeasible to keep the closest threshold",
-            best_achievable=point.best_achievable,
-        )
+    point = fit_threshold(logits, y, problem, confidence, allow_infeasible, sources.describe(data))
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
-    splits = {"data": binary_split_report(logits, y, point.threshold, problem)}
+    splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": sources.describe(data),
                   "summary": model_summary(splits)}

@@ -33,9 +33,10 @@ from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import search
+from dmocli.options import TrainOptions
 from dmocli.pipelines.online_report import plot_online_curve, progress_bar
-from dmocli.pipelines.train import finish
+from dmocli.pipelines.operating_point import settle_threshold
+from dmocli.pipelines.saving import finish
 from dmocli.prep.features import LevelCounts, Preprocessor, plan_columns
 from dmocli.prep.labels import (
     LabelSpec,
@@ -43,8 +44,8 @@ from dmocli.prep.labels import (
     label_spec_from_counts,
     look_alike_classes,
 )
-from dmocli.report import binary_split_report, envelope, unlabeled_warning
-from dmocli.solvers.base import FitContext
+from dmocli.report import envelope, unlabeled_warning
+from dmocli.solvers.base import FitContext, SolverParams, StreamingSolver
 
 BATCH_ROWS = 65536
 
@@ -127,7 +128,7 @@ def _prepass(data: sources.Source, plan: Any, columns: list[str], counter: Label
     return pre, {"statistics": "exact" if sampled >= counter.rows else "row-group sample", "statistics_rows": sampled}
 
 
-def open_stdin(opts: Any, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
+def open_stdin(opts: TrainOptions, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
     """DATA `-`: refuse what needs a second look at the data, then sniff the CSV on standard input."""
     if epochs > 1:
         raise DmoError(f"--epochs {epochs} needs {epochs} passes; {NAME} can be read once: save the data to a file")
@@ -167,10 +168,10 @@ def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield batches.pop()
 
 
-def train_streaming(data: sources.Source, opts: Any, solver: Any, output: Path | None,
-                    report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
-    """`dmo train --solver fofo|ofo|lr`: see the module docstring. `opts` is training.TrainOptions; training.train
-    has checked the output paths already."""
+def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingSolver, params: SolverParams,
+                    output: Path | None, report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
+    """`dmo train --solver fofo|ofo|lr`: see the module docstring. dmocli/pipelines/train.py has checked the
+    options, the solver's parameters and the output paths already."""
     started = time.perf_counter()
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
@@ -179,7 +180,6 @@ def train_streaming(data: sources.Source, opts: Any, solver: Any, output: Path |
     epochs = 1 if opts.epochs is None else opts.epochs
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
-    params = solver.parse_params(opts.params)
     if opts.problem == "multiclass":
         raise DmoError(f"solver {solver.name} learns one class against the rest (F-beta); for --problem multiclass "
                        "use --solver wce or lus")
@@ -263,25 +263,18 @@ def train_streaming(data: sources.Source, opts: Any, solver: Any, output: Path |
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}
     if opts.val is not None or adjust:
-        from dmocli.pipelines.apply import (
-            collect_logits,  # torch: only when logits are asked for (--val, --adjust)
-        )
+        from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:
         logits["val"], truth["val"], val_levels, val_unlabeled = collect_logits(model, opts.val)  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
-    threshold = result.threshold
-    if adjust:
-        split = "val" if opts.val is not None else "train"
-        if split == "train":
-            logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
-        report["before_adjustment"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
-        point = search(logits[split], truth[split], problem, opts.confidence)
-        report["operating_point"] = {"split": split, **point.to_dict()}
-        threshold = model.threshold = point.threshold
-    report["threshold"] = threshold
+    if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
+        logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
+    settled = settle_threshold(logits, truth, problem, result.threshold, adjust, opts.confidence,
+                               opts.allow_infeasible)
+    model.threshold = settled.threshold
     report["online"] = online
-    report["splits"] = {k: binary_split_report(logits[k], truth[k], threshold, problem) for k in logits}
+    report.update(settled.report)
     report["solver_trace"] = result.trace
     report["prepass"] = prepass
     report["prepass_seconds"] = prepass_seconds

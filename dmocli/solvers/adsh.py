@@ -61,10 +61,10 @@ class Adsh(SemiSupervisedSolver):
     class Params(SemiParams):
         tau1: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"})
 
-    def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
+    def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau1, "tau1", n_classes)
 
     def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
         new, rho = adsh_thresholds(confidence, pseudo, previous, majority, params.tau1)
         return new, {"rho": rho}

@@ -6,17 +6,18 @@ the model file are the pipeline's job, shared by all solvers.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
-import math
-from collections.abc import Mapping
+import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.operating_point.problems import Problem
+from dmocli.options import check_value, refuse
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: the numpy streaming solvers never pay for it
     import torch
@@ -58,7 +59,7 @@ class FitContext:
     architecture: Architecture
     device: torch.device | None  # None for the numpy streaming solvers
     seed: int
-    params: Any  # the solver's own Params dataclass, validated
+    params: SolverParams  # the solver's own Params dataclass, validated
     verbose: bool = False
     group: ProcessGroup | None = None  # under torchrun: the train split is this process's share of the rows
     class_names: list[Any] | None = None  # the label's classes by code (binary: [negative, positive]), for messages
@@ -71,81 +72,124 @@ class FitResult:
     threshold: float | None = None  # the solver's own decision threshold on the logit scale, if it learns one
 
 
+class SolverParams:
+    """Base of every solver's `Params` dataclass: its fields are the solver's `--param` keys, each declaring its
+    help text and its checks (`choices`, `min`, `max`, `below`, `positive`) in the field metadata."""
+
+
 class Solver:
-    """Base class: subclasses set name/summary/Params and implement fit()."""
+    """What every solver declares: its name and summary, its `Params`, and what it can train on.
+
+    Subclass InMemorySolver or StreamingSolver, not this class: the pipeline chooses the path by that type. The
+    capability flags below are read by the train pipeline before any data is read or fitted.
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]
-    binary_only: ClassVar[bool] = True
-    multiclass: ClassVar[bool] = False
-    uses_unlabeled: ClassVar[bool] = False
+    multiclass: ClassVar[bool] = False  # trains K-class softmax models (--problem multiclass)
+    uses_unlabeled: ClassVar[bool] = False  # learns from rows whose label is missing (semi-supervised)
     uses_offsets: ClassVar[bool] = False  # adds SplitData.extra["offsets"] (a `dmo subsample` file) to its logits
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
-    streaming: ClassVar[bool] = False  # True: trained by fit_stream over record batches (dmocli/streaming.py)
     adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
     distributed: ClassVar[bool] = False  # fit() reduces over FitContext.group: trains under torchrun
 
     @dataclass
-    class Params:
+    class Params(SolverParams):
         pass
 
+    @property
+    def streaming(self) -> bool:
+        """Trained by fit_stream over record batches (dmocli/pipelines/streaming.py), not fit on tensors."""
+        return isinstance(self, StreamingSolver)
+
     def parse_params(self, raw: dict[str, str]) -> Any:
-        """Build Params from --param key=value strings, converting to each field's type."""
+        """Build Params from --param key=value strings: each converted to its field's type and checked against
+        its declared choices and range, every problem reported in one message."""
         fields = {f.name: f for f in dataclasses.fields(self.Params)}
+        types = typing.get_type_hints(self.Params)
         values: dict[str, Any] = {}
+        problems: list[str] = []
         for key, text in raw.items():
             name = key.replace("-", "_")
             if name not in fields:
                 known = ", ".join(sorted(field.replace("_", "-") for field in fields)) or "none"
-                raise DmoError(f"--param {key} is not a parameter of solver {self.name} (known: {known})")
+                problems.append(f"--param {key} is not a parameter of solver {self.name} (known: {known})")
+                continue
             shown = name.replace("_", "-")  # as `dmo solvers` lists it, however it was typed
-            values[name] = _convert(text, fields[name].type, shown)
-            _check_range(shown, values[name], fields[name].metadata)
+            try:
+                values[name] = _convert(text, types[name], shown)
+            except DmoError as exc:
+                problems.append(str(exc))
+                continue
+            label = f"--param {shown}={values[name]!r}" if isinstance(values[name], str) else f"--param {shown}={values[name]}"
+            problem = check_value(label, values[name], fields[name].metadata)
+            if problem is not None:
+                problems.append(problem)
+        refuse(problems)
         return self.Params(**values)
 
-    def check_params(self, params: Any, model: str) -> None:
+    def check_params(self, params: SolverParams, model: str) -> None:
         """Refuse parameters that cannot apply to `model` (linear | mlp), before any data is read."""
 
+
+class InMemorySolver(Solver, abc.ABC):
+    """A solver that trains on the whole training split held as tensors on one device (or on this process's
+    share of the rows under torchrun, when `distributed`)."""
+
+    @abc.abstractmethod
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
-        raise NotImplementedError
+        """Train on `train` (selecting or stopping on `val` where the solver does); return the network."""
+
+
+Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
+Progress = Callable[[int, float], None]  # (rows seen, online F so far)
+
+
+@dataclass
+class StreamFitResult:
+    """A streaming solver's model: numpy weights under the linear network's state-dict names, its own
+    threshold (logit scale), the trace, and the online (progressive) evaluation of every pass."""
+
+    weights: dict[str, np.ndarray]
+    threshold: float
+    trace: dict[str, Any] = field(default_factory=dict)
+    online: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamingSolver(Solver, abc.ABC):
+    """A solver that learns from record batches in one or a few passes, in O(features + batch) memory."""
+
+    adjust_by_default: ClassVar[bool] = False  # keep the threshold learned online; --adjust asks for TA
+    problems: ClassVar[tuple[str, ...]] = ("ofbs",)
+
+    @abc.abstractmethod
+    def fit_stream(self, batches: Batches, n: int | None, n_features: int, ctx: FitContext, epochs: int = 1,
+                   progress: Progress | None = None) -> StreamFitResult:
+        """`epochs` passes over `batches()`; n = labeled rows per pass when known (None: a pipe, read once)."""
 
 
 def _convert(text: str, annotation: Any, key: str) -> Any:
-    kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    optional = "None" in kind
+    """`text` as the field's type (bool, int, float or str, each optionally None)."""
+    optional = type(None) in typing.get_args(annotation)
+    kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)] if optional else [annotation]
+    kind = kinds[0]
     if optional and text.lower() in {"none", "default"}:
         return None  # the field's default rule (e.g. wce's l2 = 1/rows), named explicitly
-    kind = kind.replace(" | None", "")
     try:
-        if "bool" in kind:
+        if kind is bool:
             lowered = text.lower()
             if lowered not in {"true", "false", "1", "0", "yes", "no"}:
                 raise ValueError(text)
             return lowered in {"true", "1", "yes"}
-        if "int" in kind and "float" not in kind:
+        if kind is int:
             return int(text)
-        if "float" in kind:
+        if kind is float:
             return float(text)
     except ValueError as exc:
         default = " (or none, for the default)" if optional else ""
-        wanted = "true or false" if "bool" in kind else "an integer" if "float" not in kind else "a number"
+        wanted = "true or false" if kind is bool else "an integer" if kind is int else "a number"
         raise DmoError(f"--param {key}={text!r}: expected {wanted}{default}") from exc
     return text
-
-
-def _check_range(key: str, value: Any, metadata: Mapping[str, Any]) -> None:
-    """A value no solver can use (a NaN learning rate, zero rows per batch) is refused here, by name, rather
-    than failing inside torch or training silently on NaN weights. Fields say their range in metadata."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise DmoError(f"--param {key}={value} must be a finite number")
-    if metadata.get("positive") and value is not None and not value > 0:
-        raise DmoError(f"--param {key}={value} must be positive")
-    if "min" in metadata and value is not None and value < metadata["min"]:
-        raise DmoError(f"--param {key}={value} must be at least {metadata['min']}")
-    if "max" in metadata and value is not None and value > metadata["max"]:
-        raise DmoError(f"--param {key}={value} must be at most {metadata['max']}")
-    if "below" in metadata and value is not None and not value < metadata["below"]:
-        raise DmoError(f"--param {key}={value} must be below {metadata['below']}")
 
 
 def param_help(params_cls: type) -> list[tuple[str, str, str]]:

@@ -63,7 +63,8 @@ from dmocli.operating_point.search import search
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
-    Solver,
+    InMemorySolver,
+    SolverParams,
     SplitData,
     seed_everything,
 )
@@ -138,7 +139,7 @@ def _preset(protocol: str, model: str) -> Settings:
                         inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
                         lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
                         selection="best" if mlp else "within-noise")
-    raise DmoError(f"--param protocol={protocol!r} is not known (use fast, thorough or authors)")
+    raise AssertionError(f"unreachable: --param protocol={protocol!r} is checked when parsed")
 
 
 WARM_PARAMS = {"bce": ("warm_steps", "warm_lr", "warm_patience", "warm_balanced"),
@@ -162,28 +163,28 @@ def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: st
     raise DmoError(f"--param {keys} does not apply to {what}; drop it, or add --param warm-start={other}")
 
 
-class ERO(Solver):
+class ERO(InMemorySolver):
     name = "ero"
     summary = "exact reformulation + l1 exact penalty (Peng et al.): direct FPOR/FROP/OFBS training"
     distributed = True
 
     @dataclass
-    class Params:
-        protocol: str = field(default="fast", metadata={"help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
+    class Params(SolverParams):
+        protocol: str = field(default="fast", metadata={"choices": ("fast", "thorough", "authors"), "help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
         warm_steps: int | None = field(default=None, metadata={"min": 1, "help": "bce warm start: Adam steps (authors 3000; None = from the preset)"})
         warm_lr: float | None = field(default=None, metadata={"positive": True, "help": "warm-start learning rate"})
         warm_patience: int | None = field(default=None, metadata={"min": 1, "help": "warm-start early-stopping patience (steps)"})
         warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
-        warm_start: str | None = field(default=None, metadata={"help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
-        warm_monitor: str | None = field(default=None, metadata={"help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)"})
+        warm_start: str | None = field(default=None, metadata={"choices": ("bce", "wce"), "help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
+        warm_monitor: str | None = field(default=None, metadata={"choices": ("train", "val", "auto"), "help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)"})
         warm_epochs: int | None = field(default=None, metadata={"min": 1, "help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
-        init: str | None = field(default=None, metadata={"help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
+        init: str | None = field(default=None, metadata={"choices": ("ta", "predictions", "random"), "help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
         outer: int | None = field(default=None, metadata={"min": 1, "help": "outer (penalty update) iterations (authors 50)"})
         outer_patience: int | None = field(default=None, metadata={"min": 0, "help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
         inner_steps: int | None = field(default=None, metadata={"min": 1, "help": "max Adam steps per penalty subproblem, full batch (authors 1000)"})
         inner_patience: int | None = field(default=None, metadata={"min": 1, "help": "subproblem early-stopping patience in steps (authors 50)"})
         inner_tol: float | None = field(default=None, metadata={"min": 0, "help": "subproblem stops when F fell by less than this (relative) over the patience window"})
-        inner_rule: str | None = field(default=None, metadata={"help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)"})
+        inner_rule: str | None = field(default=None, metadata={"choices": ("best", "window"), "help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)"})
         inner_epochs: int | None = field(default=None, metadata={"min": 1, "help": "max epochs per subproblem in mini-batch mode"})
         lr: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for the model (authors 1e-3 linear, 1e-4 mlp)"})
         lr_s: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for s (authors 0.1)"})
@@ -192,39 +193,27 @@ class ERO(Solver):
         growth: float | None = field(default=None, metadata={"min": 1, "help": "penalty update factor (authors 1.3)"})
         lam: float | None = field(default=None, metadata={"min": 0, "help": "initial weight of the BCE agreement regularizer (grows by the same factor)"})
         violation_tol: float | None = field(default=None, metadata={"min": 0, "help": "a row counts as violating when c_i exceeds this"})
-        reg_weighting: str | None = field(default=None, metadata={"help": "regularizer row weights: none (authors' code) or balanced (paper)"})
+        reg_weighting: str | None = field(default=None, metadata={"choices": ("none", "balanced"), "help": "regularizer row weights: none (authors' code) or balanced (paper)"})
         bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
-        selection: str | None = field(default=None, metadata={"help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)"})
-        mode: str = field(default="auto", metadata={"help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
+        selection: str | None = field(default=None, metadata={"choices": ("best", "within-noise", "train"), "help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)"})
+        mode: str = field(default="auto", metadata={"choices": ("auto", "full", "minibatch"), "help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
         batch_size: int = field(default=0, metadata={"min": 0, "help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
         full_batch_max_activations: float = field(default=5e7, metadata={"positive": True, "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
         folding: int = field(default=0, metadata={"min": 0, "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
         fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
 
-    def settings(self, params: Any, model: str) -> Settings:
+    def settings(self, params: ERO.Params, model: str) -> Settings:
         """The preset for `params.protocol` and the model kind, with explicitly given values on top."""
         base = _preset(params.protocol, model)
         given = {f.name: getattr(params, f.name) for f in fields(Settings) if getattr(params, f.name) is not None}
         out = replace(base, **given)
-        if out.init not in ("ta", "predictions", "random"):
-            raise DmoError(f"--param init={out.init!r} is not known (use ta, predictions or random)")
-        if out.warm_start not in ("bce", "wce"):
-            raise DmoError(f"--param warm-start={out.warm_start!r} is not known (use bce or wce)")
-        if out.warm_monitor not in ("train", "val", "auto"):
-            raise DmoError(f"--param warm-monitor={out.warm_monitor!r} is not known (use train, val or auto)")
         _refuse_unused_warm_params(given, out.warm_start, model)
-        if out.inner_rule not in ("best", "window"):
-            raise DmoError(f"--param inner-rule={out.inner_rule!r} is not known (use best or window)")
-        if out.selection not in ("best", "within-noise", "train"):
-            raise DmoError(f"--param selection={out.selection!r} is not known (use best, within-noise or train)")
         if out.selection == "train" and params.folding:
             raise DmoError("--param selection=train keeps the best iterate on the training rows, so a held-out fold "
                            "(folding) would go unused: drop folding or use selection=best")
-        if out.reg_weighting not in ("none", "balanced"):
-            raise DmoError(f"--param reg-weighting={out.reg_weighting!r} is not known (use none or balanced)")
         return out
 
-    def check_params(self, params: Any, model: str) -> None:
+    def check_params(self, params: ERO.Params, model: str) -> None:
         self.settings(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
@@ -232,8 +221,6 @@ class ERO(Solver):
         p = ctx.params
         problem = ctx.problem
         cfg = self.settings(p, ctx.architecture.kind)
-        if p.mode not in ("auto", "full", "minibatch"):
-            raise DmoError(f"--param mode={p.mode!r} is not known (use auto, full or minibatch)")
         generator = seed_everything(ctx.seed)
         if ctx.group is not None and p.folding:
             raise DmoError("--folding holds out a fold of rows spread over every process; under torchrun give --val FILE")

@@ -22,9 +22,9 @@ class FixMatch(SemiSupervisedSolver):
     class Params(SemiParams):
         tau: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "confidence threshold for every class (1.0: no pseudo-labels)"})
 
-    def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
+    def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau, "tau", n_classes)
 
     def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
         return previous, {}

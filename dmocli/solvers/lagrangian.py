@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dmocli.solvers.base import FitContext, FitResult, Solver, SplitData
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
 from dmocli.solvers.relaxation import metric_terms
 from dmocli.solvers.smoothed import LoopSettings, fit_smoothed
 
 
-class Lagrangian(Solver):
+class Lagrangian(InMemorySolver):
     name = "lagrangian"
     summary = "TFCO-style Lagrangian on sigmoid-smoothed rates (multiplier by gradient ascent)"
 

@@ -32,7 +32,8 @@ from dmocli.solvers.acceptance import (
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
-    Solver,
+    InMemorySolver,
+    SolverParams,
     SplitData,
     offset_logits,
     seed_everything,
@@ -49,7 +50,7 @@ from dmocli.solvers.loop import (
 
 
 @dataclass
-class LogisticParams:
+class LogisticParams(SolverParams):
     """How to fit an offset-corrected logistic model (shared by the solver, the pilot and the bench)."""
 
     l2: float = field(default=1e-5, metadata={"min": 0, "help": "L2 penalty on the weights (keeps separable data finite)"})
@@ -111,11 +112,10 @@ def softmax_proba(logits: torch.Tensor) -> np.ndarray:
     return torch.softmax(logits, dim=1).cpu().numpy()
 
 
-class LocalUncertaintySampling(Solver):
+class LocalUncertaintySampling(InMemorySolver):
     name = "lus"
     summary = "local uncertainty sampling: logistic fit on a subsample with per-class log-acceptance offsets"
     multiclass = True
-    binary_only = False
     uses_offsets = True
 
     @dataclass

@@ -23,19 +23,24 @@ see the whole data.
 """
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from dmocli.errors import DmoError
 from dmocli.models.architecture import linear_state
-from dmocli.solvers.base import FitContext, Solver
+from dmocli.solvers.base import (
+    Batches,
+    FitContext,
+    Progress,
+    SolverParams,
+    StreamFitResult,
+    StreamingSolver,
+)
 from dmocli.solvers.online_threshold import FofoThreshold, ofo_predictions
 
-Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
-Progress = Callable[[int, float], None]  # (rows seen, online F so far)
 CURVE_POINTS = 200
 PROBABILITY_FLOOR = 1e-7  # a learned threshold of 0 would be logit -inf; clamp so the model file stays finite
 
@@ -212,26 +217,12 @@ class OnlineScore:
                 "f_beta": self.f_beta, "beta": math.sqrt(self.b2)}
 
 
-@dataclass
-class StreamFitResult:
-    """A streaming solver's model: numpy weights under the linear network's state-dict names, its own
-    threshold (logit scale), the trace, and the online (progressive) evaluation of every pass."""
-
-    weights: dict[str, np.ndarray]
-    threshold: float
-    trace: dict[str, Any] = field(default_factory=dict)
-    online: dict[str, Any] = field(default_factory=dict)
-
-
-class StreamingSolver(Solver):
-    """Base of the one-pass solvers: subclasses supply the threshold rule."""
-
-    streaming: ClassVar[bool] = True
-    adjust_by_default: ClassVar[bool] = False  # keep the threshold learned online; --adjust asks for TA
-    problems = ("ofbs",)
+class OnlineSolver(StreamingSolver):
+    """Base of the one-pass solvers (fofo, ofo, lr): one online logistic regression; subclasses supply the
+    threshold rule."""
 
     @dataclass
-    class Params:
+    class Params(SolverParams):
         lr: float = field(default=2.0, metadata={"positive": True, "help": "SGD step of the logistic model at row t is lr/sqrt(t) (the paper's initial step)"})
         batch_size: int = field(default=256, metadata={"min": 1, "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it (1 = the per-row algorithm)"})
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
@@ -239,11 +230,9 @@ class StreamingSolver(Solver):
             "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
                     "(0: every row, an extra full pass; CSV and string columns always use every row)"})
 
-    def threshold_rule(self, beta: float, n: int | None, params: Any) -> "ThresholdRule":
-        raise NotImplementedError
-
-    def fit(self, train, val, ctx):  # the pipeline calls fit_stream for streaming solvers
-        raise NotImplementedError(f"{self.name} is a streaming solver; use fit_stream")
+    @abc.abstractmethod
+    def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> "ThresholdRule":
+        """How predictions are made from the posterior while the stream is read, and the threshold kept."""
 
     def fit_stream(self, batches: Batches, n: int | None, n_features: int, ctx: FitContext, epochs: int = 1,
                    progress: Progress | None = None) -> StreamFitResult:
@@ -361,32 +350,30 @@ class FixedRule(ThresholdRule):
         return eta >= self.final
 
 
-class Fofo(StreamingSolver):
+class Fofo(OnlineSolver):
     name = "fofo"
     summary = "FOFO (Liu et al. 2018): one-pass online logistic regression with a learned F-optimal threshold"
 
     @dataclass
-    class Params(StreamingSolver.Params):
-        horizon: str = field(default="auto", metadata={
+    class Params(OnlineSolver.Params):
+        horizon: str = field(default="auto", metadata={"choices": ("auto", "doubling"),
             "help": "auto: stage schedule from the row count; doubling: doubling scheme as if n were unknown"})
 
-    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
-        if params.horizon not in ("auto", "doubling"):
-            raise DmoError(f"--param horizon={params.horizon!r} is not known (use auto or doubling)")
+    def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> ThresholdRule:
         return FofoRule(beta, n if params.horizon == "auto" else None)
 
 
-class Ofo(StreamingSolver):
+class Ofo(OnlineSolver):
     name = "ofo"
     summary = "OFO (Busa-Fekete et al. 2015): online logistic regression, threshold = online F / (1+beta^2)"
 
-    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
+    def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> ThresholdRule:
         return OfoRule(beta)
 
 
-class OnlineLR(StreamingSolver):
+class OnlineLR(OnlineSolver):
     name = "lr"
     summary = "online logistic regression thresholded at probability 0.5 (FOFO's baseline)"
 
-    def threshold_rule(self, beta: float, n: int | None, params: Any) -> ThresholdRule:
+    def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> ThresholdRule:
         return FixedRule()

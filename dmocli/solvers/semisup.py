@@ -34,17 +34,18 @@ from dmocli.operating_point.problems import safe_div
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
-    Solver,
+    InMemorySolver,
+    SolverParams,
     SplitData,
     inverse_frequency_weights,
     seed_everything,
 )
 from dmocli.solvers.loop import adam
-from dmocli.solvers.views import FeatureViews
+from dmocli.solvers.views import VIEW_MODES, FeatureViews
 
 
 @dataclass
-class SemiParams:
+class SemiParams(SolverParams):
     """Hyper-parameters common to fixmatch and adsh (defaults from the paper's appendix B where it gives them)."""
 
     lr: float = field(default=2e-3, metadata={"positive": True, "help": "Adam learning rate (paper: 2e-3)"})
@@ -58,7 +59,7 @@ class SemiParams:
     weak_noise: float = field(default=0.1, metadata={"min": 0, "help": "weak view: Gaussian noise, in units of each feature's std"})
     strong_noise: float = field(default=0.5, metadata={"min": 0, "help": "strong view: Gaussian noise, in units of each feature's std"})
     strong_mask: float = field(default=0.3, metadata={"min": 0, "below": 1, "help": "strong view: probability of dropping a feature (inverted dropout)"})
-    views: str = field(default="auto", metadata={"help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns"})
+    views: str = field(default="auto", metadata={"choices": VIEW_MODES, "help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns"})
     balanced: bool = field(default=False, metadata={"help": "weight L_s by inverse labeled class frequency, as wce (false: plain CE, the paper's)"})
 
 
@@ -148,18 +149,17 @@ def pseudo_label_quality(pseudo: np.ndarray, selected: np.ndarray, truth: np.nda
             "selected": predicted.tolist(), "true": actual.tolist()}
 
 
-class SemiSupervisedSolver(Solver):
+class SemiSupervisedSolver(InMemorySolver):
     """FixMatch loop; subclasses say where thresholds start and how they move after each epoch."""
 
-    binary_only = False
     multiclass = True
     uses_unlabeled = True
 
-    def initial_thresholds(self, params: Any, n_classes: int) -> np.ndarray:
+    def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         raise NotImplementedError
 
     def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
         """New thresholds from one weak-view pass over all unlabeled rows, and what to log about the update."""
         raise NotImplementedError
 

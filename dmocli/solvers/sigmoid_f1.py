@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dmocli.solvers.base import FitContext, FitResult, Solver, SplitData
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
 from dmocli.solvers.relaxation import metric_terms
 from dmocli.solvers.smoothed import LoopSettings, fit_smoothed
 
 
-class SigmoidF1(Solver):
+class SigmoidF1(InMemorySolver):
     name = "sigmoid-f1"
     summary = "sigmoid-smoothed F-beta maximization (SigmoidF1), OFBS only"
     problems = ("ofbs",)

@@ -21,7 +21,13 @@ import torch
 from dmocli.engines.torch_distributed import OneProcess
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
-from dmocli.solvers.base import FitContext, FitResult, SplitData, seed_everything
+from dmocli.solvers.base import (
+    FitContext,
+    FitResult,
+    SolverParams,
+    SplitData,
+    seed_everything,
+)
 from dmocli.solvers.loop import adam, endless_minibatches
 from dmocli.solvers.relaxation import soft_counts
 from dmocli.solvers.selection import BestIterate, evaluate_decision
@@ -30,7 +36,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
 @dataclass
-class LoopSettings:
+class LoopSettings(SolverParams):
     """Hyper-parameters of the shared loop; each smoothed solver's Params extends this."""
 
     lr: float = field(default=1e-2, metadata={"positive": True, "help": "Adam learning rate for the model"})

@@ -38,8 +38,6 @@ class FeatureViews:
 
     def __init__(self, split: SplitData, weak_noise: float, strong_noise: float, strong_mask: float,
                  mode: str, generator: torch.Generator):
-        if mode not in VIEW_MODES:
-            raise DmoError(f"--param views={mode!r} is not known (use {', '.join(VIEW_MODES)})")
         for name, value in (("weak-noise", weak_noise), ("strong-noise", strong_noise)):
             if value < 0:
                 raise DmoError(f"--param {name}={value} must be >= 0")

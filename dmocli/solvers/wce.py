@@ -24,7 +24,8 @@ from dmocli.models.networks import build_network, logits_of
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
-    Solver,
+    InMemorySolver,
+    SolverParams,
     SplitData,
     inverse_frequency_weights,
     offset_logits,
@@ -41,17 +42,16 @@ from dmocli.solvers.loop import (
 )
 
 
-class WeightedCrossEntropy(Solver):
+class WeightedCrossEntropy(InMemorySolver):
     name = "wce"
     summary = "weighted cross-entropy (inverse class frequency), then exact threshold adjustment"
     multiclass = True
-    binary_only = False
     uses_offsets = True
     distributed = True
 
     @dataclass
-    class Params:
-        optimizer: str = field(default="auto", metadata={
+    class Params(SolverParams):
+        optimizer: str = field(default="auto", metadata={"choices": ("auto", "lbfgs", "adam"),
             "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) or adam"})
         l2: float | None = field(default=None, metadata={
             "min": 0, "help": "lbfgs: L2 penalty l2/2 ||W||^2 on the mean loss (default 1/rows, scikit-learn's C=1)"})
@@ -157,8 +157,6 @@ OPTIMIZER_PARAMS = {"lbfgs": ("l2", "max_iter"), "adam": ("lr", "weight_decay", 
 def _optimizer(params: WeightedCrossEntropy.Params, model_kind: str) -> str:
     """The optimizer to use; a parameter of the other one would be ignored, so it is refused."""
     name = params.optimizer
-    if name not in ("auto", "lbfgs", "adam"):
-        raise DmoError(f"--param optimizer={name!r} is not known (use auto, lbfgs or adam)")
     if name == "lbfgs" and model_kind != "linear":
         raise DmoError("--param optimizer=lbfgs fits the linear model (a convex loss); the MLP trains with adam")
     chosen = ("lbfgs" if model_kind == "linear" else "adam") if name == "auto" else name

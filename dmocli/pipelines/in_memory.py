@@ -1,0 +1,238 @@
+"""The `train` pipeline of the in-memory solvers: read, preprocess, fit a solver, adjust the threshold, report,
+save.
+
+Solvers only see tensors; everything around them is shared here so every
+solver's model gets the same exact threshold adjustment, report and model file.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from dmocli.data import reading, sources
+from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.problems import Problem
+from dmocli.options import TrainOptions
+from dmocli.pipelines.operating_point import (
+    problem_fields,
+    settle_threshold,
+    split_reports,
+)
+from dmocli.pipelines.saving import finish
+from dmocli.prep.dataset import Prepared, prepare, stratified_split
+from dmocli.prep.features import LevelCounts, Preprocessor, plan_columns
+from dmocli.prep.labels import (
+    LabelSpec,
+    infer_label_spec,
+    label_counts,
+    look_alike_classes,
+)
+from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
+from dmocli.report import (
+    envelope,
+    model_summary,
+    unlabeled_warning,
+)
+from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
+
+if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
+    import torch
+
+    from dmocli.engines.torch_distributed import ProcessGroup
+
+
+def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
+    kind = opts.problem
+    if kind is None:
+        kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
+    if kind == "multiclass":
+        if opts.target is not None:
+            raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
+        if opts.positive is not None:
+            raise DmoError("--positive picks the positive class of a binary problem; --problem multiclass keeps every class")
+        return None
+    return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
+
+
+def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
+    import torch
+
+    extra = {k: torch.as_tensor(v, device=device) for k, v in data.extra.items()}
+    return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
+
+
+NOT_PARQUET = ("training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
+               "(a file or a directory of files)")
+
+
+@dataclass
+class _Loaded:
+    """Everything train reads before fitting: the label spec, the problem, the fitted preprocessing and the
+    prepared splits (train: this process's rows under torchrun)."""
+
+    labels: LabelSpec
+    problem: Problem | None
+    pre: Preprocessor
+    train: Prepared
+    val: Prepared | None
+    n_unlabeled: int  # rows without a label (this process's share under torchrun)
+    val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
+
+
+def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, params: SolverParams,
+                    output: Path | None, report_path: str | Path | None, started: float,
+                    group: ProcessGroup | None) -> tuple[DmoModel, dict[str, Any]]:
+    """The in-memory solvers' path; with a torchrun `group`, this process holds only its share of DATA's rows."""
+    import torch
+
+    from dmocli.models.networks import logits_of, resolve_device
+
+    device = group.device if group is not None else resolve_device(opts.device)
+    if group is None:
+        loaded = _load(data, opts, solver, None)
+    else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
+        loaded = group.agree(lambda: _load(data, opts, solver, group))
+        _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
+    labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
+    val_unlabeled = loaded.val_unlabeled
+    levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
+    del loaded
+
+    arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
+    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params, group=group,
+                     class_names=labels.classes)
+    train_split = _split_tensors(train_data, device)
+    val_split = _split_tensors(val_data, device) if val_data is not None else None
+    fit_started = time.perf_counter()
+    result = solver.fit(train_split, val_split, ctx)
+    fit_seconds = time.perf_counter() - fit_started
+    network = result.network.eval()
+
+    logits = {"train": logits_of(network, train_split.labeled().X).float().cpu().numpy()}
+    truth = {"train": train_data.y[train_data.y >= 0]}
+    if val_data is not None:
+        logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
+        truth["val"] = val_data.y
+    if group is not None:  # the threshold search and the report see every process's training rows
+        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
+        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
+        levels = _merged_levels(levels, group)
+
+    report: dict[str, Any] = envelope(
+        "train", solver=solver.name, **problem_fields(problem),
+        confidence=opts.confidence, seed=opts.seed, device=str(device), data=sources.describe(data),
+        val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
+        model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
+        **levels.report(),
+        **({**val_data.levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if opts.val is not None else {}),
+        warnings=look_alike_classes(labels.classes) + unlabeled_warning(val_unlabeled, opts.val),
+    )
+    if group is not None:
+        report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
+    threshold: float | None = None
+    if problem is not None:
+        settled = settle_threshold(logits, truth, problem, result.threshold, opts.adjust is not False,
+                                   opts.confidence, opts.allow_infeasible)
+        threshold = settled.threshold
+        report.update(settled.report)
+    else:
+        report["splits"] = split_reports(logits, truth, None, None, labels.classes)
+    report["solver_trace"] = result.trace
+    report["fit_seconds"] = fit_seconds
+
+    model = DmoModel(network=network.cpu(), architecture=arch, preprocessor=pre, labels=labels, solver=solver.name,
+                     problem=problem, threshold=threshold,
+                     info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
+                           "summary": model_summary(report.get("splits", {}))})
+    if group is not None and not group.primary:
+        return finish(model, report, None, None, started)
+    return finish(model, report, output, report_path, started)
+
+
+def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
+    """Unseen and missing categorical levels counted over every process's rows."""
+    merged = LevelCounts()
+    for unseen, missing in group.gather_json([levels.unseen, levels.missing]):
+        merged.add(LevelCounts(unseen, missing))
+    return merged
+
+
+def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Loaded:
+    """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
+    from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
+    collective calls, so ProcessGroup.agree can run it."""
+    if group is None:
+        table = reading.read_table(data)
+        schema = table.schema
+    elif sources.parquet_files(data) is None:
+        raise DmoError(NOT_PARQUET)
+    else:
+        schema = reading.schema(data)
+    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    label_column = (table if group is None else reading.read_table(data, columns=[opts.label_col])).column(opts.label_col)
+    counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
+    problem = _resolve_problem(opts, len(counts))
+    if problem is None and not solver.multiclass:
+        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
+    if problem is not None and problem.kind not in solver.problems:
+        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
+    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+    pre = Preprocessor.fit(table.to_batches() if group is None else reading.iter_batches(data), plan, opts.impute)
+    if group is not None:
+        labeled = labels.encode(label_column) >= 0
+        if labeled.sum() < 2 * group.world_size:
+            raise DmoError(f"DATA has {int(labeled.sum())} labeled rows, too few for {group.world_size} processes "
+                           "(each needs 2); start fewer (--nproc-per-node)")
+        table = reading.read_rows(data, *group.row_range(labeled))
+    full = prepare(table, pre, labels)
+    if "offsets" in full.extra and not solver.uses_offsets:
+        raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
+                       "its offsets; train it with --solver lus or wce")
+    n_unlabeled = int((full.y < 0).sum())
+    if group is None:  # under torchrun the caller checks the count of every process's rows
+        _check_unlabeled(n_unlabeled, opts, solver)
+    if solver.uses_unlabeled:
+        if n_unlabeled == 0:
+            raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
+        full.extra.update(view_columns(table, pre))
+        if opts.unlabeled_truth is not None:
+            full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
+    # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
+    # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
+    del table, label_column
+    pa.default_memory_pool().release_unused()
+    if not solver.uses_unlabeled:
+        full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
+
+    val_unlabeled = 0
+    if opts.val is not None:
+        val_table = reading.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
+        pre.check_columns(val_table.schema)
+        if opts.label_col not in val_table.schema.names:
+            raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
+        val_all = prepare(val_table, pre, labels)
+        val_unlabeled = int((val_all.y < 0).sum())
+        val_data: Prepared | None = val_all.labeled()
+        del val_table, val_all
+        train_data = full
+    elif opts.val_frac > 0:
+        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
+        train_data, val_data = full.take(train_rows), full.take(val_rows)
+    else:
+        train_data, val_data = full, None
+    del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled)
+
+
+def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolver) -> None:
+    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
+        raise DmoError(
+            f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
+            "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
+        )

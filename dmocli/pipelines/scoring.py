@@ -1,0 +1,81 @@
+"""A saved model's logits and labels on a labeled table, streamed in record batches (locally or on Dask
+workers): what evaluate, threshold and a streaming solver's validation need, one logit and one label a row."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from dmocli.data import reading, sources
+from dmocli.data.prefetch import prefetched
+from dmocli.data.stdin_csv import open_stdin_csv
+from dmocli.engines.choice import LOCAL, EngineChoice
+from dmocli.errors import DmoError
+from dmocli.models.modelfile import DmoModel
+from dmocli.prep.features import LevelCounts
+
+BATCH_ROWS = 65536
+
+
+def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[list[str]], Iterator[pa.RecordBatch]]]:
+    """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
+    input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
+    model one-hot encodes are read as text."""
+    text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
+    if sources.is_stdin(data):
+        numeric = set(model.preprocessor.numeric)
+        source = open_stdin_csv(numeric.__contains__, text)
+        return source.schema, source.batches
+    return reading.schema(data, text), lambda columns: reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
+
+
+class LabeledLogits:
+    """One batch's logits and encoded labels (unlabeled rows left out) and its level counts: the per-batch
+    work of evaluate and threshold, in this process or on a Dask worker (sent there once, with the model)."""
+
+    def __init__(self, model: DmoModel):
+        self.model = model
+
+    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
+        logits, levels = self.model.logits(batch)
+        y = self.model.labels.encode(batch.column(self.model.labels.column))
+        keep = y >= 0
+        return logits[keep], y[keep], levels, batch.num_rows
+
+
+class LabeledScores(NamedTuple):
+    """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts,
+    and how many rows had no label (left out of the metrics, and said so: a report's n must not shrink
+    silently)."""
+    logits: np.ndarray
+    y: np.ndarray
+    levels: LevelCounts
+    unlabeled: int
+
+
+def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
+    engine.check(data)
+    schema, batches = open_data(data, model)
+    model.preprocessor.check_columns(schema)
+    label_col = model.labels.column
+    if label_col not in schema.names:
+        raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
+    columns = model.preprocessor.input_columns + [label_col]
+    score = LabeledLogits(model)
+    if engine.is_dask:
+        with engine.dask(data) as cluster:
+            parts = cluster.map(score, columns)
+    else:
+        parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
+    n_rows = sum(rows for *_, rows in parts)
+    if not n_rows:
+        raise DmoError(f"{sources.describe(data)} has no rows")
+    y_all = np.concatenate([y for _, y, _, _ in parts])
+    if y_all.size == 0:
+        raise DmoError(f"{sources.describe(data)} has no labeled rows to evaluate on")
+    levels = LevelCounts()
+    for _, _, part_levels, _ in parts:
+        levels.add(part_levels)
+    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size)
