@@ -34,8 +34,8 @@ from dmocli import TrainOptions, train
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:
-# plain CE (the paper's "Supervised" row and ALGORITHMS.md's L_s) and inverse-frequency class weighting
-# (wce, the baseline; fixmatch/adsh with balanced=true weight L_s and L_u the same way).
+# plain CE (the paper's "Supervised" row and docs/algorithms.md#adsh L_s) and inverse-frequency class weighting
+# (wce, the supervised baseline users compare against; fixmatch/adsh with balanced=true weight L_s and L_u the same way).
 # sup/sup_w (the FixMatch loop with tau = 1: no unlabeled row is used) are diagnostics, not run by default.
 METHODS = {"ce": ("wce", {"balanced": "false"}), "fixmatch": ("fixmatch", {}), "adsh": ("adsh", {}),
            "wce": ("wce", {}), "fixmatch_w": ("fixmatch", {"balanced": "true"}), "adsh_w": ("adsh", {"balanced": "true"}),

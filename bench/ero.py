@@ -97,7 +97,7 @@ def label(row: dict) -> str:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """The issue's targets, counted over the runs that were made (for every ERO preset but authors)."""
+    """The benchmark's targets (docs/ero.md), counted over the runs that were made (for every ERO preset but authors)."""
     fast = [r for r in rows if r["protocol"] != "authors"]
     by_key: dict[tuple, dict[str, dict]] = {}
     for r in fast:

@@ -1,4 +1,4 @@
-"""ERO in mini-batch mode at scale (issue #3): seconds per epoch and peak memory on synthetic rows.
+"""ERO in mini-batch mode at scale: seconds per epoch and peak memory on synthetic rows.
 
 Generates ROWS x FEATURES float32 rows with POS positives (Gaussian
 features, positives shifted along a random unit direction, so FROP 0.8 is

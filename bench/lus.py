@@ -1,4 +1,4 @@
-"""LUS benchmark (issue 5): variance ratios, accuracy versus fraction of data used, subsample-pass throughput.
+"""LUS benchmark: variance ratios, accuracy versus fraction of data used, subsample-pass throughput.
 
     python bench/lus.py [--data-dir ../shared/data] [--reps 50] [--rows 10000000] [--skip-throughput] [--skip-dask]
 

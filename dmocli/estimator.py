@@ -13,6 +13,8 @@ reason, the checks it fails by design.
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +34,42 @@ from sklearn.utils.validation import (
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import TrainOptions
+from dmocli.options import TrainOptions, estimator_fields, flag_of
 from dmocli.pipelines.train import train
 from dmocli.solvers import available, solver_class
 
 LABEL = "label"  # the column y becomes, as `dmo train` names it by default (saved models evaluate on files)
 
+def _init_signature() -> inspect.Signature:
+    """DmoClassifier's constructor parameters: the TrainOptions fields marked `estimator`, with their defaults
+    (a dict default becomes None, as scikit-learn wants immutable defaults)."""
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for spec in estimator_fields():
+        default = None if spec.default is dataclasses.MISSING else spec.default
+        parameters.append(inspect.Parameter(spec.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+    return inspect.Signature(parameters)
+
+
+def _parameters_doc() -> str:
+    """The numpydoc Parameters section, from the same help texts `dmo train --help` shows."""
+    lines = ["Parameters", "----------"]
+    for spec in estimator_fields():
+        flag = flag_of(spec)
+        lines += [f"{spec.name} : default={spec.default if spec.default is not dataclasses.MISSING else None!r}",
+                  f"    {spec.metadata['help']} (`dmo train {flag}`)"]
+    return "\n".join("    " + line if line else line for line in lines)
+
+
+_INIT_SIGNATURE = _init_signature()
+
+
 class DmoClassifier(ClassifierMixin, BaseEstimator):
     """Train any dmocli solver at one operating point; predict with its threshold.
 
-    Parameters mirror `dmo train` options (`params` is the `--param` dict).
-    After fit: `model_` (DmoModel), `report_` (the train report dict),
+    The constructor parameters are `dmo train`'s options, taken from their one
+    declaration (dmocli/options.py) so that defaults, choices and ranges cannot
+    drift between the two; `params` is the `--param` dict, `positive` may be any
+    label value. After fit: `model_` (DmoModel), `report_` (the train report dict),
     `classes_` (sorted, as scikit-learn orders them), `threshold_` (binary
     problems: on the logit scale of the positive class `model_.labels.positive`),
     `n_features_in_`, and `feature_names_in_` for DataFrames with string column names.
@@ -50,31 +77,18 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
     X is a DataFrame or pyarrow Table (numeric columns, text/categorical columns
     one-hot encoded, one embedding list column, as `dmo train` reads a file) or
     any numeric array-like (columns named x0..x{d-1} in the model file).
+
+{parameters}
     """
 
-    def __init__(self, problem: str | None = None, target: float | None = None, beta: float = 1.0,
-                 solver: str = "wce", model: str = "linear", width: int = 100, depth: int = 2,
-                 positive: Any = None, val_frac: float = 0.0, confidence: float | None = None,
-                 adjust: bool | None = None, allow_infeasible: bool = False, impute: str = "none",
-                 epochs: int | None = None, device: str = "cpu", seed: int = 0,
-                 params: dict[str, Any] | None = None):
-        self.problem = problem
-        self.target = target
-        self.beta = beta
-        self.solver = solver
-        self.model = model
-        self.width = width
-        self.depth = depth
-        self.positive = positive
-        self.val_frac = val_frac
-        self.confidence = confidence
-        self.adjust = adjust
-        self.allow_infeasible = allow_infeasible
-        self.impute = impute
-        self.epochs = epochs
-        self.device = device
-        self.seed = seed
-        self.params = params
+    def __init__(self, *args: Any, **kwargs: Any):
+        bound = _INIT_SIGNATURE.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
+
+    __init__.__signature__ = _INIT_SIGNATURE  # type: ignore[attr-defined]  # what get_params and help() read
+    __doc__ = __doc__.replace("{parameters}", _parameters_doc())
 
     def __sklearn_tags__(self) -> Tags:
         """What X and y this configuration accepts, so sklearn's checks and meta-estimators ask the right things."""

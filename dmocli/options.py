@@ -142,15 +142,15 @@ class TrainOptions:
     plot: str | Path | None = option(None, "--plot",
                                      help="Streaming solvers: draw online F vs rows seen to this PNG.")
 
-    def check(self) -> None:
-        """Every declared choice and range, all problems in one message, before any data is read."""
+    def problems(self) -> list[str]:
+        """What breaks a declared choice or range: every such option, checked before any data is read."""
         problems = []
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
             if problem is not None:
                 problems.append(problem)
-        refuse(problems)
+        return problems
 
 
 def flag_of(spec: dataclasses.Field) -> str:

@@ -1,4 +1,4 @@
-"""JSON reports (stable keys, see DESIGN.md) and the precision-recall plot."""
+"""JSON reports (stable keys, the same for every command) and the precision-recall plot."""
 from __future__ import annotations
 
 import json

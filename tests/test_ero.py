@@ -1,4 +1,4 @@
-"""ERO and the smoothed baselines, checked against independent computations (ALGORITHMS.md section 1)."""
+"""ERO and the smoothed baselines, checked against independent computations (docs/algorithms.md#ero)."""
 from __future__ import annotations
 
 import json

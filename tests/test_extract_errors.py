@@ -56,8 +56,8 @@ def _run_without(modules: list[str], code: str) -> subprocess.CompletedProcess:
 def test_core_imports_and_extract_fails_clearly_without_the_extra(tmp_path: Path) -> None:
     extras = ["transformers", "timm", "PIL", "huggingface_hub"]
     args = [str(_image_folder(tmp_path)), "-o", str(tmp_path / "f.parquet"), "--model", "org/model"]
-    proc = _run_without(extras, "import dmocli.cli.app, dmocli.pipelines.train, dmocli.pipelines.apply, dmocli.extract; print('ok'); "
-                                f"dmocli.cli.app.main(['extract', *{args!r}])")
+    proc = _run_without(extras, "import dmocli.cli.process, dmocli.pipelines.train, dmocli.pipelines.apply, dmocli.extract; print('ok'); "
+                                f"dmocli.cli.process.main(['extract', *{args!r}])")
     assert proc.stdout.strip() == "ok", proc.stderr
     assert proc.returncode == 2, proc.stderr
     assert 'pip install "dmocli[extract]"' in proc.stderr and "Traceback" not in proc.stderr

@@ -208,7 +208,7 @@ def test_streaming_train_starts_without_torch_scipy_or_pandas(stream_files, tmp_
     """The numpy streaming path must not import torch, scipy or pandas: together they are ~2.5 s of
     start-up, more than the learning pass over 2M rows. The model it writes still loads and evaluates."""
     model = tmp_path / "m.safetensors"
-    code = ("import sys; from dmocli.cli.app import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
+    code = ("import sys; from dmocli.cli.process import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "heavy = sorted(m for m in ('torch', 'scipy', 'pandas', 'pyarrow.dataset') if m in sys.modules)\n"
             "print('HEAVY', heavy)")

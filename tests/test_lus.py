@@ -1,4 +1,4 @@
-"""LUS (ALGORITHMS.md section 4): acceptance formulas, `dmo subsample`, offset-corrected training."""
+"""LUS (docs/algorithms.md#lus): acceptance formulas, `dmo subsample`, offset-corrected training."""
 from __future__ import annotations
 
 import json

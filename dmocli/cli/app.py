@@ -1,24 +1,19 @@
-"""The `dmo` command line: each command parses options and calls one library function.
-
-Errors the user can fix (DmoError) become one line on stderr and exit code
-2 (3 when a target is unreachable); anything else is exit code 1, with the
-traceback only under --debug.
-"""
+"""The `dmo` commands: each parses its options and calls one library function; what it prints goes through
+`_emit`. How the process runs a command and maps errors to exit codes is dmocli/cli/process.py."""
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from dmocli.cli.train_command import takes_train_options
 from dmocli.engines import torchrun
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError
+from dmocli.options import TrainOptions
 
 app = typer.Typer(
     name="dmo",
@@ -29,13 +24,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-PROBLEM_HELP = "fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; " \
-               "ofbs: max F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)"
-
 
 def _engine_option() -> Any:
     return typer.Option("local", "--engine", help="local (record batches in this process) or dask (partitions on "
@@ -53,16 +43,6 @@ def _workers_option() -> Any:
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
     """dmo: exact operating points for imbalanced classification."""
-
-
-def _parse_params(values: list[str]) -> dict[str, str]:
-    params = {}
-    for item in values:
-        if "=" not in item or not item.split("=", 1)[0].strip():
-            raise DmoError(f"--param {item!r} must look like KEY=VALUE (see `dmo solvers` for each solver's keys)")
-        key, value = item.split("=", 1)
-        params[key.strip()] = value.strip()
-    return params
 
 
 def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
@@ -92,37 +72,13 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
 
 
 @app.command()
+@takes_train_options
 def train(
     data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr)."),
-    problem: Optional[str] = typer.Option(None, "--problem", "-p", help=PROBLEM_HELP),
-    target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for the constrained metric (fpor/frop)."),
-    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta (ofbs, and F-beta in reports)."),
-    solver: str = typer.Option("wce", "--solver", "-s", help="Training method; `dmo solvers` lists them."),
-    model: str = typer.Option("linear", "--model", "-m", help="linear or mlp."),
-    width: int = typer.Option(100, "--width", help="MLP hidden width."),
-    depth: int = typer.Option(2, "--depth", help="MLP hidden layers."),
-    val: Optional[Path] = typer.Option(None, "--val", help="Validation table: the threshold (and, where the solver uses one, early stopping or iterate selection) is fitted on it."),
-    val_frac: float = typer.Option(0.0, "--val-frac", help="Hold out this stratified fraction of DATA as validation instead of --val."),
-    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
-    positive: Optional[str] = typer.Option(None, "--positive", help="Positive class value (default: minority class of a two-class label)."),
-    drop: list[str] = typer.Option([], "--drop", help="Column to ignore (repeatable), e.g. an id column."),
-    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
-    impute: str = typer.Option("none", "--impute", help="none: refuse NaN/inf features; median: fill with training medians."),
-    device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
-    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same model."),
-    param: list[str] = typer.Option([], "--param", help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."),
-    gamma: Optional[float] = typer.Option(None, "--gamma", help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command."),
-    folding: Optional[int] = typer.Option(None, "--folding", help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same as --param folding=K; pick the fold with --param fold=k)."),
-    confidence: Optional[float] = typer.Option(None, "--confidence", help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at this level (e.g. 0.95)."),
-    adjust: Optional[bool] = typer.Option(None, "--adjust/--no-adjust", help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, except for the streaming solvers fofo/ofo/lr, which keep their learned threshold."),
-    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Save the closest threshold when the target is unreachable (exit 0 instead of 3)."),
-    drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."),
-    unlabeled_truth: Optional[Path] = typer.Option(None, "--unlabeled-truth", help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG."),
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options above by takes_train_options
 ) -> None:
     """Train a classifier and fit its threshold for the chosen operating point.
 
@@ -131,16 +87,9 @@ def train(
     On several processes or machines (wce, ero, sigmoid-f1, lagrangian; parquet DATA):
     torchrun --nproc-per-node 4 --no-python dmo train data/ --val val.parquet
     """
-    from dmocli.pipelines.train import TrainOptions
     from dmocli.pipelines.train import train as run_train
 
-    opts = TrainOptions(
-        problem=problem, target=target, beta=beta, solver=solver, model=model, width=width, depth=depth,
-        label_col=label_col, positive=positive, drop=tuple(drop), embedding_col=embedding_col, impute=impute,
-        val=val, val_frac=val_frac, device=device, seed=seed, params=_parse_params(param), confidence=confidence,
-        adjust=adjust, allow_infeasible=allow_infeasible, drop_unlabeled=drop_unlabeled,
-        unlabeled_truth=unlabeled_truth, gamma=gamma, folding=folding, epochs=epochs, plot=plot,
-    )
+    opts = options
     _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
@@ -338,128 +287,3 @@ def solvers() -> None:
         for row in param_help(solver.Params):
             table.add_row(*row)
         out.print(table)
-
-
-def _click_kind(exc: BaseException) -> set[str]:
-    """Names of the click exception classes `exc` is (typer may vendor its own copy of click, so by name)."""
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
-def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
-    """Click's usage errors as one line like every other error (exit 2); `dmo` alone prints the help, as
-    before."""
-    kinds = _click_kind(exc)
-    ctx = getattr(exc, "ctx", None)
-    if "NoArgsIsHelpError" in kinds:  # typer has printed the help already
-        sys.exit(2)
-    if "Abort" in kinds:
-        err.print("dmo: interrupted", markup=False)
-        sys.exit(INTERRUPTED)
-    if "UsageError" in kinds and not debug:
-        hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
-        _report(f"dmo: error: {exc.format_message()}{hint}", None, in_group)  # type: ignore[attr-defined]
-        sys.exit(getattr(exc, "exit_code", 2))
-
-
-def _in_torchrun_train(args: list[str]) -> bool:
-    """`dmo train` started by torchrun as one of several processes: the only command that runs as a group, where
-    every process meets the same errors and process 0 prints them. Any other command prints its own, even with
-    torchrun's variables set (a user's own distributed job calling dmo)."""
-    command = next((arg for arg in args if not arg.startswith("-")), None)
-    return command == "train" and torchrun.launched_quietly()
-
-
-def _report(line: str, exc: DmoError | None, in_group: bool) -> None:
-    """Print an error line, unless another process of the group prints it (then give it time to)."""
-    if not in_group or torchrun.prints(exc):
-        err.print(line, markup=False)
-    else:
-        torchrun.let_rank_zero_report()
-
-
-class Terminated(BaseException):
-    """SIGTERM (a batch scheduler's stop, `timeout`, `kill`), raised in the main thread like Ctrl-C so the
-    temporary output files are removed on the way out."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    in_group = _in_torchrun_train(args)
-    if not in_group:
-        _run_command(args, in_group)
-        return
-    try:
-        _run_command(args, in_group)
-    except SystemExit as exc:
-        _leave_torchrun_process(exc.code)
-    except Terminated:  # torchrun stops the other processes once one has ended (process 0, after its error line)
-        _leave_torchrun_process(128 + signal.SIGTERM)
-
-
-def _leave_torchrun_process(code: object) -> NoReturn:
-    """End a process of a torchrun group with os._exit, skipping the interpreter's teardown.
-
-    By now the process group is destroyed and every output written and renamed. In the teardown, a process that
-    had finished its work sometimes aborted (SIGABRT, "terminate called without an active exception"; 3 of 100
-    two-process runs), and torchrun then reports the whole job as failed.
-    """
-    if isinstance(code, str):
-        err.print(code, markup=False)  # what sys.exit(text) prints
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken pipe: nothing more can reach it
-            pass
-    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
-
-
-def _run_command(args: list[str], in_group: bool) -> None:
-    """Run one dmo command; it always ends in SystemExit with the command's exit status."""
-    if threading.current_thread() is threading.main_thread():  # a handler can only be set there
-        signal.signal(signal.SIGTERM, _raise_terminated)
-    debug = "--debug" in args
-    if debug:  # a global option, accepted after the command too (`dmo train --debug ...`), as users type it
-        args = ["--debug", *(arg for arg in args if arg != "--debug")]
-    if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
-        sys.exit(0)  # the help page once, from process 0, not once per process
-    try:
-        # Not standalone: click's usage errors come here too, to be one line like every other error.
-        code = app(args=args, prog_name="dmo", standalone_mode=False)
-        if code == INTERRUPTED and (not in_group or torchrun.prints(None)):  # typer ends a Ctrl-C'd command so, silently
-            err.print("dmo: interrupted", markup=False)
-        sys.exit(code if isinstance(code, int) else 0)
-    except UnreachableTarget as exc:
-        if debug:
-            raise
-        _report(f"dmo: {exc}", exc, in_group)
-        sys.exit(exc.exit_code)
-    except DmoError as exc:
-        if debug:
-            raise
-        _report(f"dmo: error: {exc}", exc, in_group)  # raised alike by every process of a group: one line, rank 0's
-        sys.exit(exc.exit_code)
-    except BrokenPipeError:  # output piped into `head` and the like
-        devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
-    except (KeyboardInterrupt, Terminated) as exc:
-        if not in_group or torchrun.prints(None):
-            err.print("dmo: interrupted" if isinstance(exc, KeyboardInterrupt) else "dmo: terminated", markup=False)
-        sys.exit(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
-    except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
-        _exit_on_click_error(exc, debug, in_group)
-        if debug:
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
-        err.print(f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the "
-                  "traceback)", markup=False)
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ import sys
 
 def main() -> None:
     try:
-        from dmocli.cli.app import main as run
+        from dmocli.cli.process import main as run
     except KeyboardInterrupt:
         sys.stderr.write("dmo: interrupted\n")
         raise SystemExit(130) from None

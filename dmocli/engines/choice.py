@@ -2,9 +2,9 @@
 
 subsample, evaluate, threshold and predict read their data once per pass and
 treat every batch alike, so the same per-batch work can run on Dask workers,
-partition by partition (DESIGN.md: an existing engine for row-parallel passes,
+partition by partition (an existing engine for row-parallel passes,
 no home-made cluster code). This module holds the choice and its checks; the
-Dask side is in dask_engine (imported only when chosen: it needs
+Dask side is in dask_cluster.py (imported only when chosen: it needs
 `pip install 'dmocli[dask]'` and imports pandas).
 """
 from __future__ import annotations

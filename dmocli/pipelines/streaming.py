@@ -11,7 +11,7 @@ batch) throughout; the only O(rows) steps are the ones the user asks for:
 `--val` (one logit and label per validation row, for exact AP/AUC) and
 `--adjust` (exact threshold search needs every logit of its split).
 
-The model file and report match the in-memory pipeline's (training.py),
+The model file and report match the in-memory pipeline's (in_memory.py),
 plus an "online" section: progressive F, final threshold, rows/s, and the
 curve of online F versus rows seen.
 """

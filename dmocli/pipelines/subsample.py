@@ -5,7 +5,7 @@ Pass 1 counts the classes and draws the uniform pilot sample (capped at
 fitted on it. Pass 2 computes a(x, k) for every class of every row, draws
 acceptance with the label's a(x, y), and writes the accepted rows with one
 float32 column `log_accept_<class>` per class: training adds those to the
-class logits (ALGORITHMS.md section 4). Pilot rows are not drawn again in pass
+class logits (docs/algorithms.md#lus). Pilot rows are not drawn again in pass
 2; with LUS they are written as they are, with log_accept 0 for every class
 (unless keep_pilot is off): a uniform draw needs no correction, so the fit uses
 every row the pilot already paid for and stays consistent for a well-specified model.

@@ -13,7 +13,7 @@ from dmocli.data import outputs, sources
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import TrainOptions
+from dmocli.options import TrainOptions, refuse
 from dmocli.pipelines.in_memory import NOT_PARQUET, train_in_memory
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, StreamingSolver
@@ -52,8 +52,14 @@ def train(data: sources.Source, opts: TrainOptions, output: str | Path | None = 
     and every `--param` of the solver, is checked before any data is read.
     """
     started = time.perf_counter()
-    opts.check()
     solver = get_solver(opts.solver)
+    problems = opts.problems()  # with the solver's --param problems below: every one in one message
+    try:
+        params = solver.parse_params(_solver_params(opts, solver))
+    except DmoError as exc:
+        problems.append(str(exc))
+    refuse(problems)
+    solver.check_params(params, opts.model)
     if sources.is_stdin(opts.val) or sources.is_stdin(opts.unlabeled_truth):
         raise DmoError("only DATA can be read from standard input ('-'); give --val and --unlabeled-truth as files")
     if sources.is_stdin(data):
@@ -72,8 +78,6 @@ def train(data: sources.Source, opts: TrainOptions, output: str | Path | None = 
     outputs.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
-    params = solver.parse_params(_solver_params(opts, solver))
-    solver.check_params(params, opts.model)
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
     if torchrun.launched():

@@ -1,6 +1,6 @@
 """Adsh (Guo & Li, ICML 2022): FixMatch with per-class thresholds re-set once per epoch.
 
-ALGORITHMS.md section 5 / the paper's Algorithm 2: predict all unlabeled
+docs/algorithms.md#adsh / the paper's Algorithm 2: predict all unlabeled
 rows (weak view), group the max confidences by predicted class and sort each
 group descending. For the majority class (most labeled rows) let rho be the
 fraction of its group with confidence >= tau_1; every class k gets

@@ -202,7 +202,7 @@ def param_help(params_cls: type) -> list[tuple[str, str, str]]:
 
 
 def offset_logits(logits: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
-    """Training-time LUS correction: add log a(x, k) to every class logit (ALGORITHMS.md section 4).
+    """Training-time LUS correction: add log a(x, k) to every class logit (docs/algorithms.md#lus).
 
     offsets is (n, K); a one-logit binary head gets log a(x, 1) - log a(x, 0),
     the same correction written on the log-odds. Prediction never adds it.

@@ -1,4 +1,4 @@
-"""ERO: exact reformulation + l1 exact penalty for FPOR, FROP and OFBS (ALGORITHMS.md section 1).
+"""ERO: exact reformulation + l1 exact penalty for FPOR, FROP and OFBS (docs/algorithms.md#ero).
 
 Every training row gets a variable s_i in [0,1] standing for its prediction;
 the one-sided identities on h(s, z) tie s to the model (z = sigmoid(f) - 1/2)
@@ -28,7 +28,7 @@ Three presets (`--param protocol=...`), every value overridable:
   (`WithinNoiseIterate`); the MLP, which keeps fitting train, keeps the
   strict validation arg-max as its guard against over-fitting.
 - `thorough`: the train problem solved hard, at the cost of over-fitting
-  (issue #3's train-objective target): MLP warm start of the authors' kind
+  (the goal of a train objective at least WCE+TA's): MLP warm start of the authors' kind
   (plain BCE, full batch, early-stopped on the training loss) at 10x their
   learning rate for 1/10 of their steps, then fast's penalty phase, keeping
   the best iterate on train (`selection=train`: validation unused); the
@@ -121,7 +121,7 @@ class Settings:
 def _preset(protocol: str, model: str) -> Settings:
     mlp = model == "mlp"
     if protocol == "thorough":
-        # The train problem, solved hard (issue #3): the authors' kind of warm start (plain BCE, full batch,
+        # The train problem, solved hard (best train objective): the authors' kind of warm start (plain BCE, full batch,
         # early-stopped on the training loss) at 10x their learning rate for 1/10 of their steps, then the
         # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start (wce's exact optimum) is kept.
         warm = dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}

@@ -1,4 +1,4 @@
-"""LUS: multinomial logistic regression on a local uncertainty subsample (ALGORITHMS.md section 4).
+"""LUS: multinomial logistic regression on a local uncertainty subsample (docs/algorithms.md#lus).
 
 Two ways in:
 - DATA is a `dmo subsample` file: its per-class log acceptance offsets are

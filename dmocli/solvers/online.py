@@ -2,7 +2,7 @@
 
 All three share the posterior learner, online logistic regression by
 mini-batch SGD, and differ only in the threshold that turns eta_t(x_t) into
-a prediction (ALGORITHMS.md section 3):
+a prediction (docs/algorithms.md#fofo):
 
 * fofo: the learned threshold of Liu et al. (NeurIPS 2018), staged SGD on Q(theta);
 * ofo:  Busa-Fekete et al. (2015), threshold = online F of past predictions / (1+b^2);
@@ -18,7 +18,7 @@ per-row steps, then the threshold recurrence). Mini-batching thus delays the
 logistic update by fewer than batch-size rows but never lets a label inform
 its own prediction; with batch-size 1 it is the paper's per-row algorithm.
 
-The streaming pipeline (dmocli/streaming.py) feeds these solvers; they never
+The streaming pipeline (dmocli/pipelines/streaming.py) feeds these solvers; they never
 see the whole data.
 """
 from __future__ import annotations

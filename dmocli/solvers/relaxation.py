@@ -1,4 +1,4 @@
-"""Differentiable pieces shared by the metric-optimizing solvers (ALGORITHMS.md section 1).
+"""Differentiable pieces shared by the metric-optimizing solvers (docs/algorithms.md#ero).
 
 ERO lifts every prediction 1{g(x_i) > t} to a variable s_i in [0,1] and ties
 the two together with the exact one-sided identities built on

@@ -1,6 +1,6 @@
 """The FixMatch training loop shared by `fixmatch` (one fixed threshold) and `adsh` (per-class thresholds).
 
-Per step (ALGORITHMS.md section 5): L = L_s + lambda_u L_u, with L_s the
+Per step (docs/algorithms.md#adsh): L = L_s + lambda_u L_u, with L_s the
 cross-entropy of a labeled batch of B rows (weak view; with balanced=true
 weighted by inverse labeled class frequency exactly like `wce`, so that a
 comparison with the class-weighted supervised baseline changes only the
