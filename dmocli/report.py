@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dmocli import __version__
+from dmocli.version import __version__
 from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
 from dmocli.operating_point.curve import ScoreCurve

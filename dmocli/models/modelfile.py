@@ -16,7 +16,7 @@ import pyarrow as pa
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save, save_file
 
-from dmocli import __version__
+from dmocli.version import __version__
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture

@@ -123,7 +123,7 @@ class LocalUncertaintySampling(InMemorySolver):
         gamma: float = field(default=0.0, metadata={
             "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"})
         pilot_frac: float = field(default=0.1, metadata={"positive": True, "below": 1, "help": "uniform fraction of rows for the pilot (with --gamma)"})
-        pilot_model: str = field(default="linear", metadata={"help": "pilot network: linear or mlp"})
+        pilot_model: str = field(default="linear", metadata={"choices": ("linear", "mlp"), "help": "pilot network: linear or mlp"})
         keep_pilot: bool = field(default=True, metadata={
             "help": "fit on the pilot's rows too (offset 0); false: the accepted rows only, the paper's setting"})
 
