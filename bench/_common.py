@@ -1,4 +1,5 @@
 """Helpers shared by the benchmark scripts: where the data is, synthetic data, timing a command, writing results."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,13 @@ BINARY_SETS = ("page_blocks0", "segment0", "abalone19", "yeast4", "satimage", "a
 def write_results(name: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    payload = {"benchmark": name, "machine": platform.node(), "python": platform.python_version(),
-               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **payload}
+    payload = {
+        "benchmark": name,
+        "machine": platform.node(),
+        "python": platform.python_version(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **payload,
+    }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
 
@@ -58,8 +64,11 @@ def make_data(directory: Path, rows: int, cols: int, files: int) -> None:
         X = rng.standard_normal((per, cols), dtype=np.float32)
         y = (X @ w + 3.0 * rng.standard_normal(per) > 6.0).astype(np.int64)
         arrays = [pa.array(X[:, j]) for j in range(cols)] + [pa.array(y), pa.array(np.arange(i * per, (i + 1) * per))]
-        pq.write_table(pa.table(arrays, names=[f"x{j}" for j in range(cols)] + ["label", "id"]),
-                       directory / f"part-{i:03d}.parquet", row_group_size=65536)
+        pq.write_table(
+            pa.table(arrays, names=[f"x{j}" for j in range(cols)] + ["label", "id"]),
+            directory / f"part-{i:03d}.parquet",
+            row_group_size=65536,
+        )
     marker.touch()
 
 

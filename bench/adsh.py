@@ -16,6 +16,7 @@ rare-3 recall > fixmatch's on average.
 
     python bench/adsh.py [--data-dir ../shared/data] [--seeds 0 1 2] [--epochs 20] [--steps 50]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,17 +30,24 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dmocli.pipelines.apply import evaluate
 from dmocli import TrainOptions, train
+from dmocli.pipelines.apply import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:
 # plain CE (the paper's "Supervised" row and docs/algorithms.md#adsh L_s) and inverse-frequency class weighting
 # (wce, the supervised baseline users compare against; fixmatch/adsh with balanced=true weight L_s and L_u the same way).
 # sup/sup_w (the FixMatch loop with tau = 1: no unlabeled row is used) are diagnostics, not run by default.
-METHODS = {"ce": ("wce", {"balanced": "false"}), "fixmatch": ("fixmatch", {}), "adsh": ("adsh", {}),
-           "wce": ("wce", {}), "fixmatch_w": ("fixmatch", {"balanced": "true"}), "adsh_w": ("adsh", {"balanced": "true"}),
-           "sup": ("fixmatch", {"tau": "1.0"}), "sup_w": ("fixmatch", {"tau": "1.0", "balanced": "true"})}
+METHODS = {
+    "ce": ("wce", {"balanced": "false"}),
+    "fixmatch": ("fixmatch", {}),
+    "adsh": ("adsh", {}),
+    "wce": ("wce", {}),
+    "fixmatch_w": ("fixmatch", {"balanced": "true"}),
+    "adsh_w": ("adsh", {"balanced": "true"}),
+    "sup": ("fixmatch", {"tau": "1.0"}),
+    "sup_w": ("fixmatch", {"tau": "1.0", "balanced": "true"}),
+}
 DEFAULT_METHODS = ["ce", "fixmatch", "adsh", "wce", "fixmatch_w", "adsh_w"]
 # (supervised, fixmatch, adsh) compared within a family for the targets
 FAMILIES = {"plain CE": ("ce", "fixmatch", "adsh"), "class-weighted": ("wce", "fixmatch_w", "adsh_w")}
@@ -48,11 +56,13 @@ FAMILIES = {"plain CE": ("ce", "fixmatch", "adsh"), "class-weighted": ("wce", "f
 def profile(first: float, gamma: float, n_classes: int, reverse: bool) -> np.ndarray:
     """Rows per class rank: first * gamma^(-(k-1)/(K-1)), reversed if asked, at least 1."""
     exponent = np.arange(n_classes) / (n_classes - 1)
-    counts = np.maximum(1, np.round(first * gamma ** -exponent)).astype(int)
+    counts = np.maximum(1, np.round(first * gamma**-exponent)).astype(int)
     return counts[::-1].copy() if reverse else counts
 
 
-def build(train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+def build(
+    train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, list]:
     """(partly labeled train table, its truth table, class order head -> tail)."""
     rng = np.random.default_rng(seed)
     classes = sorted(train["label"].unique())
@@ -65,7 +75,7 @@ def build(train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool) 
         if a + b > rows.size:
             raise SystemExit(f"class {cls}: {a}+{b} rows asked, {rows.size} available")
         lab_parts.append(rows[:a])
-        unl_parts.append(rows[a:a + b])
+        unl_parts.append(rows[a : a + b])
     lab, unl = np.concatenate(lab_parts), np.concatenate(unl_parts)
     rows = rng.permutation(np.concatenate([lab, unl]))
     table = train.iloc[rows].reset_index(drop=True)
@@ -74,20 +84,41 @@ def build(train: pd.DataFrame, seed: int, gamma: float, n1: int, reverse: bool) 
     return table, truth, order
 
 
-def run(method: str, data: Path, truth: Path, test: Path, out: Path, seed: int, model: str,
-        epochs: int, steps: int, extra: dict[str, str]) -> dict:
+def run(
+    method: str,
+    data: Path,
+    truth: Path,
+    test: Path,
+    out: Path,
+    seed: int,
+    model: str,
+    epochs: int,
+    steps: int,
+    extra: dict[str, str],
+) -> dict:
     solver, params = METHODS[method]
     semi = solver != "wce"
     if semi:
         params = {**params, "epochs": str(epochs), "steps_per_epoch": str(steps), **extra}
-    opts = TrainOptions(solver=solver, model=model, seed=seed, params=params, drop_unlabeled=not semi,
-                        unlabeled_truth=truth if semi else None, device="cpu")
+    opts = TrainOptions(
+        solver=solver,
+        model=model,
+        seed=seed,
+        params=params,
+        drop_unlabeled=not semi,
+        unlabeled_truth=truth if semi else None,
+        device="cpu",
+    )
     started = time.perf_counter()
     _, report = train(data, opts, output=out)
     wall = time.perf_counter() - started
     split = evaluate(out, test)["splits"]["data"]
-    result = {"balanced_accuracy": split["balanced_accuracy"], "recall": split["per_class"]["recall"],
-              "classes": split["classes"], "wall_seconds": wall}
+    result = {
+        "balanced_accuracy": split["balanced_accuracy"],
+        "recall": split["per_class"]["recall"],
+        "classes": split["classes"],
+        "wall_seconds": wall,
+    }
     if semi:
         trace = report["solver_trace"]
         result["final_thresholds"] = trace["thresholds"][-1]
@@ -125,28 +156,77 @@ def main() -> None:
             truth.to_parquet(truth_path)
             rare = order[-3:]
             for method in args.methods:
-                res = run(method, data, truth_path, test, tmp / f"{method}.safetensors", seed, args.model,
-                          args.epochs, args.steps, dict(item.split("=", 1) for item in args.param))
+                res = run(
+                    method,
+                    data,
+                    truth_path,
+                    test,
+                    tmp / f"{method}.safetensors",
+                    seed,
+                    args.model,
+                    args.epochs,
+                    args.steps,
+                    dict(item.split("=", 1) for item in args.param),
+                )
                 res["rare3_recall"] = float(np.mean([res["recall"][res["classes"].index(c)] for c in rare]))
-                records.append({"gamma": gamma, "n1": n1, "profile": prof, "seed": seed, "method": method,
-                                "n_labeled": int(table["label"].notna().sum()), "n_unlabeled": int(table["label"].isna().sum()),
-                                "class_order": [int(c) for c in order], **res})
-                print(f"gamma {gamma:g} N1 {n1} {prof:8s} seed {seed} {method:8s} bal.acc {res['balanced_accuracy']:.4f} "
-                      f"rare3 {res['rare3_recall']:.4f} {res['wall_seconds']:.1f}s", flush=True)
+                records.append(
+                    {
+                        "gamma": gamma,
+                        "n1": n1,
+                        "profile": prof,
+                        "seed": seed,
+                        "method": method,
+                        "n_labeled": int(table["label"].notna().sum()),
+                        "n_unlabeled": int(table["label"].isna().sum()),
+                        "class_order": [int(c) for c in order],
+                        **res,
+                    }
+                )
+                print(
+                    f"gamma {gamma:g} N1 {n1} {prof:8s} seed {seed} {method:8s} bal.acc {res['balanced_accuracy']:.4f} "
+                    f"rare3 {res['rare3_recall']:.4f} {res['wall_seconds']:.1f}s",
+                    flush=True,
+                )
     summary = summarize(records, args.methods)
     print_table(summary, args.methods)
     targets = check_targets(summary, args.methods)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "device": "cpu", "torch": torch.__version__, "total_wall_seconds": time.perf_counter() - started,
-        "summary": summary, "targets": targets, "runs": records}, indent=2))
+    args.output.write_text(
+        json.dumps(
+            {
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "device": "cpu",
+                "torch": torch.__version__,
+                "total_wall_seconds": time.perf_counter() - started,
+                "summary": summary,
+                "targets": targets,
+                "runs": records,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.output} ({time.perf_counter() - started:.0f} s)")
 
 
 def summarize(records: list[dict], methods: list[str]) -> list[dict]:
-    frame = pd.DataFrame([{k: r[k] for k in ("gamma", "n1", "profile", "seed", "method", "balanced_accuracy",
-                                              "rare3_recall", "wall_seconds")} for r in records])
+    frame = pd.DataFrame(
+        [
+            {
+                k: r[k]
+                for k in (
+                    "gamma",
+                    "n1",
+                    "profile",
+                    "seed",
+                    "method",
+                    "balanced_accuracy",
+                    "rare3_recall",
+                    "wall_seconds",
+                )
+            }
+            for r in records
+        ]
+    )
     rows = []
     for (gamma, n1, prof), group in frame.groupby(["gamma", "n1", "profile"], sort=True):
         row = {"gamma": gamma, "n1": n1, "profile": prof}
@@ -167,9 +247,13 @@ def print_table(rows: list[dict], methods: list[str]) -> None:
     print(head)
     print("-" * len(head))
     for r in rows:
-        cells = [" ".join(f"{r[f'{m}_{key}']:>8.{digits}f}" for m in methods)
-                 for key, digits in (("bal_acc", 4), ("rare3", 4), ("wall_s", 1))]
-        print(f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | {'':5} {cells[1]} | {'':6} {cells[2]}")
+        cells = [
+            " ".join(f"{r[f'{m}_{key}']:>8.{digits}f}" for m in methods)
+            for key, digits in (("bal_acc", 4), ("rare3", 4), ("wall_s", 1))
+        ]
+        print(
+            f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | {'':5} {cells[1]} | {'':6} {cells[2]}"
+        )
 
 
 def check_targets(rows: list[dict], methods: list[str]) -> list[dict]:
@@ -182,16 +266,24 @@ def check_targets(rows: list[dict], methods: list[str]) -> list[dict]:
                 continue
             mean = {m: float(np.mean([r[f"{m}_bal_acc"] for r in group])) for m in (sup, fix, ads)}
             rare = {m: float(np.mean([r[f"{m}_rare3"] for r in group])) for m in (fix, ads)}
-            item = {"gamma": gamma, "family": family, "bal_acc": mean, "rare3": rare,
-                    "adsh>fixmatch>supervised": mean[ads] > mean[fix] > mean[sup], "rare3 adsh>fixmatch": rare[ads] > rare[fix],
-                    "adsh>fixmatch settings": sum(r[f"{ads}_bal_acc"] > r[f"{fix}_bal_acc"] for r in group),
-                    "fixmatch>supervised settings": sum(r[f"{fix}_bal_acc"] > r[f"{sup}_bal_acc"] for r in group),
-                    "settings": len(group)}
+            item = {
+                "gamma": gamma,
+                "family": family,
+                "bal_acc": mean,
+                "rare3": rare,
+                "adsh>fixmatch>supervised": mean[ads] > mean[fix] > mean[sup],
+                "rare3 adsh>fixmatch": rare[ads] > rare[fix],
+                "adsh>fixmatch settings": sum(r[f"{ads}_bal_acc"] > r[f"{fix}_bal_acc"] for r in group),
+                "fixmatch>supervised settings": sum(r[f"{fix}_bal_acc"] > r[f"{sup}_bal_acc"] for r in group),
+                "settings": len(group),
+            }
             out.append(item)
-            print(f"gamma {gamma:g} {family:15s} bal.acc {sup} {mean[sup]:.4f} {fix} {mean[fix]:.4f} {ads} {mean[ads]:.4f} "
-                  f"| rare3 {fix} {rare[fix]:.4f} {ads} {rare[ads]:.4f} | adsh>fixmatch>sup {item['adsh>fixmatch>supervised']} "
-                  f"(settings: adsh>fixmatch {item['adsh>fixmatch settings']}/{len(group)}, "
-                  f"fixmatch>sup {item['fixmatch>supervised settings']}/{len(group)}) rare3 {item['rare3 adsh>fixmatch']}")
+            print(
+                f"gamma {gamma:g} {family:15s} bal.acc {sup} {mean[sup]:.4f} {fix} {mean[fix]:.4f} {ads} {mean[ads]:.4f} "
+                f"| rare3 {fix} {rare[fix]:.4f} {ads} {rare[ads]:.4f} | adsh>fixmatch>sup {item['adsh>fixmatch>supervised']} "
+                f"(settings: adsh>fixmatch {item['adsh>fixmatch settings']}/{len(group)}, "
+                f"fixmatch>sup {item['fixmatch>supervised settings']}/{len(group)}) rare3 {item['rare3 adsh>fixmatch']}"
+            )
     return out
 
 

@@ -12,6 +12,7 @@ the processes share its cores, so what this measures is the cost of the protocol
 streaming preprocessing pass, the collectives) and the memory each process holds (its share of the rows);
 the speed-up of N machines is not measured here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,33 +51,91 @@ def main() -> None:
     for name in files[:-1]:
         (train / name.name).symlink_to(name)
     rows_trained = sum(pq.ParquetFile(name).metadata.num_rows for name in files[:-1])
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.processes}",
-                "--no-python"]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={args.processes}",
+        "--no-python",
+    ]
 
     rows, reports = [], {}
-    runs = (("linear", []), ("mlp", ["--model", "mlp", "--param", f"max-epochs={args.mlp_epochs}", "--val", str(val)]),
-            ("ero-linear", ["--solver", "ero", "--val", str(val)]))
+    runs = (
+        ("linear", []),
+        ("mlp", ["--model", "mlp", "--param", f"max-epochs={args.mlp_epochs}", "--val", str(val)]),
+        ("ero-linear", ["--solver", "ero", "--val", str(val)]),
+    )
     for model, extra in runs:
         for processes, launcher in ((1, []), (args.processes, torchrun)):
             out = scratch / f"dist_{model}_{processes}.safetensors"
             report = scratch / f"dist_{model}_{processes}.json"
-            wall, rss = timed(["train", str(train), "--problem", "fpor", "--target", "0.8", "--drop", "id",
-                               "--device", "cpu", "-o", str(out), "--report", str(report), *extra], launcher)
+            wall, rss = timed(
+                [
+                    "train",
+                    str(train),
+                    "--problem",
+                    "fpor",
+                    "--target",
+                    "0.8",
+                    "--drop",
+                    "id",
+                    "--device",
+                    "cpu",
+                    "-o",
+                    str(out),
+                    "--report",
+                    str(report),
+                    *extra,
+                ],
+                launcher,
+            )
             result = json.loads(report.read_text())
             reports[(model, processes)] = out
             own = result.get("before_adjustment", {}).get("train", {})  # the solver's own decision (ERO's)
-            rows.append({"model": model, "processes": processes, "seconds": wall, "fit_seconds": result["fit_seconds"],
-                         "peak_rss_mib": rss, "train_recall": result["splits"]["train"]["recall"],
-                         "train_precision": result["splits"]["train"]["precision"],
-                         "own_train_recall": own.get("recall"), "own_train_precision": own.get("precision")})
+            rows.append(
+                {
+                    "model": model,
+                    "processes": processes,
+                    "seconds": wall,
+                    "fit_seconds": result["fit_seconds"],
+                    "peak_rss_mib": rss,
+                    "train_recall": result["splits"]["train"]["recall"],
+                    "train_precision": result["splits"]["train"]["precision"],
+                    "own_train_recall": own.get("recall"),
+                    "own_train_precision": own.get("precision"),
+                }
+            )
     one, many = load_file(reports[("linear", 1)]), load_file(reports[("linear", args.processes)])
     linear_gap = max(float(np.abs(one[k] - many[k]).max()) for k in one)
-    print_table(rows, ["model", "processes", "seconds", "fit_seconds", "peak_rss_mib", "train_precision", "train_recall",
-                       "own_train_precision", "own_train_recall"])
+    print_table(
+        rows,
+        [
+            "model",
+            "processes",
+            "seconds",
+            "fit_seconds",
+            "peak_rss_mib",
+            "train_precision",
+            "train_recall",
+            "own_train_precision",
+            "own_train_recall",
+        ],
+    )
     print(f"linear: largest weight difference between 1 and {args.processes} processes: {linear_gap:.3g}")
-    path = write_results("distributed", {"rows_trained": rows_trained, "rows": args.rows, "cols": args.cols, "files": args.files,
-                                         "processes": args.processes, "mlp_epochs": args.mlp_epochs, "runs": rows,
-                                         "linear_largest_weight_difference": linear_gap})
+    path = write_results(
+        "distributed",
+        {
+            "rows_trained": rows_trained,
+            "rows": args.rows,
+            "cols": args.cols,
+            "files": args.files,
+            "processes": args.processes,
+            "mlp_epochs": args.mlp_epochs,
+            "runs": rows,
+            "linear_largest_weight_difference": linear_gap,
+        },
+    )
     print(f"wrote {path}")
 
 

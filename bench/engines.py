@@ -9,6 +9,7 @@ the engines agree: the same evaluate report splits, the same predictions table. 
 Dask engine pays for its cluster start and its pandas partitions; it is there to spread the pass over the
 machines of a cluster (`--scheduler`), which this script does not have.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,19 +45,43 @@ def main() -> None:
         extra = ["--engine", engine, "--workers", str(args.workers)] if engine == "dask" else []
         report = scratch / f"evaluate_{engine}.json"
         wall, rss = timed(["evaluate", str(model), str(data), "--report", str(report), *extra])
-        rows.append({"command": "evaluate", "engine": engine, "seconds": wall, "rows_per_s": args.rows / wall,
-                     "peak_rss_mib": rss})
+        rows.append(
+            {
+                "command": "evaluate",
+                "engine": engine,
+                "seconds": wall,
+                "rows_per_s": args.rows / wall,
+                "peak_rss_mib": rss,
+            }
+        )
         out = scratch / f"predictions_{engine}"
         wall, rss = timed(["predict", str(model), str(data), "--id-col", "id", "-o", str(out), *extra])
-        rows.append({"command": "predict", "engine": engine, "seconds": wall, "rows_per_s": args.rows / wall,
-                     "peak_rss_mib": rss})
+        rows.append(
+            {
+                "command": "predict",
+                "engine": engine,
+                "seconds": wall,
+                "rows_per_s": args.rows / wall,
+                "peak_rss_mib": rss,
+            }
+        )
         outputs[engine] = (json.loads(report.read_text())["splits"], pq.read_table(out))
     same_report = outputs["local"][0] == outputs["dask"][0]
     same_predictions = outputs["local"][1].equals(outputs["dask"][1])
     print_table(rows, ["command", "engine", "seconds", "rows_per_s", "peak_rss_mib"])
     print(f"engines agree: evaluate report {same_report}, predictions {same_predictions}")
-    path = write_results("engines", {"rows": args.rows, "cols": args.cols, "files": args.files, "workers": args.workers,
-                                     "runs": rows, "same_report": same_report, "same_predictions": same_predictions})
+    path = write_results(
+        "engines",
+        {
+            "rows": args.rows,
+            "cols": args.cols,
+            "files": args.files,
+            "workers": args.workers,
+            "runs": rows,
+            "same_report": same_report,
+            "same_predictions": same_predictions,
+        },
+    )
     print(f"wrote {path}")
 
 

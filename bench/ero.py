@@ -12,6 +12,7 @@ what it measured.
 
     python bench/ero.py --data-dir /work/shared/data --models linear --seeds 0
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.errors import DmoError  # noqa: E402
 from dmocli.models.modelfile import DmoModel  # noqa: E402
 from dmocli.operating_point.search import search  # noqa: E402
-from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.report import binary_split_report  # noqa: E402
 from dmocli.solvers.ero import ERO  # noqa: E402
 
@@ -51,29 +52,55 @@ def score(model: DmoModel, data_dir: Path) -> dict:
     for name, threshold in (("own", 0.0), ("ta", ta)):
         for split in ("train", "test"):
             r = binary_split_report(logits[split], labels[split], threshold, problem)
-            out[f"{name}_{split}"] = {"objective": r[problem.objective_name],
-                                      "constraint": r[problem.constraint_name] if problem.constraint_name else None,
-                                      "feasible": r["feasible"], "precision": r["precision"], "recall": r["recall"]}
+            out[f"{name}_{split}"] = {
+                "objective": r[problem.objective_name],
+                "constraint": r[problem.constraint_name] if problem.constraint_name else None,
+                "feasible": r["feasible"],
+                "precision": r["precision"],
+                "recall": r["recall"],
+            }
     return out
 
 
-def run_one(data_root: Path, dataset: str, problem: str, model: str, seed: int, solver: str, args, params: dict) -> dict:
+def run_one(
+    data_root: Path, dataset: str, problem: str, model: str, seed: int, solver: str, args, params: dict
+) -> dict:
     data_dir = data_root / dataset
-    opts = TrainOptions(problem=problem, target=PROBLEMS[problem], solver=solver, model=model, width=args.width,
-                        depth=args.depth, val=data_dir / "val.parquet", device=args.device, seed=seed, params=params,
-                        allow_infeasible=True)
+    opts = TrainOptions(
+        problem=problem,
+        target=PROBLEMS[problem],
+        solver=solver,
+        model=model,
+        width=args.width,
+        depth=args.depth,
+        val=data_dir / "val.parquet",
+        device=args.device,
+        seed=seed,
+        params=params,
+        allow_infeasible=True,
+    )
     out_path = args.out.parent / f"{args.out.stem}_model.safetensors"
     started = time.perf_counter()
     fitted, report = train(data_dir / "train.parquet", opts, output=out_path)
     wall = time.perf_counter() - started
     trace = report.get("solver_trace", {})
-    return {"set": dataset, "problem": problem, "model": model, "seed": seed, "solver": solver,
-            "protocol": params.get("protocol", "fast" if solver == "ero" else None),
-            "fit_seconds": report["fit_seconds"], "wall_seconds": wall,
-            "warm_start_steps": trace.get("warm_start_steps"), "warm_start_seconds": trace.get("warm_start_seconds"),
-            "outer_iterations": trace.get("outer_iterations"), "selected_outer": trace.get("selected_outer"),
-            "inner_steps_total": trace.get("inner_steps_total"), "mode": trace.get("mode"),
-            **score(fitted, data_dir)}
+    return {
+        "set": dataset,
+        "problem": problem,
+        "model": model,
+        "seed": seed,
+        "solver": solver,
+        "protocol": params.get("protocol", "fast" if solver == "ero" else None),
+        "fit_seconds": report["fit_seconds"],
+        "wall_seconds": wall,
+        "warm_start_steps": trace.get("warm_start_steps"),
+        "warm_start_seconds": trace.get("warm_start_seconds"),
+        "outer_iterations": trace.get("outer_iterations"),
+        "selected_outer": trace.get("selected_outer"),
+        "inner_steps_total": trace.get("inner_steps_total"),
+        "mode": trace.get("mode"),
+        **score(fitted, data_dir),
+    }
 
 
 def fmt(cell: dict) -> str:
@@ -122,14 +149,28 @@ def summarize(rows: list[dict]) -> dict:
         if r["protocol"] == "authors":
             for f in fast:
                 if f["solver"] == "ero" and all(f[k] == r[k] for k in ("set", "problem", "model", "seed")):
-                    speed.append({"set": r["set"], "problem": r["problem"], "model": r["model"], "seed": r["seed"],
-                                  "preset": f["protocol"], "authors_seconds": r["fit_seconds"], "preset_seconds": f["fit_seconds"],
-                                  "speedup": r["fit_seconds"] / max(f["fit_seconds"], 1e-9),
-                                  "authors_train_objective": r["own_train"]["objective"], "authors_train_feasible": r["own_train"]["feasible"],
-                                  "preset_train_objective": f["own_train"]["objective"], "preset_train_feasible": f["own_train"]["feasible"],
-                                  "equal_or_better_on_train": _rank(f["own_train"]) >= _rank(r["own_train"])})
-    return {"ero_feasible_before_ta_where_any_feasible_after_ta": [feas_ok, feas_total],
-            "ero_before_ta_ge_wce_ta[train, test, of]": wins, "authors_vs_presets": speed}
+                    speed.append(
+                        {
+                            "set": r["set"],
+                            "problem": r["problem"],
+                            "model": r["model"],
+                            "seed": r["seed"],
+                            "preset": f["protocol"],
+                            "authors_seconds": r["fit_seconds"],
+                            "preset_seconds": f["fit_seconds"],
+                            "speedup": r["fit_seconds"] / max(f["fit_seconds"], 1e-9),
+                            "authors_train_objective": r["own_train"]["objective"],
+                            "authors_train_feasible": r["own_train"]["feasible"],
+                            "preset_train_objective": f["own_train"]["objective"],
+                            "preset_train_feasible": f["own_train"]["feasible"],
+                            "equal_or_better_on_train": _rank(f["own_train"]) >= _rank(r["own_train"]),
+                        }
+                    )
+    return {
+        "ero_feasible_before_ta_where_any_feasible_after_ta": [feas_ok, feas_total],
+        "ero_before_ta_ge_wce_ta[train, test, of]": wins,
+        "authors_vs_presets": speed,
+    }
 
 
 def markdown(rows: list[dict]) -> str:
@@ -140,9 +181,15 @@ def markdown(rows: list[dict]) -> str:
     by_key: dict[tuple, dict[str, dict]] = {}
     for r in rows:
         by_key.setdefault((r["model"], r["problem"], r["set"], r["seed"]), {})[label(r)] = r
-    names = [n for n in ("ero", "ero(thorough)", "ero(authors)", "wce", "lagrangian", "sigmoid-f1") if any(n in runs for runs in by_key.values())]
-    lines = ["| model | problem | set | seed | " + " | ".join(f"{n} train | {n} test | {n} s" for n in names) + " |",
-             "|---" * (4 + 3 * len(names)) + "|"]
+    names = [
+        n
+        for n in ("ero", "ero(thorough)", "ero(authors)", "wce", "lagrangian", "sigmoid-f1")
+        if any(n in runs for runs in by_key.values())
+    ]
+    lines = [
+        "| model | problem | set | seed | " + " | ".join(f"{n} train | {n} test | {n} s" for n in names) + " |",
+        "|---" * (4 + 3 * len(names)) + "|",
+    ]
     for (model, problem, dataset, seed), runs in sorted(by_key.items()):
         cells = []
         for n in names:
@@ -156,13 +203,17 @@ def markdown(rows: list[dict]) -> str:
 def speed_markdown(rows: list[dict]) -> str:
     """Every ERO run on a (set, problem, model, seed) that also has an authors' run: seconds, steps, own-decision train objective."""
     keys = {(r["set"], r["problem"], r["model"], r["seed"]) for r in rows if r["protocol"] == "authors"}
-    lines = ["| set | problem | model | seed | ERO preset | fit s | warm-start steps (s) | penalty steps | outer | train objective/constraint (own decision) | test |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| set | problem | model | seed | ERO preset | fit s | warm-start steps (s) | penalty steps | outer | train objective/constraint (own decision) | test |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["solver"] == "ero" and (r["set"], r["problem"], r["model"], r["seed"]) in keys:
-            lines.append(f"| {r['set']} | {r['problem']} | {r['model']} | {r['seed']} | {r['protocol']} | {r['fit_seconds']:.1f} | "
-                         f"{r.get('warm_start_steps')} ({r.get('warm_start_seconds') or 0:.1f}) | {r['inner_steps_total']} | {r['outer_iterations']} | "
-                         f"{fmt(r['own_train'])} | {fmt(r['own_test'])} |")
+            lines.append(
+                f"| {r['set']} | {r['problem']} | {r['model']} | {r['seed']} | {r['protocol']} | {r['fit_seconds']:.1f} | "
+                f"{r.get('warm_start_steps')} ({r.get('warm_start_seconds') or 0:.1f}) | {r['inner_steps_total']} | {r['outer_iterations']} | "
+                f"{fmt(r['own_train'])} | {fmt(r['own_test'])} |"
+            )
     return "\n".join(lines)
 
 
@@ -204,13 +255,18 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
         optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             totals = soft_counts(s, y)
-        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0)[0].backward()
+        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0)[
+            0
+        ].backward()
         optimizer.step()
         s_adam.step(s, slice(None), s_rows.grad, 0.1)
 
     out = []
-    for name, fn in (("forward (eval pass)", forward), ("BCE step: forward, backward, Adam", bce_step),
-                     ("ERO penalty step: + s, penalty terms, RowAdam", ero_step)):
+    for name, fn in (
+        ("forward (eval pass)", forward),
+        ("BCE step: forward, backward, Adam", bce_step),
+        ("ERO penalty step: + s, penalty terms, RowAdam", ero_step),
+    ):
         for _ in range(5):
             fn()
         started = time.perf_counter()
@@ -236,21 +292,44 @@ def main() -> None:
     parser.add_argument("--models", default="linear,mlp")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--solvers", default=",".join(SOLVERS))
-    parser.add_argument("--authors", default="", help="comma list of SET:PROBLEM:MODEL to also run with protocol=authors")
-    parser.add_argument("--ero-param", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra --param for the (fast) ero runs, e.g. selection=best (repeatable; for ablations)")
-    parser.add_argument("--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)")
+    parser.add_argument(
+        "--authors", default="", help="comma list of SET:PROBLEM:MODEL to also run with protocol=authors"
+    )
+    parser.add_argument(
+        "--ero-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra --param for the (fast) ero runs, e.g. selection=best (repeatable; for ablations)",
+    )
+    parser.add_argument(
+        "--authors-max-outer", type=int, default=0, help="cap the authors' outer iterations (0: 50, the protocol)"
+    )
     parser.add_argument("--ero-protocols", default="fast", help="comma list of ERO presets to run (fast, thorough)")
-    parser.add_argument("--step-timing", default="", metavar="SET", help="only time single full-batch steps of --step-model on SET's train split")
+    parser.add_argument(
+        "--step-timing",
+        default="",
+        metavar="SET",
+        help="only time single full-batch steps of --step-model on SET's train split",
+    )
     parser.add_argument("--step-model", default="mlp")
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: fastest on a shared 2-core box)")
-    parser.add_argument("--budget", type=float, default=0, help="stop starting new runs after this many seconds (0: no limit)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (1: fastest on a shared 2-core box)"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=0, help="stop starting new runs after this many seconds (0: no limit)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ero.json")
-    parser.add_argument("--merge", type=Path, nargs="+", help="only combine these result files (runs made in parallel): "
-                        "per-set markdown table and summary, written to --out")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="only combine these result files (runs made in parallel): "
+        "per-set markdown table and summary, written to --out",
+    )
     args = parser.parse_args()
     if args.merge:
         rows = [r for path in args.merge for r in json.loads(path.read_text())["runs"]]
@@ -259,17 +338,23 @@ def main() -> None:
         if summary["authors_vs_presets"]:
             print(speed_markdown(rows))
         print(json.dumps(summary, indent=1))
-        args.out.write_text(json.dumps({"runs": rows, "summary": summary, "merged_from": [str(p) for p in args.merge]}, indent=1))
+        args.out.write_text(
+            json.dumps({"runs": rows, "summary": summary, "merged_from": [str(p) for p in args.merge]}, indent=1)
+        )
         return
     torch.set_num_threads(args.threads)
     _warm_up_torch()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.step_timing:
         timing = step_timing(args.data_dir / args.step_timing, args)
-        print(f"| step ({args.step_model} {args.depth} x {args.width}, {args.step_timing}, {timing[0]['rows']} rows, full batch) | ms |\n|---|---|")
+        print(
+            f"| step ({args.step_model} {args.depth} x {args.width}, {args.step_timing}, {timing[0]['rows']} rows, full batch) | ms |\n|---|---|"
+        )
         for t in timing:
             print(f"| {t['what']} | {t['ms_per_step']:.1f} |")
-        args.out.write_text(json.dumps({"step_timing": timing, "set": args.step_timing, "threads": args.threads}, indent=1))
+        args.out.write_text(
+            json.dumps({"step_timing": timing, "set": args.step_timing, "threads": args.threads}, indent=1)
+        )
         return
 
     jobs = []
@@ -285,8 +370,10 @@ def main() -> None:
                             jobs.append((dataset, problem, model, seed, solver, {}))
                             continue
                         for protocol in args.ero_protocols.split(","):
-                            extra = {**({"protocol": protocol} if protocol != "fast" else {}),
-                                     **dict(kv.split("=", 1) for kv in args.ero_param)}
+                            extra = {
+                                **({"protocol": protocol} if protocol != "fast" else {}),
+                                **dict(kv.split("=", 1) for kv in args.ero_param),
+                            }
                             try:  # an --ero-param that does not apply to this model (or preset) is refused
                                 ERO().check_params(ERO().parse_params(extra), model)
                             except DmoError as exc:
@@ -304,22 +391,32 @@ def main() -> None:
 
     rows: list[dict] = []
     started = time.perf_counter()
-    print(f"{'set':13s} {'prob':4s} {'model':6s} s {'solver':14s} {'train own':>14s} {'test own':>14s} {'train TA':>14s} {'test TA':>14s} {'fit s':>7s}")
+    print(
+        f"{'set':13s} {'prob':4s} {'model':6s} s {'solver':14s} {'train own':>14s} {'test own':>14s} {'train TA':>14s} {'test TA':>14s} {'fit s':>7s}"
+    )
     for dataset, problem, model, seed, solver, params in jobs:
         if args.budget and time.perf_counter() - started > args.budget:
             print(f"budget of {args.budget:.0f} s spent: {len(jobs) - len(rows)} runs not started")
             break
         row = run_one(args.data_dir, dataset, problem, model, seed, solver, args, params)
         rows.append(row)
-        print(f"{dataset:13s} {problem:4s} {model:6s} {seed} {label(row):14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
-              f"{fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} {row['fit_seconds']:7.1f}", flush=True)
-        args.out.write_text(json.dumps({"runs": rows, "summary": summarize(rows), "threads": args.threads,
-                                        "jobs_planned": len(jobs)}, indent=1))
+        print(
+            f"{dataset:13s} {problem:4s} {model:6s} {seed} {label(row):14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
+            f"{fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} {row['fit_seconds']:7.1f}",
+            flush=True,
+        )
+        args.out.write_text(
+            json.dumps(
+                {"runs": rows, "summary": summarize(rows), "threads": args.threads, "jobs_planned": len(jobs)}, indent=1
+            )
+        )
     summary = summarize(rows)
     if summary["authors_vs_presets"]:
         print(speed_markdown(rows))
     print(json.dumps(summary, indent=1))
-    args.out.write_text(json.dumps({"runs": rows, "summary": summary, "threads": args.threads, "jobs_planned": len(jobs)}, indent=1))
+    args.out.write_text(
+        json.dumps({"runs": rows, "summary": summary, "threads": args.threads, "jobs_planned": len(jobs)}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ parquet file included, generating it excluded).
 
 Prints a table and writes bench/results/ero_scale.json (or --out).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,9 +57,20 @@ def synthetic(rows: int, features: int, pos: float, shift: float, seed: int) -> 
 
 def run(args: argparse.Namespace, model: str, data_dir: Path) -> dict:
     params = {"mode": "minibatch", **dict(kv.split("=", 1) for kv in args.param)}
-    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model=model, width=args.width, depth=args.depth,
-                        val=data_dir / "val.parquet", device=args.device, seed=args.seed, params=params,
-                        allow_infeasible=True, adjust=False)
+    opts = TrainOptions(
+        problem="frop",
+        target=0.8,
+        solver="ero",
+        model=model,
+        width=args.width,
+        depth=args.depth,
+        val=data_dir / "val.parquet",
+        device=args.device,
+        seed=args.seed,
+        params=params,
+        allow_infeasible=True,
+        adjust=False,
+    )
     cuda = torch.cuda.is_available() and args.device != "cpu"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -69,17 +81,29 @@ def run(args: argparse.Namespace, model: str, data_dir: Path) -> dict:
     history = trace["history"]
     epochs = [h["steps"] * trace["batch_size"] / args.rows for h in history]
     outer_seconds = [h["seconds"] for h in history]
-    row = {"rows": args.rows, "features": args.features, "model": model, "device": args.device,
-           "device_name": torch.cuda.get_device_name() if cuda else "cpu", "mode": trace["mode"],
-           "batch_size": trace["batch_size"], "warm_start": trace["warm_start_steps"],
-           "warm_start_unit": "epochs" if trace["settings"]["warm_start"] == "wce" else "steps",
-           "warm_start_seconds": trace["warm_start_seconds"], "outer_iterations": len(history),
-           "penalty_epochs": sum(epochs), "penalty_seconds": sum(outer_seconds),
-           "seconds_per_penalty_epoch": sum(outer_seconds) / max(sum(epochs), 1e-9),
-           "fit_seconds": report["fit_seconds"], "wall_seconds": wall,
-           "train_before_ta": trace["train_before_ta"], "val_before_ta": report["splits"]["val"],
-           "outer": [{"seconds": s, "epochs": e} for s, e in zip(outer_seconds, epochs)], "params": params,
-           "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    row = {
+        "rows": args.rows,
+        "features": args.features,
+        "model": model,
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name() if cuda else "cpu",
+        "mode": trace["mode"],
+        "batch_size": trace["batch_size"],
+        "warm_start": trace["warm_start_steps"],
+        "warm_start_unit": "epochs" if trace["settings"]["warm_start"] == "wce" else "steps",
+        "warm_start_seconds": trace["warm_start_seconds"],
+        "outer_iterations": len(history),
+        "penalty_epochs": sum(epochs),
+        "penalty_seconds": sum(outer_seconds),
+        "seconds_per_penalty_epoch": sum(outer_seconds) / max(sum(epochs), 1e-9),
+        "fit_seconds": report["fit_seconds"],
+        "wall_seconds": wall,
+        "train_before_ta": trace["train_before_ta"],
+        "val_before_ta": report["splits"]["val"],
+        "outer": [{"seconds": s, "epochs": e} for s, e in zip(outer_seconds, epochs)],
+        "params": params,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
     if cuda:
         row["peak_gpu_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         row["peak_gpu_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
@@ -109,20 +133,44 @@ def main() -> None:
         data_dir = Path(tmp)
         started = time.perf_counter()
         pq.write_table(synthetic(args.rows, args.features, args.pos, args.shift, args.seed), data_dir / "train.parquet")
-        pq.write_table(synthetic(max(args.rows // 10, 1000), args.features, args.pos, args.shift, args.seed + 1),
-                       data_dir / "val.parquet")
+        pq.write_table(
+            synthetic(max(args.rows // 10, 1000), args.features, args.pos, args.shift, args.seed + 1),
+            data_dir / "val.parquet",
+        )
         print(f"data written in {time.perf_counter() - started:.1f} s", flush=True)
-        child = [f"--rows={args.rows}", f"--features={args.features}", f"--width={args.width}",
-                 f"--depth={args.depth}", f"--device={args.device}", f"--seed={args.seed}",
-                 *(f"--param={kv}" for kv in args.param)]
+        child = [
+            f"--rows={args.rows}",
+            f"--features={args.features}",
+            f"--width={args.width}",
+            f"--depth={args.depth}",
+            f"--device={args.device}",
+            f"--seed={args.seed}",
+            *(f"--param={kv}" for kv in args.param),
+        ]
         for model in args.models.split(","):
-            out = subprocess.run([sys.executable, __file__, *child, f"--models={model}", f"--one-model-on={data_dir}"],
-                                 check=True, capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, *child, f"--models={model}", f"--one-model-on={data_dir}"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "outer"}), flush=True)
-    columns = ["model", "device_name", "batch_size", "warm_start", "warm_start_unit", "warm_start_seconds",
-               "outer_iterations", "penalty_epochs", "seconds_per_penalty_epoch", "fit_seconds",
-               "peak_gpu_allocated_gib", "peak_gpu_reserved_gib", "peak_rss_gib"]
+    columns = [
+        "model",
+        "device_name",
+        "batch_size",
+        "warm_start",
+        "warm_start_unit",
+        "warm_start_seconds",
+        "outer_iterations",
+        "penalty_epochs",
+        "seconds_per_penalty_epoch",
+        "fit_seconds",
+        "peak_gpu_allocated_gib",
+        "peak_gpu_reserved_gib",
+        "peak_rss_gib",
+    ]
     print_table(rows, columns)
     payload = {"rows": rows}
     if args.out:

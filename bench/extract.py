@@ -14,6 +14,7 @@ forward at 128 tokens, the full `extract` pipeline, and
 
 Prints a table and writes bench/results/extract.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,12 +73,24 @@ def dinov2_small(path: Path) -> Path:
 
     if not (path / "config.json").exists():
         torch.manual_seed(0)
-        cfg = transformers.Dinov2Config(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
-                                        intermediate_size=1536, patch_size=14, image_size=518)
+        cfg = transformers.Dinov2Config(
+            hidden_size=384,
+            num_hidden_layers=12,
+            num_attention_heads=6,
+            intermediate_size=1536,
+            patch_size=14,
+            image_size=518,
+        )
         transformers.Dinov2Model(cfg).save_pretrained(path)
         proc = getattr(transformers, "BitImageProcessorPil", None) or transformers.BitImageProcessor
-        proc(size={"shortest_edge": 256}, crop_size={"height": 224, "width": 224}, do_center_crop=True,
-             image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225], resample=3).save_pretrained(path)
+        proc(
+            size={"shortest_edge": 256},
+            crop_size={"height": 224, "width": 224},
+            do_center_crop=True,
+            image_mean=[0.485, 0.456, 0.406],
+            image_std=[0.229, 0.224, 0.225],
+            resample=3,
+        ).save_pretrained(path)
     return path
 
 
@@ -96,11 +109,24 @@ def minilm_sized(path: Path, max_len: int) -> Path:
         vocab = base / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS))
         transformers.BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(base)
-        transformers.BertModel(transformers.BertConfig(
-            vocab_size=len(WORDS) + 5, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-            intermediate_size=1536, max_position_embeddings=512)).save_pretrained(base)
-        st = SentenceTransformer(modules=[models.Transformer(str(base), max_seq_length=max_len),
-                                          models.Pooling(384, "mean"), models.Normalize()], device="cpu")
+        transformers.BertModel(
+            transformers.BertConfig(
+                vocab_size=len(WORDS) + 5,
+                hidden_size=384,
+                num_hidden_layers=6,
+                num_attention_heads=12,
+                intermediate_size=1536,
+                max_position_embeddings=512,
+            )
+        ).save_pretrained(base)
+        st = SentenceTransformer(
+            modules=[
+                models.Transformer(str(base), max_seq_length=max_len),
+                models.Pooling(384, "mean"),
+                models.Normalize(),
+            ],
+            device="cpu",
+        )
         st.save(str(path))
     return path
 
@@ -138,14 +164,21 @@ def image_forward_rate(model_dir: Path, device: torch.device, dtype: str, batch:
 def decode_rate(files: list[Path], model_dir: Path, workers: int, batch: int) -> float:
     spec = load_backbone(str(model_dir), "image").image_spec
     keys = [f.name for f in files]
-    loader = torch.utils.data.DataLoader(ImageDataset(files, keys, spec, [], 0), batch_size=batch,
-                                         num_workers=workers, collate_fn=collate, prefetch_factor=4 if workers else None)
+    loader = torch.utils.data.DataLoader(
+        ImageDataset(files, keys, spec, [], 0),
+        batch_size=batch,
+        num_workers=workers,
+        collate_fn=collate,
+        prefetch_factor=4 if workers else None,
+    )
     t0 = time.perf_counter()
     n = sum(len(index) for index, _, _ in loader)
     return n / (time.perf_counter() - t0)
 
 
-def text_forward_rate(model_dir: Path, device: torch.device, dtype: str, batch: int, tokens: int, seconds: float) -> float:
+def text_forward_rate(
+    model_dir: Path, device: torch.device, dtype: str, batch: int, tokens: int, seconds: float
+) -> float:
     bb = load_backbone(str(model_dir), "text")
     bb.model.to(device)
     ids = torch.randint(5, len(WORDS) + 5, (batch, tokens), device=device)
@@ -165,7 +198,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--n-images", type=int, default=2000, help="JPEGs generated (decode ceiling runs on all)")
-    ap.add_argument("--pipeline-images", type=int, default=None, help="images through the full pipeline (default: all on GPU, 192 on CPU)")
+    ap.add_argument(
+        "--pipeline-images",
+        type=int,
+        default=None,
+        help="images through the full pipeline (default: all on GPU, 192 on CPU)",
+    )
     ap.add_argument("--batch-sizes", default=None, help="default: 64,256 on GPU, 32 on CPU")
     ap.add_argument("--dtypes", default=None, help="default: fp32,bf16 on GPU, fp32 on CPU")
     ap.add_argument("--workers", type=int, default=None, help="decode processes (default: one per core, at most 8)")
@@ -185,7 +223,11 @@ def main() -> None:
     n_pipe = min(args.pipeline_images or (args.n_images if gpu else 192), args.n_images)
     args.tmp.mkdir(parents=True, exist_ok=True)
     files = make_jpegs(args.tmp / "jpegs", args.n_images)
-    pipe_dir = subset_folder(files, args.tmp / "jpegs", args.tmp / f"jpegs-{n_pipe}", n_pipe) if n_pipe < len(files) else args.tmp / "jpegs"
+    pipe_dir = (
+        subset_folder(files, args.tmp / "jpegs", args.tmp / f"jpegs-{n_pipe}", n_pipe)
+        if n_pipe < len(files)
+        else args.tmp / "jpegs"
+    )
     dino = dinov2_small(args.tmp / "dinov2-small-random")
     rows = []
     for dtype in dtypes:
@@ -193,13 +235,33 @@ def main() -> None:
             fwd = image_forward_rate(dino, device, dtype, batch, args.seconds)
             dec = decode_rate(files, dino, workers, batch)
             out = args.tmp / "features.parquet"
-            rep = extract(pipe_dir, out, ExtractOptions(model=str(dino), device=str(device), dtype=dtype, batch_size=batch,
-                                                        workers=workers, checkpoint_every=1 << 30))
+            rep = extract(
+                pipe_dir,
+                out,
+                ExtractOptions(
+                    model=str(dino),
+                    device=str(device),
+                    dtype=dtype,
+                    batch_size=batch,
+                    workers=workers,
+                    checkpoint_every=1 << 30,
+                ),
+            )
             pipe = rep["items_per_second"]
             ceiling = min(fwd, dec)
-            rows.append({"task": "image", "dtype": dtype, "batch": batch, "forward_per_s": fwd, "decode_per_s": dec,
-                         "pipeline_per_s": pipe, "pipeline_items": rep["n_extracted"], "binding": "forward" if fwd < dec else "decode",
-                         "fraction_of_ceiling": pipe / ceiling})
+            rows.append(
+                {
+                    "task": "image",
+                    "dtype": dtype,
+                    "batch": batch,
+                    "forward_per_s": fwd,
+                    "decode_per_s": dec,
+                    "pipeline_per_s": pipe,
+                    "pipeline_items": rep["n_extracted"],
+                    "binding": "forward" if fwd < dec else "decode",
+                    "fraction_of_ceiling": pipe / ceiling,
+                }
+            )
             print(rows[-1], flush=True)
     if not args.skip_text:
         from sentence_transformers import SentenceTransformer
@@ -214,8 +276,13 @@ def main() -> None:
             for batch in batches:
                 fwd = text_forward_rate(st_dir, device, dtype, batch, args.text_tokens, args.seconds)
                 out = args.tmp / "sentences.parquet"
-                rep = extract(csv, out, ExtractOptions(model=str(st_dir), device=str(device), dtype=dtype, batch_size=batch,
-                                                       checkpoint_every=1 << 30))
+                rep = extract(
+                    csv,
+                    out,
+                    ExtractOptions(
+                        model=str(st_dir), device=str(device), dtype=dtype, batch_size=batch, checkpoint_every=1 << 30
+                    ),
+                )
                 ac = DTYPES[dtype]
                 with torch.autocast(device.type, dtype=ac, enabled=ac is not None):
                     st.encode(sentences[:batch], batch_size=batch)  # warm-up
@@ -226,20 +293,52 @@ def main() -> None:
                     st_rate = len(sentences) / (time.perf_counter() - t0)
                 col = pq.read_table(out).column("features").combine_chunks()
                 ours = col.values.to_numpy().reshape(len(col), -1)
-                rows.append({"task": "text", "dtype": dtype, "batch": batch, "forward_per_s": fwd,
-                             "pipeline_per_s": rep["items_per_second"], "sentence_transformers_per_s": st_rate,
-                             "pipeline_items": rep["n_extracted"], "binding": f"forward@{args.text_tokens}tok",
-                             "fraction_of_ceiling": rep["items_per_second"] / fwd,
-                             "max_abs_diff_vs_st": float(np.abs(ours - theirs).max())})
+                rows.append(
+                    {
+                        "task": "text",
+                        "dtype": dtype,
+                        "batch": batch,
+                        "forward_per_s": fwd,
+                        "pipeline_per_s": rep["items_per_second"],
+                        "sentence_transformers_per_s": st_rate,
+                        "pipeline_items": rep["n_extracted"],
+                        "binding": f"forward@{args.text_tokens}tok",
+                        "fraction_of_ceiling": rep["items_per_second"] / fwd,
+                        "max_abs_diff_vs_st": float(np.abs(ours - theirs).max()),
+                    }
+                )
                 print(rows[-1], flush=True)
-    path = write_results("extract", {
-        "device": str(device), "device_name": torch.cuda.get_device_name(device) if gpu else platform.processor() or "cpu",
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "workers": workers,
-        "n_images": len(files), "text_tokens": args.text_tokens, "n_texts": n_texts, "torch": torch.__version__,
-        "rows": rows})
+    path = write_results(
+        "extract",
+        {
+            "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if gpu else platform.processor() or "cpu",
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "workers": workers,
+            "n_images": len(files),
+            "text_tokens": args.text_tokens,
+            "n_texts": n_texts,
+            "torch": torch.__version__,
+            "rows": rows,
+        },
+    )
     print(f"\n{device}, {os.cpu_count()} cores, {workers} decode workers, torch {torch.__version__}")
-    print_table(rows, ["task", "dtype", "batch", "pipeline_items", "forward_per_s", "decode_per_s", "pipeline_per_s",
-                       "sentence_transformers_per_s", "fraction_of_ceiling", "binding"])
+    print_table(
+        rows,
+        [
+            "task",
+            "dtype",
+            "batch",
+            "pipeline_items",
+            "forward_per_s",
+            "decode_per_s",
+            "pipeline_per_s",
+            "sentence_transformers_per_s",
+            "fraction_of_ceiling",
+            "binding",
+        ],
+    )
     print(f"wrote {path}")
 
 

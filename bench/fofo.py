@@ -13,6 +13,7 @@ Prints tables and writes bench/results/fofo.json. Sections:
 3. peak RSS of `dmo train --solver fofo` on 1M vs 8M rows of the same width (median of 3 runs each).
 Generated files go under --tmp and are removed afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,16 +35,18 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
+from dmocli import TrainOptions, train
 from dmocli.data import reading
 from dmocli.pipelines.apply import evaluate
-from dmocli import TrainOptions, train
 from dmocli.solvers.online_threshold import FofoThreshold
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]
 SOLVERS = ("fofo", "ofo", "lr")
 REPEATS = 3  # end-to-end commands (dmo train, VW from cache) are timed this many times; the median is reported
-LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
-            "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))")
+LAUNCHER = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))"
+)
 
 
 # ---- data ----------------------------------------------------------------------------------------------
@@ -102,8 +105,19 @@ def throughput(tmp: Path, rows: int, width: int) -> dict:
     report_path = tmp / "fofo_bench_report.json"
     walls = []
     for _ in range(REPEATS):  # the median of a few runs: one run of a ~2 s command is at the mercy of the OS
-        wall, _ = timed([*DMO, "train", str(data), "--solver", "fofo", "-o", str(tmp / "fofo_bench.safetensors"),
-                         "--report", str(report_path)])
+        wall, _ = timed(
+            [
+                *DMO,
+                "train",
+                str(data),
+                "--solver",
+                "fofo",
+                "-o",
+                str(tmp / "fofo_bench.safetensors"),
+                "--report",
+                str(report_path),
+            ]
+        )
         walls.append(wall)
     wall = statistics.median(walls)
     report = json.loads(report_path.read_text())  # the last run's; its rows/s figures vary less than the wall
@@ -116,8 +130,21 @@ def throughput(tmp: Path, rows: int, width: int) -> dict:
     out["dmo_online_f1"] = report["online"]["f_beta"]
     out["dmo_prepass_statistics"] = f"{report['prepass']['statistics']} ({report['prepass']['statistics_rows']:,} rows)"
     exact_report = tmp / "fofo_bench_exact.json"
-    wall, _ = timed([*DMO, "train", str(data), "--solver", "fofo", "--param", "stats-rows=0",
-                     "-o", str(tmp / "fofo_bench_exact.safetensors"), "--report", str(exact_report)])
+    wall, _ = timed(
+        [
+            *DMO,
+            "train",
+            str(data),
+            "--solver",
+            "fofo",
+            "--param",
+            "stats-rows=0",
+            "-o",
+            str(tmp / "fofo_bench_exact.safetensors"),
+            "--report",
+            str(exact_report),
+        ]
+    )
     exact = json.loads(exact_report.read_text())
     out["dmo_train_exact_prepass_end_to_end_rows_s"] = rows / wall
     out["dmo_train_exact_prepass_rows_s"] = rows / exact["prepass_seconds"]
@@ -141,14 +168,27 @@ def vowpal_wabbit(data: Path, tmp: Path) -> dict:
     with open(text, "wb") as handle:  # "label |f 0:v0 1:v1 ..." built by arrow compute, not per row in Python
         for batch in reading.iter_batches(data):
             label = pc.if_else(pc.equal(batch.column("label"), 1), "1 |f", "-1 |f")
-            features = [pc.binary_join_element_wise(f"{i}:", pc.cast(batch.column(name), pa.string()), "")
-                        for i, name in enumerate(batch.schema.names) if name != "label"]
+            features = [
+                pc.binary_join_element_wise(f"{i}:", pc.cast(batch.column(name), pa.string()), "")
+                for i, name in enumerate(batch.schema.names)
+                if name != "label"
+            ]
             lines = pc.binary_join_element_wise(label, *features, " ")
             handle.write(("\n".join(lines.to_pylist()) + "\n").encode())
             rows += batch.num_rows
     # VW defaults (adaptive, normalized, invariant SGD; 18 bits), logistic loss, one pass. The second run is
     # given the same -d and finds the cache, which it then reads instead of the text.
-    vw = [sys.executable, "-m", "vowpalwabbit", "--loss_function", "logistic", "-d", str(text), "--cache_file", str(cache)]
+    vw = [
+        sys.executable,
+        "-m",
+        "vowpalwabbit",
+        "--loss_function",
+        "logistic",
+        "-d",
+        str(text),
+        "--cache_file",
+        str(cache),
+    ]
     if cache.exists():
         cache.unlink()
     from_text, log_text = timed(vw)  # parses the text and writes the cache
@@ -158,9 +198,13 @@ def vowpal_wabbit(data: Path, tmp: Path) -> dict:
         seen = int(log.split("number of examples = ")[1].split()[0])
         assert seen == rows, f"VW processed {seen} examples, expected {rows}:\n{log[-2000:]}"
     assert "ignoring text input in favor of cache input" in log_cache
-    out = {"vw_version": vowpalwabbit.__version__, "vw_text_mb": round(text.stat().st_size / 2**20, 1),
-           "vw_from_text_rows_s": rows / from_text, "vw_from_cache_rows_s": rows / from_cache,
-           "vw_from_cache_wall_s_runs": [t for t, _ in cache_runs]}
+    out = {
+        "vw_version": vowpalwabbit.__version__,
+        "vw_text_mb": round(text.stat().st_size / 2**20, 1),
+        "vw_from_text_rows_s": rows / from_text,
+        "vw_from_cache_rows_s": rows / from_cache,
+        "vw_from_cache_wall_s_runs": [t for t, _ in cache_runs],
+    }
     text.unlink()
     cache.unlink()
     return out
@@ -174,7 +218,7 @@ def threshold_recurrence(rows: int = 1_000_000) -> dict:
     learner = FofoThreshold(1.0, rows)
     started = time.perf_counter()
     for i in range(0, rows, 65536):
-        learner.process(eta[i:i + 65536], y[i:i + 65536])
+        learner.process(eta[i : i + 65536], y[i : i + 65536])
     vectorized = rows / (time.perf_counter() - started)
     loop_rows = 200_000
     started = time.perf_counter()
@@ -203,10 +247,16 @@ def synthetic_online_f1(rows: int, width: int) -> list[dict]:
             row = {"set": f"synthetic {pos:.0%}", "seed": seed, "rows": rows}
             for name in SOLVERS:
                 solver = get_solver(name)
-                ctx = FitContext(Problem("ofbs"), Architecture("linear", width, 1), torch.device("cpu"), seed,
-                                 solver.parse_params({}))
-                fit = solver.fit_stream(lambda: ((X[i:i + 65536], y[i:i + 65536]) for i in range(0, rows, 65536)),
-                                        rows, width, ctx)
+                ctx = FitContext(
+                    Problem("ofbs"),
+                    Architecture("linear", width, 1),
+                    torch.device("cpu"),
+                    seed,
+                    solver.parse_params({}),
+                )
+                fit = solver.fit_stream(
+                    lambda: ((X[i : i + 65536], y[i : i + 65536]) for i in range(0, rows, 65536)), rows, width, ctx
+                )
                 row[name] = fit.online["f_beta"]
             results.append(row)
     return results
@@ -252,6 +302,7 @@ def shared_sets_tuned_online_f1(data_dir: Path, tmp: Path) -> list[dict]:
             row = {"set": name, "seed": seed, "rows": tables["train"].num_rows}
             model = tmp / f"fofo_tuned_{name}.safetensors"
             for solver in SOLVERS:
+
                 def online_f(split: str, lr: float) -> float:
                     opts = TrainOptions(solver=solver, params={"lr": repr(lr)})
                     return train(streams[split], opts, output=model)[1]["online"]["f_beta"]
@@ -266,7 +317,7 @@ def shared_sets_tuned_online_f1(data_dir: Path, tmp: Path) -> list[dict]:
     return results
 
 
-LR_GRID = [2.0 ** k for k in range(-4, 5)]
+LR_GRID = [2.0**k for k in range(-4, 5)]
 
 
 # ---- 3. memory -----------------------------------------------------------------------------------------
@@ -279,8 +330,23 @@ def peak_rss(tmp: Path, rows_list: tuple[int, ...], width: int) -> tuple[dict, d
         write_logistic_parquet(data, rows, width, 0.05, seed=1)
         runs[rows] = []
         for _ in range(REPEATS):
-            proc = subprocess.run([sys.executable, "-c", LAUNCHER, *DMO, "train", str(data), "--solver", "fofo",
-                                   "-o", str(tmp / "fofo_rss.safetensors")], capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    LAUNCHER,
+                    *DMO,
+                    "train",
+                    str(data),
+                    "--solver",
+                    "fofo",
+                    "-o",
+                    str(tmp / "fofo_rss.safetensors"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs[rows].append(int(proc.stdout.split()[-1]) / 1024)
         median[rows] = statistics.median(runs[rows])
         data.unlink()
@@ -297,8 +363,11 @@ def main() -> None:
     parser.add_argument("--rss-rows", type=int, nargs=2, default=(1_000_000, 8_000_000))
     parser.add_argument("--rss-width", type=int, default=20)
     parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "f1", "shared", "rss"])
-    parser.add_argument("--paper-tuning", action="store_true",
-                        help="also run 2c: the shared sets with lr tuned per method on val.parquet (paper's protocol)")
+    parser.add_argument(
+        "--paper-tuning",
+        action="store_true",
+        help="also run 2c: the shared sets with lr tuned per method on val.parquet (paper's protocol)",
+    )
     parser.add_argument("--results-name", default="fofo", help="bench/results/NAME.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fofo_bench_", dir=args.tmp))
@@ -308,8 +377,11 @@ def main() -> None:
             results["throughput"] = throughput(work, args.rows, args.width)
             print("\n## 1. throughput (rows/s)")
             for key, value in results["throughput"].items():
-                shown = f"{value:>14,.0f}" if isinstance(value, float) and value > 10 else (
-                    f"{value:>14.3f}" if isinstance(value, float) else value)
+                shown = (
+                    f"{value:>14,.0f}"
+                    if isinstance(value, float) and value > 10
+                    else (f"{value:>14.3f}" if isinstance(value, float) else value)
+                )
                 print(f"{key:44s} {shown}")
         if "f1" not in args.skip:
             results["synthetic_online_f1"] = synthetic_online_f1(args.synthetic_rows, 20)
@@ -335,8 +407,12 @@ def main() -> None:
         if "rss" not in args.skip:
             rss, rss_runs = peak_rss(work, tuple(args.rss_rows), args.rss_width)
             small, large = (rss[r] for r in args.rss_rows)
-            results["peak_rss_mb"] = {"width": args.rss_width, **{str(k): v for k, v in rss.items()},
-                                      "runs": {str(k): v for k, v in rss_runs.items()}, "ratio": large / small}
+            results["peak_rss_mb"] = {
+                "width": args.rss_width,
+                **{str(k): v for k, v in rss.items()},
+                "runs": {str(k): v for k, v in rss_runs.items()},
+                "ratio": large / small,
+            }
             print(f"\n## 3. peak RSS of dmo train --solver fofo (width {args.rss_width}; median of {REPEATS} runs)")
             for rows, mb in rss.items():
                 print(f"{rows:>10,} rows: {mb:8.1f} MB   runs: {', '.join(f'{v:.1f}' for v in rss_runs[rows])}")

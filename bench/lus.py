@@ -18,6 +18,7 @@
    then peak RSS on rows/10 versus rows with the same pilot size (memory must not grow with rows).
 Every fit is the solver's own L-BFGS maximum likelihood fit (dmocli.solvers.lus.fit_offset_logistic).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,14 @@ def simulate(n: int, rng: np.random.Generator, d: int = 20, sep: float = 0.5) ->
     return torch.tensor(X, dtype=torch.float32), torch.tensor(y)
 
 
-def fit(X: torch.Tensor, y: torch.Tensor, K: int, offsets: np.ndarray | None = None, params: LogisticParams = FIT,
-        model: str = "linear"):
+def fit(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    K: int,
+    offsets: np.ndarray | None = None,
+    params: LogisticParams = FIT,
+    model: str = "linear",
+):
     off = None if offsets is None else torch.tensor(offsets, dtype=torch.float32)
     network, _ = fit_offset_logistic(X, y, off, Architecture(model, X.shape[1], K), 0, params)
     return network
@@ -119,7 +126,9 @@ def variance_ratios(reps: int, n: int = 50_000, n_pilot: int = 5_000) -> dict:
             keep, off = lus_sample(pilot, X, y, g, rng)
             est[f"lus@{g:g}"].append(contrasts(fit(X[keep], y[keep], 3, off)))
             both_X, both_y = torch.cat([X[keep], Xp]), torch.cat([y[keep], yp])  # + the pilot's rows at offset 0
-            est[f"lus_with_pilot@{g:g}"].append(contrasts(fit(both_X, both_y, 3, np.concatenate([off, np.zeros((len(yp), 3))]))))
+            est[f"lus_with_pilot@{g:g}"].append(
+                contrasts(fit(both_X, both_y, 3, np.concatenate([off, np.zeros((len(yp), 3))])))
+            )
             sizes[g].append(keep.size)
             for kind, size in baselines:
                 rows, off_b = baseline_sample(kind, y, 3, keep.size + (n_pilot if size == "budget" else 0), rng)
@@ -133,9 +142,13 @@ def variance_ratios(reps: int, n: int = 50_000, n_pilot: int = 5_000) -> dict:
 
     rows = []
     for g in GAMMAS:
-        row = {"gamma": g, "lus_kept_fraction": float(np.mean(sizes[g]) / n),
-               "budget_fraction": float((np.mean(sizes[g]) + n_pilot) / n), "lus_ratio": ratio(f"lus@{g:g}"),
-               "lus_with_pilot_ratio": ratio(f"lus_with_pilot@{g:g}")}
+        row = {
+            "gamma": g,
+            "lus_kept_fraction": float(np.mean(sizes[g]) / n),
+            "budget_fraction": float((np.mean(sizes[g]) + n_pilot) / n),
+            "lus_ratio": ratio(f"lus@{g:g}"),
+            "lus_with_pilot_ratio": ratio(f"lus_with_pilot@{g:g}"),
+        }
         for kind, size in baselines:
             row[f"{kind}_{size}_ratio"] = ratio(f"{kind}/{size}@{g:g}")
         rows.append(row)
@@ -145,8 +158,19 @@ def variance_ratios(reps: int, n: int = 50_000, n_pilot: int = 5_000) -> dict:
 METHODS = ("lus", "lus_no_pilot", "uniform", "case-control")
 
 
-def accuracy_curve(X, y, Xt, yt, K: int, gammas, reps: int, pilot_frac: float, params: LogisticParams,
-                   model: str = "linear", pilot_params: LogisticParams | None = None) -> dict:
+def accuracy_curve(
+    X,
+    y,
+    Xt,
+    yt,
+    K: int,
+    gammas,
+    reps: int,
+    pilot_frac: float,
+    params: LogisticParams,
+    model: str = "linear",
+    pilot_params: LogisticParams | None = None,
+) -> dict:
     """Test accuracy vs fraction of training rows used; the LUS pilot (linear) comes out of the same rows.
 
     `lus` fits on the accepted rows and the pilot's rows (offset 0), as `dmo train --solver lus --gamma` does;
@@ -174,16 +198,35 @@ def accuracy_curve(X, y, Xt, yt, K: int, gammas, reps: int, pilot_frac: float, p
             for kind in ("uniform", "case-control"):
                 rows_b, off_b = baseline_sample(kind, y, K, size, rng)
                 acc[kind].append(accuracy(fit(X[rows_b], y[rows_b], K, off_b, params, model), Xt, yt))
-        rows.append({"gamma": g, "fraction_used": float(np.mean(used)),
-                     **{f"{k}_accuracy": float(np.mean([v[0] for v in vs])) for k, vs in acc.items()},
-                     **{f"{k}_accuracy_se": float(np.std([v[0] for v in vs], ddof=1) / np.sqrt(reps)) if reps > 1
-                        else None for k, vs in acc.items()},
-                     **{f"{k}_log_loss": float(np.mean([v[1] for v in vs])) for k, vs in acc.items()}})
-        print(f"  {model} pilot {pilot_frac:g} gamma {g:g}: used {rows[-1]['fraction_used']:.3f} "
-              + " ".join(f"{m} {rows[-1][f'{m}_accuracy']:.4f}" for m in METHODS), flush=True)
-    return {"full_data_accuracy": full, "full_data_log_loss": full_loss, "n_train": n, "n_test": len(yt), "reps": reps,
-            "pilot_frac": pilot_frac, "model": model, "pilot_model": "linear", "rows": rows,
-            "reaches_full_accuracy": smallest_fractions(full, rows)}
+        rows.append(
+            {
+                "gamma": g,
+                "fraction_used": float(np.mean(used)),
+                **{f"{k}_accuracy": float(np.mean([v[0] for v in vs])) for k, vs in acc.items()},
+                **{
+                    f"{k}_accuracy_se": float(np.std([v[0] for v in vs], ddof=1) / np.sqrt(reps)) if reps > 1 else None
+                    for k, vs in acc.items()
+                },
+                **{f"{k}_log_loss": float(np.mean([v[1] for v in vs])) for k, vs in acc.items()},
+            }
+        )
+        print(
+            f"  {model} pilot {pilot_frac:g} gamma {g:g}: used {rows[-1]['fraction_used']:.3f} "
+            + " ".join(f"{m} {rows[-1][f'{m}_accuracy']:.4f}" for m in METHODS),
+            flush=True,
+        )
+    return {
+        "full_data_accuracy": full,
+        "full_data_log_loss": full_loss,
+        "n_train": n,
+        "n_test": len(yt),
+        "reps": reps,
+        "pilot_frac": pilot_frac,
+        "model": model,
+        "pilot_model": "linear",
+        "rows": rows,
+        "reaches_full_accuracy": smallest_fractions(full, rows),
+    }
 
 
 def smallest_fractions(full: float, rows: list[dict], tolerances=(0.0005, 0.001, 0.002, 0.005, 0.01)) -> dict:
@@ -207,8 +250,13 @@ def letter(data_dir: Path):
     pre = Preprocessor.fit(train.to_batches(), plan)
     labels = infer_label_spec(train.column("label"), "label", None, binary=False)
     a, b = prepare(train, pre, labels), prepare(test, pre, labels)
-    return (torch.from_numpy(a.X), torch.from_numpy(a.y), torch.from_numpy(b.X), torch.from_numpy(b.y),
-            len(labels.classes))
+    return (
+        torch.from_numpy(a.X),
+        torch.from_numpy(a.y),
+        torch.from_numpy(b.X),
+        torch.from_numpy(b.y),
+        len(labels.classes),
+    )
 
 
 # ---- throughput -------------------------------------------------------------------------------------------
@@ -232,8 +280,9 @@ def make_big(directory: Path, rows: int, cols: int, classes: int = 5, files: int
         p /= p.sum(1, keepdims=True)
         y = np.minimum((rng.random((per, 1)) > np.cumsum(p, 1)).sum(1), classes - 1)
         arrays = [pa.array(X[:, j]) for j in range(cols)] + [pa.array(y.astype(np.int64))]
-        pq.write_table(pa.table(arrays, names=names + ["label"]), directory / f"part-{i:03d}.parquet",
-                       row_group_size=65536)
+        pq.write_table(
+            pa.table(arrays, names=names + ["label"]), directory / f"part-{i:03d}.parquet", row_group_size=65536
+        )
     marker.touch()
 
 
@@ -243,19 +292,41 @@ def plain_read(directory: Path) -> dict:
     n = sum(batch.num_rows for batch in reading.open_dataset(directory).to_batches(batch_size=65536))
     seconds = time.perf_counter() - started
     started = time.perf_counter()
-    m = sum(batch.num_rows for name in sorted(directory.glob("*.parquet"))
-            for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=65536))
+    m = sum(
+        batch.num_rows
+        for name in sorted(directory.glob("*.parquet"))
+        for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=65536)
+    )
     file_seconds = time.perf_counter() - started
-    return {"rows": n, "seconds": seconds, "rows_per_second": n / seconds,
-            "parquetfile_seconds": file_seconds, "parquetfile_rows_per_second": m / file_seconds}
+    return {
+        "rows": n,
+        "seconds": seconds,
+        "rows_per_second": n / seconds,
+        "parquetfile_seconds": file_seconds,
+        "parquetfile_rows_per_second": m / file_seconds,
+    }
 
 
 def run_subsample(directory: Path, out: Path, engine: str, gamma: float, *extra: str) -> dict:
     """`dmo subsample` as a user runs it, under /usr/bin/time for the peak RSS."""
     report = out.with_suffix(".json")
     dmo = Path(sys.executable).with_name("dmo")
-    cmd = [str(dmo), "subsample", str(directory), "--gamma", str(gamma), "-o", str(out), "--report", str(report),
-           "--engine", engine, "--workers", "2", *extra]
+    cmd = [
+        str(dmo),
+        "subsample",
+        str(directory),
+        "--gamma",
+        str(gamma),
+        "-o",
+        str(out),
+        "--report",
+        str(report),
+        "--engine",
+        engine,
+        "--workers",
+        "2",
+        *extra,
+    ]
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
     started = time.perf_counter()
     proc = subprocess.run(timer + cmd, capture_output=True, text=True)
@@ -264,21 +335,34 @@ def run_subsample(directory: Path, out: Path, engine: str, gamma: float, *extra:
         raise RuntimeError(proc.stderr[-2000:])
     result = json.loads(report.read_text())
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    return {"engine": engine, "rows_read": result["rows_read"], "rows_kept": result["rows_kept"],
-            "rows_written": result["rows_written"],
-            "pilot_rows": result["pilot_rows"],
-            "pilot_accuracy": result["pilot_accuracy"], "pilot_seconds": result["pilot_seconds"],
-            "pass_seconds": result["pass_seconds"], "pass_rows_per_second": result["rows_per_second"],
-            "command_seconds": wall, "overall_rows_per_second": result["rows_read"] / wall,
-            "peak_rss_mib_largest_process": int(rss.group(1)) / 1024 if rss else None}
+    return {
+        "engine": engine,
+        "rows_read": result["rows_read"],
+        "rows_kept": result["rows_kept"],
+        "rows_written": result["rows_written"],
+        "pilot_rows": result["pilot_rows"],
+        "pilot_accuracy": result["pilot_accuracy"],
+        "pilot_seconds": result["pilot_seconds"],
+        "pass_seconds": result["pass_seconds"],
+        "pass_rows_per_second": result["rows_per_second"],
+        "command_seconds": wall,
+        "overall_rows_per_second": result["rows_read"] / wall,
+        "peak_rss_mib_largest_process": int(rss.group(1)) / 1024 if rss else None,
+    }
 
 
 def throughput(rows: int, cols: int, scratch: Path, dask: bool) -> dict:
     source = scratch / "big"
     started = time.perf_counter()
     make_big(source, rows, cols)
-    out: dict = {"rows": rows, "cols": cols, "classes": 5, "files": 20, "generate_seconds": time.perf_counter() - started,
-                 "bytes_on_disk": sum(p.stat().st_size for p in source.glob("*.parquet"))}
+    out: dict = {
+        "rows": rows,
+        "cols": cols,
+        "classes": 5,
+        "files": 20,
+        "generate_seconds": time.perf_counter() - started,
+        "bytes_on_disk": sum(p.stat().st_size for p in source.glob("*.parquet")),
+    }
     out["plain_read"] = plain_read(source)
     out["local"] = run_subsample(source, scratch / "sub_local.parquet", "local", 10.0)
     if dask:
@@ -288,8 +372,10 @@ def throughput(rows: int, cols: int, scratch: Path, dask: bool) -> dict:
     small = scratch / "small"
     make_big(small, small_rows, cols)
     cap = ("--pilot-max-rows", str(small_rows // 10))
-    out["rss_vs_rows"] = {n: run_subsample(src, scratch / f"sub_rss_{n}.parquet", "local", 10.0, *cap)
-                          for n, src in ((small_rows, small), (rows, source))}
+    out["rss_vs_rows"] = {
+        n: run_subsample(src, scratch / f"sub_rss_{n}.parquet", "local", 10.0, *cap)
+        for n, src in ((small_rows, small), (rows, source))
+    }
     return out
 
 
@@ -299,13 +385,19 @@ def section_variance(args, results: dict) -> None:
     results["variance"] = variance_ratios(args.reps)
     results["variance"]["seconds"] = time.perf_counter() - started
     print(f"{'':>21} {'':>7} | at LUS's kept size           | at kept + pilot size")
-    print(f"{'gamma':>6} {'kept':>6} {'budget':>7} | {'LUS':>7} {'uniform':>8} {'case-ctl':>9} | "
-          f"{'LUS+pilot':>9} {'uniform':>8} {'case-ctl':>9}")
+    print(
+        f"{'gamma':>6} {'kept':>6} {'budget':>7} | {'LUS':>7} {'uniform':>8} {'case-ctl':>9} | "
+        f"{'LUS+pilot':>9} {'uniform':>8} {'case-ctl':>9}"
+    )
     for r in results["variance"]["rows"]:
-        print(f"{r['gamma']:>6g} {r['lus_kept_fraction']:>6.3f} {r['budget_fraction']:>7.3f} | {r['lus_ratio']:>7.2f} "
-              f"{r['uniform_realized_ratio']:>8.2f} {r['case-control_realized_ratio']:>9.2f} | "
-              f"{r['lus_with_pilot_ratio']:>9.2f} {r['uniform_budget_ratio']:>8.2f} {r['case-control_budget_ratio']:>9.2f}")
-    print("   (LUS: the accepted rows, the paper's estimate; LUS+pilot: they and the pilot's rows at offset 0, as dmo fits)")
+        print(
+            f"{r['gamma']:>6g} {r['lus_kept_fraction']:>6.3f} {r['budget_fraction']:>7.3f} | {r['lus_ratio']:>7.2f} "
+            f"{r['uniform_realized_ratio']:>8.2f} {r['case-control_realized_ratio']:>9.2f} | "
+            f"{r['lus_with_pilot_ratio']:>9.2f} {r['uniform_budget_ratio']:>8.2f} {r['case-control_budget_ratio']:>9.2f}"
+        )
+    print(
+        "   (LUS: the accepted rows, the paper's estimate; LUS+pilot: they and the pilot's rows at offset 0, as dmo fits)"
+    )
 
 
 def section_accuracy(args, results: dict) -> None:
@@ -315,27 +407,46 @@ def section_accuracy(args, results: dict) -> None:
     Xt, yt = simulate(20_000, rng)
     curves = {}
     for frac in args.pilot_fracs:
-        curves[f"simulation_pilot_{frac:g}"] = accuracy_curve(X, y, Xt, yt, 3, (1.5, 2, 3, 5, 10, 20, 40),
-                                                              args.acc_reps, frac, FIT)
+        curves[f"simulation_pilot_{frac:g}"] = accuracy_curve(
+            X, y, Xt, yt, 3, (1.5, 2, 3, 5, 10, 20, 40), args.acc_reps, frac, FIT
+        )
     if (args.data_dir / "letter" / "train.parquet").exists():
         Xl, yl, Xlt, ylt, K = letter(args.data_dir)
         for frac in args.pilot_fracs:
-            curves[f"letter_pilot_{frac:g}"] = accuracy_curve(Xl, yl, Xlt, ylt, K, (1.2, 1.5, 2, 3, 5, 10),
-                                                              args.acc_reps, frac, LogisticParams(l2=1e-4))
+            curves[f"letter_pilot_{frac:g}"] = accuracy_curve(
+                Xl, yl, Xlt, ylt, K, (1.2, 1.5, 2, 3, 5, 10), args.acc_reps, frac, LogisticParams(l2=1e-4)
+            )
         if not args.skip_letter_mlp:  # the paper's MNIST recipe: a simple pilot, a richer final model
-            curves["letter_mlp_pilot_0.1"] = accuracy_curve(Xl, yl, Xlt, ylt, K, (1.05, 1.1, 1.2, 1.5, 2, 3, 5),
-                                                            args.acc_reps, 0.1, LogisticParams(), model="mlp",
-                                                            pilot_params=LogisticParams(l2=1e-4))
+            curves["letter_mlp_pilot_0.1"] = accuracy_curve(
+                Xl,
+                yl,
+                Xlt,
+                ylt,
+                K,
+                (1.05, 1.1, 1.2, 1.5, 2, 3, 5),
+                args.acc_reps,
+                0.1,
+                LogisticParams(),
+                model="mlp",
+                pilot_params=LogisticParams(l2=1e-4),
+            )
     results["accuracy"] = curves
     for name, curve in curves.items():
-        print(f"-- {name}: full-data accuracy {curve['full_data_accuracy']:.4f}, log loss "
-              f"{curve['full_data_log_loss']:.4f} (n_train {curve['n_train']}, {curve['reps']} reps)")
-        print(f"{'gamma':>6} {'used':>6} | accuracy {'LUS':>7} {'LUS-np':>7} {'uniform':>8} {'case-ctl':>8} | "
-              f"log loss {'LUS':>7} {'LUS-np':>7} {'uniform':>8} {'case-ctl':>8}")
+        print(
+            f"-- {name}: full-data accuracy {curve['full_data_accuracy']:.4f}, log loss "
+            f"{curve['full_data_log_loss']:.4f} (n_train {curve['n_train']}, {curve['reps']} reps)"
+        )
+        print(
+            f"{'gamma':>6} {'used':>6} | accuracy {'LUS':>7} {'LUS-np':>7} {'uniform':>8} {'case-ctl':>8} | "
+            f"log loss {'LUS':>7} {'LUS-np':>7} {'uniform':>8} {'case-ctl':>8}"
+        )
         for r in curve["rows"]:
-            print(f"{r['gamma']:>6g} {r['fraction_used']:>6.3f} |          "
-                  + " ".join(f"{r[f'{m}_accuracy']:>{w}.4f}" for m, w in zip(METHODS, (7, 7, 8, 8)))
-                  + " |          " + " ".join(f"{r[f'{m}_log_loss']:>{w}.4f}" for m, w in zip(METHODS, (7, 7, 8, 8))))
+            print(
+                f"{r['gamma']:>6g} {r['fraction_used']:>6.3f} |          "
+                + " ".join(f"{r[f'{m}_accuracy']:>{w}.4f}" for m, w in zip(METHODS, (7, 7, 8, 8)))
+                + " |          "
+                + " ".join(f"{r[f'{m}_log_loss']:>{w}.4f}" for m, w in zip(METHODS, (7, 7, 8, 8)))
+            )
         for tol, fractions in curve["reaches_full_accuracy"].items():
             shown = ", ".join(f"{m} {'-' if f is None else f'{f:.3f}'}" for m, f in fractions.items())
             print(f"   smallest fraction within {tol} of full-data accuracy: {shown}")
@@ -345,18 +456,24 @@ def section_accuracy(args, results: dict) -> None:
 def section_throughput(args, results: dict) -> None:
     print(f"== 3. subsample pass on {args.rows:,} x {args.cols} rows (gamma 10) ==")
     results["throughput"] = tp = throughput(args.rows, args.cols, args.scratch, not args.skip_dask)
-    print(f"plain pyarrow read: dataset scanner {tp['plain_read']['rows_per_second']:,.0f} rows/s "
-          f"({tp['plain_read']['seconds']:.1f} s), ParquetFile per file "
-          f"{tp['plain_read']['parquetfile_rows_per_second']:,.0f} rows/s; {tp['bytes_on_disk'] / 2**30:.2f} GiB on disk")
+    print(
+        f"plain pyarrow read: dataset scanner {tp['plain_read']['rows_per_second']:,.0f} rows/s "
+        f"({tp['plain_read']['seconds']:.1f} s), ParquetFile per file "
+        f"{tp['plain_read']['parquetfile_rows_per_second']:,.0f} rows/s; {tp['bytes_on_disk'] / 2**30:.2f} GiB on disk"
+    )
     for key in ("local", "dask_2_workers"):
         if key in tp:
             r = tp[key]
-            print(f"{key:>15}: pass {r['pass_rows_per_second']:,.0f} rows/s ({r['pass_seconds']:.1f} s), whole command "
-                  f"{r['overall_rows_per_second']:,.0f} rows/s ({r['command_seconds']:.1f} s, pilot {r['pilot_seconds']:.1f} s), "
-                  f"kept {r['rows_kept']:,}, peak RSS {r['peak_rss_mib_largest_process']:.0f} MiB")
+            print(
+                f"{key:>15}: pass {r['pass_rows_per_second']:,.0f} rows/s ({r['pass_seconds']:.1f} s), whole command "
+                f"{r['overall_rows_per_second']:,.0f} rows/s ({r['command_seconds']:.1f} s, pilot {r['pilot_seconds']:.1f} s), "
+                f"kept {r['rows_kept']:,}, peak RSS {r['peak_rss_mib_largest_process']:.0f} MiB"
+            )
     for n, r in tp["rss_vs_rows"].items():
-        print(f"peak RSS, local engine, {n:>11,} rows, pilot {r['pilot_rows']:,} rows: "
-              f"{r['peak_rss_mib_largest_process']:.0f} MiB")
+        print(
+            f"peak RSS, local engine, {n:>11,} rows, pilot {r['pilot_rows']:,} rows: "
+            f"{r['peak_rss_mib_largest_process']:.0f} MiB"
+        )
     if not args.keep_scratch:
         shutil.rmtree(args.scratch, ignore_errors=True)
 
@@ -366,8 +483,13 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--acc-reps", type=int, default=10)
-    parser.add_argument("--pilot-fracs", type=float, nargs="+", default=[0.1, 0.05, 0.02],
-                        help="pilot share of the training rows (paper: 10%%; its appendix D: 5%% suffices; 2%% leaves room below 10%%)")
+    parser.add_argument(
+        "--pilot-fracs",
+        type=float,
+        nargs="+",
+        default=[0.1, 0.05, 0.02],
+        help="pilot share of the training rows (paper: 10%%; its appendix D: 5%% suffices; 2%% leaves room below 10%%)",
+    )
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--cols", type=int, default=50)
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/dmo_lus_bench"))

@@ -9,6 +9,7 @@
 
 Usage: python bench/threshold.py [--n 10000000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,14 @@ def large_scale(n: int, repeats: int) -> list[dict]:
     rows = [{"method": "sklearn precision_recall_curve (curve only)", "seconds": sk_seconds, "speedup": 1.0}]
     for problem in (Problem("fpor", 0.8), Problem("frop", 0.8), Problem("ofbs")):
         seconds, point = best_of(lambda: search(scores, y, problem), repeats)
-        rows.append({"method": f"dmo exact search {problem.kind}", "seconds": seconds, "speedup": sk_seconds / seconds,
-                     "objective": point.objective})
+        rows.append(
+            {
+                "method": f"dmo exact search {problem.kind}",
+                "seconds": seconds,
+                "speedup": sk_seconds / seconds,
+                "objective": point.objective,
+            }
+        )
     return rows
 
 
@@ -62,11 +69,18 @@ def tuned_vs_exact(n: int = 200_000, d: int = 50) -> dict:
     t = time.perf_counter()
     point = search(proba, y, Problem("ofbs"))
     exact_seconds = time.perf_counter() - t
-    return {"rows": n, "features": d, "positives": int(y.sum()),
-            "tuned_threshold": float(tuned.best_threshold_), "tuned_f1": float(f1_grid),
-            "tuned_seconds (5-fold CV fits + grid)": tuned_seconds,
-            "exact_threshold": point.threshold, "exact_f1": point.f_beta, "exact_seconds": exact_seconds,
-            "f1_gap": point.f_beta - f1_grid}
+    return {
+        "rows": n,
+        "features": d,
+        "positives": int(y.sum()),
+        "tuned_threshold": float(tuned.best_threshold_),
+        "tuned_f1": float(f1_grid),
+        "tuned_seconds (5-fold CV fits + grid)": tuned_seconds,
+        "exact_threshold": point.threshold,
+        "exact_f1": point.f_beta,
+        "exact_seconds": exact_seconds,
+        "f1_gap": point.f_beta - f1_grid,
+    }
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ on the validation split, and report train/test precision, recall and F1.
 
 Usage: python bench/wce_baseline.py [--data-dir DIR] [--models linear mlp] [--seeds 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,24 +16,43 @@ from pathlib import Path
 
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
-from dmocli.pipelines.apply import evaluate
 from dmocli import TrainOptions, train
+from dmocli.pipelines.apply import evaluate
 
 
 def run_one(data_dir: Path, name: str, model: str, ta_split: str, seed: int, workdir: Path) -> dict:
     folder = data_dir / name
     out = workdir / f"{name}-{model}-{ta_split}-{seed}.safetensors"
-    opts = TrainOptions(problem="frop", target=0.8, solver="wce", model=model, seed=seed, device="cpu",
-                        val=folder / "val.parquet" if ta_split == "val" else None, allow_infeasible=True)
+    opts = TrainOptions(
+        problem="frop",
+        target=0.8,
+        solver="wce",
+        model=model,
+        seed=seed,
+        device="cpu",
+        val=folder / "val.parquet" if ta_split == "val" else None,
+        allow_infeasible=True,
+    )
     started = time.perf_counter()
     _, report = train(folder / "train.parquet", opts, output=out)
     seconds = time.perf_counter() - started
     test = evaluate(out, folder / "test.parquet")["splits"]["data"]
     tr = report["splits"]["train"]
-    return {"set": name, "model": model, "TA on": ta_split, "seed": seed,
-            "train P": tr["precision"], "train R": tr["recall"], "train F1": tr["f1"], "train feas": tr["feasible"],
-            "test P": test["precision"], "test R": test["recall"], "test F1": test["f1"],
-            "test feas": test["feasible"], "seconds": seconds}
+    return {
+        "set": name,
+        "model": model,
+        "TA on": ta_split,
+        "seed": seed,
+        "train P": tr["precision"],
+        "train R": tr["recall"],
+        "train F1": tr["f1"],
+        "train feas": tr["feasible"],
+        "test P": test["precision"],
+        "test R": test["recall"],
+        "test F1": test["f1"],
+        "test feas": test["feasible"],
+        "seconds": seconds,
+    }
 
 
 def main() -> None:

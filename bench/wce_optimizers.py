@@ -10,6 +10,7 @@ Two parts, one run, the same machine:
    (`dmo train --val`, the default use): the training loss and the test objective per optimizer, and how often
    L-BFGS's test objective is better, equal or worse (feasible before infeasible, then the objective).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,10 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
 
+from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.data import reading, sinks  # noqa: E402
 from dmocli.models.modelfile import load_model  # noqa: E402
 from dmocli.pipelines.apply import evaluate  # noqa: E402
-from dmocli import TrainOptions, train  # noqa: E402
 
 OPTIMIZERS = ("adam", "lbfgs")
 PROBLEMS = (("fpor", 0.8), ("frop", 0.8), ("ofbs", None))
@@ -60,8 +61,9 @@ def synthetic(rows: int, cols: int, workdir: Path) -> list[dict]:
     def table(n: int) -> pa.Table:
         X = rng.standard_normal((n, cols), dtype=np.float32)
         y = (X @ w + 3.0 * rng.standard_normal(n) > 6.0).astype(np.int64)
-        return pa.table([pa.array(X[:, j]) for j in range(cols)] + [pa.array(y)],
-                        names=[f"x{j}" for j in range(cols)] + ["label"])
+        return pa.table(
+            [pa.array(X[:, j]) for j in range(cols)] + [pa.array(y)], names=[f"x{j}" for j in range(cols)] + ["label"]
+        )
 
     train_table, val_path = table(rows), workdir / "val.parquet"
     sinks.write_parquet(val_path, table(100_000))
@@ -69,12 +71,23 @@ def synthetic(rows: int, cols: int, workdir: Path) -> list[dict]:
     for optimizer in OPTIMIZERS:
         path = workdir / f"synthetic-{optimizer}.safetensors"
         started = time.perf_counter()
-        _, report = train(train_table, TrainOptions(problem="fpor", target=0.8, val=val_path, device="cpu",
-                                                    params={"optimizer": optimizer}), output=path)
+        _, report = train(
+            train_table,
+            TrainOptions(problem="fpor", target=0.8, val=val_path, device="cpu", params={"optimizer": optimizer}),
+            output=path,
+        )
         val = report["splits"]["val"]
-        out.append({"part": f"synthetic {rows}x{cols}", "optimizer": optimizer, "fit_s": report["fit_seconds"],
-                    "train_s": time.perf_counter() - started, "train_loss": weighted_loss(path, train_table),
-                    "val_precision": val["precision"], "val_recall": val["recall"]})
+        out.append(
+            {
+                "part": f"synthetic {rows}x{cols}",
+                "optimizer": optimizer,
+                "fit_s": report["fit_seconds"],
+                "train_s": time.perf_counter() - started,
+                "train_loss": weighted_loss(path, train_table),
+                "val_precision": val["precision"],
+                "val_recall": val["recall"],
+            }
+        )
     return out
 
 
@@ -86,14 +99,31 @@ def benchmark_sets(data_dir: Path, workdir: Path) -> tuple[list[dict], dict]:
             cells = {}
             for optimizer in OPTIMIZERS:
                 path = workdir / f"{name}-{problem}-{optimizer}.safetensors"
-                _, report = train(folder / "train.parquet", TrainOptions(
-                    problem=problem, target=target, val=folder / "val.parquet", device="cpu", allow_infeasible=True,
-                    params={"optimizer": optimizer}), output=path)
+                _, report = train(
+                    folder / "train.parquet",
+                    TrainOptions(
+                        problem=problem,
+                        target=target,
+                        val=folder / "val.parquet",
+                        device="cpu",
+                        allow_infeasible=True,
+                        params={"optimizer": optimizer},
+                    ),
+                    output=path,
+                )
                 test = evaluate(path, folder / "test.parquet")["splits"]["data"]
                 cells[optimizer] = (report, test)
-                rows.append({"set": name, "problem": problem, "optimizer": optimizer, "fit_s": report["fit_seconds"],
-                             "train_loss": weighted_loss(path, folder / "train.parquet"),
-                             "test_objective": _rank(test, problem)[1], "test_feasible": test.get("feasible")})
+                rows.append(
+                    {
+                        "set": name,
+                        "problem": problem,
+                        "optimizer": optimizer,
+                        "fit_s": report["fit_seconds"],
+                        "train_loss": weighted_loss(path, folder / "train.parquet"),
+                        "test_objective": _rank(test, problem)[1],
+                        "test_feasible": test.get("feasible"),
+                    }
+                )
             new, old = _rank(cells["lbfgs"][1], problem), _rank(cells["adam"][1], problem)
             tally["better" if new > old else "equal" if new == old else "worse"] += 1
     return rows, tally

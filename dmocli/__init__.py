@@ -3,6 +3,7 @@
 The top-level names are imported lazily so `import dmocli` stays cheap
 (torch loads only when a function that needs it is used).
 """
+
 from __future__ import annotations
 
 from typing import Any

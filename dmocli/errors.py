@@ -4,6 +4,7 @@ Library code raises these instead of printing, so that both the CLI and
 Python callers get the same message; the CLI maps them to exit codes
 (2: bad input or usage, 3: target not reachable).
 """
+
 from __future__ import annotations
 
 

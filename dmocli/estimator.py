@@ -11,6 +11,7 @@ It follows scikit-learn's estimator contract (checked by
 not change what the tool computes; `expected_failed_checks` lists, with the
 reason, the checks it fails by design.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,6 +41,7 @@ from dmocli.solvers import available, solver_class
 
 LABEL = "label"  # the column y becomes, as `dmo train` names it by default (saved models evaluate on files)
 
+
 def _init_signature() -> inspect.Signature:
     """DmoClassifier's constructor parameters: the TrainOptions fields marked `estimator`, with their defaults
     (a dict default becomes None, as scikit-learn wants immutable defaults)."""
@@ -55,8 +57,10 @@ def _parameters_doc() -> str:
     lines = ["Parameters", "----------"]
     for spec in estimator_fields():
         flag = flag_of(spec)
-        lines += [f"{spec.name} : default={spec.default if spec.default is not dataclasses.MISSING else None!r}",
-                  f"    {spec.metadata['help']} (`dmo train {flag}`)"]
+        lines += [
+            f"{spec.name} : default={spec.default if spec.default is not dataclasses.MISSING else None!r}",
+            f"    {spec.metadata['help']} (`dmo train {flag}`)",
+        ]
     return "\n".join("    " + line if line else line for line in lines)
 
 
@@ -66,19 +70,19 @@ _INIT_SIGNATURE = _init_signature()
 class DmoClassifier(ClassifierMixin, BaseEstimator):
     """Train any dmocli solver at one operating point; predict with its threshold.
 
-    The constructor parameters are `dmo train`'s options, taken from their one
-    declaration (dmocli/options.py) so that defaults, choices and ranges cannot
-    drift between the two; `params` is the `--param` dict, `positive` may be any
-    label value. After fit: `model_` (DmoModel), `report_` (the train report dict),
-    `classes_` (sorted, as scikit-learn orders them), `threshold_` (binary
-    problems: on the logit scale of the positive class `model_.labels.positive`),
-    `n_features_in_`, and `feature_names_in_` for DataFrames with string column names.
+        The constructor parameters are `dmo train`'s options, taken from their one
+        declaration (dmocli/options.py) so that defaults, choices and ranges cannot
+        drift between the two; `params` is the `--param` dict, `positive` may be any
+        label value. After fit: `model_` (DmoModel), `report_` (the train report dict),
+        `classes_` (sorted, as scikit-learn orders them), `threshold_` (binary
+        problems: on the logit scale of the positive class `model_.labels.positive`),
+        `n_features_in_`, and `feature_names_in_` for DataFrames with string column names.
 
-    X is a DataFrame or pyarrow Table (numeric columns, text/categorical columns
-    one-hot encoded, one embedding list column, as `dmo train` reads a file) or
-    any numeric array-like (columns named x0..x{d-1} in the model file).
+        X is a DataFrame or pyarrow Table (numeric columns, text/categorical columns
+        one-hot encoded, one embedding list column, as `dmo train` reads a file) or
+        any numeric array-like (columns named x0..x{d-1} in the model file).
 
-{parameters}
+    {parameters}
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -97,23 +101,38 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.categorical = True  # text and categorical DataFrame columns are one-hot encoded
         # Several classes need a solver with K logits and no binary problem: fpor/frop/ofbs need `positive` for
         # them and then predict "not <positive>" for the other classes. An unknown solver fits nothing (fit says so).
-        tags.classifier_tags.multi_class = (self.problem in (None, "multiclass") and self.solver in available()
-                                            and solver_class(self.solver).multiclass)
+        tags.classifier_tags.multi_class = (
+            self.problem in (None, "multiclass") and self.solver in available() and solver_class(self.solver).multiclass
+        )
         return tags
 
     def fit(self, X: Any, y: Any) -> "DmoClassifier":
         features = self._feature_table(X, reset=True)
         clash = [name for name in features.schema.names if name.casefold() == LABEL]
         if clash:  # `label` would be replaced; `Label` is refused by train as a likely copy of the label
-            raise DmoError(f"X has a column named {clash[0]!r}, which dmocli takes for the label column {LABEL!r}; "
-                           "rename it (the label is passed as y)")
+            raise DmoError(
+                f"X has a column named {clash[0]!r}, which dmocli takes for the label column {LABEL!r}; "
+                "rename it (the label is passed as y)"
+            )
         labels = self._label_array(y, features)
         options = TrainOptions(
-            problem=self.problem, target=self.target, beta=self.beta, solver=self.solver, model=self.model,
-            width=self.width, depth=self.depth, label_col=LABEL,
-            positive=None if self.positive is None else str(self.positive), val_frac=self.val_frac,
-            confidence=self.confidence, adjust=self.adjust, allow_infeasible=self.allow_infeasible,
-            impute=self.impute, epochs=self.epochs, device=self.device, seed=self.seed,
+            problem=self.problem,
+            target=self.target,
+            beta=self.beta,
+            solver=self.solver,
+            model=self.model,
+            width=self.width,
+            depth=self.depth,
+            label_col=LABEL,
+            positive=None if self.positive is None else str(self.positive),
+            val_frac=self.val_frac,
+            confidence=self.confidence,
+            adjust=self.adjust,
+            allow_infeasible=self.allow_infeasible,
+            impute=self.impute,
+            epochs=self.epochs,
+            device=self.device,
+            seed=self.seed,
             params={k: str(v) for k, v in (self.params or {}).items()},
         )
         model, report = train(features.append_column(LABEL, labels), options)

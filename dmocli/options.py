@@ -9,6 +9,7 @@ range cannot drift between the three. Solver `--param` fields declare their
 ranges and choices the same way and go through the same `check_value`, so every
 bad value gets a message of one form, before any data is read.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,64 +84,116 @@ class TrainOptions:
     """Every option of `dmo train`: the CLI fills it, Python callers may too."""
 
     problem: str | None = option(
-        None, "--problem", "-p", estimator=True, choices=PROBLEM_CHOICES,
+        None,
+        "--problem",
+        "-p",
+        estimator=True,
+        choices=PROBLEM_CHOICES,
         help="fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; ofbs: max "
-             "F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)")
-    target: float | None = option(None, "--target", "-a", estimator=True,
-                                  help="Target in (0,1) for the constrained metric (fpor/frop).")
-    beta: float = option(1.0, "--beta", estimator=True, positive=True,
-                         help="Beta of F-beta (ofbs, and F-beta in reports).")
+        "F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)",
+    )
+    target: float | None = option(
+        None, "--target", "-a", estimator=True, help="Target in (0,1) for the constrained metric (fpor/frop)."
+    )
+    beta: float = option(
+        1.0, "--beta", estimator=True, positive=True, help="Beta of F-beta (ofbs, and F-beta in reports)."
+    )
     solver: str = option("wce", "--solver", "-s", estimator=True, help="Training method; `dmo solvers` lists them.")
     model: str = option("linear", "--model", "-m", estimator=True, choices=MODEL_CHOICES, help="linear or mlp.")
     width: int = option(100, "--width", estimator=True, min=1, help="MLP hidden width.")
     depth: int = option(2, "--depth", estimator=True, min=1, help="MLP hidden layers.")
     val: str | Path | None = option(
-        None, "--val", help="Validation table: the threshold (and, where the solver uses one, early stopping or "
-                            "iterate selection) is fitted on it.")
-    val_frac: float = option(0.0, "--val-frac", estimator=True, min=0.0, below=1.0,
-                             help="Hold out this stratified fraction of DATA as validation instead of --val.")
+        None,
+        "--val",
+        help="Validation table: the threshold (and, where the solver uses one, early stopping or "
+        "iterate selection) is fitted on it.",
+    )
+    val_frac: float = option(
+        0.0,
+        "--val-frac",
+        estimator=True,
+        min=0.0,
+        below=1.0,
+        help="Hold out this stratified fraction of DATA as validation instead of --val.",
+    )
     label_col: str = option("label", "--label-col", help="Name of the label column.")
-    positive: str | None = option(None, "--positive", estimator=True,
-                                  help="Positive class value (default: minority class of a two-class label).")
+    positive: str | None = option(
+        None, "--positive", estimator=True, help="Positive class value (default: minority class of a two-class label)."
+    )
     drop: tuple[str, ...] = option((), "--drop", help="Column to ignore (repeatable), e.g. an id column.")
     embedding_col: str | None = option(None, "--embedding-col", help="List column to use as the feature vector.")
-    impute: str = option("none", "--impute", estimator=True, choices=IMPUTE_CHOICES,
-                         help="none: refuse NaN/inf features; median: fill with training medians.")
-    device: str = option("auto", "--device", estimator=True, choices=DEVICE_CHOICES,
-                         help="auto (CUDA if present), cpu or cuda.")
-    seed: int = option(0, "--seed", estimator=True, min=0, max=MAX_SEED,
-                       help="Random seed; same data, options and seed give the same model.")
+    impute: str = option(
+        "none",
+        "--impute",
+        estimator=True,
+        choices=IMPUTE_CHOICES,
+        help="none: refuse NaN/inf features; median: fill with training medians.",
+    )
+    device: str = option(
+        "auto", "--device", estimator=True, choices=DEVICE_CHOICES, help="auto (CUDA if present), cpu or cuda."
+    )
+    seed: int = option(
+        0,
+        "--seed",
+        estimator=True,
+        min=0,
+        max=MAX_SEED,
+        help="Random seed; same data, options and seed give the same model.",
+    )
     params: dict[str, str] = option(
-        {}, "--param", estimator=True,
-        help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`).")
+        {}, "--param", estimator=True, help="Solver hyper-parameter KEY=VALUE (repeatable; see `dmo solvers`)."
+    )
     gamma: float | None = option(
-        None, "--gamma",
-        help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command.")
+        None,
+        "--gamma",
+        help="--solver lus: pilot, subsample (variance <= gamma x full-data MLE) and fit in one command.",
+    )
     folding: int | None = option(
-        None, "--folding", min=2,
+        None,
+        "--folding",
+        min=2,
         help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same "
-             "as --param folding=K; pick the fold with --param fold=k).")
+        "as --param folding=K; pick the fold with --param fold=k).",
+    )
     confidence: float | None = option(
-        None, "--confidence", estimator=True, min=0.5, below=1.0,
+        None,
+        "--confidence",
+        estimator=True,
+        min=0.5,
+        below=1.0,
         help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at "
-             "this level (e.g. 0.95).")
+        "this level (e.g. 0.95).",
+    )
     adjust: bool | None = option(
-        None, "--adjust/--no-adjust", estimator=True,
+        None,
+        "--adjust/--no-adjust",
+        estimator=True,
         help="Exact threshold adjustment after training (off: keep the solver's own threshold). Default: on, "
-             "except for the streaming solvers fofo/ofo/lr, which keep their learned threshold.")
+        "except for the streaming solvers fofo/ofo/lr, which keep their learned threshold.",
+    )
     allow_infeasible: bool = option(
-        False, "--allow-infeasible", estimator=True,
-        help="Save the closest threshold when the target is unreachable (exit 0 instead of 3).")
-    drop_unlabeled: bool = option(False, "--drop-unlabeled",
-                                  help="Ignore rows with a missing label (for solvers that cannot use them).")
+        False,
+        "--allow-infeasible",
+        estimator=True,
+        help="Save the closest threshold when the target is unreachable (exit 0 instead of 3).",
+    )
+    drop_unlabeled: bool = option(
+        False, "--drop-unlabeled", help="Ignore rows with a missing label (for solvers that cannot use them)."
+    )
     unlabeled_truth: str | Path | None = option(
-        None, "--unlabeled-truth",
+        None,
+        "--unlabeled-truth",
         help="Table with the true labels of DATA's unlabeled rows (same label column; one row per unlabeled row, "
-             "in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch).")
-    epochs: int | None = option(None, "--epochs", estimator=True, min=1,
-                                help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1).")
-    plot: str | Path | None = option(None, "--plot",
-                                     help="Streaming solvers: draw online F vs rows seen to this PNG.")
+        "in order, or one per row of DATA); the report adds pseudo-label precision/recall (adsh, fixmatch).",
+    )
+    epochs: int | None = option(
+        None,
+        "--epochs",
+        estimator=True,
+        min=1,
+        help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1).",
+    )
+    plot: str | Path | None = option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG.")
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""

@@ -1,4 +1,5 @@
 """JSON reports (stable keys, the same for every command) and the precision-recall plot."""
+
 from __future__ import annotations
 
 import json
@@ -10,16 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.version import __version__
 from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.problems import Problem
+from dmocli.version import __version__
 
 
-def binary_split_report(logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None,
-                        beta: float = 1.0) -> dict[str, Any]:
+def binary_split_report(
+    logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None, beta: float = 1.0
+) -> dict[str, Any]:
     """Counts and metrics at `threshold` plus threshold-free AP and ROC AUC, for one split."""
     beta = problem.beta if problem else beta
     scores = binary_scores(y, logits >= threshold, beta)
@@ -54,8 +56,13 @@ def _sigmoid(x: float) -> float:
 
 def envelope(command: str, **fields: Any) -> dict[str, Any]:
     """Keys every report carries (torch's version read from its metadata: importing it costs seconds)."""
-    return {"command": command, "dmocli_version": __version__, "python": platform.python_version(),
-            "torch": _installed_version("torch"), **fields}
+    return {
+        "command": command,
+        "dmocli_version": __version__,
+        "python": platform.python_version(),
+        "torch": _installed_version("torch"),
+        **fields,
+    }
 
 
 def model_summary(splits: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -68,8 +75,10 @@ def unlabeled_warning(n_unlabeled: int, source: object) -> list[str]:
     """The report's warning for rows of `source` without a label (none when every row has one)."""
     if not n_unlabeled:
         return []
-    return [f"{n_unlabeled} rows of {describe(source)} have no label and are left out of its metrics "
-            "(give every row a label to count them)"]
+    return [
+        f"{n_unlabeled} rows of {describe(source)} have no label and are left out of its metrics "
+        "(give every row a label to count them)"
+    ]
 
 
 def _installed_version(package: str) -> str | None:
@@ -109,8 +118,9 @@ def write_report(path: str | Path, report: dict[str, Any]) -> None:
     write_text(path, dumps(report))
 
 
-def plot_pr_curve(path: str | Path, logits: np.ndarray, y: np.ndarray, threshold: float,
-                  problem: Problem | None, title: str) -> None:
+def plot_pr_curve(
+    path: str | Path, logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None, title: str
+) -> None:
     """Precision-recall curve with the operating point and the target line marked."""
     import matplotlib
 
@@ -122,10 +132,18 @@ def plot_pr_curve(path: str | Path, logits: np.ndarray, y: np.ndarray, threshold
     point = binary_scores(y, logits >= threshold)
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
     ax.step(rec, prec, where="post", color="tab:blue", label=f"PR curve (AP {curve.average_precision():.3f})")
-    ax.plot([point["recall"]], [point["precision"]], "o", color="tab:red", markersize=8,
-            label=f"operating point (P {point['precision']:.3f}, R {point['recall']:.3f})")
+    ax.plot(
+        [point["recall"]],
+        [point["precision"]],
+        "o",
+        color="tab:red",
+        markersize=8,
+        label=f"operating point (P {point['precision']:.3f}, R {point['recall']:.3f})",
+    )
     if problem and problem.kind == "fpor":
-        ax.axhline(problem.target, color="gray", linestyle="--", linewidth=1, label=f"precision target {problem.target:g}")
+        ax.axhline(
+            problem.target, color="gray", linestyle="--", linewidth=1, label=f"precision target {problem.target:g}"
+        )
     elif problem and problem.kind == "frop":
         ax.axvline(problem.target, color="gray", linestyle="--", linewidth=1, label=f"recall target {problem.target:g}")
     ax.set_xlim(0, 1.01)

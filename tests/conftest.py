@@ -1,4 +1,5 @@
 """Shared test helpers: run the real `dmo` entry point, and write small real data files."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,19 +23,23 @@ def dmo_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "dmocli"]
 
 
-def run_dmo(*args: str | os.PathLike, check: bool = False, timeout: float = 300,
-            stdin: os.PathLike | None = None) -> subprocess.CompletedProcess:
+def run_dmo(
+    *args: str | os.PathLike, check: bool = False, timeout: float = 300, stdin: os.PathLike | None = None
+) -> subprocess.CompletedProcess:
     """Run `dmo ARGS` in a subprocess, as a user's shell script would (`stdin`: a file piped into it)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as piped:
-        proc = subprocess.run([*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                              env=env, stdin=piped)
+        proc = subprocess.run(
+            [*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, stdin=piped
+        )
     if check and proc.returncode != 0:
         raise AssertionError(f"dmo {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
 
 
-def make_binary_frame(n: int = 600, d: int = 4, pos_frac: float = 0.15, seed: int = 0, sep: float = 1.5) -> pd.DataFrame:
+def make_binary_frame(
+    n: int = 600, d: int = 4, pos_frac: float = 0.15, seed: int = 0, sep: float = 1.5
+) -> pd.DataFrame:
     """Gaussian classes with a shifted mean: an imbalanced set where a linear model does well."""
     rng = np.random.default_rng(seed)
     y = (rng.random(n) < pos_frac).astype(np.int64)
@@ -44,8 +49,9 @@ def make_binary_frame(n: int = 600, d: int = 4, pos_frac: float = 0.15, seed: in
     return frame
 
 
-def make_gaussian_classes(n: int, seed: int = 0, d: int = 20, priors: tuple[float, ...] = (0.1, 0.8, 0.1),
-                          sep: float = 0.5) -> pd.DataFrame:
+def make_gaussian_classes(
+    n: int, seed: int = 0, d: int = 20, priors: tuple[float, ...] = (0.1, 0.8, 0.1), sep: float = 0.5
+) -> pd.DataFrame:
     """The LUS paper's simulation (section 6.1): x | y=k ~ N(mu_k, I), so the true log-odds are linear.
 
     Three classes with P = 0.1/0.8/0.1 and means +sep, 0, -sep on every coordinate

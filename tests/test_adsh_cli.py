@@ -1,4 +1,5 @@
 """`dmo train --solver adsh|fixmatch` end to end through the real entry point, on small generated files."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ import pytest
 import torch
 from conftest import run_dmo
 
+from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.pipelines.apply import evaluate
-from dmocli import TrainOptions, train
 
 
 @pytest.fixture(autouse=True)
@@ -52,8 +53,24 @@ def test_adsh_trains_reports_and_saves_a_usable_model(tmp_path):
     frame.to_parquet(data)
     pd.DataFrame({"label": truth[frame["label"].isna().to_numpy()]}).to_parquet(truth_path)  # unlabeled rows only
     model, report = tmp_path / "m.safetensors", tmp_path / "r.json"
-    run_dmo("train", data, "--solver", "adsh", "--model", "mlp", "--width", "16", "--unlabeled-truth", truth_path,
-            *FAST, "-o", model, "--report", report, check=True)
+    run_dmo(
+        "train",
+        data,
+        "--solver",
+        "adsh",
+        "--model",
+        "mlp",
+        "--width",
+        "16",
+        "--unlabeled-truth",
+        truth_path,
+        *FAST,
+        "-o",
+        model,
+        "--report",
+        report,
+        check=True,
+    )
     r = json.loads(report.read_text())
     trace = r["solver_trace"]
     assert r["problem"] == "multiclass" and r["splits"]["train"]["classes"] == ["a", "b", "c"]
@@ -75,8 +92,11 @@ def test_unlabeled_truth_with_wrong_row_count_is_refused(tmp_path):
     frame.to_parquet(data)
     pd.DataFrame({"label": truth[:7]}).to_csv(bad, index=False)
     with pytest.raises(DmoError, match=r"--unlabeled-truth .* has 7 rows; give one row per unlabeled row"):
-        train(data, TrainOptions(solver="adsh", params=dict(FAST_PARAMS), unlabeled_truth=bad),
-              output=tmp_path / "m.safetensors")
+        train(
+            data,
+            TrainOptions(solver="adsh", params=dict(FAST_PARAMS), unlabeled_truth=bad),
+            output=tmp_path / "m.safetensors",
+        )
     assert not (tmp_path / "m.safetensors").exists()
 
 
@@ -101,8 +121,11 @@ def test_csv_with_empty_string_labels_and_the_original_as_truth(tmp_path):
     frame.to_csv(data, index=False)
     assert ",\n" in data.read_text()  # missing labels are written as empty cells
     frame.assign(label=truth).to_csv(full, index=False)
-    _, report = train(data, TrainOptions(solver="fixmatch", params=dict(FAST_PARAMS), unlabeled_truth=full),
-                      output=tmp_path / "m.safetensors")
+    _, report = train(
+        data,
+        TrainOptions(solver="fixmatch", params=dict(FAST_PARAMS), unlabeled_truth=full),
+        output=tmp_path / "m.safetensors",
+    )
     assert report["splits"]["train"]["classes"] == ["a", "b", "c"]
     quality = report["solver_trace"]["pseudo_label_quality"][-1]
     assert quality["true"] == [int(np.sum(truth[frame["label"].isna()] == c)) for c in "abc"]
@@ -114,22 +137,30 @@ def test_view_columns_replace_noise_views_and_binary_problems_get_a_threshold(tm
     y = (rng.random(n) < 0.25).astype(np.int64)
     X = rng.normal(size=(n, d)) + 1.5 * y[:, None]
     labeled = rng.random(n) < 0.3
-    frame = pd.DataFrame({
-        "features": list(X.astype(np.float32)),
-        "features_weak": list((X + 0.05 * rng.normal(size=X.shape)).astype(np.float32)),
-        "features_strong": list((X + 0.5 * rng.normal(size=X.shape)).astype(np.float32)),
-        "label": pd.array(np.where(labeled, y, 0), dtype="Int64"),
-    })
+    frame = pd.DataFrame(
+        {
+            "features": list(X.astype(np.float32)),
+            "features_weak": list((X + 0.05 * rng.normal(size=X.shape)).astype(np.float32)),
+            "features_strong": list((X + 0.5 * rng.normal(size=X.shape)).astype(np.float32)),
+            "label": pd.array(np.where(labeled, y, 0), dtype="Int64"),
+        }
+    )
     frame.loc[~labeled, "label"] = pd.NA
     data = tmp_path / "emb.parquet"
     frame.to_parquet(data)
-    _, r = train(data, TrainOptions(solver="fixmatch", problem="ofbs", params=dict(FAST_PARAMS)),
-                 output=tmp_path / "m.safetensors")
+    _, r = train(
+        data,
+        TrainOptions(solver="fixmatch", problem="ofbs", params=dict(FAST_PARAMS)),
+        output=tmp_path / "m.safetensors",
+    )
     assert r["solver_trace"]["views"] == {"weak": "column", "strong": "column"}
     assert r["threshold"] is not None and r["n_features"] == d
     assert len(r["solver_trace"]["thresholds"][0]) == 2
-    _, r = train(data, TrainOptions(solver="fixmatch", problem="ofbs", params={**FAST_PARAMS, "views": "noise"}),
-                 output=tmp_path / "m.safetensors")
+    _, r = train(
+        data,
+        TrainOptions(solver="fixmatch", problem="ofbs", params={**FAST_PARAMS, "views": "noise"}),
+        output=tmp_path / "m.safetensors",
+    )
     assert r["solver_trace"]["views"] == {"weak": "noise", "strong": "noise"}
 
 
@@ -139,12 +170,21 @@ def test_view_columns_as_dmo_extract_names_them(tmp_path):
     n, d = 200, 4
     y = (rng.random(n) < 0.3).astype(np.int64)
     X = (rng.normal(size=(n, d)) + 1.5 * y[:, None]).astype(np.float32)
-    frame = pd.DataFrame({"features": list(X), "features_weak_0": list(X), "features_strong_0": list(X * 0.5),
-                          "features_strong_1": list(X * 0.7),
-                          "label": pd.array(np.where(rng.random(n) < 0.4, y, -1), dtype="Int64")})
+    frame = pd.DataFrame(
+        {
+            "features": list(X),
+            "features_weak_0": list(X),
+            "features_strong_0": list(X * 0.5),
+            "features_strong_1": list(X * 0.7),
+            "label": pd.array(np.where(rng.random(n) < 0.4, y, -1), dtype="Int64"),
+        }
+    )
     frame.loc[frame["label"] == -1, "label"] = pd.NA
     data = tmp_path / "extracted.parquet"
     frame.to_parquet(data)
-    _, r = train(data, TrainOptions(solver="fixmatch", problem="ofbs", params=dict(FAST_PARAMS)),
-                 output=tmp_path / "m.safetensors")
+    _, r = train(
+        data,
+        TrainOptions(solver="fixmatch", problem="ofbs", params=dict(FAST_PARAMS)),
+        output=tmp_path / "m.safetensors",
+    )
     assert r["solver_trace"]["views"] == {"weak": "column", "strong": "column"}

@@ -1,4 +1,5 @@
 """The fixmatch/adsh training loop on generated long-tailed data (in-process, small and fast)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,9 @@ def long_tailed(seed: int = 0, counts=(30, 200, 60, 12), labeled_frac: float = 0
 def fit(name: str, X, y, truth=None, model: str = "linear", seed: int = 0, **params):
     solver = get_solver(name)
     p = solver.parse_params({k: str(v) for k, v in {"epochs": 4, "steps_per_epoch": 10, **params}.items()})
-    ctx = FitContext(None, Architecture(model, X.shape[1], int(y.max()) + 1, width=16, depth=1),
-                     torch.device("cpu"), seed, p)
+    ctx = FitContext(
+        None, Architecture(model, X.shape[1], int(y.max()) + 1, width=16, depth=1), torch.device("cpu"), seed, p
+    )
     extra = {"unlabeled_truth": truth} if truth is not None else {}
     return solver.fit(SplitData(X, y, extra), None, ctx)
 
@@ -113,7 +115,9 @@ def test_validation_split_is_scored_each_epoch_with_the_ema_network():
     val = SplitData(X[truth >= 0], truth[truth >= 0])
     solver = get_solver("adsh")
     p = solver.parse_params({"epochs": "3", "steps_per_epoch": "5"})
-    result = solver.fit(SplitData(X, y), val, FitContext(None, Architecture("linear", X.shape[1], 4), torch.device("cpu"), 0, p))
+    result = solver.fit(
+        SplitData(X, y), val, FitContext(None, Architecture("linear", X.shape[1], 4), torch.device("cpu"), 0, p)
+    )
     scores = result.trace["val_balanced_accuracy"]
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
     predicted = result.network(val.X).argmax(1).numpy()

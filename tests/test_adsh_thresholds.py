@@ -1,4 +1,5 @@
 """Adsh's threshold update and FixMatch's selection rule, checked against hand-computed values."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Feature-space views: the strong view perturbs a row around itself (inverted-dropout masking, zero-mean noise)."""
+
 from __future__ import annotations
 
 import torch

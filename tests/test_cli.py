@@ -1,4 +1,5 @@
 """End to end through the real `dmo` entry point on real files."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,23 @@ def test_every_registered_solver_loads_under_its_own_name():
 def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
     model = tmp_path / "pb.safetensors"
     report = tmp_path / "train.json"
-    run_dmo("train", "--problem", "frop", "--target", "0.8", SAMPLE / "train.parquet", "--val", SAMPLE / "val.parquet",
-            "-o", model, "--report", report, "--device", "cpu", check=True)  # CPU: evaluate's figures are exact below
+    run_dmo(
+        "train",
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        SAMPLE / "train.parquet",
+        "--val",
+        SAMPLE / "val.parquet",
+        "-o",
+        model,
+        "--report",
+        report,
+        "--device",
+        "cpu",
+        check=True,
+    )  # CPU: evaluate's figures are exact below
     train_report = json.loads(report.read_text())
     val = train_report["splits"]["val"]
     assert val["recall"] >= 0.8 and val["feasible"] is True
@@ -42,15 +58,42 @@ def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
 
     proc = run_dmo("evaluate", model, SAMPLE / "test.parquet", "--json", "--plot", tmp_path / "pr.png", check=True)
     ev = json.loads(proc.stdout)["splits"]["data"]
-    for key in ("n", "n_pos", "tp", "fp", "tn", "fn", "threshold", "precision", "recall", "f_beta", "f1",
-                "feasible", "average_precision", "roc_auc"):
+    for key in (
+        "n",
+        "n_pos",
+        "tp",
+        "fp",
+        "tn",
+        "fn",
+        "threshold",
+        "precision",
+        "recall",
+        "f_beta",
+        "f1",
+        "feasible",
+        "average_precision",
+        "roc_auc",
+    ):
         assert key in ev
     assert (tmp_path / "pr.png").read_bytes()[:4] == b"\x89PNG"
     # the report describes the saved model exactly: evaluate and an exact re-fit on val find the same figures
-    on_val = json.loads(run_dmo("evaluate", model, SAMPLE / "val.parquet", "--json", check=True).stdout)["splits"]["data"]
+    on_val = json.loads(run_dmo("evaluate", model, SAMPLE / "val.parquet", "--json", check=True).stdout)["splits"][
+        "data"
+    ]
     assert {k: on_val[k] for k in val if k != "feasible"} == {k: val[k] for k in val if k != "feasible"}
-    same = run_dmo("threshold", model, SAMPLE / "val.parquet", "--problem", "frop", "--target", "0.8",
-                   "-o", tmp_path / "same.safetensors", "--json", check=True)
+    same = run_dmo(
+        "threshold",
+        model,
+        SAMPLE / "val.parquet",
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "-o",
+        tmp_path / "same.safetensors",
+        "--json",
+        check=True,
+    )
     assert json.loads(same.stdout)["threshold"] == train_report["threshold"]
 
     preds = tmp_path / "pred.parquet"
@@ -63,13 +106,25 @@ def test_train_evaluate_predict_threshold_on_sample_data(tmp_path: Path):
     assert np.isclose(ev["recall"], recall_score(truth, table["decision"]))
 
     refit = tmp_path / "refit.safetensors"
-    proc = run_dmo("threshold", model, SAMPLE / "test.parquet", "--problem", "fpor", "--target", "0.7", "-o", refit,
-                   "--json", check=True)
+    proc = run_dmo(
+        "threshold",
+        model,
+        SAMPLE / "test.parquet",
+        "--problem",
+        "fpor",
+        "--target",
+        "0.7",
+        "-o",
+        refit,
+        "--json",
+        check=True,
+    )
     refit_report = json.loads(proc.stdout)
     assert refit_report["splits"]["data"]["precision"] >= 0.7
     again = json.loads(run_dmo("evaluate", refit, SAMPLE / "test.parquet", "--json", check=True).stdout)
-    assert again["problem"] == "fpor" and np.isclose(again["splits"]["data"]["precision"],
-                                                     refit_report["splits"]["data"]["precision"])
+    assert again["problem"] == "fpor" and np.isclose(
+        again["splits"]["data"]["precision"], refit_report["splits"]["data"]["precision"]
+    )
 
 
 def test_same_seed_same_model_bytes(tmp_path: Path, binary_parquet: Path):
@@ -97,7 +152,9 @@ def test_csv_input_categorical_column_and_id_passthrough(tmp_path: Path):
     new_csv = tmp_path / "new.csv"
     new.to_csv(new_csv, index=False)
     out = tmp_path / "p.parquet"
-    summary = json.loads(run_dmo("predict", model, new_csv, "-o", out, "--id-col", "row_id", "--json", check=True).stdout)
+    summary = json.loads(
+        run_dmo("predict", model, new_csv, "-o", out, "--id-col", "row_id", "--json", check=True).stdout
+    )
     assert summary["unseen_levels"] == {"shop": 5}
     assert summary["missing_levels"] == {"shop": 3}
     assert pq.read_table(out).column("row_id").to_pylist() == new["row_id"].tolist()
@@ -118,8 +175,20 @@ def test_multiclass_wce_and_positive_one_vs_rest(tmp_path: Path):
     preds = tmp_path / "p.parquet"
     run_dmo("predict", model, data, "-o", preds, check=True)
     assert set(pq.read_table(preds).column("predicted").to_pylist()) <= {"cat", "dog", "eel"}
-    ovr = json.loads(run_dmo("train", data, "--problem", "ofbs", "--positive", "eel", "-o", tmp_path / "o.safetensors",
-                             "--json", check=True).stdout)
+    ovr = json.loads(
+        run_dmo(
+            "train",
+            data,
+            "--problem",
+            "ofbs",
+            "--positive",
+            "eel",
+            "-o",
+            tmp_path / "o.safetensors",
+            "--json",
+            check=True,
+        ).stdout
+    )
     assert ovr["splits"]["train"]["n_pos"] == int((y == 2).sum())
 
 
@@ -128,9 +197,39 @@ def test_impute_median_and_confidence_option(tmp_path: Path):
     frame.loc[::50, "f0"] = np.nan
     data = tmp_path / "nan.parquet"
     frame.to_parquet(data)
-    plain = json.loads(run_dmo("train", data, "--problem", "fpor", "--target", "0.6", "--impute", "median",
-                               "-o", tmp_path / "a.safetensors", "--json", check=True).stdout)
-    sure = json.loads(run_dmo("train", data, "--problem", "fpor", "--target", "0.6", "--impute", "median",
-                              "--confidence", "0.95", "-o", tmp_path / "b.safetensors", "--json", check=True).stdout)
+    plain = json.loads(
+        run_dmo(
+            "train",
+            data,
+            "--problem",
+            "fpor",
+            "--target",
+            "0.6",
+            "--impute",
+            "median",
+            "-o",
+            tmp_path / "a.safetensors",
+            "--json",
+            check=True,
+        ).stdout
+    )
+    sure = json.loads(
+        run_dmo(
+            "train",
+            data,
+            "--problem",
+            "fpor",
+            "--target",
+            "0.6",
+            "--impute",
+            "median",
+            "--confidence",
+            "0.95",
+            "-o",
+            tmp_path / "b.safetensors",
+            "--json",
+            check=True,
+        ).stdout
+    )
     assert sure["operating_point"]["constraint_bound"] >= 0.6
     assert sure["splits"]["train"]["precision"] >= plain["splits"]["train"]["precision"]

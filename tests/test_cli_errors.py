@@ -1,4 +1,5 @@
 """Every bad input: one clear stderr line, exit code 2 (3 for an unreachable target), no traceback, no output."""
+
 from __future__ import annotations
 
 import json
@@ -84,7 +85,9 @@ def test_multiclass_without_positive(tmp_path):
     frame = make_binary_frame()
     frame["label"] = np.arange(len(frame)) % 3
     frame.to_parquet(path)
-    assert_clean_failure(train_fails(tmp_path, path, "--problem", "frop", "--target", "0.8"), 2, "3 classes", "--positive")
+    assert_clean_failure(
+        train_fails(tmp_path, path, "--problem", "frop", "--target", "0.8"), 2, "3 classes", "--positive"
+    )
 
 
 @pytest.mark.parametrize("bad_value", [np.nan, np.inf])
@@ -131,7 +134,9 @@ def test_safetensors_that_is_not_a_dmo_model(tmp_path, binary_parquet):
 
 
 def test_unwritable_output_path(tmp_path, binary_parquet):
-    proc = run_dmo("train", binary_parquet, "--problem", "ofbs", "-o", tmp_path / "no" / "such" / "dir" / "m.safetensors")
+    proc = run_dmo(
+        "train", binary_parquet, "--problem", "ofbs", "-o", tmp_path / "no" / "such" / "dir" / "m.safetensors"
+    )
     assert_clean_failure(proc, 2, "output directory does not exist")
 
 
@@ -210,8 +215,9 @@ def test_default_model_name_keeps_every_dot_but_the_data_suffix(tmp_path, binary
 
 def test_options_that_would_be_ignored_are_refused(tmp_path, binary_parquet):
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--problem", "ofbs", "--target", "0.9"), 2, "--target")
-    assert_clean_failure(train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--positive", "1"), 2,
-                         "--positive")
+    assert_clean_failure(
+        train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--positive", "1"), 2, "--positive"
+    )
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--drop", "label"), 2, "label column")
 
 
@@ -229,8 +235,9 @@ def test_streaming_solvers_count_nan_labels_as_missing_too(tmp_path):
     nan_file = tmp_path / "nan.parquet"
     frame.assign(label=labels).to_parquet(nan_file)
     assert_clean_failure(train_fails(tmp_path, nan_file, "--solver", "fofo"), 2, "20 rows have no label")
-    report = run_dmo("train", nan_file, "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "m.st", "--json",
-                     check=True).stdout
+    report = run_dmo(
+        "train", nan_file, "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "m.st", "--json", check=True
+    ).stdout
     assert json.loads(report)["online"]["n"] == 280
 
 
@@ -254,10 +261,10 @@ def test_parquet_files_whose_columns_differ_in_kind_or_set_are_named(tmp_path):
         frame.head(100).to_parquet(folder / "a.parquet")
         part.to_parquet(folder / "b.parquet")
     for solver in ("wce", "fofo"):
-        assert_clean_failure(train_fails(tmp_path, tmp_path / "text", "--solver", solver), 2, "'f2'", "a.parquet",
-                             "b.parquet")
-        assert_clean_failure(train_fails(tmp_path, tmp_path / "fewer", "--solver", solver), 2, "f3",
-                             "same columns")
+        assert_clean_failure(
+            train_fails(tmp_path, tmp_path / "text", "--solver", solver), 2, "'f2'", "a.parquet", "b.parquet"
+        )
+        assert_clean_failure(train_fails(tmp_path, tmp_path / "fewer", "--solver", solver), 2, "f3", "same columns")
 
 
 def test_files_under_differently_named_partition_folders_are_refused(tmp_path):
@@ -278,18 +285,43 @@ def test_rows_without_a_label_in_evaluation_data_are_counted_and_warned_about(tm
     report = json.loads(proc.stdout)
     assert report["unlabeled_rows"] == 30 and report["splits"]["data"]["n"] == 270
     assert proc.stderr.startswith("dmo: warning: 30 rows of") and "have no label" in proc.stderr
-    refit = run_dmo("threshold", trained, tmp_path / "partly.parquet", "--problem", "frop", "--target", "0.8",
-                    "-o", tmp_path / "m2.st", "--json", check=True)
+    refit = run_dmo(
+        "threshold",
+        trained,
+        tmp_path / "partly.parquet",
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "-o",
+        tmp_path / "m2.st",
+        "--json",
+        check=True,
+    )
     refit_report = json.loads(refit.stdout)
     assert refit_report["unlabeled_rows"] == 30 and "have no label" in refit.stderr
     assert {"solver", "seed", "device", "wall_seconds"} <= set(refit_report)
     from dmocli.models.modelfile import read_metadata
+
     summary = read_metadata(tmp_path / "m2.st")["info"]["summary"]  # at the new threshold, not the training one
-    assert summary == {"data": {k: refit_report["splits"]["data"][k] for k in ("precision", "recall", "f_beta", "feasible")}}
+    assert summary == {
+        "data": {k: refit_report["splits"]["data"][k] for k in ("precision", "recall", "f_beta", "feasible")}
+    }
     for solver in ("wce", "fofo"):
         report_path = tmp_path / f"{solver}.json"
-        run_dmo("train", binary_parquet, "--solver", solver, "--val", tmp_path / "partly.parquet", "-o",
-                tmp_path / f"{solver}.st", "--report", report_path, check=True)
+        run_dmo(
+            "train",
+            binary_parquet,
+            "--solver",
+            solver,
+            "--val",
+            tmp_path / "partly.parquet",
+            "-o",
+            tmp_path / f"{solver}.st",
+            "--report",
+            report_path,
+            check=True,
+        )
         train_report = json.loads(report_path.read_text())
         assert train_report["val_unlabeled_rows"] == 30 and train_report["splits"]["val"]["n"] == 270
         assert any("30 rows of" in w for w in train_report["warnings"])
@@ -297,9 +329,15 @@ def test_rows_without_a_label_in_evaluation_data_are_counted_and_warned_about(tm
 
 def test_predictions_under_another_formats_name_are_refused(tmp_path, trained, binary_parquet):
     for name in ("p.json", "p.txt", "p.parquet.gz"):
-        assert_clean_failure(run_dmo("predict", trained, binary_parquet, "-o", tmp_path / name), 2,
-                             "can only be written as parquet (.parquet) or CSV")
+        assert_clean_failure(
+            run_dmo("predict", trained, binary_parquet, "-o", tmp_path / name),
+            2,
+            "can only be written as parquet (.parquet) or CSV",
+        )
         assert not (tmp_path / name).exists()
-    assert_clean_failure(run_dmo("subsample", binary_parquet, "--gamma", "2", "-o", tmp_path / "s.safetensors"), 2,
-                         "can only be written as parquet (.parquet)")
+    assert_clean_failure(
+        run_dmo("subsample", binary_parquet, "--gamma", "2", "-o", tmp_path / "s.safetensors"),
+        2,
+        "can only be written as parquet (.parquet)",
+    )
     run_dmo("predict", trained, binary_parquet, "-o", tmp_path / "scores", check=True)  # no suffix: parquet

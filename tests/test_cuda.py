@@ -7,6 +7,7 @@ and the per-row ERO state moved to the device, autocast in extraction, and
 model files written from GPU training that `evaluate` (always on CPU)
 loads and reproduces.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,9 +43,32 @@ def _evaluate_on_cpu(model: Path, frame: pd.DataFrame, tmp_path: Path) -> dict:
 def test_ero_on_cuda_meets_its_target_and_its_model_file_reproduces_on_cpu(tmp_path, mode):
     frame = make_binary_frame(n=1200, d=4, pos_frac=0.2, seed=2, sep=2.5)
     val = make_binary_frame(n=400, d=4, pos_frac=0.2, seed=3, sep=2.5)
-    model, report = _train(tmp_path, frame, "--solver", "ero", "--problem", "frop", "--target", "0.8", "--model", "mlp",
-                           "--width", "16", "--depth", "2", "--device", "cuda", "--param", f"mode={mode}",
-                           "--param", "batch-size=256", "--param", "outer=3", "--allow-infeasible", val=val)
+    model, report = _train(
+        tmp_path,
+        frame,
+        "--solver",
+        "ero",
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "--model",
+        "mlp",
+        "--width",
+        "16",
+        "--depth",
+        "2",
+        "--device",
+        "cuda",
+        "--param",
+        f"mode={mode}",
+        "--param",
+        "batch-size=256",
+        "--param",
+        "outer=3",
+        "--allow-infeasible",
+        val=val,
+    )
     assert report["device"].startswith("cuda") and report["solver_trace"]["mode"] == mode
     assert report["before_adjustment"]["train"]["recall"] >= 0.8
     trained = report["splits"]["val"]
@@ -80,7 +104,9 @@ def test_adsh_on_cuda_matches_the_cpu_accuracy(tmp_path):
     for device in ("cpu", "cuda"):
         out = tmp_path / device
         out.mkdir()
-        model, report = _train(out, frame, "--solver", "adsh", "--model", "mlp", "--width", "16", "--device", device, *FAST)
+        model, report = _train(
+            out, frame, "--solver", "adsh", "--model", "mlp", "--width", "16", "--device", device, *FAST
+        )
         assert report["device"].startswith(device) and len(report["solver_trace"]["thresholds"]) == 4
         accuracy[device] = _evaluate_on_cpu(model, every_row, out)["splits"]["data"]["accuracy"]
     assert accuracy["cuda"] == pytest.approx(accuracy["cpu"], abs=0.05)
@@ -114,8 +140,22 @@ def test_extract_on_cuda_matches_cpu_in_fp32_and_stays_close_in_bf16(models, kin
     runs = {}
     for device, dtype in (("cpu", "fp32"), ("cuda", "fp32"), ("cuda", "auto")):
         out = models["root"] / f"{kind}-{device}-{dtype}.parquet"
-        report = json.loads(run_dmo("extract", models[kind], "-o", out, "--model", model, "--device", device,
-                                    "--dtype", dtype, "--json", check=True).stdout)
+        report = json.loads(
+            run_dmo(
+                "extract",
+                models[kind],
+                "-o",
+                out,
+                "--model",
+                model,
+                "--device",
+                device,
+                "--dtype",
+                dtype,
+                "--json",
+                check=True,
+            ).stdout
+        )
         assert report["device"].startswith(device)
         runs[(device, dtype)] = (report, _features(out))
     cpu = runs[("cpu", "fp32")][1]

@@ -4,6 +4,7 @@ An in-process Dask cluster (threads, started once for this module) keeps these f
 connect to it with --scheduler, as a batch job connects to a real cluster. The local cluster the CLI starts
 itself (processes) is covered by the slow subsample test in test_lus.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_binary_frame, make_gaussian_classes, run_dmo
 
+from dmocli import TrainOptions, train
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.apply import evaluate, predict, refit_threshold
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli import TrainOptions, train
 
 pytest.importorskip("distributed")
 
@@ -33,8 +34,9 @@ def scheduler():
     from distributed import LocalCluster
 
     threads = torch.get_num_threads()
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
-                      dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
         yield cluster.scheduler_address
     torch.set_num_threads(threads)
 
@@ -114,8 +116,12 @@ def test_engine_choices_that_cannot_run_are_refused_before_any_work(tmp_path):
     cases = [
         (lambda: evaluate(model, data, engine=EngineChoice(scheduler="tcp://127.0.0.1:1")), "add --engine dask"),
         (lambda: evaluate(model, data, engine=EngineChoice("spark")), "--engine 'spark' is not known"),
-        (lambda: refit_threshold(model, data, Problem("ofbs"), tmp_path / "t.st", engine=EngineChoice("dask", workers=0)),
-         "--workers 0 must be at least 1"),
+        (
+            lambda: refit_threshold(
+                model, data, Problem("ofbs"), tmp_path / "t.st", engine=EngineChoice("dask", workers=0)
+            ),
+            "--workers 0 must be at least 1",
+        ),
         (lambda: predict(model, data, "-", engine=dask), "-o - \\(standard output\\) needs --engine local"),
         (lambda: predict(model, data, folder, engine=dask), "notes.txt"),
         (lambda: evaluate(model, csv, engine=dask), "reads parquet"),
@@ -153,7 +159,9 @@ def test_partitions_are_the_local_engines_files_rows_and_types(tmp_path, schedul
     predict(model, hive, tmp_path / "local.parquet", id_col="id")
     predict(model, hive, tmp_path / "pred", id_col="id", engine=dask)
     local, distributed = pq.read_table(tmp_path / "local.parquet"), pq.read_table(tmp_path / "pred")
-    in_name_order = [i for f in sorted(map(str, hive.rglob("*.parquet"))) for i in pq.read_table(f).column("id").to_pylist()]
+    in_name_order = [
+        i for f in sorted(map(str, hive.rglob("*.parquet"))) for i in pq.read_table(f).column("id").to_pylist()
+    ]
     assert distributed.equals(local) and local.column("id").to_pylist() == in_name_order
 
 

@@ -2,6 +2,7 @@
 
 Every launch is a real `torchrun --standalone --nproc-per-node 2 --no-python dmo train ...` subprocess.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,16 @@ from dmocli.data import reading
 
 
 def torchrun_dmo(*args: str | os.PathLike, processes: int = 2, timeout: float = 300) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-               "--no-python", *dmo_command(), *map(str, args)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={processes}",
+        "--no-python",
+        *dmo_command(),
+        *map(str, args),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**env, "PYTHONHASHSEED": "0"})
 
@@ -33,8 +42,11 @@ def uneven_parquet_dir(frame: pd.DataFrame, root: Path) -> Path:
     root.mkdir()
     cuts = [0, len(frame) * 3 // 10, len(frame) * 8 // 10, len(frame)]
     for i, (start, stop) in enumerate(zip(cuts, cuts[1:])):
-        pq.write_table(pa.Table.from_pandas(frame.iloc[start:stop], preserve_index=False), root / f"part{i}.parquet",
-                       row_group_size=[70, 130, 110][i])
+        pq.write_table(
+            pa.Table.from_pandas(frame.iloc[start:stop], preserve_index=False),
+            root / f"part{i}.parquet",
+            row_group_size=[70, 130, 110][i],
+        )
     return root
 
 
@@ -52,8 +64,9 @@ def test_minibatches_never_end_on_a_single_row():
     for n, batch in ((65, 32), (64, 32), (33, 32), (97, 32), (10, 3)):
         sizes = [b.numel() for b in minibatches(n, batch, torch.Generator().manual_seed(0), torch.device("cpu"))]
         assert sum(sizes) == n and min(sizes) > 1
-        assert sorted(torch.cat(list(minibatches(n, batch, torch.Generator().manual_seed(0),
-                                                 torch.device("cpu")))).tolist()) == list(range(n))
+        assert sorted(
+            torch.cat(list(minibatches(n, batch, torch.Generator().manual_seed(0), torch.device("cpu")))).tolist()
+        ) == list(range(n))
 
 
 def test_read_rows_is_a_slice_of_read_table(tmp_path):
@@ -90,8 +103,13 @@ def test_linear_wce_on_two_processes_is_the_one_process_model(tmp_path):
     for split in ("train", "val"):
         assert dist["splits"][split]["tp"] == single["splits"][split]["tp"]
         assert dist["splits"][split]["fp"] == single["splits"][split]["fp"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "one.safetensors", "two.json", "two.safetensors",
-                                                          "val.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "data",
+        "one.safetensors",
+        "two.json",
+        "two.safetensors",
+        "val.parquet",
+    ]
     scored = run_dmo("evaluate", tmp_path / "two.safetensors", val, "--json", check=True)
     assert json.loads(scored.stdout)["splits"]["data"]["tp"] == single["splits"]["val"]["tp"]
 
@@ -103,7 +121,9 @@ def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
     two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--json")
     assert two.returncode == 0, two.stderr
     _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-6)
-    assert json.loads(two.stdout)["splits"]["train"]["accuracy"] == json.loads(one.stdout)["splits"]["train"]["accuracy"]
+    assert (
+        json.loads(two.stdout)["splits"]["train"]["accuracy"] == json.loads(one.stdout)["splits"]["train"]["accuracy"]
+    )
 
     binary = uneven_parquet_dir(make_binary_frame(n=800, seed=6), tmp_path / "binary")
     mlp = ["--model", "mlp", "--width", "16", "--problem", "ofbs", "--param", "max-epochs=15", "--seed", "3"]
@@ -133,9 +153,27 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
     assert dist["train_before_ta"]["objective"] == pytest.approx(single["train_before_ta"]["objective"], abs=0.01)
     assert dist["train_before_ta"]["n_pos"] == single["train_before_ta"]["n_pos"]  # counted over both processes
 
-    mlp = torchrun_dmo("train", data, "-o", tmp_path / "mlp.safetensors", "--solver", "ero", "--problem", "frop",
-                       "--target", "0.75", "--model", "mlp", "--width", "16", "--param", "mode=minibatch",
-                       "--param", "batch-size=128", "--json")
+    mlp = torchrun_dmo(
+        "train",
+        data,
+        "-o",
+        tmp_path / "mlp.safetensors",
+        "--solver",
+        "ero",
+        "--problem",
+        "frop",
+        "--target",
+        "0.75",
+        "--model",
+        "mlp",
+        "--width",
+        "16",
+        "--param",
+        "mode=minibatch",
+        "--param",
+        "batch-size=128",
+        "--json",
+    )
     assert mlp.returncode == 0, mlp.stderr
     trace = json.loads(mlp.stdout)["solver_trace"]
     assert trace["monitored_split"] == "train" and trace["mode"] == "minibatch"
@@ -150,8 +188,12 @@ def test_the_smoothed_baselines_on_two_processes_take_the_one_process_steps(tmp_
     two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
     assert two.returncode == 0, two.stderr
     single, dist = (json.loads(r.stdout) for r in (one, two))
-    assert dist["solver_trace"]["batch_size"] == 600 and dist["solver_trace"]["steps"] == single["solver_trace"]["steps"]
-    assert dist["solver_trace"]["final_multiplier"] == pytest.approx(single["solver_trace"]["final_multiplier"], rel=1e-3)
+    assert (
+        dist["solver_trace"]["batch_size"] == 600 and dist["solver_trace"]["steps"] == single["solver_trace"]["steps"]
+    )
+    assert dist["solver_trace"]["final_multiplier"] == pytest.approx(
+        single["solver_trace"]["final_multiplier"], rel=1e-3
+    )
     _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-3)
 
 
@@ -167,8 +209,11 @@ def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, c
     proc = torchrun_dmo("train", *args, "-o", tmp_path / "m.safetensors", "--problem", "ofbs")
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.startswith("dmo: error:")]
-    expected = {"solver": "under torchrun only these train on several: ero, lagrangian, sigmoid-f1, wce", "csv": "convert DATA to parquet",
-                "val-frac": "give --val FILE"}[case]
+    expected = {
+        "solver": "under torchrun only these train on several: ero, lagrangian, sigmoid-f1, wce",
+        "csv": "convert DATA to parquet",
+        "val-frac": "give --val FILE",
+    }[case]
     assert len(lines) == 1 and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr.split("dmo: error:")[0]  # torchrun's own report comes after ours
     assert not (tmp_path / "m.safetensors").exists()
@@ -182,8 +227,22 @@ def test_unlabeled_rows_at_the_end_still_leave_every_process_labeled_rows(tmp_pa
     frame.loc[300:, "label"] = np.nan
     data = tmp_path / "half.parquet"
     frame.to_parquet(data, row_group_size=64)
-    proc = torchrun_dmo("train", data, "-o", tmp_path / "m.safetensors", "--drop-unlabeled", "--model", "mlp",
-                        "--width", "8", "--param", "max-epochs=3", "--problem", "ofbs", "--json")
+    proc = torchrun_dmo(
+        "train",
+        data,
+        "-o",
+        tmp_path / "m.safetensors",
+        "--drop-unlabeled",
+        "--model",
+        "mlp",
+        "--width",
+        "8",
+        "--param",
+        "max-epochs=3",
+        "--problem",
+        "ofbs",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["splits"]["train"]["n"] == 300
 
@@ -205,8 +264,13 @@ def test_train_help_is_printed_by_process_zero_only():
 def test_other_commands_ignore_torchruns_variables(tmp_path, binary_parquet):
     """A user's own distributed job that calls `dmo evaluate`: its errors are printed, at once."""
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
-    proc = subprocess.run([*dmo_command(), "evaluate", str(tmp_path / "missing.safetensors"), str(binary_parquet)],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [*dmo_command(), "evaluate", str(tmp_path / "missing.safetensors"), str(binary_parquet)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "missing.safetensors" in proc.stderr
 
 
@@ -231,6 +295,7 @@ def _agree_worker(rank: int, world: int, store: str, results: str) -> None:
         group.agree(fails_on_one)
     except DmoError as exc:
         out["error"] = str(exc)
+
     def fails_everywhere() -> None:
         raise DmoError("DATA has no rows")
 

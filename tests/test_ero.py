@@ -1,4 +1,5 @@
 """ERO and the smoothed baselines, checked against independent computations (docs/algorithms.md#ero)."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,11 @@ import pytest
 import torch
 from conftest import make_binary_frame, run_dmo
 
+from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
-from dmocli import TrainOptions, train
 from dmocli.solvers.base import SplitData
 from dmocli.solvers.ero import RowAdam, _preset, _warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
@@ -101,23 +102,54 @@ def _enumerated_optimum(frame: pd.DataFrame, problem: Problem) -> float:
     return best
 
 
-def _fit(tmp_path: Path, frame: pd.DataFrame, problem: str, target: float | None, params: dict[str, str],
-         solver: str = "ero", model: str = "linear") -> dict:
+def _fit(
+    tmp_path: Path,
+    frame: pd.DataFrame,
+    problem: str,
+    target: float | None,
+    params: dict[str, str],
+    solver: str = "ero",
+    model: str = "linear",
+) -> dict:
     data = tmp_path / f"{solver}-{problem}.parquet"
     frame.to_parquet(data)
-    opts = TrainOptions(problem=problem, target=target, solver=solver, model=model, width=16, depth=2,
-                        device="cpu", seed=0, params=params, allow_infeasible=True)
+    opts = TrainOptions(
+        problem=problem,
+        target=target,
+        solver=solver,
+        model=model,
+        width=16,
+        depth=2,
+        device="cpu",
+        seed=0,
+        params=params,
+        allow_infeasible=True,
+    )
     _, report = train(data, opts, output=tmp_path / f"{solver}-{problem}.safetensors")
     return report
 
 
-@pytest.mark.parametrize("problem,target,params", [
-    ("fpor", 0.75, {}),
-    ("frop", 0.8, {}),
-    # the penalty machinery alone: s from uniform noise, no bias projection
-    ("frop", 0.8, {"init": "random", "bias_projection": "false", "warm_start": "bce", "warm_steps": "200", "outer": "15",
-                    "outer_patience": "0"}),
-], ids=["fpor", "frop", "frop-random-s"])
+@pytest.mark.parametrize(
+    "problem,target,params",
+    [
+        ("fpor", 0.75, {}),
+        ("frop", 0.8, {}),
+        # the penalty machinery alone: s from uniform noise, no bias projection
+        (
+            "frop",
+            0.8,
+            {
+                "init": "random",
+                "bias_projection": "false",
+                "warm_start": "bce",
+                "warm_steps": "200",
+                "outer": "15",
+                "outer_patience": "0",
+            },
+        ),
+    ],
+    ids=["fpor", "frop", "frop-random-s"],
+)
 def test_ero_reaches_the_enumerated_optimum_on_one_dimensional_data(tmp_path, problem, target, params):
     frame = _one_d_frame()
     optimum = _enumerated_optimum(frame, Problem(problem, target))
@@ -161,7 +193,9 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
     def balanced_loss() -> float:
         weight = torch.where(y == 1, 0.5 / 0.1, 0.5 / 0.9)
         with torch.no_grad():
-            return float(torch.nn.functional.binary_cross_entropy_with_logits(network(X).squeeze(-1), y.float(), weight=weight))
+            return float(
+                torch.nn.functional.binary_cross_entropy_with_logits(network(X).squeeze(-1), y.float(), weight=weight)
+            )
 
     untrained = balanced_loss()
     cfg = replace(_preset("fast", "linear"), warm_steps=5)  # 5 steps of 256 rows: a third of an epoch
@@ -171,9 +205,11 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
 
 def test_warm_start_parameters_it_would_ignore_are_refused(tmp_path):
     frame = make_binary_frame(n=300, d=3, pos_frac=0.2, seed=4, sep=2.5)
-    for model, params, message in (("linear", {"warm_steps": "10"}, "add --param warm-start=bce"),
-                                   ("linear", {"warm_monitor": "val"}, "MLP's wce warm start only"),
-                                   ("mlp", {"warm_monitor": "val"}, "give --val")):
+    for model, params, message in (
+        ("linear", {"warm_steps": "10"}, "add --param warm-start=bce"),
+        ("linear", {"warm_monitor": "val"}, "MLP's wce warm start only"),
+        ("mlp", {"warm_monitor": "val"}, "give --val"),
+    ):
         with pytest.raises(DmoError, match=message):
             _fit(tmp_path, frame, "ofbs", None, params, model=model)
     _fit(tmp_path, frame, "ofbs", None, {"warm_start": "bce", "warm_steps": "10", "outer": "1"})  # read: accepted
@@ -181,7 +217,9 @@ def test_warm_start_parameters_it_would_ignore_are_refused(tmp_path):
 
 def test_ero_mlp_and_folding_select_on_a_held_out_fold(tmp_path):
     frame = make_binary_frame(n=600, d=4, pos_frac=0.2, seed=4, sep=2.5)
-    report = _fit(tmp_path, frame, "ofbs", None, {"folding": "4", "fold": "1", "outer": "2", "warm_epochs": "20"}, model="mlp")
+    report = _fit(
+        tmp_path, frame, "ofbs", None, {"folding": "4", "fold": "1", "outer": "2", "warm_epochs": "20"}, model="mlp"
+    )
     assert report["solver_trace"]["monitored_split"] == "fold1of4"
     assert report["before_adjustment"]["train"]["f1"] > 0.5
 
@@ -190,8 +228,19 @@ def _fit_with_val(tmp_path: Path, frame: pd.DataFrame, val: pd.DataFrame, params
     data, val_path = tmp_path / f"{name}-train.parquet", tmp_path / f"{name}-val.parquet"
     frame.to_parquet(data)
     val.to_parquet(val_path)
-    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model="mlp", width=32, depth=2, val=val_path,
-                        device="cpu", seed=0, params=params, allow_infeasible=True)
+    opts = TrainOptions(
+        problem="frop",
+        target=0.8,
+        solver="ero",
+        model="mlp",
+        width=32,
+        depth=2,
+        val=val_path,
+        device="cpu",
+        seed=0,
+        params=params,
+        allow_infeasible=True,
+    )
     return train(data, opts, output=tmp_path / f"{name}.safetensors")[1]
 
 
@@ -204,8 +253,18 @@ def test_mlp_warm_start_early_stops_on_the_validation_loss_when_a_split_is_given
     params = {"outer": "1", "warm_epochs": "40"}
     with_val = _fit_with_val(tmp_path, frame, noise, params, "with-val")["solver_trace"]
     frame.to_parquet(tmp_path / "no-val.parquet")
-    opts = TrainOptions(problem="frop", target=0.8, solver="ero", model="mlp", width=32, depth=2, device="cpu", seed=0,
-                        params=params, allow_infeasible=True)
+    opts = TrainOptions(
+        problem="frop",
+        target=0.8,
+        solver="ero",
+        model="mlp",
+        width=32,
+        depth=2,
+        device="cpu",
+        seed=0,
+        params=params,
+        allow_infeasible=True,
+    )
     without = train(tmp_path / "no-val.parquet", opts, output=tmp_path / "no-val.safetensors")[1]["solver_trace"]
     assert (with_val["warm_start_monitor"], without["warm_start_monitor"]) == ("val", "train")
     assert with_val["warm_start_steps"] < without["warm_start_steps"]
@@ -218,11 +277,15 @@ def test_thorough_keeps_the_best_train_iterate_not_the_best_validation_one(tmp_p
     # Every outer iteration runs (outer-patience=0): the outer-loop stop reads the selection, and would cut the
     # two runs' iterates at different points.
     thorough = _fit_with_val(tmp_path, frame, val, {"protocol": "thorough", "outer_patience": "0"}, "thorough")
-    on_val = _fit_with_val(tmp_path, frame, val, {"protocol": "thorough", "outer_patience": "0", "selection": "best"}, "on-val")
+    on_val = _fit_with_val(
+        tmp_path, frame, val, {"protocol": "thorough", "outer_patience": "0", "selection": "best"}, "on-val"
+    )
     trace = thorough["solver_trace"]
     assert trace["selected_on"] == "train" and trace["monitored_split"] == "val"
     # Independent of the selection code: the best feasible train objective over the recorded iterates.
-    recorded = [trace["warm_start_train_objective"]] + [h["train_objective"] for h in trace["history"] if h["train_feasible"]]
+    recorded = [trace["warm_start_train_objective"]] + [
+        h["train_objective"] for h in trace["history"] if h["train_feasible"]
+    ]
     own = thorough["before_adjustment"]["train"]
     assert own["recall"] >= 0.8 and own["precision"] == pytest.approx(max(recorded))
     # The same iterates judged on validation keep a different one (else this test would check nothing).
@@ -240,13 +303,22 @@ def test_thorough_stops_once_the_kept_iterate_is_unbeatable_on_train(tmp_path):
 
 def test_train_selection_refuses_an_unused_held_out_fold(tmp_path):
     with pytest.raises(DmoError, match="folding"):
-        _fit(tmp_path, make_binary_frame(n=200, seed=1), "frop", 0.8, {"protocol": "thorough", "folding": "3"}, model="mlp")
+        _fit(
+            tmp_path,
+            make_binary_frame(n=200, seed=1),
+            "frop",
+            0.8,
+            {"protocol": "thorough", "folding": "3"},
+            model="mlp",
+        )
 
 
 def test_more_folds_than_rows_of_a_class_are_refused(tmp_path):
     frame = make_binary_frame(n=200, seed=1)
     frame = pd.concat([frame[frame.label == 0], frame[frame.label == 1].head(2)])  # 2 positives: folds 0 and 1 only
-    with pytest.raises(DmoError, match="more folds than the 2 training rows of the smaller class.*--folding 2 or fewer"):
+    with pytest.raises(
+        DmoError, match="more folds than the 2 training rows of the smaller class.*--folding 2 or fewer"
+    ):
         _fit(tmp_path, frame, "frop", 0.8, {"folding": "4", "fold": "2", "outer": "1"})
 
 
@@ -262,11 +334,11 @@ def test_within_noise_selection_keeps_the_best_train_iterate_the_monitored_split
         precision = tp / (tp + fp)
         keeper.offer(Evaluation(tp, fp, 100, precision, tp / 100, tp >= 80), step, train_feasible, train_objective)
 
-    offer(0, 90, 8, 0.94)     # monitored precision .918: the strict arg-max; SE = sqrt(.918 * .082 / 98) = .028
-    offer(1, 85, 9, 0.96)     # .904: within one SE of .918
-    offer(2, 88, 11, 0.99)    # .889: more than one SE below, however good on train
+    offer(0, 90, 8, 0.94)  # monitored precision .918: the strict arg-max; SE = sqrt(.918 * .082 / 98) = .028
+    offer(1, 85, 9, 0.96)  # .904: within one SE of .918
+    offer(2, 88, 11, 0.99)  # .889: more than one SE below, however good on train
     offer(3, 82, 7, 0.99, train_feasible=False)  # .921 but train-infeasible: another class
-    offer(4, 79, 2, 0.995)    # recall .79 on the monitored split: infeasible there
+    offer(4, 79, 2, 0.995)  # recall .79 on the monitored split: infeasible there
     keeper.restore()
     assert keeper.best_step == 1 and float(network.bias.detach()) == 1.0
     # the plain BestIterate would have kept step 0; ties on train go to the later iterate
@@ -309,8 +381,27 @@ def test_cli_ero_report_has_trace_and_before_adjustment(tmp_path):
     make_binary_frame(n=700, seed=7, sep=2.0).to_parquet(data)
     make_binary_frame(n=300, seed=8, sep=2.0).to_parquet(val)
     report = tmp_path / "r.json"
-    run_dmo("train", data, "--val", val, "--problem", "frop", "--target", "0.8", "--solver", "ero",
-            "--param", "outer=2", "--device", "cpu", "-o", tmp_path / "m.safetensors", "--report", report, check=True)
+    run_dmo(
+        "train",
+        data,
+        "--val",
+        val,
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "--solver",
+        "ero",
+        "--param",
+        "outer=2",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "m.safetensors",
+        "--report",
+        report,
+        check=True,
+    )
     content = json.loads(report.read_text())
     trace = content["solver_trace"]
     for key in ("outer_iterations", "final_constraint_violations", "penalty_parameters", "train_before_ta", "seconds"):
@@ -322,11 +413,33 @@ def test_cli_ero_report_has_trace_and_before_adjustment(tmp_path):
 def test_cli_rejects_bad_ero_params_and_sigmoid_f1_on_fpor(tmp_path):
     data = tmp_path / "train.parquet"
     make_binary_frame(n=200).to_parquet(data)
-    bad = run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--solver", "ero", "--param", "protocol=slow",
-                  "-o", tmp_path / "m.safetensors")
+    bad = run_dmo(
+        "train",
+        data,
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "--solver",
+        "ero",
+        "--param",
+        "protocol=slow",
+        "-o",
+        tmp_path / "m.safetensors",
+    )
     assert bad.returncode == 2 and "protocol" in bad.stderr and "Traceback" not in bad.stderr
-    wrong = run_dmo("train", data, "--problem", "fpor", "--target", "0.8", "--solver", "sigmoid-f1",
-                    "-o", tmp_path / "m.safetensors")
+    wrong = run_dmo(
+        "train",
+        data,
+        "--problem",
+        "fpor",
+        "--target",
+        "0.8",
+        "--solver",
+        "sigmoid-f1",
+        "-o",
+        tmp_path / "m.safetensors",
+    )
     assert wrong.returncode == 2 and "sigmoid-f1" in wrong.stderr
     assert not (tmp_path / "m.safetensors").exists()
 
@@ -336,16 +449,51 @@ def test_cli_folding_option_selects_on_a_held_out_fold_and_is_checked(tmp_path):
     make_binary_frame(n=600, seed=9, sep=2.0).to_parquet(data)
     make_binary_frame(n=100, seed=10, sep=2.0).to_parquet(val)
     report, model = tmp_path / "option.json", tmp_path / "m.safetensors"
-    run_dmo("train", data, "--solver", "ero", "--folding", "3", "--param", "outer=2", "--problem", "frop", "--target", "0.8",
-            "--device", "cpu", "-o", model, "--report", report, check=True)
+    run_dmo(
+        "train",
+        data,
+        "--solver",
+        "ero",
+        "--folding",
+        "3",
+        "--param",
+        "outer=2",
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "--device",
+        "cpu",
+        "-o",
+        model,
+        "--report",
+        report,
+        check=True,
+    )
     option = json.loads(report.read_text())["solver_trace"]
     assert option["monitored_split"] == "fold0of3"
     opts = TrainOptions(problem="frop", target=0.8, solver="ero", device="cpu", params={"folding": "3", "outer": "2"})
     _, by_param = train(data, opts, output=tmp_path / "p.safetensors")
-    assert _untimed(option["history"]) == _untimed(by_param["solver_trace"]["history"])  # the option is the parameter, nothing else
+    assert _untimed(option["history"]) == _untimed(
+        by_param["solver_trace"]["history"]
+    )  # the option is the parameter, nothing else
     model.unlink()
-    bad = run_dmo("train", data, "--solver", "ero", "--folding", "3", "--val", val, "--problem", "frop", "--target", "0.8",
-                  "-o", model)
+    bad = run_dmo(
+        "train",
+        data,
+        "--solver",
+        "ero",
+        "--folding",
+        "3",
+        "--val",
+        val,
+        "--problem",
+        "frop",
+        "--target",
+        "0.8",
+        "-o",
+        model,
+    )
     assert bad.returncode == 2 and "--val" in bad.stderr and "Traceback" not in bad.stderr and not model.exists()
     for solver, folding, needle in (("wce", 3, "--folding"), ("ero", 1, "at least 2")):
         with pytest.raises(DmoError, match=needle):

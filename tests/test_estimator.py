@@ -1,4 +1,5 @@
 """dmocli.DmoClassifier: the scikit-learn face of `dmo train`, checked against the file pipeline and sklearn."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,13 +17,13 @@ from sklearn.metrics import (
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dmocli import DmoClassifier
+from dmocli import DmoClassifier, TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.estimator import expected_failed_checks
 from dmocli.models.modelfile import load_model
-from dmocli import TrainOptions, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path):
     frame = make_binary_frame(n=800, d=4, pos_frac=0.15, seed=3)
@@ -34,12 +35,15 @@ def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path)
     assert list(clf.classes_) == ["fraud", "ok"] and set(predicted) == {"fraud", "ok"}  # sorted, as sklearn's
     assert recall_score(y, predicted, pos_label="fraud") >= 0.8  # TA on train makes the target exact there
     assert clf.report_["splits"]["train"]["recall"] == pytest.approx(recall_score(y, predicted, pos_label="fraud"))
-    assert clf.report_["splits"]["train"]["precision"] == pytest.approx(precision_score(y, predicted, pos_label="fraud"))
+    assert clf.report_["splits"]["train"]["precision"] == pytest.approx(
+        precision_score(y, predicted, pos_label="fraud")
+    )
 
     path = tmp_path / "train.parquet"
     frame.to_parquet(path)
-    model, report = train(path, TrainOptions(problem="frop", target=0.8, positive="fraud", seed=1),
-                          output=tmp_path / "m.safetensors")
+    model, report = train(
+        path, TrainOptions(problem="frop", target=0.8, positive="fraud", seed=1), output=tmp_path / "m.safetensors"
+    )
     assert model.threshold == pytest.approx(clf.threshold_, abs=1e-6)
     clf.save(tmp_path / "clf.safetensors")
     reloaded = load_model(tmp_path / "clf.safetensors")

@@ -6,6 +6,7 @@ once per module; each test checks one property of their outputs against an
 independent computation (the Hugging Face processor and model called
 directly, a fresh run, a resumed run).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,20 +35,33 @@ def _build_models(root: Path) -> tuple[Path, Path]:
     """A 2-layer DINOv2 (28x28 input, patch 14) and a 2-layer BERT with a word-level vocab, randomly initialised."""
     torch.manual_seed(0)
     dino = root / "dino"
-    cfg = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                    image_size=28, patch_size=14)
+    cfg = transformers.Dinov2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=28, patch_size=14
+    )
     transformers.Dinov2Model(cfg).save_pretrained(dino)
     proc_cls = getattr(transformers, "BitImageProcessorPil", None) or transformers.BitImageProcessor
-    proc_cls(size={"shortest_edge": 32}, crop_size={"height": 28, "width": 28}, do_center_crop=True,
-             image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(dino)
+    proc_cls(
+        size={"shortest_edge": 32},
+        crop_size={"height": 28, "width": 28},
+        do_center_crop=True,
+        image_mean=[0.485, 0.456, 0.406],
+        image_std=[0.229, 0.224, 0.225],
+    ).save_pretrained(dino)
     bert = root / "bert"
     bert.mkdir()
     vocab = root / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS))
     transformers.BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(bert)
-    transformers.BertModel(transformers.BertConfig(
-        vocab_size=len(WORDS) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=64)).save_pretrained(bert)
+    transformers.BertModel(
+        transformers.BertConfig(
+            vocab_size=len(WORDS) + 5,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(bert)
     return dino, bert
 
 
@@ -93,8 +107,25 @@ def image_run(env: dict[str, Path]) -> dict:
     numbers (tests/test_cuda.py checks the CUDA path).
     """
     out, report = env["root"] / "img.parquet", env["root"] / "img-report.json"
-    run_dmo("extract", env["imgs"], "-o", out, "--model", env["dino"], "--views", "weak:1,strong:2",
-            "--batch-size", "3", "--workers", "2", "--device", "cpu", "--report", report, check=True)
+    run_dmo(
+        "extract",
+        env["imgs"],
+        "-o",
+        out,
+        "--model",
+        env["dino"],
+        "--views",
+        "weak:1,strong:2",
+        "--batch-size",
+        "3",
+        "--workers",
+        "2",
+        "--device",
+        "cpu",
+        "--report",
+        report,
+        check=True,
+    )
     return {"table": pq.read_table(out), "report": json.loads(report.read_text()), "path": out}
 
 
@@ -114,8 +145,14 @@ def _features(table: pa.Table, column: str = "features") -> np.ndarray:
 # ---- images -----------------------------------------------------------------------------
 def test_image_output_schema_labels_and_order(image_run: dict) -> None:
     table = image_run["table"]
-    assert table.schema.names == ["path", "label", "features", "features_weak_0", "features_strong_0",
-                                  "features_strong_1"]
+    assert table.schema.names == [
+        "path",
+        "label",
+        "features",
+        "features_weak_0",
+        "features_strong_0",
+        "features_strong_1",
+    ]
     assert pa.types.is_fixed_size_list(table.schema.field("features").type)
     assert table.schema.field("features").type.value_type == pa.float32()
     assert table.schema.field("features").type.list_size == 32
@@ -151,7 +188,9 @@ def test_features_match_the_hugging_face_processor_and_model(env: dict[str, Path
 
 def test_views_are_distinct_augmented_copies(image_run: dict) -> None:
     base = _features(image_run["table"])
-    weak, s0, s1 = (_features(image_run["table"], c) for c in ("features_weak_0", "features_strong_0", "features_strong_1"))
+    weak, s0, s1 = (
+        _features(image_run["table"], c) for c in ("features_weak_0", "features_strong_0", "features_strong_1")
+    )
     for view in (weak, s0, s1):
         assert view.shape == base.shape and np.isfinite(view).all()
         assert not np.allclose(view, base)
@@ -164,7 +203,11 @@ def test_views_are_distinct_augmented_copies(image_run: dict) -> None:
 def test_in_process_run_is_identical_to_the_cli_run(env: dict[str, Path], image_run: dict, tmp_path: Path) -> None:
     """Determinism across processes and worker counts (2 workers in the CLI run, 0 here), views included."""
     out = tmp_path / "again.parquet"
-    extract(env["imgs"], out, ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=5, workers=0))
+    extract(
+        env["imgs"],
+        out,
+        ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=5, workers=0),
+    )
     again = pq.read_table(out)
     assert again.column("path").to_pylist() == image_run["table"].column("path").to_pylist()
     for col in ("features", "features_weak_0", "features_strong_0", "features_strong_1"):
@@ -187,7 +230,9 @@ def test_resume_after_an_interrupted_run(env: dict[str, Path], image_run: dict, 
     The 6 items are cat/broken.jpg (unreadable: not saved, so retried on resume) and 5 good pictures.
     """
     out = tmp_path / "r.parquet"
-    opts = ExtractOptions(device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=2, workers=0, checkpoint_every=2)
+    opts = ExtractOptions(
+        device="cpu", model=str(env["dino"]), views="weak:1,strong:2", batch_size=2, workers=0, checkpoint_every=2
+    )
 
     def stop_after_six(total: int):
         done = [0]
@@ -214,8 +259,9 @@ def test_resume_after_an_interrupted_run(env: dict[str, Path], image_run: dict, 
         np.testing.assert_array_equal(_features(resumed, col), _features(full, col))
 
 
-def test_resume_adds_only_new_items_and_refuses_other_settings(env: dict[str, Path], image_run: dict,
-                                                               tmp_path: Path) -> None:
+def test_resume_adds_only_new_items_and_refuses_other_settings(
+    env: dict[str, Path], image_run: dict, tmp_path: Path
+) -> None:
     out = tmp_path / "r.parquet"
     out.write_bytes(image_run["path"].read_bytes())
     imgs = tmp_path / "imgs"
@@ -242,8 +288,9 @@ def test_text_output_rows_labels_and_masked_mean(env: dict[str, Path], text_run:
     tok = transformers.AutoTokenizer.from_pretrained(str(env["bert"]), local_files_only=True)
     model = transformers.AutoModel.from_pretrained(str(env["bert"]), local_files_only=True).eval()
     with torch.inference_mode():
-        expected = np.stack([model(**tok(t, return_tensors="pt")).last_hidden_state[0].mean(0).numpy()
-                             for t in frame["text"]])
+        expected = np.stack(
+            [model(**tok(t, return_tensors="pt")).last_hidden_state[0].mean(0).numpy() for t in frame["text"]]
+        )
     np.testing.assert_allclose(_features(table), expected, rtol=1e-4, atol=1e-5)
     assert text_run["report"]["pooling"] == "mean" and text_run["report"]["key"] == "row"
 
@@ -253,7 +300,7 @@ def test_text_folder_cls_pooling_and_l2_norm(env: dict[str, Path], tmp_path: Pat
     for cls in ("pos", "neg"):
         (folder / cls).mkdir(parents=True)
         for i in range(3):
-            (folder / cls / f"{i}.txt").write_text(" ".join(WORDS[i:i + 4 + (cls == "pos")]))
+            (folder / cls / f"{i}.txt").write_text(" ".join(WORDS[i : i + 4 + (cls == "pos")]))
     (folder / "pos" / "bad.txt").write_bytes(b"\xff\xfe\xfa not utf-8")
     (folder / "pos" / "blank.txt").write_text("\n  \n")
     out = tmp_path / "docs.parquet"
@@ -262,8 +309,10 @@ def test_text_folder_cls_pooling_and_l2_norm(env: dict[str, Path], tmp_path: Pat
     assert table.column("path").to_pylist() == [f"{c}/{i}.txt" for c in ("neg", "pos") for i in range(3)]
     assert table.column("label").to_pylist() == ["neg"] * 3 + ["pos"] * 3
     np.testing.assert_allclose(np.linalg.norm(_features(table), axis=1), 1.0, rtol=1e-5)
-    assert report["skipped"] == [{"path": "pos/bad.txt", "error": report["skipped"][0]["error"]},
-                                 {"path": "pos/blank.txt", "error": EMPTY_TEXT}]
+    assert report["skipped"] == [
+        {"path": "pos/bad.txt", "error": report["skipped"][0]["error"]},
+        {"path": "pos/blank.txt", "error": EMPTY_TEXT},
+    ]
 
 
 def test_jsonl_table_without_labels_and_null_text(env: dict[str, Path], tmp_path: Path) -> None:
@@ -287,12 +336,15 @@ def test_a_source_with_no_readable_item_writes_nothing(env: dict[str, Path], tmp
 
 
 # ---- errors -----------------------------------------------------------------------------
-@pytest.mark.parametrize("args, message", [
-    (["--views", "weak:1"], "images only"),
-    (["--text-col", "nope"], "no text column 'nope'"),
-    (["--dtype", "fp8"], "--dtype"),
-    (["--max-length", 2], "--max-length 2"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--views", "weak:1"], "images only"),
+        (["--text-col", "nope"], "no text column 'nope'"),
+        (["--dtype", "fp8"], "--dtype"),
+        (["--max-length", 2], "--max-length 2"),
+    ],
+)
 def test_text_usage_errors(env: dict[str, Path], tmp_path: Path, args: list[str], message: str) -> None:
     opts = dict(views=None, text_col="text", dtype="auto")
     opts.update({a.lstrip("-").replace("-", "_"): v for a, v in zip(args[::2], args[1::2])})
@@ -318,8 +370,14 @@ def test_sentence_transformers_checkpoint_matches_encode(env: dict[str, Path], t
     st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
     from sentence_transformers import models
 
-    model = st.SentenceTransformer(modules=[models.Transformer(str(env["bert"]), max_seq_length=16),
-                                            models.Pooling(32, "cls"), models.Normalize()], device="cpu")
+    model = st.SentenceTransformer(
+        modules=[
+            models.Transformer(str(env["bert"]), max_seq_length=16),
+            models.Pooling(32, "cls"),
+            models.Normalize(),
+        ],
+        device="cpu",
+    )
     model.save(str(tmp_path / "st"))
     out = tmp_path / "st.parquet"
     report = extract(env["texts"], out, ExtractOptions(device="cpu", model=str(tmp_path / "st"), batch_size=8))

@@ -1,4 +1,5 @@
 """`dmo extract` failures that must be clear exit-2 messages, with or without the optional extra installed."""
+
 from __future__ import annotations
 
 import subprocess
@@ -49,15 +50,19 @@ def test_hub_name_not_in_the_offline_cache() -> None:
 def _run_without(modules: list[str], code: str) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter where importing `modules` fails, as if they were not installed."""
     block = "; ".join(f"sys.modules[{m!r}] = None" for m in modules)
-    return subprocess.run([sys.executable, "-c", f"import sys; {block}; {code}"], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys; {block}; {code}"], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_core_imports_and_extract_fails_clearly_without_the_extra(tmp_path: Path) -> None:
     extras = ["transformers", "timm", "PIL", "huggingface_hub"]
     args = [str(_image_folder(tmp_path)), "-o", str(tmp_path / "f.parquet"), "--model", "org/model"]
-    proc = _run_without(extras, "import dmocli.cli.process, dmocli.pipelines.train, dmocli.pipelines.apply, dmocli.extract; print('ok'); "
-                                f"dmocli.cli.process.main(['extract', *{args!r}])")
+    proc = _run_without(
+        extras,
+        "import dmocli.cli.process, dmocli.pipelines.train, dmocli.pipelines.apply, dmocli.extract; print('ok'); "
+        f"dmocli.cli.process.main(['extract', *{args!r}])",
+    )
     assert proc.stdout.strip() == "ok", proc.stderr
     assert proc.returncode == 2, proc.stderr
     assert 'pip install "dmocli[extract]"' in proc.stderr and "Traceback" not in proc.stderr

@@ -6,6 +6,7 @@ run time. Checks that `dmo extract` reproduces `SentenceTransformer.encode`
 (mean pooling and L2 normalization read from the checkpoint's modules.json)
 and that the vectors carry meaning.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

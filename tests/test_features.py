@@ -1,4 +1,5 @@
 """Column planning, one-hot levels, standardization, imputation, embeddings, label handling."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,7 +72,9 @@ def test_embedding_column_is_the_feature_vector_and_views_are_ignored():
 
 def test_id_like_string_column_refused_unless_dropped():
     n = 1500
-    table = pa.table({"x": np.arange(n, dtype=float), "uid": [f"u{i}" for i in range(n)], "label": [i % 2 for i in range(n)]})
+    table = pa.table(
+        {"x": np.arange(n, dtype=float), "uid": [f"u{i}" for i in range(n)], "label": [i % 2 for i in range(n)]}
+    )
     with pytest.raises(DmoError, match="--drop"):
         fit(table)
     assert fit(table, drop=["uid"]).numeric == ["x"]
@@ -92,15 +95,18 @@ def test_missing_label_is_unlabeled():
     assert spec.encode(pa.array([2, None, 0])).tolist() == [2, -1, 0]
 
 
-@pytest.mark.parametrize("values, fill", [
-    (pa.array([1.5, None, 3.0, None, 5.0], pa.float64()).slice(1), np.nan),
-    (pa.array([1.5, 2.5, None], pa.float32()), np.nan),
-    (pa.array([1, None, 3], pa.int32()), -1),
-    (pa.array([7, 8, 9, 10], pa.uint8()).slice(2), None),
-    (pa.array([True, False, None, True, False, True, True, False, True]).slice(3), 0),
-    (pa.chunked_array([[1.0, 2.0], [None, 4.0], []], pa.float64()), np.nan),
-    (pa.array([], pa.int64()), None),
-])
+@pytest.mark.parametrize(
+    "values, fill",
+    [
+        (pa.array([1.5, None, 3.0, None, 5.0], pa.float64()).slice(1), np.nan),
+        (pa.array([1.5, 2.5, None], pa.float32()), np.nan),
+        (pa.array([1, None, 3], pa.int32()), -1),
+        (pa.array([7, 8, 9, 10], pa.uint8()).slice(2), None),
+        (pa.array([True, False, None, True, False, True, True, False, True]).slice(3), 0),
+        (pa.chunked_array([[1.0, 2.0], [None, 4.0], []], pa.float64()), np.nan),
+        (pa.array([], pa.int64()), None),
+    ],
+)
 def test_arrow_to_numpy_matches_pyarrow_conversion(values, fill):
     """dmocli's buffer view (which avoids pyarrow's pandas import) equals pyarrow's own conversion, offsets,
     chunks and validity bitmaps included."""
@@ -154,8 +160,14 @@ def _mixed_table(n: int, seed: int, levels: tuple[str, ...]) -> pa.Table:
     rng = np.random.default_rng(seed)
     a = rng.normal(size=n)
     a[rng.random(n) < 0.1] = np.nan
-    return pa.table({"a": a, "b": pa.array(rng.integers(0, 9, n), pa.int32()),
-                     "color": rng.choice(levels, n), "label": rng.integers(0, 3, n)})
+    return pa.table(
+        {
+            "a": a,
+            "b": pa.array(rng.integers(0, 9, n), pa.int32()),
+            "color": rng.choice(levels, n),
+            "label": rng.integers(0, 3, n),
+        }
+    )
 
 
 def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):

@@ -1,4 +1,5 @@
 """FOFO, OFO and LR on synthetic logistic streams whose true posterior is known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,12 +40,17 @@ def optimal_threshold(eta: np.ndarray, beta: float = 1.0) -> float:
 
 def fit(name: str, X: np.ndarray, y: np.ndarray, beta: float = 1.0, epochs: int = 1, **params: str):
     solver = get_solver(name)
-    ctx = FitContext(Problem("ofbs", beta=beta), Architecture("linear", X.shape[1], 1), torch.device("cpu"), 0,
-                     solver.parse_params(params))
+    ctx = FitContext(
+        Problem("ofbs", beta=beta),
+        Architecture("linear", X.shape[1], 1),
+        torch.device("cpu"),
+        0,
+        solver.parse_params(params),
+    )
 
     def batches():
         for i in range(0, len(y), 50_000):
-            yield X[i:i + 50_000], y[i:i + 50_000]
+            yield X[i : i + 50_000], y[i : i + 50_000]
 
     return solver.fit_stream(batches, len(y), X.shape[1], ctx, epochs=epochs)
 
@@ -158,7 +164,7 @@ def test_online_score_curve_is_bounded_and_exact():
     y = (rng.random(100_000) < 0.1).astype(np.int64)
     score = OnlineScore(1.0, expected_rows=None)
     for i in range(0, 100_000, 7_000):
-        score.add(pred[i:i + 7_000], y[i:i + 7_000])
+        score.add(pred[i : i + 7_000], y[i : i + 7_000])
     assert len(score.curve_rows) <= 400
     for rows, f in zip(score.curve_rows[::37], score.curve_f[::37]):
         tp = int((pred[:rows] & (y[:rows] == 1)).sum())

@@ -1,4 +1,5 @@
 """`dmo train --solver fofo|ofo|lr` end to end: real files (parquet, parquet directory, CSV), real subprocesses."""
+
 from __future__ import annotations
 
 import json
@@ -21,15 +22,21 @@ from safetensors import safe_open
 @pytest.fixture(scope="module")
 def stream_files(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("stream")
-    frame = make_binary_frame(n=30_000, d=5, pos_frac=0.05, seed=4, sep=2.0).astype({f"f{i}": "float64" for i in range(5)})
+    frame = make_binary_frame(n=30_000, d=5, pos_frac=0.05, seed=4, sep=2.0).astype(
+        {f"f{i}": "float64" for i in range(5)}
+    )
     frame["label"] = np.where(frame["label"] == 1, "fraud", "ok")  # string labels, positive = minority
-    paths = {"parquet": root / "train.parquet", "csv": root / "train.csv", "dir": root / "parts",
-             "val": root / "val.parquet"}
+    paths = {
+        "parquet": root / "train.parquet",
+        "csv": root / "train.csv",
+        "dir": root / "parts",
+        "val": root / "val.parquet",
+    }
     frame.to_parquet(paths["parquet"], row_group_size=4096)
     frame.to_csv(paths["csv"], index=False)
     paths["dir"].mkdir()
     for i, start in enumerate(range(0, len(frame), 10_000)):
-        frame.iloc[start:start + 10_000].to_parquet(paths["dir"] / f"part-{i}.parquet")
+        frame.iloc[start : start + 10_000].to_parquet(paths["dir"] / f"part-{i}.parquet")
     val = make_binary_frame(n=5_000, d=5, pos_frac=0.05, seed=5, sep=2.0)
     val["label"] = np.where(val["label"] == 1, "fraud", "ok")
     val.to_parquet(paths["val"])
@@ -80,8 +87,10 @@ def test_fofo_trains_streams_and_the_model_works_everywhere(stream_files, tmp_pa
 
 def test_parquet_directory_and_csv_give_the_same_model(stream_files, tmp_path):
     """Same rows, different layouts (row groups of 4096, three files, CSV blocks): the same stream, the same model."""
-    reports = {kind: library_train(stream_files[kind], tmp_path / f"{kind}.safetensors", solver="fofo")
-               for kind in ("parquet", "dir", "csv")}
+    reports = {
+        kind: library_train(stream_files[kind], tmp_path / f"{kind}.safetensors", solver="fofo")
+        for kind in ("parquet", "dir", "csv")
+    }
     first = reports["parquet"]
     for kind in ("dir", "csv"):
         assert reports[kind]["threshold"] == pytest.approx(first["threshold"], abs=1e-9)
@@ -119,8 +128,17 @@ def test_standardization_from_spread_row_groups_tracks_the_whole_file(tmp_path):
 
 def test_epochs_plot_and_adjust(stream_files, tmp_path):
     plot = tmp_path / "online.png"
-    report = train(stream_files["parquet"], tmp_path / "m.safetensors", "--solver", "ofo", "--epochs", "2",
-                   "--plot", plot, "--adjust")
+    report = train(
+        stream_files["parquet"],
+        tmp_path / "m.safetensors",
+        "--solver",
+        "ofo",
+        "--epochs",
+        "2",
+        "--plot",
+        plot,
+        "--adjust",
+    )
     assert [p["n"] for p in report["online"]["passes"]] == [30_000, 30_000]
     assert report["online"]["curve"]["rows"][-1] == 60_000
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -136,19 +154,24 @@ def test_lr_baseline_thresholds_at_one_half(stream_files, tmp_path):
 
 def test_bad_option_fails_with_one_line_and_no_output(stream_files, tmp_path):
     out = tmp_path / "never.safetensors"
-    proc = run_dmo("train", stream_files["parquet"], "-o", out, "--solver", "fofo", "--problem", "fpor", "--target", "0.8")
+    proc = run_dmo(
+        "train", stream_files["parquet"], "-o", out, "--solver", "fofo", "--problem", "fpor", "--target", "0.8"
+    )
     assert proc.returncode == 2
     assert "does not solve --problem fpor" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
 
-@pytest.mark.parametrize("options, needle", [
-    ({"solver": "fofo", "val_frac": 0.2}, "--val-frac"),
-    ({"solver": "fofo", "model": "mlp"}, "linear"),
-    ({"solver": "wce", "epochs": 2}, "--epochs"),
-    ({"solver": "fofo", "epochs": 0}, "--epochs 0"),
-    ({"solver": "fofo", "params": {"horizon": "never"}}, "horizon"),
-])
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"solver": "fofo", "val_frac": 0.2}, "--val-frac"),
+        ({"solver": "fofo", "model": "mlp"}, "linear"),
+        ({"solver": "wce", "epochs": 2}, "--epochs"),
+        ({"solver": "fofo", "epochs": 0}, "--epochs 0"),
+        ({"solver": "fofo", "params": {"horizon": "never"}}, "horizon"),
+    ],
+)
 def test_bad_options_are_refused(stream_files, tmp_path, options, needle):
     from dmocli.errors import DmoError
 
@@ -174,8 +197,10 @@ def test_unlabeled_rows_are_refused_or_dropped(tmp_path):
 
 # A child's peak RSS counts its parent's pages from before exec (Linux keeps maxrss across exec), and the
 # pytest process is large; so a small launcher starts dmo and reports that grandchild's own rusage.
-LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
-            "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))")
+LAUNCHER = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))"
+)
 
 
 def peak_rss_mb(*command: str | os.PathLike) -> float:
@@ -208,18 +233,26 @@ def test_streaming_train_starts_without_torch_scipy_or_pandas(stream_files, tmp_
     """The numpy streaming path must not import torch, scipy or pandas: together they are ~2.5 s of
     start-up, more than the learning pass over 2M rows. The model it writes still loads and evaluates."""
     model = tmp_path / "m.safetensors"
-    code = ("import sys; from dmocli.cli.process import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-            "heavy = sorted(m for m in ('torch', 'scipy', 'pandas', 'pyarrow.dataset') if m in sys.modules)\n"
-            "print('HEAVY', heavy)")
+    code = (
+        "import sys; from dmocli.cli.process import main; sys.argv = ['dmo', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "heavy = sorted(m for m in ('torch', 'scipy', 'pandas', 'pyarrow.dataset') if m in sys.modules)\n"
+        "print('HEAVY', heavy)"
+    )
     hive = tmp_path / "hive"  # partition folders and a text column: arrays built without pa.array
-    frame = pd.read_parquet(stream_files["parquet"]).assign(shop=lambda f: np.where(f.index % 3 == 0, "north", "south "))
+    frame = pd.read_parquet(stream_files["parquet"]).assign(
+        shop=lambda f: np.where(f.index % 3 == 0, "north", "south ")
+    )
     for region, part in (("eu", frame.iloc[::2]), ("us", frame.iloc[1::2])):
         (hive / f"region={region}").mkdir(parents=True)
         part.to_parquet(hive / f"region={region}" / "part-0.parquet")
     for data in (hive, stream_files["parquet"], stream_files["dir"]):  # the last model is evaluated below
-        out = subprocess.run([sys.executable, "-c", code, "train", str(data), "--solver", "fofo", "-o", str(model)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code, "train", str(data), "--solver", "fofo", "-o", str(model)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert "HEAVY []" in out.stdout, out.stdout + out.stderr
     report = run_dmo("evaluate", model, stream_files["val"], "--json")
     assert report.returncode == 0, report.stderr

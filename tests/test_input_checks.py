@@ -1,5 +1,6 @@
 """Option values and model files no command can use are refused up front, by name, with exit 2 and no
 output; results that would be useless (an empty subsample) are refused too. Found by a fuzzing pass."""
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,12 @@ import pytest
 from conftest import make_binary_frame, run_dmo
 from safetensors.numpy import load_file, save_file
 
+from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import METADATA_KEY, load_model, read_metadata
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli import TrainOptions, train
 from dmocli.report import dumps
 from dmocli.solvers import get_solver
 
@@ -42,14 +43,26 @@ def test_beta_must_be_positive_and_finite(beta):
         Problem("ofbs", beta=beta)
 
 
-@pytest.mark.parametrize("solver, param, message", [
-    ("wce", {"lr": "nan"}, "finite"), ("wce", {"lr": "-1"}, "positive"), ("wce", {"batch-size": "0"}, "at least 1"),
-    ("wce", {"max-epochs": "0"}, "at least 1"), ("wce", {"weight-decay": "-5"}, "at least 0"),
-    ("fofo", {"lr": "inf"}, "finite"), ("ero", {"lr": "0"}, "positive"), ("lus", {"max-iter": "0"}, "at least 1"),
-    ("lus", {"l2": "-1"}, "at least 0"), ("sigmoid-f1", {"tau": "0"}, "positive"), ("fixmatch", {"ema": "1"}, r"ema=1.0 must be in \[0, 1\)"),
-    ("adsh", {"tau1": "1.5"}, "at most 1"), ("ero", {"growth": "0.5"}, "growth=0.5 must be at least 1"),
-    ("ero", {"outer": "0"}, "outer=0 must be at least 1"), ("lagrangian", {"lr-multiplier": "0"}, "positive"),
-])
+@pytest.mark.parametrize(
+    "solver, param, message",
+    [
+        ("wce", {"lr": "nan"}, "finite"),
+        ("wce", {"lr": "-1"}, "positive"),
+        ("wce", {"batch-size": "0"}, "at least 1"),
+        ("wce", {"max-epochs": "0"}, "at least 1"),
+        ("wce", {"weight-decay": "-5"}, "at least 0"),
+        ("fofo", {"lr": "inf"}, "finite"),
+        ("ero", {"lr": "0"}, "positive"),
+        ("lus", {"max-iter": "0"}, "at least 1"),
+        ("lus", {"l2": "-1"}, "at least 0"),
+        ("sigmoid-f1", {"tau": "0"}, "positive"),
+        ("fixmatch", {"ema": "1"}, r"ema=1.0 must be in \[0, 1\)"),
+        ("adsh", {"tau1": "1.5"}, "at most 1"),
+        ("ero", {"growth": "0.5"}, "growth=0.5 must be at least 1"),
+        ("ero", {"outer": "0"}, "outer=0 must be at least 1"),
+        ("lagrangian", {"lr-multiplier": "0"}, "positive"),
+    ],
+)
 def test_solver_parameters_outside_their_range_are_refused(solver, param, message):
     with pytest.raises(DmoError, match=message):
         get_solver(solver).parse_params(param)

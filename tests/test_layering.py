@@ -3,6 +3,7 @@
 Every import statement of every module counts, those inside functions and under TYPE_CHECKING too (a lazy
 import is still a dependency). docs/architecture.md describes the layers.
 """
+
 from __future__ import annotations
 
 import ast
@@ -92,7 +93,7 @@ def test_there_is_no_import_cycle():
         stack.append(module)
         for target in sorted(GRAPH[module]):
             if state.get(target) == "open":
-                cycles.append(stack[stack.index(target):] + [target])
+                cycles.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target)
         stack.pop()

@@ -1,4 +1,5 @@
 """LUS (docs/algorithms.md#lus): acceptance formulas, `dmo subsample`, offset-corrected training."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from conftest import make_binary_frame, make_gaussian_classes, run_dmo
 
+from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture
 from dmocli.pipelines.apply import evaluate, predict
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli import TrainOptions, train
 from dmocli.prep.features import plan_columns
 from dmocli.solvers.acceptance import acceptance, case_control_rates
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
@@ -83,8 +84,9 @@ def test_binary_offset_is_the_log_odds_form_of_the_softmax_offset():
 
 
 def test_planner_never_uses_offset_columns_as_features():
-    schema = pa.schema([("x0", pa.float32()), ("label", pa.int64()), ("log_accept_0", pa.float32()),
-                        ("log_accept_1", pa.float32())])
+    schema = pa.schema(
+        [("x0", pa.float32()), ("label", pa.int64()), ("log_accept_0", pa.float32()), ("log_accept_1", pa.float32())]
+    )
     assert plan_columns(schema, "label").numeric == ["x0"]
 
 
@@ -131,7 +133,9 @@ def test_the_pilots_rows_make_the_same_budget_closer_to_the_mle():
         mle, _ = fit_offset_logistic(X, y, None, arch, 0, LogisticParams(l2=0.0))
         for keep in error:
             params = solver.parse_params({"gamma": "5", "l2": "0", "keep_pilot": keep})
-            sub, info = solver._subsample(SplitData(X, y), FitContext(None, arch, torch.device("cpu"), seed, params), 5.0)
+            sub, info = solver._subsample(
+                SplitData(X, y), FitContext(None, arch, torch.device("cpu"), seed, params), 5.0
+            )
             assert sub.X.shape[0] == info["kept_rows"] + info["pilot_rows_in_fit"]
             fitted, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, 0, params)
             error[keep].append(np.linalg.norm(_contrasts(fitted) - _contrasts(mle)))
@@ -194,7 +198,12 @@ def test_cli_subsample_then_train_then_evaluate(sim, tmp_path):
 def test_no_keep_pilot_writes_the_accepted_rows_only(sim, tmp_path):
     kept = _subsample(sim["train"], tmp_path / "a.parquet")
     alone = _subsample(sim["train"], tmp_path / "b.parquet", keep_pilot=False)
-    assert alone["rows_written"] == alone["rows_kept"] == kept["rows_kept"] == pq.read_metadata(tmp_path / "b.parquet").num_rows
+    assert (
+        alone["rows_written"]
+        == alone["rows_kept"]
+        == kept["rows_kept"]
+        == pq.read_metadata(tmp_path / "b.parquet").num_rows
+    )
     assert alone["pilot_rows_written"] == 0
     with_pilot, accepted = pq.read_table(tmp_path / "a.parquet"), pq.read_table(tmp_path / "b.parquet")
     offsets = np.stack([with_pilot.column(f"log_accept_{k}").to_numpy() for k in range(3)], axis=1)
@@ -298,10 +307,24 @@ def test_dask_engine_on_two_local_workers(tmp_path):
     parts.mkdir()
     frame = make_gaussian_classes(12_000, seed=5)
     for i in range(3):
-        frame.iloc[i * 4000:(i + 1) * 4000].to_parquet(parts / f"p{i}.parquet")
+        frame.iloc[i * 4000 : (i + 1) * 4000].to_parquet(parts / f"p{i}.parquet")
     out, rep = tmp_path / "sub.parquet", tmp_path / "r.json"
-    run_dmo("subsample", parts, "--gamma", "4", "--engine", "dask", "--workers", "2", "-o", out,
-            "--report", rep, check=True, timeout=600)
+    run_dmo(
+        "subsample",
+        parts,
+        "--gamma",
+        "4",
+        "--engine",
+        "dask",
+        "--workers",
+        "2",
+        "-o",
+        out,
+        "--report",
+        rep,
+        check=True,
+        timeout=600,
+    )
     report = json.loads(rep.read_text())
     assert report["engine"] == "dask" and report["rows_read"] == 12_000
     table = pq.read_table(out)  # a directory of parts, one per partition
@@ -312,9 +335,26 @@ def test_dask_engine_on_two_local_workers(tmp_path):
     assert local["rows_kept"] == report["rows_kept"] and local["rows_written"] == report["rows_written"]
     run_dmo("train", "--solver", "lus", out, "-o", tmp_path / "m.safetensors", check=True)
     # a re-run replaces its own parts directory (same seed: the same rows)
-    run_dmo("subsample", parts, "--gamma", "4", "--engine", "dask", "--workers", "2", "-o", out,
-            "--report", rep, check=True, timeout=600)
-    assert json.loads(rep.read_text())["rows_kept"] == report["rows_kept"] and pq.read_table(out).num_rows == table.num_rows
+    run_dmo(
+        "subsample",
+        parts,
+        "--gamma",
+        "4",
+        "--engine",
+        "dask",
+        "--workers",
+        "2",
+        "-o",
+        out,
+        "--report",
+        rep,
+        check=True,
+        timeout=600,
+    )
+    assert (
+        json.loads(rep.read_text())["rows_kept"] == report["rows_kept"]
+        and pq.read_table(out).num_rows == table.num_rows
+    )
 
 
 def test_dask_engine_never_replaces_a_directory_that_is_not_its_output(tmp_path):
@@ -327,5 +367,7 @@ def test_dask_engine_never_replaces_a_directory_that_is_not_its_output(tmp_path)
     proc = run_dmo("subsample", data, "--gamma", "4", "--engine", "dask", "-o", folder)
     assert proc.returncode == 2 and "notes.txt" in proc.stderr and "Traceback" not in proc.stderr
     assert (folder / "notes.txt").read_text() == "keep me"
-    proc = run_dmo("subsample", data, "--gamma", "4", "-o", folder)  # the local engine writes one file: never a directory
+    proc = run_dmo(
+        "subsample", data, "--gamma", "4", "-o", folder
+    )  # the local engine writes one file: never a directory
     assert proc.returncode == 2 and "is a directory" in proc.stderr

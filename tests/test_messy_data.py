@@ -1,6 +1,7 @@
 """Messy real-world data that must still train correctly: label whitespace, Hive-partitioned directories,
 files whose numeric types differ, semicolon CSVs, columns with a large mean and a tiny spread, and
 categorical features with missing values. Each is checked against what the clean data gives."""
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,9 @@ def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):
     frame = make_binary_frame(n=300, seed=3)
     frame["label"] = np.where(frame["label"] == 1, np.where(np.arange(300) % 4 == 0, "Yes", "yes"), "no")
     frame.to_parquet(tmp_path / "d.parquet")
-    proc = run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", "--report", tmp_path / "r.json", check=True)
+    proc = run_dmo(
+        "train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", "--report", tmp_path / "r.json", check=True
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     assert len(report["warnings"]) == 1 and "'Yes', 'yes' differ only in case" in report["warnings"][0]
     assert proc.stderr.startswith("dmo: warning: label classes 'Yes', 'yes'")
@@ -231,14 +234,17 @@ def test_categorical_levels_ignore_surrounding_whitespace_and_missing_ones_are_c
     frame.loc[20:24, "shop"] = "  "  # blank: missing, like an empty CSV cell
     frame.to_parquet(tmp_path / "d.parquet")
     for solver in ("wce", "fofo"):
-        report = json.loads(run_dmo("train", tmp_path / "d.parquet", "--solver", solver, "-o", tmp_path / "m.st",
-                                    "--json", check=True).stdout)
+        report = json.loads(
+            run_dmo(
+                "train", tmp_path / "d.parquet", "--solver", solver, "-o", tmp_path / "m.st", "--json", check=True
+            ).stdout
+        )
         assert report["missing_levels"] == {"shop": 15} and report["unseen_levels"] == {}
         assert read_metadata(tmp_path / "m.st")["preprocessing"]["categorical"] == {"shop": ["north", "south"]}
 
 
 def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
-    """"001" and "True" in a CSV read as 1 and true: trained on parquet text, every row matched no level."""
+    """ "001" and "True" in a CSV read as 1 and true: trained on parquet text, every row matched no level."""
     frame = make_binary_frame(n=300, seed=31)
     rng = np.random.default_rng(31)
     frame["code"] = np.where(frame["label"] == 1, "010", rng.choice(["001", "002"], len(frame)))
@@ -246,11 +252,16 @@ def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
     frame.to_parquet(tmp_path / "d.parquet")
     frame.to_csv(tmp_path / "d.csv", index=False)
     run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", check=True)
-    scored = {name: json.loads(run_dmo("evaluate", tmp_path / "m.st", tmp_path / name, "--json", check=True).stdout)
-              for name in ("d.parquet", "d.csv")}
+    scored = {
+        name: json.loads(run_dmo("evaluate", tmp_path / "m.st", tmp_path / name, "--json", check=True).stdout)
+        for name in ("d.parquet", "d.csv")
+    }
     assert scored["d.csv"]["splits"] == scored["d.parquet"]["splits"] and scored["d.csv"]["unseen_levels"] == {}
-    with_val = json.loads(run_dmo("train", tmp_path / "d.parquet", "--val", tmp_path / "d.csv", "-o", tmp_path / "v.st",
-                                  "--json", check=True).stdout)
+    with_val = json.loads(
+        run_dmo(
+            "train", tmp_path / "d.parquet", "--val", tmp_path / "d.csv", "-o", tmp_path / "v.st", "--json", check=True
+        ).stdout
+    )
     assert with_val["splits"]["val"] == with_val["splits"]["train"] and with_val["val_unseen_levels"] == {}
     # a parquet column that is numbers where the model had text is refused, not scored as all-unseen
     frame.assign(code=frame["code"].astype(int)).to_parquet(tmp_path / "int.parquet")
@@ -260,13 +271,15 @@ def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
 
 def test_columns_of_another_kind_than_the_model_used_are_refused_by_name():
     vector = pa.array([[0.1, 0.2], [0.3, 0.4]], type=pa.list_(pa.float32(), 2))
-    embedding = Preprocessor.fit([pa.record_batch({"features": vector, "label": [0, 1]})],
-                                 ColumnPlan([], [], "features"), "none")
+    embedding = Preprocessor.fit(
+        [pa.record_batch({"features": vector, "label": [0, 1]})], ColumnPlan([], [], "features"), "none"
+    )
     for bad in (pa.array([1.0, 2.0]), pa.array([["a"], ["b"]])):
         with pytest.raises(DmoError, match="not a list of numbers"):
             embedding.check_columns(pa.schema([("features", bad.type)]))
-    onehot = Preprocessor.fit([pa.record_batch({"code": ["a", "b"], "label": [0, 1]})], ColumnPlan([], ["code"], None),
-                              "none")
+    onehot = Preprocessor.fit(
+        [pa.record_batch({"code": ["a", "b"], "label": [0, 1]})], ColumnPlan([], ["code"], None), "none"
+    )
     for kind in (pa.struct([("a", pa.int64())]), pa.binary(), pa.bool_()):
         with pytest.raises(DmoError, match="are not text"):
             onehot.check_columns(pa.schema([("code", kind)]))
@@ -293,7 +306,9 @@ def test_label_columns_of_odd_arrow_types(tmp_path):
     x = rng.normal(size=(300, 2))
     big = np.uint64(2**63 + 7)
     classes = np.array([np.uint64(1), np.uint64(2), big], dtype=np.uint64)[rng.integers(0, 3, 300)]
-    pq.write_table(pa.table({"a": x[:, 0], "b": x[:, 1], "label": pa.array(classes, pa.uint64())}), tmp_path / "u.parquet")
+    pq.write_table(
+        pa.table({"a": x[:, 0], "b": x[:, 1], "label": pa.array(classes, pa.uint64())}), tmp_path / "u.parquet"
+    )
     run_dmo("train", tmp_path / "u.parquet", "-o", tmp_path / "u.st", check=True)  # 3 classes: multiclass
     run_dmo("predict", tmp_path / "u.st", tmp_path / "u.parquet", "-o", tmp_path / "u.pred.parquet", check=True)
     predicted = pq.read_table(tmp_path / "u.pred.parquet").column("predicted")
@@ -302,14 +317,19 @@ def test_label_columns_of_odd_arrow_types(tmp_path):
     pq.write_table(pa.table({"a": x[:, 0], "label": half}), tmp_path / "h.parquet")
     report = json.loads(run_dmo("train", tmp_path / "h.parquet", "--json", "-o", tmp_path / "h.st", check=True).stdout)
     assert report["problem"] == "multiclass" and report["splits"]["train"]["n"] == 300
-    pq.write_table(pa.table({"a": x[:, 0], "label": pa.array(rng.integers(0, 2, 300)).cast(pa.decimal128(19, 0))}),
-                   tmp_path / "d.parquet")
-    for command in (["train", tmp_path / "d.parquet", "-o", tmp_path / "d.st"],
-                    ["subsample", tmp_path / "d.parquet", "--gamma", "2", "-o", tmp_path / "d.sub.parquet"]):
+    pq.write_table(
+        pa.table({"a": x[:, 0], "label": pa.array(rng.integers(0, 2, 300)).cast(pa.decimal128(19, 0))}),
+        tmp_path / "d.parquet",
+    )
+    for command in (
+        ["train", tmp_path / "d.parquet", "-o", tmp_path / "d.st"],
+        ["subsample", tmp_path / "d.parquet", "--gamma", "2", "-o", tmp_path / "d.sub.parquet"],
+    ):
         proc = run_dmo(*command)
         assert proc.returncode == 2 and "labels must be integers, booleans, floats or text" in proc.stderr
-    twice = pa.Table.from_arrays([pa.array(x[:, 0]), pa.array(x[:, 1]), pa.array(rng.integers(0, 2, 300))],
-                                 names=["x", "x", "label"])
+    twice = pa.Table.from_arrays(
+        [pa.array(x[:, 0]), pa.array(x[:, 1]), pa.array(rng.integers(0, 2, 300))], names=["x", "x", "label"]
+    )
     pq.write_table(twice, tmp_path / "twice.parquet")
     for solver in ("wce", "fofo"):
         proc = run_dmo("train", tmp_path / "twice.parquet", "--solver", solver, "-o", tmp_path / "t.st")
@@ -322,7 +342,11 @@ def test_a_late_decimal_keeps_one_type_through_subsample_and_is_named_in_an_id_c
     assert pq.read_schema(tmp_path / "s.parquet").field("count").type == pa.float64()
     run_dmo("train", data, "--solver", "fofo", "--drop", "count", "-o", tmp_path / "m.st", check=True)
     proc = run_dmo("predict", tmp_path / "m.st", data, "--id-col", "count", "-o", tmp_path / "p.parquet")
-    assert proc.returncode == 2 and "--id-col 'count' changes type" in proc.stderr and not (tmp_path / "p.parquet").exists()
+    assert (
+        proc.returncode == 2
+        and "--id-col 'count' changes type" in proc.stderr
+        and not (tmp_path / "p.parquet").exists()
+    )
 
 
 def test_late_values_in_european_bom_and_concatenated_csvs(tmp_path):
@@ -346,8 +370,11 @@ def test_a_csv_that_repeats_its_header_is_refused_not_learned_as_text(tmp_path):
     frame = make_binary_frame(n=150, seed=2)
     text = frame.to_csv(index=False)
     (tmp_path / "twice.csv").write_text(text + text)
-    for args in (["train", tmp_path / "twice.csv"], ["train", tmp_path / "twice.csv", "--solver", "fofo"],
-                 ["train", "-", "--solver", "fofo"]):
+    for args in (
+        ["train", tmp_path / "twice.csv"],
+        ["train", tmp_path / "twice.csv", "--solver", "fofo"],
+        ["train", "-", "--solver", "fofo"],
+    ):
         proc = run_dmo(*args, "-o", tmp_path / "m.st", stdin=tmp_path / "twice.csv" if "-" in args else None)
         assert proc.returncode == 2 and "data row 151 of" in proc.stderr and "repeats the header line" in proc.stderr
         assert not (tmp_path / "m.st").exists()
@@ -436,8 +463,10 @@ def test_csv_lines_that_do_not_fit_the_header_are_named_with_a_fix(tmp_path):
 
 def test_a_repeated_header_past_the_first_batch_is_named_by_its_data_row(tmp_path):
     rng = np.random.default_rng(14)
-    rows = ["color,size,label"] + [f"{rng.choice(['red', 'blue'])},{rng.choice(['s', 'm', 'l'])},"
-                                   f"{rng.choice(['yes', 'no'], p=[0.2, 0.8])}" for _ in range(70_000)]
+    rows = ["color,size,label"] + [
+        f"{rng.choice(['red', 'blue'])},{rng.choice(['s', 'm', 'l'])},{rng.choice(['yes', 'no'], p=[0.2, 0.8])}"
+        for _ in range(70_000)
+    ]
     rows.insert(69_001, rows[0])  # after data row 69,000: in the stream's second 64k-row batch
     (tmp_path / "text.csv").write_text("\n".join(rows) + "\n")
     proc = run_dmo("train", tmp_path / "text.csv", "--solver", "fofo", "-o", tmp_path / "m.st")

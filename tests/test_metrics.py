@@ -1,4 +1,5 @@
 """Metrics cross-checked against scikit-learn, with property-based random inputs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,13 +15,17 @@ from dmocli.operating_point.metrics import (
     roc_auc,
 )
 
-labels_and_scores = st.integers(min_value=2, max_value=200).flatmap(
-    lambda n: st.tuples(
-        arrays(np.int64, n, elements=st.integers(0, 1)),
-        # few distinct values so that ties are common
-        arrays(np.float32, n, elements=st.sampled_from([-2.0, -0.5, 0.0, 0.25, 0.5, 1.0, 3.0])),
+labels_and_scores = (
+    st.integers(min_value=2, max_value=200)
+    .flatmap(
+        lambda n: st.tuples(
+            arrays(np.int64, n, elements=st.integers(0, 1)),
+            # few distinct values so that ties are common
+            arrays(np.float32, n, elements=st.sampled_from([-2.0, -0.5, 0.0, 0.25, 0.5, 1.0, 3.0])),
+        )
     )
-).filter(lambda t: 0 < t[0].sum() < t[0].size)
+    .filter(lambda t: 0 < t[0].sum() < t[0].size)
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -60,16 +65,24 @@ def test_negative_zero_and_extreme_float32_scores_sort_correctly():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(2, 6).flatmap(lambda k: st.tuples(
-    st.just(k), arrays(np.int64, 60, elements=st.integers(0, k - 1)), arrays(np.int64, 60, elements=st.integers(0, k - 1)))))
+@given(
+    st.integers(2, 6).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            arrays(np.int64, 60, elements=st.integers(0, k - 1)),
+            arrays(np.int64, 60, elements=st.integers(0, k - 1)),
+        )
+    )
+)
 def test_multiclass_scores_match_sklearn(data):
     k, y, pred = data
     ours = multiclass_scores(y, pred, k)
     present = np.unique(y)
     assert np.isclose(ours["accuracy"], skm.accuracy_score(y, pred))
     assert np.isclose(ours["macro_f1"], skm.f1_score(y, pred, labels=present, average="macro", zero_division=0))
-    assert np.isclose(ours["balanced_accuracy"], np.mean(skm.recall_score(y, pred, labels=present, average=None,
-                                                                            zero_division=0)))
+    assert np.isclose(
+        ours["balanced_accuracy"], np.mean(skm.recall_score(y, pred, labels=present, average=None, zero_division=0))
+    )
     per_class_p = skm.precision_score(y, pred, labels=list(range(k)), average=None, zero_division=0)
     assert np.allclose(ours["per_class"]["precision"], per_class_p)
 

@@ -1,4 +1,5 @@
 """The model file: safetensors + JSON metadata, no pickle, versioned, exact round trip."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import pytest
 from conftest import make_binary_frame
 from safetensors import safe_open
 
+from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import FORMAT_VERSION, load_model, read_metadata
-from dmocli import TrainOptions, train
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +38,19 @@ def test_round_trip_gives_identical_logits(model_and_data):
 def test_metadata_has_design_keys(model_and_data):
     _, path, _ = model_and_data
     meta = read_metadata(path)
-    for key in ("format_version", "solver", "problem", "target", "beta", "threshold", "labels", "feature_columns",
-                "preprocessing", "architecture", "info"):
+    for key in (
+        "format_version",
+        "solver",
+        "problem",
+        "target",
+        "beta",
+        "threshold",
+        "labels",
+        "feature_columns",
+        "preprocessing",
+        "architecture",
+        "info",
+    ):
         assert key in meta
     assert meta["format_version"] == FORMAT_VERSION
     assert meta["feature_columns"] == ["f0", "f1", "f2", "f3"]

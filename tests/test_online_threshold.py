@@ -1,4 +1,5 @@
 """The vectorized threshold recurrences against plain per-row loops written from the paper's pseudo-code."""
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,9 @@ from dmocli.solvers.online_threshold import (
 )
 
 
-def reference_fofo(eta: np.ndarray, y: np.ndarray, beta: float, n: int | None, first_horizon: int = 4096) -> list[float]:
+def reference_fofo(
+    eta: np.ndarray, y: np.ndarray, beta: float, n: int | None, first_horizon: int = 4096
+) -> list[float]:
     """Algorithms 1 and 2 of Liu et al. (2018) row by row; n=None: doubling horizons first_horizon * 2^j.
 
     Returns the threshold (stage running average) used to predict each row.
@@ -76,11 +79,10 @@ def stream(n: int, pos: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def feed(learner: FofoThreshold, eta: np.ndarray, y: np.ndarray, chunk: int) -> np.ndarray:
-    return np.concatenate([learner.process(eta[i:i + chunk], y[i:i + chunk]) for i in range(0, eta.size, chunk)])
+    return np.concatenate([learner.process(eta[i : i + chunk], y[i : i + chunk]) for i in range(0, eta.size, chunk)])
 
 
-@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(-2.0, 2.0)), min_size=1, max_size=300),
-       st.floats(-3.0, 3.0))
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(-2.0, 2.0)), min_size=1, max_size=300), st.floats(-3.0, 3.0))
 @settings(max_examples=60, deadline=None)
 def test_affine_scan_matches_a_loop(pairs, x0):
     a = np.array([p[0] for p in pairs])

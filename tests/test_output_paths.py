@@ -1,5 +1,6 @@
 """Where outputs go and which files a DATA folder holds, as shell users and cluster jobs lay them out:
 links, named pipes, SIGTERM half-way, Spark's leftovers."""
+
 from __future__ import annotations
 
 import io as stdio
@@ -62,8 +63,12 @@ def test_a_stop_half_way_leaves_no_temporary_file_and_says_so(model, tmp_path, s
     make_binary_frame(n=1_500_000).to_parquet(big, row_group_size=50_000)
     out = tmp_path / "out" / "scores.parquet"
     out.parent.mkdir()
-    proc = subprocess.Popen([*dmo_command(), "predict", str(trained), str(big), "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*dmo_command(), "predict", str(trained), str(big), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not any(out.parent.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -88,8 +93,10 @@ def test_a_data_folder_skips_hidden_and_temporary_files_and_follows_linked_folde
     _write(frame.iloc[:30], tmp_path / "elsewhere" / "part-2.parquet")
     (root / "more").symlink_to(tmp_path / "elsewhere")
     (root / "loop").symlink_to(root)  # read once, not forever
-    assert [Path(p).relative_to(root).as_posix() for p in sources.parquet_files(root)] == ["more/part-2.parquet",
-                                                                                     "part-0.parquet"]
+    assert [Path(p).relative_to(root).as_posix() for p in sources.parquet_files(root)] == [
+        "more/part-2.parquet",
+        "part-0.parquet",
+    ]
     assert reading.count_rows(root) == 130
     (root / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
     with pytest.raises(DmoError, match="gone.parquet is a link to a file that does not exist"):
@@ -125,7 +132,9 @@ def test_a_pipe_reader_gets_no_readable_file_from_a_failed_run(model, tmp_path):
     folder.mkdir()
     frame = pd.read_parquet(data)
     frame.to_parquet(folder / "a.parquet")
-    frame.assign(f0=frame["f0"].where(frame.index != 5)).to_parquet(folder / "b.parquet")  # a NaN feature: refused half-way
+    frame.assign(f0=frame["f0"].where(frame.index != 5)).to_parquet(
+        folder / "b.parquet"
+    )  # a NaN feature: refused half-way
     pipe = tmp_path / "scores.parquet"
     os.mkfifo(pipe)
     received: list[bytes] = []
@@ -153,7 +162,10 @@ def test_a_pipe_whose_reader_leaves_is_one_line(model, tmp_path):
     reader.start()
     proc = run_dmo("predict", trained, big, "-o", pipe)
     reader.join(timeout=60)
-    assert proc.returncode == 2 and proc.stderr.strip() == f"dmo: error: the reader of -o {pipe} closed it before the output was complete"
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip() == f"dmo: error: the reader of -o {pipe} closed it before the output was complete"
+    )
 
 
 def test_outputs_that_must_be_directories_or_files_refuse_a_pipe(model, tmp_path):

@@ -1,4 +1,5 @@
 """dmocli.data.prefetch: a background producer must not change what the consumer sees, nor hide errors, nor leak."""
+
 from __future__ import annotations
 
 import threading

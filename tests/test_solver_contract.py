@@ -6,6 +6,7 @@ out of range or an unknown key is refused before any data is read; it fits tiny 
 multi-class where it says it can) to a useful model; the same seed gives the same model; the model file
 round-trips to the same scores.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,9 @@ def _options(name: str, n_classes: int = 2, seed: int = 0) -> TrainOptions:
     solver = get_solver(name)
     problem = "multiclass" if n_classes > 2 else ("ofbs" if "ofbs" in solver.problems else solver.problems[0])
     target = 0.5 if problem in ("fpor", "frop") else None
-    return TrainOptions(problem=problem, target=target, solver=name, seed=seed, params=dict(EXTRA_PARAMS.get(name, {})),
-                        device="cpu")
+    return TrainOptions(
+        problem=problem, target=target, solver=name, seed=seed, params=dict(EXTRA_PARAMS.get(name, {})), device="cpu"
+    )
 
 
 def _unlabeled_share(name: str) -> float:

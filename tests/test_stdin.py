@@ -1,4 +1,5 @@
 """`dmo train -`: a CSV piped into the streaming solvers, read once (shell pipelines, `zcat ... | dmo train -`)."""
+
 from __future__ import annotations
 
 import gzip
@@ -29,14 +30,24 @@ def test_a_pipe_learns_what_the_file_learns_with_an_unknown_length(piped, tmp_pa
     """From a file, n is known after the pre-pass; from a pipe it is not, so FOFO runs its doubling schedule.
     The file with --param horizon=doubling is the same computation (the head holds every row here, so the
     statistics are the same rows too)."""
-    out = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "pipe.st", "--json", stdin=piped / "rows.csv",
-                  check=True)
+    out = run_dmo(
+        "train", "-", "--solver", "fofo", "-o", tmp_path / "pipe.st", "--json", stdin=piped / "rows.csv", check=True
+    )
     report = json.loads(out.stdout)
     assert report["data"] == "standard input" and report["online"]["n"] == 6000
     assert report["prepass"] == {"statistics": "head of standard input", "statistics_rows": 6000}
     assert report["solver_trace"]["doubling"] is True
-    run_dmo("train", piped / "rows.csv", "--solver", "fofo", "--param", "horizon=doubling", "-o", tmp_path / "file.st",
-            check=True)
+    run_dmo(
+        "train",
+        piped / "rows.csv",
+        "--solver",
+        "fofo",
+        "--param",
+        "horizon=doubling",
+        "-o",
+        tmp_path / "file.st",
+        check=True,
+    )
     pipe, file = _weights(tmp_path / "pipe.st"), _weights(tmp_path / "file.st")
     assert all(np.allclose(pipe[k], file[k], rtol=1e-5, atol=1e-7) for k in file)
     # gzip on the pipe is recognised by its magic bytes: the same model
@@ -48,19 +59,33 @@ def test_a_pipe_learns_what_the_file_learns_with_an_unknown_length(piped, tmp_pa
 
 
 def test_a_head_smaller_than_the_stream_fixes_statistics_and_classes(piped, tmp_path):
-    out = run_dmo("train", "-", "--solver", "ofo", "--param", "stats-rows=1000", "-o", tmp_path / "m.st", "--json",
-                  stdin=piped / "rows.csv", check=True)
+    out = run_dmo(
+        "train",
+        "-",
+        "--solver",
+        "ofo",
+        "--param",
+        "stats-rows=1000",
+        "-o",
+        tmp_path / "m.st",
+        "--json",
+        stdin=piped / "rows.csv",
+        check=True,
+    )
     report = json.loads(out.stdout)
     assert report["online"]["n"] == 6000 and report["prepass"]["statistics_rows"] == 1000
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--solver", "fofo"], "give -o MODEL"),
-    (["--solver", "wce", "-o", "m.st"], "only the streaming solvers"),
-    (["--solver", "fofo", "--epochs", "2", "-o", "m.st"], "can be read once"),
-    (["--solver", "fofo", "--adjust", "-o", "m.st"], "add --val FILE"),
-    (["--solver", "fofo", "--param", "stats-rows=0", "-o", "m.st"], "stats-rows"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--solver", "fofo"], "give -o MODEL"),
+        (["--solver", "wce", "-o", "m.st"], "only the streaming solvers"),
+        (["--solver", "fofo", "--epochs", "2", "-o", "m.st"], "can be read once"),
+        (["--solver", "fofo", "--adjust", "-o", "m.st"], "add --val FILE"),
+        (["--solver", "fofo", "--param", "stats-rows=0", "-o", "m.st"], "stats-rows"),
+    ],
+)
 def test_what_needs_a_second_pass_is_refused(piped, tmp_path, args, needle):
     args = [str(tmp_path / a) if a == "m.st" else a for a in args]
     proc = run_dmo("train", "-", *args, stdin=piped / "rows.csv")
@@ -84,20 +109,48 @@ def test_late_rows_a_pipe_cannot_revisit(tmp_path):
         path.write_text("count,x,label\n" + "".join(f"{a},{b},{y}\n" for a, b, y in zip(c, x, lab)))
         return path
 
-    ok = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "ok.st", "--json", stdin=write("late_decimal.csv"),
-                 check=True)
+    ok = run_dmo(
+        "train",
+        "-",
+        "--solver",
+        "fofo",
+        "-o",
+        tmp_path / "ok.st",
+        "--json",
+        stdin=write("late_decimal.csv"),
+        check=True,
+    )
     assert json.loads(ok.stdout)["online"]["n"] == rows
     for name, kwargs, needle in [
         ("text.csv", {"count": "?"}, "column 'count' reads as double in its first rows but holds '?'"),
         ("unseen.csv", {"label": "7"}, "7"),
         ("unlabeled.csv", {"label": ""}, "--drop-unlabeled"),
     ]:
-        proc = run_dmo("train", "-", "--solver", "fofo", "--param", "stats-rows=10000", "-o", tmp_path / "m.st",
-                       stdin=write(name, **kwargs))
+        proc = run_dmo(
+            "train",
+            "-",
+            "--solver",
+            "fofo",
+            "--param",
+            "stats-rows=10000",
+            "-o",
+            tmp_path / "m.st",
+            stdin=write(name, **kwargs),
+        )
         assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
         assert not (tmp_path / "m.st").exists()
-    dropped = run_dmo("train", "-", "--solver", "fofo", "--drop-unlabeled", "-o", tmp_path / "d.st", "--json",
-                      stdin=tmp_path / "unlabeled.csv", check=True)
+    dropped = run_dmo(
+        "train",
+        "-",
+        "--solver",
+        "fofo",
+        "--drop-unlabeled",
+        "-o",
+        tmp_path / "d.st",
+        "--json",
+        stdin=tmp_path / "unlabeled.csv",
+        check=True,
+    )
     assert json.loads(dropped.stdout)["online"]["n"] == rows - 1
 
 
@@ -114,16 +167,19 @@ def test_evaluate_predict_and_threshold_read_a_pipe_like_the_file(piped, tmp_pat
             outputs[name] = report["splits"]["data"]
         assert outputs["pipe"] == outputs["file"], command[0]
     run_dmo("predict", model, piped / "rows.csv", "-o", tmp_path / "file.parquet", "--id-col", "site", check=True)
-    run_dmo("predict", model, "-", "-o", tmp_path / "pipe.parquet", "--id-col", "site", stdin=piped / "rows.csv",
-            check=True)
+    run_dmo(
+        "predict", model, "-", "-o", tmp_path / "pipe.parquet", "--id-col", "site", stdin=piped / "rows.csv", check=True
+    )
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "pipe.parquet").equals(pq.read_table(tmp_path / "file.parquet"))
 
 
 def test_commands_that_read_data_twice_name_standard_input_as_unsupported(piped, tmp_path):
-    for args in (["subsample", "-", "--gamma", "2", "-o", tmp_path / "s.parquet"],
-                 ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"]):
+    for args in (
+        ["subsample", "-", "--gamma", "2", "-o", tmp_path / "s.parquet"],
+        ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"],
+    ):
         proc = run_dmo(*args, stdin=piped / "rows.csv")
         assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
@@ -186,8 +242,14 @@ def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
     big.write_text(text[0] + "".join(text[1:]) * 30)
     run_dmo("train", piped / "rows.csv", "-o", model, check=True)
     command = " ".join([*dmo_command(), "predict", str(model), str(big), "-o", "-"])
-    proc = subprocess.run(f"set -o pipefail; {command} | head -2", shell=True, executable="/bin/bash",
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        f"set -o pipefail; {command} | head -2",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2 and "Traceback" not in proc.stderr, proc.stderr
 
 

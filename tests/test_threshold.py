@@ -1,4 +1,5 @@
 """Exact threshold search against brute force, and the confidence-aware mode's coverage."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,21 +28,29 @@ def brute_force(scores: np.ndarray, y: np.ndarray, problem: Problem) -> tuple[fl
         elif problem.kind == "frop":
             ok, obj = rec >= problem.target, prec
         else:
-            b2 = problem.beta ** 2
+            b2 = problem.beta**2
             ok, obj = True, (1 + b2) * tp / (b2 * n_pos + tp + fp)
         if ok and obj > best:
             best, found = obj, True
     return best, found
 
 
-cases = st.integers(2, 40).flatmap(lambda n: st.tuples(
-    arrays(np.float32, n, elements=st.integers(-4, 4).map(float)),
-    arrays(np.int64, n, elements=st.integers(0, 1)),
-)).filter(lambda c: c[1].sum() > 0)
+cases = (
+    st.integers(2, 40)
+    .flatmap(
+        lambda n: st.tuples(
+            arrays(np.float32, n, elements=st.integers(-4, 4).map(float)),
+            arrays(np.int64, n, elements=st.integers(0, 1)),
+        )
+    )
+    .filter(lambda c: c[1].sum() > 0)
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(cases, st.sampled_from(["fpor", "frop", "ofbs"]), st.sampled_from([0.3, 0.5, 0.8]), st.sampled_from([0.5, 1.0, 2.0]))
+@given(
+    cases, st.sampled_from(["fpor", "frop", "ofbs"]), st.sampled_from([0.3, 0.5, 0.8]), st.sampled_from([0.5, 1.0, 2.0])
+)
 def test_search_matches_brute_force(case, kind, target, beta):
     scores, y = case
     problem = Problem(kind, None if kind == "ofbs" else target, beta)
@@ -94,7 +103,9 @@ def test_confidence_mode_holds_target_on_fresh_samples(kind):
         scores = (rng.normal(size=n) + shift * y).astype(np.float32)
         for mode, conf in (("plain", None), ("confident", 0.95)):
             point = search(scores, y, problem, conf)
-            true = _true_precision(point.threshold, pi, shift) if kind == "fpor" else _true_recall(point.threshold, shift)
+            true = (
+                _true_precision(point.threshold, pi, shift) if kind == "fpor" else _true_recall(point.threshold, shift)
+            )
             held[mode] += true >= target
     plain, confident = held["plain"] / trials, held["confident"] / trials
     assert 0.25 <= plain <= 0.75, plain

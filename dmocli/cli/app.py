@@ -1,5 +1,6 @@
 """The `dmo` commands: each parses its options and calls one library function; what it prints goes through
 `_emit`. How the process runs a command and maps errors to exit codes is dmocli/cli/process.py."""
+
 from __future__ import annotations
 
 import sys
@@ -27,13 +28,20 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
 def _engine_option() -> Any:
-    return typer.Option("local", "--engine", help="local (record batches in this process) or dask (partitions on "
-                        "Dask workers, parquet only; needs dmocli\\[dask]).")
+    return typer.Option(
+        "local",
+        "--engine",
+        help="local (record batches in this process) or dask (partitions on "
+        "Dask workers, parquet only; needs dmocli\\[dask]).",
+    )
 
 
 def _scheduler_option() -> Any:
-    return typer.Option(None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes).")
+    return typer.Option(
+        None, "--scheduler", help="Dask scheduler ADDRESS (default: a local cluster of --workers processes)."
+    )
 
 
 def _workers_option() -> Any:
@@ -63,19 +71,28 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
     for name, s in report.get("splits", {}).items():
         if "precision" in s and "accuracy" not in s:
             feasible = "" if s.get("feasible") is None else f"  feasible={s['feasible']}"
-            lines.append(f"{name:>6}: precision {s['precision']:.4f}  recall {s['recall']:.4f}  "
-                         f"F{s['beta']:g} {s['f_beta']:.4f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}, n {s['n']}){feasible}")
+            lines.append(
+                f"{name:>6}: precision {s['precision']:.4f}  recall {s['recall']:.4f}  "
+                f"F{s['beta']:g} {s['f_beta']:.4f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}, n {s['n']}){feasible}"
+            )
         else:
-            lines.append(f"{name:>6}: accuracy {s['accuracy']:.4f}  balanced accuracy {s['balanced_accuracy']:.4f}  "
-                         f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})")
+            lines.append(
+                f"{name:>6}: accuracy {s['accuracy']:.4f}  balanced accuracy {s['balanced_accuracy']:.4f}  "
+                f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})"
+            )
     return lines
 
 
 @app.command()
 @takes_train_options
 def train(
-    data: Path = typer.Argument(..., help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."),
+    data: Path = typer.Argument(
+        ...,
+        help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr).",
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."
+    ),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
     options: TrainOptions = None,  # type: ignore[assignment]  # made from the options above by takes_train_options
@@ -98,8 +115,10 @@ def train(
         header.append(f"threshold (logit): {result['threshold']:.6g}")
     if "online" in result:
         o = result["online"]
-        header.append(f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
-                      f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)")
+        header.append(
+            f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
+            f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
+        )
     _emit(result, as_json, header + _split_lines(result))
 
 
@@ -110,8 +129,12 @@ def threshold(
     problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
     beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
-    confidence: Optional[float] = typer.Option(None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."),
-    allow_infeasible: bool = typer.Option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable."),
+    confidence: Optional[float] = typer.Option(
+        None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."
+    ),
+    allow_infeasible: bool = typer.Option(
+        False, "--allow-infeasible", help="Keep the closest threshold when unreachable."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -124,31 +147,68 @@ def threshold(
     from dmocli.operating_point.problems import Problem
     from dmocli.pipelines.apply import refit_threshold
 
-    result = refit_threshold(model, data, Problem.from_options(problem, target, beta, confidence), output, confidence,
-                             allow_infeasible, report, EngineChoice(engine, scheduler, workers))
+    result = refit_threshold(
+        model,
+        data,
+        Problem.from_options(problem, target, beta, confidence),
+        output,
+        confidence,
+        allow_infeasible,
+        report,
+        EngineChoice(engine, scheduler, workers),
+    )
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
 
 
 @app.command()
 def subsample(
-    data: Path = typer.Argument(..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."),
-    gamma: Optional[float] = typer.Option(None, "--gamma", "-g", help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows."),
+    data: Path = typer.Argument(
+        ..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."
+    ),
+    gamma: Optional[float] = typer.Option(
+        None,
+        "--gamma",
+        "-g",
+        help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows.",
+    ),
     method: str = typer.Option("lus", "--method", help="lus, uniform or case-control (equal count per class)."),
-    pilot_frac: float = typer.Option(0.1, "--pilot-frac", help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass)."),
-    pilot_max_rows: int = typer.Option(200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."),
-    pilot_model: str = typer.Option("linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."),
-    match_size: bool = typer.Option(False, "--match-size", help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot)."),
-    keep_pilot: bool = typer.Option(True, "--keep-pilot/--no-keep-pilot", help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs no correction), so training uses every row the pilot read."),
+    pilot_frac: float = typer.Option(
+        0.1,
+        "--pilot-frac",
+        help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass).",
+    ),
+    pilot_max_rows: int = typer.Option(
+        200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."
+    ),
+    pilot_model: str = typer.Option(
+        "linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."
+    ),
+    match_size: bool = typer.Option(
+        False,
+        "--match-size",
+        help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot).",
+    ),
+    keep_pilot: bool = typer.Option(
+        True,
+        "--keep-pilot/--no-keep-pilot",
+        help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs no correction), so training uses every row the pilot read.",
+    ),
     label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
     drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
-    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the feature vector."),
+    embedding_col: Optional[str] = typer.Option(
+        None, "--embedding-col", help="List column to use as the feature vector."
+    ),
     impute: str = typer.Option("none", "--impute", help="none or median (pilot features)."),
     engine: str = _engine_option(),
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
-    batch_rows: int = typer.Option(65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."),
+    batch_rows: int = typer.Option(
+        65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."
+    ),
     seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same subsample."),
-    output: Path = typer.Option(..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."
+    ),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
 ) -> None:
@@ -160,19 +220,39 @@ def subsample(
     from dmocli.pipelines.subsample import subsample as run_subsample
 
     opts = SubsampleOptions(
-        gamma=gamma, method=method, pilot_frac=pilot_frac, pilot_max_rows=pilot_max_rows, pilot_model=pilot_model,
-        match_size=match_size, keep_pilot=keep_pilot, seed=seed, label_col=label_col, drop=tuple(drop), embedding_col=embedding_col,
-        impute=impute, engine=engine, scheduler=scheduler, workers=workers, batch_rows=batch_rows,
+        gamma=gamma,
+        method=method,
+        pilot_frac=pilot_frac,
+        pilot_max_rows=pilot_max_rows,
+        pilot_model=pilot_model,
+        match_size=match_size,
+        keep_pilot=keep_pilot,
+        seed=seed,
+        label_col=label_col,
+        drop=tuple(drop),
+        embedding_col=embedding_col,
+        impute=impute,
+        engine=engine,
+        scheduler=scheduler,
+        workers=workers,
+        batch_rows=batch_rows,
     )
     result = run_subsample(data, output, opts, report)
     pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
-    _emit(result, as_json, [
-        f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}"
-        + (f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)" if result["pilot_rows_written"]
-           else ")"),
-        f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
-        f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
-    ])
+    _emit(
+        result,
+        as_json,
+        [
+            f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}"
+            + (
+                f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)"
+                if result["pilot_rows_written"]
+                else ")"
+            ),
+            f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
+            f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
+        ],
+    )
 
 
 @app.command()
@@ -180,7 +260,9 @@ def evaluate(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Labeled table to evaluate on (`-`: a CSV on standard input)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
     engine: str = _engine_option(),
     scheduler: Optional[str] = _scheduler_option(),
@@ -198,9 +280,14 @@ def evaluate(
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Predictions file: .parquet, or CSV by its "
-                                "name (.csv, .csv.gz, .tsv; `-`: CSV on standard output); a directory of parquet part "
-                                "files with --engine dask."),
+    output: Path = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Predictions file: .parquet, or CSV by its "
+        "name (.csv, .csv.gz, .tsv; `-`: CSV on standard output); a directory of parquet part "
+        "files with --engine dask.",
+    ),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
     engine: str = _engine_option(),
@@ -224,27 +311,64 @@ def predict(
 
 @app.command()
 def extract(
-    source: Path = typer.Argument(..., help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
-                                            "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class."),
+    source: Path = typer.Argument(
+        ...,
+        help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
+        "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class.",
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Parquet feature table to write."),
     kind: str = typer.Option("auto", "--kind", help="image, text or auto (a table or .txt folder is text)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Local model folder (save_pretrained layout, or a timm "
-                                        "folder) or a hub name already in the local Hugging Face cache; offline only. "
-                                        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text)."),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="Local model folder (save_pretrained layout, or a timm "
+        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text).",
+    ),
     device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
     batch_size: int = typer.Option(64, "--batch-size", help="Items per forward pass."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Image decode worker processes (0: in the main process; default: one per core, at most 8)."),
-    pooling: str = typer.Option("auto", "--pooling", help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images)."),
-    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no)."),
-    views: Optional[str] = typer.Option(None, "--views", help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1."),
+    dtype: str = typer.Option(
+        "auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        help="Image decode worker processes (0: in the main process; default: one per core, at most 8).",
+    ),
+    pooling: str = typer.Option(
+        "auto",
+        "--pooling",
+        help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images).",
+    ),
+    normalize: Optional[bool] = typer.Option(
+        None,
+        "--normalize/--no-normalize",
+        help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no).",
+    ),
+    views: Optional[str] = typer.Option(
+        None,
+        "--views",
+        help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the augmented views."),
-    resume: bool = typer.Option(False, "--resume", help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest."),
-    checkpoint_every: int = typer.Option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest.",
+    ),
+    checkpoint_every: int = typer.Option(
+        4096, "--checkpoint-every", help="Save finished rows for --resume every N items."
+    ),
     text_col: str = typer.Option("text", "--text-col", help="Text column of a table."),
-    label_col: str = typer.Option("label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", help="Truncate texts to this many tokens (default: the model's limit)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report (incl. skipped unreadable items) here."),
+    label_col: str = typer.Option(
+        "label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."
+    ),
+    max_length: Optional[int] = typer.Option(
+        None, "--max-length", help="Truncate texts to this many tokens (default: the model's limit)."
+    ),
+    report: Optional[Path] = typer.Option(
+        None, "--report", help="Write the JSON report (incl. skipped unreadable items) here."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
 ) -> None:
     """Embed images or texts with a pretrained backbone into a feature table `dmo train` reads.
@@ -257,19 +381,41 @@ def extract(
 
     # A batch scheduler's SIGTERM raises Terminated (main's handler, every command): finished rows are saved
     # for --resume on the way out, and the exit code is 143.
-    opts = ExtractOptions(kind=kind, model=model, device=device, batch_size=batch_size, dtype=dtype, workers=workers,
-                          pooling=pooling, normalize=normalize, views=views, seed=seed, resume=resume,
-                          text_col=text_col, label_col=label_col, max_length=max_length, checkpoint_every=checkpoint_every)
+    opts = ExtractOptions(
+        kind=kind,
+        model=model,
+        device=device,
+        batch_size=batch_size,
+        dtype=dtype,
+        workers=workers,
+        pooling=pooling,
+        normalize=normalize,
+        views=views,
+        seed=seed,
+        resume=resume,
+        text_col=text_col,
+        label_col=label_col,
+        max_length=max_length,
+        checkpoint_every=checkpoint_every,
+    )
     with progress_bar(err, "extract") as progress:
         result = run_extract(source, output, opts, report, progress)
     if result["n_skipped"]:
-        err.print(f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "
-                  f"{next(iter(result['skipped'][0].values()))}" + ("" if report else " (list them with --report FILE)"),
-                  markup=False)
+        err.print(
+            f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "
+            f"{next(iter(result['skipped'][0].values()))}" + ("" if report else " (list them with --report FILE)"),
+            markup=False,
+        )
     rate = f", {result['items_per_second']:.1f} items/s" if result["items_per_second"] else ""
-    _emit(result, as_json, [f"wrote {result['n_rows']} rows x {result['dim']} features to {output} "
-                            f"({result['n_extracted']} extracted in {result['extract_seconds']:.1f} s{rate}, "
-                            f"{result['n_resumed']} resumed, {result['n_skipped']} skipped)"])
+    _emit(
+        result,
+        as_json,
+        [
+            f"wrote {result['n_rows']} rows x {result['dim']} features to {output} "
+            f"({result['n_extracted']} extracted in {result['extract_seconds']:.1f} s{rate}, "
+            f"{result['n_resumed']} resumed, {result['n_skipped']} skipped)"
+        ],
+    )
 
 
 @app.command()

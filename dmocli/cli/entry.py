@@ -1,5 +1,6 @@
 """The `dmo` console script. It imports the CLI (typer, rich, pyarrow: a few tenths of a second) under a Ctrl-C
 guard, so an interrupt that early ends like one during a command: one line and exit status 130, no traceback."""
+
 from __future__ import annotations
 
 import sys

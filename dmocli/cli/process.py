@@ -5,6 +5,7 @@ Errors the user can fix (DmoError) become one line on stderr and exit code
 2 (3 when a target is unreachable); anything else is exit code 1, with the
 traceback only under --debug.
 """
+
 from __future__ import annotations
 
 import os
@@ -109,7 +110,9 @@ def _run_command(args: list[str], in_group: bool) -> None:
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         code = app(args=args, prog_name="dmo", standalone_mode=False)
-        if code == INTERRUPTED and (not in_group or torchrun.prints(None)):  # typer ends a Ctrl-C'd command so, silently
+        if code == INTERRUPTED and (
+            not in_group or torchrun.prints(None)
+        ):  # typer ends a Ctrl-C'd command so, silently
             err.print("dmo: interrupted", markup=False)
         sys.exit(code if isinstance(code, int) else 0)
     except UnreachableTarget as exc:
@@ -136,8 +139,10 @@ def _run_command(args: list[str], in_group: bool) -> None:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
-        err.print(f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the "
-                  "traceback)", markup=False)
+        err.print(
+            f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the traceback)",
+            markup=False,
+        )
         sys.exit(1)
 
 

@@ -6,6 +6,7 @@ signature by hand repeated every flag, default and help text of TrainOptions
 fields instead: the command function declares only what is not a training
 option (DATA, -o, --report, --json) and receives one TrainOptions.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,8 +61,14 @@ def option_parameters() -> list[inspect.Parameter]:
     for spec in dataclasses.fields(TrainOptions):
         default = [] if spec.name in ("drop", "params") else spec.default
         info = typer.Option(default, *spec.metadata["flags"], help=spec.metadata["help"])
-        parameters.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=info,
-                                            annotation=_cli_type(spec.name, hints[spec.name])))
+        parameters.append(
+            inspect.Parameter(
+                spec.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=info,
+                annotation=_cli_type(spec.name, hints[spec.name]),
+            )
+        )
     return parameters
 
 

@@ -6,6 +6,7 @@ third of a second of start-up. Numeric and boolean columns, which is what
 features, labels and codes are, are plain buffers plus a validity bitmap
 that numpy reads directly; and arrays can be built from such buffers.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,11 @@ def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None
         data = _bits(values.buffers()[1], offset, n)
     elif (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and not pa.types.is_float16(kind):
         dtype = _numeric_dtype(kind)
-        data = (np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * dtype.itemsize)
-                if n else np.empty(0, dtype=dtype))
+        data = (
+            np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * dtype.itemsize)
+            if n
+            else np.empty(0, dtype=dtype)
+        )
     else:
         return values.to_numpy(zero_copy_only=False)
     if not values.null_count:
@@ -38,8 +42,11 @@ def to_numpy(values: pa.Array | pa.ChunkedArray, fill: float | int | None = None
     if fill is None:
         raise ValueError(f"{values.null_count} nulls and no fill value")
     valid = _bits(values.buffers()[0], offset, n)
-    out = data.astype(np.result_type(data.dtype, np.min_scalar_type(fill)) if not isinstance(fill, float)
-                      else np.result_type(data.dtype, np.float32 if data.dtype == np.float32 else np.float64))
+    out = data.astype(
+        np.result_type(data.dtype, np.min_scalar_type(fill))
+        if not isinstance(fill, float)
+        else np.result_type(data.dtype, np.float32 if data.dtype == np.float32 else np.float64)
+    )
     out[~valid] = fill
     return out
 
@@ -67,7 +74,9 @@ def text_array(values: list[str]) -> pa.Array:
     encoded = [value.encode() for value in values]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+    return pa.Array.from_buffers(
+        pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
 
 
 def repeated(value: Any, kind: pa.DataType, n: int) -> pa.Array:

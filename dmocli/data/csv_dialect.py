@@ -1,5 +1,6 @@
 """CSV dialects: delimiter and decimal mark sniffed from the first lines, column types learned further down,
 and the messages for CSV values that cannot be read."""
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,9 @@ from dmocli.data.read_errors import not_utf8, read_error
 from dmocli.data.sources import describe
 
 
-def csv_options(path: Path, columns: list[str] | None = None,
-                 text_columns: Collection[str] = ()) -> tuple["pacsv.ParseOptions", "pacsv.ConvertOptions"]:
+def csv_options(
+    path: Path, columns: list[str] | None = None, text_columns: Collection[str] = ()
+) -> tuple["pacsv.ParseOptions", "pacsv.ConvertOptions"]:
     """How to parse a CSV file: its dialect, an empty cell missing in every column, strings included (a missing
     label = an unlabeled row), and the column types a streaming read learned further down the file.
 
@@ -33,8 +35,9 @@ def csv_options(path: Path, columns: list[str] | None = None,
 
     dialect = csv_dialect(path)
     types = {**_CSV_LEARNED_TYPES.get(_file_state(path), {}), **{name: pa.string() for name in text_columns}}
-    convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point,
-                                   column_types=types, include_columns=columns or [])
+    convert = pacsv.ConvertOptions(
+        strings_can_be_null=True, decimal_point=dialect.decimal_point, column_types=types, include_columns=columns or []
+    )
     return pacsv.ParseOptions(delimiter=dialect.delimiter), convert
 
 
@@ -48,8 +51,9 @@ def _file_state(path: Path) -> tuple[str, int, int]:
 # later fails there. Learned once (as float64), every later pass of the process reads the column right from its
 # first row.
 _CSV_LEARNED_TYPES: dict[tuple[str, int, int], dict[str, pa.DataType]] = {}
-CONVERSION_ERROR = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): invalid value '(.*)'",
-                               re.S)
+CONVERSION_ERROR = re.compile(
+    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): invalid value '(.*)'", re.S
+)
 
 
 def learn_csv_type(path: Path, exc: BaseException) -> None:
@@ -81,10 +85,14 @@ def conversion_error_message(source: object, names: list[str], exc: BaseExceptio
     index, line, kind, value = int(match.group(1)), match.group(2), match.group(3), match.group(4)
     where = f"line {line}" if line else "a later line"  # arrow counts the header as row 1: a line number
     if value == names[index]:
-        return (f"cannot read {source}: {where} repeats the header (CSV files joined with their headers?); keep the "
-                "first header line only")
-    return (f"cannot stream {source}: column {names[index]!r} reads as {kind} in its first rows but holds {value!r} "
-            f"at {where}; write a missing value as an empty cell (or NA), or {fix}")
+        return (
+            f"cannot read {source}: {where} repeats the header (CSV files joined with their headers?); keep the "
+            "first header line only"
+        )
+    return (
+        f"cannot stream {source}: column {names[index]!r} reads as {kind} in its first rows but holds {value!r} "
+        f"at {where}; write a missing value as an empty cell (or NA), or {fix}"
+    )
 
 
 def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, first_row: int = 0) -> None:
@@ -103,8 +111,10 @@ def refuse_repeated_header(table: pa.Table | pa.RecordBatch, source: object, fir
         repeats = same if repeats is None else pc.and_(repeats, same)
     rows = np.flatnonzero(pc.fill_null(repeats, False).to_numpy(zero_copy_only=False))  # a null cell is no repeat
     if rows.size:
-        raise DmoError(f"data row {first_row + int(rows[0]) + 1} of {describe(source)} repeats the header line (CSV "
-                       "files joined with their headers?); keep the first header line only")
+        raise DmoError(
+            f"data row {first_row + int(rows[0]) + 1} of {describe(source)} repeats the header line (CSV "
+            "files joined with their headers?); keep the first header line only"
+        )
 
 
 def is_text(kind: pa.DataType) -> bool:
@@ -151,14 +161,19 @@ def _sniff_dialect(path: Path) -> CsvDialect:
     try:
         with opener(path, "rb") as raw:
             if raw.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # the byte-order mark of UTF-16, as Excel's "Unicode text"
-                raise DmoError(f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 "
-                               "(e.g. iconv -f utf-16 -t utf-8)")
+                raise DmoError(
+                    f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)"
+                )
         with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
     except (OSError, EOFError, zlib.error) as exc:
         raise read_error(path, exc, "CSV") from exc
-    return dialect_of_lines(lines, path, tab=path.name.lower().endswith(".tsv"),
-                            later_decimal_mark=lambda delimiter: _first_decimal_mark(path, opener, delimiter))
+    return dialect_of_lines(
+        lines,
+        path,
+        tab=path.name.lower().endswith(".tsv"),
+        later_decimal_mark=lambda delimiter: _first_decimal_mark(path, opener, delimiter),
+    )
 
 
 def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:
@@ -166,11 +181,11 @@ def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:
     a fraction, or None: for a file whose first lines hold whole numbers only. `1,234` is skipped: thousands or a
     decimal, it cannot tell. Bounded, so a large file of whole numbers costs a fraction of a second, not a pass."""
     d = re.escape(delimiter.encode())
-    cell = re.compile(rb'(?:^|' + d + rb'|\r)[ \t]*"?([-+]?[0-9]*)([.,])([0-9]+)"?[ \t]*(?=' + d + rb'|[\r\n]|$)', re.M)
+    cell = re.compile(rb"(?:^|" + d + rb'|\r)[ \t]*"?([-+]?[0-9]*)([.,])([0-9]+)"?[ \t]*(?=' + d + rb"|[\r\n]|$)", re.M)
     with opener(path, "rb") as handle:
         block = handle.read(DECIMAL_SCAN_BYTES)
     if len(block) == DECIMAL_SCAN_BYTES:  # a cell cut at the end would be read as another number
-        block = block[:max(block.rfind(b"\n"), block.rfind(b"\r")) + 1]
+        block = block[: max(block.rfind(b"\n"), block.rfind(b"\r")) + 1]
     if re.search(rb"[.,][0-9]", block) is None:  # the common case, whole numbers only: no slow pattern at all
         return None
     for found in cell.finditer(block):
@@ -185,8 +200,9 @@ def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:
 DECIMAL_SCAN_BYTES = 4 << 20  # past arrow's first CSV block (1 MB), whose rows fix the column types of a stream
 
 
-def dialect_of_lines(lines: list[str], source: object, tab: bool = False,
-                     later_decimal_mark: Callable[[str], str | None] | None = None) -> CsvDialect:
+def dialect_of_lines(
+    lines: list[str], source: object, tab: bool = False, later_decimal_mark: Callable[[str], str | None] | None = None
+) -> CsvDialect:
     """Delimiter: a tab for .tsv (tab=True); otherwise whichever of comma, semicolon, tab and pipe splits the
     header into the most column names. Decimal point: a comma when the delimiter is not one and the numbers of
     the first lines are written 1,5 (never 1.5), as spreadsheets in many locales export; when those lines hold

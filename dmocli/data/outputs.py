@@ -1,6 +1,7 @@
 """The output rules every command shares: outputs written under a temporary name and renamed (never left
 half-written), output paths checked against the inputs and each other before any work, and suffixes that
 say what a file holds."""
+
 from __future__ import annotations
 
 import contextlib
@@ -66,7 +67,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         mask = os.umask(0)  # mkstemp (and safetensors) make the file private (0600): give it the mode any new
-        os.umask(mask)      # file of the user gets, so a batch job's other readers can open it
+        os.umask(mask)  # file of the user gets, so a batch job's other readers can open it
         os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
     finally:
@@ -107,32 +108,48 @@ def check_parts_output(output: str | os.PathLike, inputs: dict[str, Source | Non
     re-run, but never a directory that holds anything else (a user's data folder given as -o by mistake)."""
     target = Path(output)
     if is_special(target):
-        raise DmoError(f"--engine dask writes a directory of part files, but -o {output} is a device or pipe; give a "
-                       "directory name, or --engine local")
+        raise DmoError(
+            f"--engine dask writes a directory of part files, but -o {output} is a device or pipe; give a "
+            "directory name, or --engine local"
+        )
     resolved = target.resolve()
     here = Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
-        raise DmoError(f"-o {output} is the working directory or holds it, and the output replaces that directory; "
-                       "give a new directory name")
+        raise DmoError(
+            f"-o {output} is the working directory or holds it, and the output replaces that directory; "
+            "give a new directory name"
+        )
     for name, source in inputs.items():
-        if source is not None and not isinstance(source, pa.Table) and not is_stdin(source) \
-                and resolved in Path(source).resolve().parents:
-            raise DmoError(f"{name} {source} is inside the -o directory {target}, which the output replaces "
-                           "(choose another output path)")
+        if (
+            source is not None
+            and not isinstance(source, pa.Table)
+            and not is_stdin(source)
+            and resolved in Path(source).resolve().parents
+        ):
+            raise DmoError(
+                f"{name} {source} is inside the -o directory {target}, which the output replaces "
+                "(choose another output path)"
+            )
     check_distinct({"-o": target}, inputs, directories=True)
     if not target.is_dir():
         check_writable(target)
         return
-    foreign = [p.name for p in target.iterdir()
-               if not (p.is_file() and p.name.startswith(PART_PREFIX) and p.suffix == ".parquet")]
+    foreign = [
+        p.name
+        for p in target.iterdir()
+        if not (p.is_file() and p.name.startswith(PART_PREFIX) and p.suffix == ".parquet")
+    ]
     if foreign:
-        raise DmoError(f"output path {target} is a directory with other files than the part-*.parquet files dmo "
-                       f"writes ({', '.join(sorted(foreign)[:3])}); give a new path, or remove it")
+        raise DmoError(
+            f"output path {target} is a directory with other files than the part-*.parquet files dmo "
+            f"writes ({', '.join(sorted(foreign)[:3])}); give a new path, or remove it"
+        )
     check_writable(target.parent / f"{target.name}.new")  # the parent must take the staging directory
 
 
-def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None],
-                   directories: bool = False) -> None:
+def check_distinct(
+    outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None], directories: bool = False
+) -> None:
     """Refuse an output that would replace an input or another output.
 
     Outputs are written atomically, so a wrong path never leaves a half-written
@@ -147,14 +164,18 @@ def check_distinct(outputs: dict[str, str | os.PathLike | None], inputs: dict[st
         target = path.resolve()
         for other, source in sources.items():
             if target == source.resolve() or (target.exists() and source.exists() and os.path.samefile(target, source)):
-                raise DmoError(f"{name} {path} is the same file as {other}; writing it would replace that file "
-                               "(choose another output path)")
+                raise DmoError(
+                    f"{name} {path} is the same file as {other}; writing it would replace that file "
+                    "(choose another output path)"
+                )
             if source.is_dir() and (directories or target.suffix == ".parquet") and source.resolve() in target.parents:
-                raise DmoError(f"{name} {path} is inside the {other} directory {source}, so later runs would read it "
-                               "as data (choose a path outside it)")
+                raise DmoError(
+                    f"{name} {path} is inside the {other} directory {source}, so later runs would read it "
+                    "as data (choose a path outside it)"
+                )
     resolved = [(name, path.resolve()) for name, path in given.items()]
     for i, (name, target) in enumerate(resolved):
-        for other, target2 in resolved[i + 1:]:
+        for other, target2 in resolved[i + 1 :]:
             if target == target2:
                 raise DmoError(f"{name} and {other} are the same file ({target}); give them different paths")
 
@@ -197,8 +218,10 @@ def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) 
     suffix = Path(name).suffix
     if re.fullmatch(r"\.[a-z]+", suffix) and not name.endswith(allowed):
         kinds = "parquet (.parquet) or CSV (.csv, .csv.gz, .tsv)" if csv else "parquet (.parquet)"
-        raise DmoError(f"-o {path} names a {suffix} file, but {what} can only be written as {kinds}; "
-                       f"name it {'.parquet or .csv' if csv else '.parquet'}")
+        raise DmoError(
+            f"-o {path} names a {suffix} file, but {what} can only be written as {kinds}; "
+            f"name it {'.parquet or .csv' if csv else '.parquet'}"
+        )
 
 
 DATA_SUFFIXES = (".parquet", ".csv", ".csv.gz", ".tsv", ".json")
@@ -208,5 +231,6 @@ def refuse_misnamed_model(path: str | os.PathLike | None) -> None:
     """`train -o scores.parquet`: a model file under a data file's name would be read as data by the next
     step of a pipeline (and fail there, far from the mistake)."""
     if path is not None and not is_special(Path(path)) and Path(path).name.lower().endswith(DATA_SUFFIXES):
-        raise DmoError(f"-o {path} names a data or report file, but the model is a safetensors file; "
-                       "name it MODEL.safetensors")
+        raise DmoError(
+            f"-o {path} names a data or report file, but the model is a safetensors file; name it MODEL.safetensors"
+        )

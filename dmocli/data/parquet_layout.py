@@ -10,6 +10,7 @@ all files: the first file's columns, each in the common type of its kind
 partition columns. A column that is text in one file and a number in
 another, or missing from a file, is refused naming both files.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,7 @@ from dmocli.errors import DmoError, first_line
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # how Hive and Spark name the folder of a null partition value
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")  # no leading zeros: store=007 or a zip code stays text
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
 
 # string_view came with pyarrow 16; the package accepts 14, which reads such parquet columns as plain strings.
 _is_string_view = getattr(pa.types, "is_string_view", lambda kind: False)
@@ -49,8 +50,10 @@ def _kind(kind: pa.DataType) -> str:
 def _without_views(schema: pa.Schema) -> pa.Schema:
     """string_view columns (polars and DuckDB write them) as plain strings: text is text whatever its arrow type,
     and the hash and string kernels the features use take plain strings."""
-    return pa.schema([pa.field(f.name, pa.string(), f.nullable, f.metadata) if _is_string_view(f.type) else f
-                      for f in schema], metadata=schema.metadata)
+    return pa.schema(
+        [pa.field(f.name, pa.string(), f.nullable, f.metadata) if _is_string_view(f.type) else f for f in schema],
+        metadata=schema.metadata,
+    )
 
 
 def conform(column: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -77,7 +80,9 @@ class ParquetLayout:
         """The requested columns that are read from the files (partition columns come from folder names)."""
         return None if columns is None else [c for c in columns if c not in self.partition_keys]
 
-    def adapt(self, batch: pa.RecordBatch | pa.Table, file: str, columns: list[str] | None) -> pa.RecordBatch | pa.Table:
+    def adapt(
+        self, batch: pa.RecordBatch | pa.Table, file: str, columns: list[str] | None
+    ) -> pa.RecordBatch | pa.Table:
         """A batch (or table) of `file` in the layout's types and order, with the requested partition columns."""
         if self.uniform:
             return batch
@@ -114,8 +119,11 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
         try:
             schemas.append(pq.read_schema(name))
         except READ_ERRORS as exc:  # name the file: a folder of thousands says nothing about which one
-            hint = ("remove or rewrite it" if name.endswith(".parquet") else
-                    "dmo reads parquet files, and CSV files named .csv, .csv.gz or .tsv")
+            hint = (
+                "remove or rewrite it"
+                if name.endswith(".parquet")
+                else "dmo reads parquet files, and CSV files named .csv, .csv.gz or .tsv"
+            )
             raise DmoError(f"cannot read {name}: {first_line(exc)} (is it a valid parquet file? {hint})") from exc
     for name, schema in zip(files, schemas):
         check_unique_names(schema.names, name)
@@ -132,8 +140,7 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
         for v in partitions.values():
             if integers and v[key] is not None:
                 v[key] = int(v[key])
-    return ParquetLayout(pa.schema(fields, metadata=first.metadata), tuple(keys), partitions,
-                         uniform=same and not keys)
+    return ParquetLayout(pa.schema(fields, metadata=first.metadata), tuple(keys), partitions, uniform=same and not keys)
 
 
 def check_unique_names(names: list[str], source: object) -> None:
@@ -141,14 +148,19 @@ def check_unique_names(names: list[str], source: object) -> None:
     could tell which one a feature, the label or --drop means."""
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated == [""]:
-        raise DmoError(f"{source} has {names.count('')} columns without a name in its header (the trailing delimiters "
-                       "a spreadsheet writes after the last column?); delete those columns or give them names")
+        raise DmoError(
+            f"{source} has {names.count('')} columns without a name in its header (the trailing delimiters "
+            "a spreadsheet writes after the last column?); delete those columns or give them names"
+        )
     if repeated:
-        raise DmoError(f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once; "
-                       "rename the duplicates")
+        raise DmoError(
+            f"{source} names column(s) {', '.join(map(repr, repeated[:6]))} more than once; rename the duplicates"
+        )
 
 
-def _hive_partitions(root: Path, files: list[str], file_columns: set[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def _hive_partitions(
+    root: Path, files: list[str], file_columns: set[str]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """file -> {key: text value} from the `key=value` folders between root and each file, and the keys.
     A key that is also a column of the files is left to the files. Files under differently named folders
     are refused: which rows would lack the column?"""
@@ -158,15 +170,18 @@ def _hive_partitions(root: Path, files: list[str], file_columns: set[str]) -> tu
     for name in files:
         parts = Path(name).relative_to(root).parts[:-1]
         pairs = [part.split("=", 1) for part in parts if "=" in part]
-        found[name] = {unquote(k): (None if v == HIVE_NULL else unquote(v)) for k, v in pairs
-                       if unquote(k) not in file_columns}
+        found[name] = {
+            unquote(k): (None if v == HIVE_NULL else unquote(v)) for k, v in pairs if unquote(k) not in file_columns
+        }
     keys = [sorted(v) for v in found.values()]
     if not any(keys):
         return {}, []
     odd = next((name for name, k in zip(files, keys) if k != keys[0]), None)
     if odd is not None:
-        raise DmoError(f"{files[0]} and {odd} are not under the same partition folders (key=value) of {root}; "
-                       "give a directory whose files are partitioned alike")
+        raise DmoError(
+            f"{files[0]} and {odd} are not under the same partition folders (key=value) of {root}; "
+            "give a directory whose files are partitioned alike"
+        )
     return found, list(found[files[0]])
 
 
@@ -175,8 +190,10 @@ def _unify(files: list[str], schemas: list[pa.Schema]) -> pa.Schema:
     for name, other in zip(files[1:], schemas[1:]):
         absent = sorted(set(first.names) ^ set(other.names))
         if absent:
-            raise DmoError(f"{name} and {files[0]} differ in their columns ({', '.join(absent[:6])}); "
-                           "give files with the same columns")
+            raise DmoError(
+                f"{name} and {files[0]} differ in their columns ({', '.join(absent[:6])}); "
+                "give files with the same columns"
+            )
     fields = []
     for column in first.names:
         types = [s.field(column).type for s in schemas]
@@ -191,8 +208,9 @@ def _common_type(column: str, types: list[pa.DataType], files: list[str]) -> pa.
     kinds = {_kind(t) for t, _ in present}
     if len(kinds) > 1 or (len({t for t, _ in present}) > 1 and kinds - {"number", "text"}):
         (a, first_file), (b, other) = present[0], next(p for p in present if p[0] != present[0][0])
-        raise DmoError(f"column '{column}' is {a} in {first_file} but {b} in {other}; "
-                       "give files with the same column types")
+        raise DmoError(
+            f"column '{column}' is {a} in {first_file} but {b} in {other}; give files with the same column types"
+        )
     distinct = {t for t, _ in present}
     if len(distinct) == 1:
         return distinct.pop()

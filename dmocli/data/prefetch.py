@@ -6,6 +6,7 @@ the model: the online learner, the pilot, the predictor) works on the
 current one: a pass costs about max(read, work) instead of their sum.
 At most `depth` items wait in the queue, so memory stays O(batch).
 """
+
 from __future__ import annotations
 
 import queue

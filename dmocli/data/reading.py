@@ -1,5 +1,6 @@
 """Reading feature tables (parquet file, parquet directory, CSV) whole, by rows or in record batches, with one
 set of error messages for every command."""
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,9 @@ def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Data
         if files is not None:
             # Without pre-buffering: it reads each whole column chunk's compressed bytes ahead of decoding, which
             # on a local file buys no speed and adds the compressed file's size to a whole-table read's peak.
-            fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
+            fmt = pads.ParquetFileFormat(
+                default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False)
+            )
             return pads.dataset(files if path.is_dir() else files[0], format=fmt)
         if is_csv_file(path):
             if path.stat().st_size == 0:
@@ -65,9 +68,14 @@ def read_table(path: Source, columns: list[str] | None = None, text_columns: Col
             table = _read_csv(Path(path), columns, text_columns)
         else:  # file by file, as iter_batches reads: the same types and partition columns on both paths
             layout = parquet_layout(path, files)
-            table = pa.concat_tables([
-                layout.adapt(pq.read_table(name, columns=layout.file_columns(columns), pre_buffer=False), name, columns)
-                for name in files])
+            table = pa.concat_tables(
+                [
+                    layout.adapt(
+                        pq.read_table(name, columns=layout.file_columns(columns), pre_buffer=False), name, columns
+                    )
+                    for name in files
+                ]
+            )
     except READ_ERRORS as exc:
         raise read_error(path, exc) from exc
     pa.default_memory_pool().release_unused()  # decoding's scratch pages: the table is what stays
@@ -95,8 +103,9 @@ def read_rows(path: Source, start: int, stop: int, batch_size: int = 65536) -> p
                     for batch in handle.iter_batches(batch_size=batch_size, row_groups=[group]):
                         low, high = max(start, offset), min(stop, offset + batch.num_rows)
                         if low < high:
-                            pieces.append(layout.adapt(pa.Table.from_batches([batch.slice(low - offset, high - low)]),
-                                                       name, None))
+                            pieces.append(
+                                layout.adapt(pa.Table.from_batches([batch.slice(low - offset, high - low)]), name, None)
+                            )
                         offset += batch.num_rows
                         if offset >= stop:  # the rest is another process's: not decoded (the loops end here)
                             break
@@ -138,7 +147,10 @@ def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:
 
 
 def iter_batches(
-    path: Source, batch_size: int = 65536, columns: list[str] | None = None, low_memory: bool = False,
+    path: Source,
+    batch_size: int = 65536,
+    columns: list[str] | None = None,
+    low_memory: bool = False,
     text_columns: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Stream record batches in file order; memory is O(batch), not O(rows).
@@ -157,13 +169,17 @@ def iter_batches(
             layout = parquet_layout(path, files)
             read = layout.file_columns(columns)
             source: Iterator[pa.RecordBatch] = (
-                layout.adapt(batch, name, columns) for name in files
+                layout.adapt(batch, name, columns)
+                for name in files
                 for batch in pq.ParquetFile(name, pre_buffer=False).iter_batches(batch_size=batch_size, columns=read)
             )
         else:
             if isinstance(path, pa.Table):
-                yield from (batch for batch in path.select(columns or path.column_names).to_batches(batch_size)
-                            if batch.num_rows)
+                yield from (
+                    batch
+                    for batch in path.select(columns or path.column_names).to_batches(batch_size)
+                    if batch.num_rows
+                )
             else:
                 yield from _stream_csv(Path(path), batch_size, columns, readahead, text_columns)
             return
@@ -174,8 +190,9 @@ def iter_batches(
         raise read_error(path, exc) from exc
 
 
-def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int],
-                text_columns: Collection[str]) -> Iterator[pa.RecordBatch]:
+def _stream_csv(
+    path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int], text_columns: Collection[str]
+) -> Iterator[pa.RecordBatch]:
     """A CSV file's record batches. When a later row shows that an integer column holds decimals, the file
     is opened again with that column as float64 and the rows already yielded are skipped, so the caller
     sees every row once (its batches from then on carry the column as float64)."""
@@ -183,8 +200,9 @@ def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahea
     while True:
         seen = 0
         try:
-            for batch in open_dataset(path, text_columns).to_batches(columns=columns, batch_size=batch_size,
-                                                                     **readahead):
+            for batch in open_dataset(path, text_columns).to_batches(
+                columns=columns, batch_size=batch_size, **readahead
+            ):
                 if seen + batch.num_rows > done and batch.num_rows:
                     refuse_repeated_header(batch, path, seen)
                     yield batch.slice(max(0, done - seen))
@@ -195,8 +213,7 @@ def _stream_csv(path: Path, batch_size: int, columns: list[str] | None, readahea
             learn_csv_type(path, exc)
 
 
-def sample_row_groups(path: Source, columns: list[str],
-                      max_rows: int) -> tuple[Iterator[pa.RecordBatch], int] | None:
+def sample_row_groups(path: Source, columns: list[str], max_rows: int) -> tuple[Iterator[pa.RecordBatch], int] | None:
     """Whole parquet row groups, evenly spaced over the files in order, about `max_rows` rows in all
     (every row group when the data is smaller), and how many rows they hold; None for CSV, which
     cannot be read at random.
@@ -209,9 +226,12 @@ def sample_row_groups(path: Source, columns: list[str],
     if files is None:
         return None
     try:
-        groups = [(name, i, meta.row_group(i).num_rows)
-                  for name in files for meta in [pq.ParquetFile(name).metadata]
-                  for i in range(meta.num_row_groups)]
+        groups = [
+            (name, i, meta.row_group(i).num_rows)
+            for name in files
+            for meta in [pq.ParquetFile(name).metadata]
+            for i in range(meta.num_row_groups)
+        ]
     except READ_ERRORS as exc:
         raise read_error(path, exc, "parquet") from exc
     total = sum(rows for _, _, rows in groups)

@@ -1,4 +1,5 @@
 """Writers of tables that grow batch by batch (parquet and CSV), each under a temporary name until closed."""
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,9 @@ class ParquetSink:
         self._tmp = self._stack.enter_context(atomic_path(path))
         where: str | pa.PythonFile = str(self._tmp)
         self._stream = None
-        if is_special(self._tmp):  # a named pipe cannot seek: arrow's own file stream fails there, a Python one does not
+        if is_special(
+            self._tmp
+        ):  # a named pipe cannot seek: arrow's own file stream fails there, a Python one does not
             self._stream = self._stack.enter_context(open(self._tmp, "wb"))
             where = pa.PythonFile(self._stream, mode="w")
         self._writer = pq.ParquetWriter(where, schema)

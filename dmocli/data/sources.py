@@ -1,5 +1,6 @@
 """Where data comes from: the suffixes of data files, standard input, the parquet files behind a path, and how
 reports name a source."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ def is_stdin(source: object) -> bool:
 
 def _check_exists(path: Path) -> None:
     if is_stdin(path) and not path.exists():
-        raise DmoError("'-' (standard input) is read only as the DATA of `dmo evaluate`, `predict`, `threshold`, and "
-                       "of `dmo train` with a streaming solver (fofo, ofo, lr); save the data to a file here")
+        raise DmoError(
+            "'-' (standard input) is read only as the DATA of `dmo evaluate`, `predict`, `threshold`, and "
+            "of `dmo train` with a streaming solver (fofo, ofo, lr); save the data to a file here"
+        )
     if not path.exists():
         raise DmoError(f"input not found: {path} (check the path; parquet file, directory of parquet files, or CSV)")
 
@@ -64,7 +67,9 @@ def parquet_files(path: Source) -> list[str] | None:
     if path.is_dir():
         files = _directory_parquet_files(path)
         if not files:
-            raise DmoError(f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)")
+            raise DmoError(
+                f"no .parquet files in directory {path} (point to a parquet file, a CSV, or a folder of parquet files)"
+            )
         return [str(p) for p in files]
     return None if is_csv_file(path) else [str(path)]
 

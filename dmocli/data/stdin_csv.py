@@ -8,6 +8,7 @@ stream. Integer feature columns are read as float64 (the features are floats
 anyway): a pipe cannot be re-read when a decimal turns up after the first
 block, as a file can (io._stream_csv).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -50,7 +51,7 @@ class _Replay(pyio.RawIOBase):
             self._head = self._head[n:]
             return n
         data = self._rest.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
 
@@ -93,17 +94,25 @@ class StdinCsv:
                 lines_before += _line_ends(block)
                 yield from (batch for batch in table.to_batches() if batch.num_rows)
         except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
-            raise DmoError(conversion_error_message(NAME, names, exc, fix="leave the column out (train: --drop "
-                                                    "it), or save the data to a file, which dmo reads with types "
-                                                    "inferred from every row")) from exc
+            raise DmoError(
+                conversion_error_message(
+                    NAME,
+                    names,
+                    exc,
+                    fix="leave the column out (train: --drop "
+                    "it), or save the data to a file, which dmo reads with types "
+                    "inferred from every row",
+                )
+            ) from exc
 
     def _parse_block(self, block: bytes, header: bool, threads: bool, lines_before: int = 0) -> pa.Table:
         import pyarrow.csv as pacsv
 
         read = pacsv.ReadOptions(column_names=self.schema.names, skip_rows=1 if header else 0, use_threads=threads)
         try:
-            return pacsv.read_csv(pa.BufferReader(block), read_options=read, parse_options=self._parse,
-                                  convert_options=self._convert)
+            return pacsv.read_csv(
+                pa.BufferReader(block), read_options=read, parse_options=self._parse, convert_options=self._convert
+            )
         except pa.ArrowInvalid as exc:
             if not lines_before:
                 raise
@@ -130,8 +139,9 @@ def _line_ends(block: bytes) -> int:
     return block.count(b"\n") or block.count(b"\r")
 
 
-def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[str] = (),
-                   stream: BinaryIO | None = None) -> StdinCsv:
+def open_stdin_csv(
+    is_feature: Callable[[str], bool], text_columns: Collection[str] = (), stream: BinaryIO | None = None
+) -> StdinCsv:
     """Sniff the dialect and the column types from the head of the stream (standard input by default).
 
     Integer (and all-empty) columns for which is_feature(name) holds are read as float64, `text_columns` (a
@@ -139,8 +149,10 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
     import pyarrow.csv as pacsv
 
     if stream is None and sys.stdin.isatty():  # reading would wait for the user to type
-        raise DmoError(f"DATA '-' reads a CSV from {NAME}, which is a terminal here: pipe the data in "
-                       "(e.g. zcat data.csv.gz | dmo train - ...)")
+        raise DmoError(
+            f"DATA '-' reads a CSV from {NAME}, which is a terminal here: pipe the data in "
+            "(e.g. zcat data.csv.gz | dmo train - ...)"
+        )
     raw: BinaryIO = sys.stdin.buffer if stream is None else stream
     magic = raw.read(2)
     if magic in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16's byte-order mark
@@ -154,9 +166,9 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
         raise DmoError(f"cannot read {NAME}: {exc}") from exc
     if not head.strip():
         raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into dmo")
-    complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[:head.rfind(b"\n") + 1]
+    complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[: head.rfind(b"\n") + 1]
     lines = complete.decode("utf-8", errors="replace").splitlines(keepends=True)
-    dialect = dialect_of_lines(lines[:SNIFF_LINES + 1], NAME)
+    dialect = dialect_of_lines(lines[: SNIFF_LINES + 1], NAME)
     parse = pacsv.ParseOptions(delimiter=dialect.delimiter)
     convert = pacsv.ConvertOptions(strings_can_be_null=True, decimal_point=dialect.decimal_point)
     try:
@@ -166,8 +178,11 @@ def open_stdin_csv(is_feature: Callable[[str], bool], text_columns: Collection[s
     refuse_repeated_header(head_table, NAME)
     inferred = head_table.schema
     del head_table
-    types = {field.name: pa.float64() for field in inferred if is_feature(field.name)
-             and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))}
+    types = {
+        field.name: pa.float64()
+        for field in inferred
+        if is_feature(field.name) and (pa.types.is_integer(field.type) or pa.types.is_null(field.type))
+    }
     types.update({name: pa.string() for name in text_columns if name in inferred.names})
     convert.column_types = types
     schema = pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in inferred])
@@ -191,5 +206,7 @@ def _read_head(source: BinaryIO) -> bytes:
 
 
 def _too_long() -> DmoError:
-    return DmoError(f"{NAME} has a line longer than {_LONGEST_LINE >> 20} MB (no line end in it): is it a CSV file? "
-                    "Pipe a CSV with one row per line")
+    return DmoError(
+        f"{NAME} has a line longer than {_LONGEST_LINE >> 20} MB (no line end in it): is it a CSV file? "
+        "Pipe a CSV with one row per line"
+    )

@@ -7,6 +7,7 @@ no home-made cluster code). This module holds the choice and its checks; the
 Dask side is in dask_cluster.py (imported only when chosen: it needs
 `pip install 'dmocli[dask]'` and imports pandas).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -44,11 +45,15 @@ class EngineChoice:
         if self.workers < 1:
             raise DmoError(f"--workers {self.workers} must be at least 1")
         if self.is_dask and sources.is_stdin(data):
-            raise DmoError("--engine dask reads parquet files the workers can reach, not standard input; "
-                           "use --engine local (the default) for `-`")
+            raise DmoError(
+                "--engine dask reads parquet files the workers can reach, not standard input; "
+                "use --engine local (the default) for `-`"
+            )
         if self.is_dask and sources.parquet_files(data) is None:
-            raise DmoError(f"--engine dask reads parquet (a file or a directory of .parquet files), not {data}; "
-                           "convert it first, or use --engine local")
+            raise DmoError(
+                f"--engine dask reads parquet (a file or a directory of .parquet files), not {data}; "
+                "convert it first, or use --engine local"
+            )
 
     @contextmanager
     def dask(self, data: str | Path) -> Iterator[DaskEngine]:

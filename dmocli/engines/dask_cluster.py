@@ -17,6 +17,7 @@ output is a directory of parquet parts, renamed into place when every part
 succeeded, so it must be on a file system the workers share with the client
 (as the data must be).
 """
+
 from __future__ import annotations
 
 import json
@@ -65,18 +66,31 @@ def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     """A partition frame back as arrow, in the layout's order and types (arrow-backed columns: lossless)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     names = [name for name in schema.names if name in table.schema.names]
-    return pa.Table.from_arrays([conform(table.column(name), schema.field(name).type) for name in names],
-                                schema=pa.schema([schema.field(name) for name in names]))
+    return pa.Table.from_arrays(
+        [conform(table.column(name), schema.field(name).type) for name in names],
+        schema=pa.schema([schema.field(name) for name in names]),
+    )
 
 
-def _call(fn: Callable[[pa.Table, int], Any], entry: tuple[str, str], part: int, layout: ParquetLayout,
-          columns: list[str] | None) -> Any:
+def _call(
+    fn: Callable[[pa.Table, int], Any],
+    entry: tuple[str, str],
+    part: int,
+    layout: ParquetLayout,
+    columns: list[str] | None,
+) -> Any:
     _one_thread()
     return fn(_read(entry, layout, columns), part)
 
 
-def _write_partition(frame: pd.DataFrame, processor: Any, directory: str, schema: pa.Schema, input_schema: pa.Schema,
-                     partition_info: dict | None = None) -> pd.DataFrame:
+def _write_partition(
+    frame: pd.DataFrame,
+    processor: Any,
+    directory: str,
+    schema: pa.Schema,
+    input_schema: pa.Schema,
+    partition_info: dict | None = None,
+) -> pd.DataFrame:
     """Process one partition's rows, write them as part-NNNNNN.parquet, return the counts as one row."""
     _one_thread()
     part = partition_info["number"] if partition_info else 0
@@ -94,11 +108,15 @@ def _connect(scheduler: str) -> Any:
     try:
         return pool.submit(Client, scheduler, timeout="30s").result(timeout=CONNECT_SECONDS)
     except FutureTimeout as exc:
-        raise DmoError(f"cannot reach the Dask scheduler {scheduler!r}: no answer like a Dask scheduler's within "
-                       f"{CONNECT_SECONDS} s (check --scheduler ADDRESS; a scheduler listens on port 8786 by default)") from exc
+        raise DmoError(
+            f"cannot reach the Dask scheduler {scheduler!r}: no answer like a Dask scheduler's within "
+            f"{CONNECT_SECONDS} s (check --scheduler ADDRESS; a scheduler listens on port 8786 by default)"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - whatever the other end sent, it is not a scheduler we can use
-        raise DmoError(f"cannot reach the Dask scheduler {scheduler!r}: {type(exc).__name__}: {first_line(exc)} "
-                       "(check --scheduler ADDRESS)") from exc
+        raise DmoError(
+            f"cannot reach the Dask scheduler {scheduler!r}: {type(exc).__name__}: {first_line(exc)} "
+            "(check --scheduler ADDRESS)"
+        ) from exc
     finally:
         pool.shutdown(wait=False)
 
@@ -123,8 +141,13 @@ class DaskEngine:
         if scheduler:
             self.client = _connect(scheduler)
         else:
-            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.ERROR)
+            self.cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )
             self.client = Client(self.cluster)
 
     def map(self, fn: Callable[[pa.Table, int], Any], columns: list[str] | None) -> list[Any]:
@@ -137,8 +160,14 @@ class DaskEngine:
         tasks = [dask.delayed(_call)(shipped, entry, i, layout, columns) for i, entry in enumerate(self.entries)]
         return list(self.client.compute(tasks, sync=True))
 
-    def write(self, processor: Any, output: Path, schema: pa.Schema, columns: list[str] | None = None,
-              check: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    def write(
+        self,
+        processor: Any,
+        output: Path,
+        schema: pa.Schema,
+        columns: list[str] | None = None,
+        check: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """processor.process(partition, number) -> (rows, JSON counts) on the workers, by dask.dataframe's
         map_partitions; each partition's rows become OUTPUT/part-NNNNNN.parquet in `schema`. `check(counts)`
         may refuse the result before the directory is renamed into place."""
@@ -150,10 +179,14 @@ class DaskEngine:
         try:
             shipped = dask.delayed(processor, pure=True)  # one task: the pilot or model is sent once, then shared
             names = [name for name in self.schema.names if columns is None or name in columns]
-            frame_meta = pa.schema([self.schema.field(name) for name in names]).empty_table().to_pandas(
-                types_mapper=pd.ArrowDtype, ignore_metadata=True)
-            frames = self.dd.from_map(_read_frame, self.entries, layout=self.layout, columns=columns, meta=frame_meta,
-                                      enforce_metadata=False)
+            frame_meta = (
+                pa.schema([self.schema.field(name) for name in names])
+                .empty_table()
+                .to_pandas(types_mapper=pd.ArrowDtype, ignore_metadata=True)
+            )
+            frames = self.dd.from_map(
+                _read_frame, self.entries, layout=self.layout, columns=columns, meta=frame_meta, enforce_metadata=False
+            )
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
             counted = frames.map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
             rows = self.client.compute(counted, sync=True)

@@ -15,6 +15,7 @@ model and report.
 No pickling: everything that crosses processes is a tensor, text travelling
 as UTF-8 bytes.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -79,7 +80,7 @@ class ProcessGroup:
         flat = self.sum(torch.cat([g.reshape(-1) for g in grads]))
         offset = 0
         for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
 
     def max(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -117,9 +118,9 @@ class ProcessGroup:
         counts = self._all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64)).tolist()
         longest = max(counts)
         padded = torch.zeros((longest, *tensor.shape[1:]), dtype=tensor.dtype)
-        padded[:tensor.shape[0]] = tensor.detach().cpu()
+        padded[: tensor.shape[0]] = tensor.detach().cpu()
         parts = self._all_gather(padded).reshape(self.world_size, longest, *tensor.shape[1:])
-        return [parts[r, :counts[r]] for r in range(self.world_size)]
+        return [parts[r, : counts[r]] for r in range(self.world_size)]
 
     def agree(self, step: Callable[[], T]) -> T:
         """Run a step that may fail on some processes only (their rows); if it failed anywhere, every process
@@ -185,16 +186,22 @@ def start(device_option: str) -> ProcessGroup:
     """Join the group torchrun set up. --device auto/cuda takes GPU LOCAL_RANK (NCCL); cpu uses gloo."""
     local_rank = int_env("LOCAL_RANK", 0)
     if device_option.startswith("cuda:"):
-        raise DmoError(f"--device {device_option} names one GPU, but under torchrun each process takes GPU "
-                       "LOCAL_RANK; use --device cuda or auto")
+        raise DmoError(
+            f"--device {device_option} names one GPU, but under torchrun each process takes GPU "
+            "LOCAL_RANK; use --device cuda or auto"
+        )
     if device_option not in ("auto", "cpu", "cuda"):
         raise DmoError(f"--device {device_option!r} is not known (use auto, cpu or cuda)")
     cuda = device_option != "cpu" and torch.cuda.is_available()
     if device_option == "cuda" and not cuda:
         raise DmoError("--device cuda was asked for but no CUDA device is available (use --device auto or cpu)")
     if cuda and local_rank >= torch.cuda.device_count():
-        raise alone(DmoError(f"process with LOCAL_RANK {local_rank} has no GPU of its own ({torch.cuda.device_count()} "
-                       "visible); start at most that many processes per node (--nproc-per-node)"))
+        raise alone(
+            DmoError(
+                f"process with LOCAL_RANK {local_rank} has no GPU of its own ({torch.cuda.device_count()} "
+                "visible); start at most that many processes per node (--nproc-per-node)"
+            )
+        )
     device = torch.device(f"cuda:{local_rank}") if cuda else torch.device("cpu")
     backend = "nccl" if cuda else "gloo"
     if cuda:
@@ -204,6 +211,10 @@ def start(device_option: str) -> ProcessGroup:
     try:
         dist.init_process_group(backend, timeout=TIMEOUT)
     except (RuntimeError, ValueError) as exc:
-        raise alone(DmoError(f"cannot join the torchrun process group: {str(exc).splitlines()[0] if str(exc) else exc} "
-                             "(start the command with torchrun, or unset WORLD_SIZE to train in one process)")) from exc
+        raise alone(
+            DmoError(
+                f"cannot join the torchrun process group: {str(exc).splitlines()[0] if str(exc) else exc} "
+                "(start the command with torchrun, or unset WORLD_SIZE to train in one process)"
+            )
+        ) from exc
     return ProcessGroup(rank=dist.get_rank(), world_size=dist.get_world_size(), backend=backend, device=device)

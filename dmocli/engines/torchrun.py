@@ -5,6 +5,7 @@ place through environment variables; the CLI and `train` ask here whether
 this process is one of several and whether it is the one that prints and
 writes (rank 0). Joining the group itself is dmocli.engines.torch_distributed's job.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ def int_env(name: str, default: int) -> int:
     try:
         return default if text is None else int(text)
     except ValueError as exc:
-        raise DmoError(f"environment variable {name}={text!r} is not an integer (torchrun sets it; "
-                       "unset it to train in one process)") from exc
+        raise DmoError(
+            f"environment variable {name}={text!r} is not an integer (torchrun sets it; "
+            "unset it to train in one process)"
+        ) from exc
 
 
 def alone(error: DmoError) -> DmoError:

@@ -9,6 +9,7 @@ reflect padding; strong = weak + two RandAugment ops with random magnitude
 Randomness comes from a per item and view seed, so a view does not depend on
 batch order, worker count or resuming.
 """
+
 from __future__ import annotations
 
 import random

@@ -6,6 +6,7 @@ sentence-transformers checkpoint is read as its plain transformer plus the
 pooling and normalization that its modules.json declares, so `dmo extract`
 gives the same vectors as `SentenceTransformer.encode`.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,11 @@ DEFAULT_MODELS = {"image": "facebook/dinov2-small", "text": "sentence-transforme
 
 
 def _how_to_provide(name: str) -> str:
-    return (f"download it where there is network (e.g. `hf download {name}` into the Hugging Face cache, "
-            "then copy the cache or set HF_HOME) or pass --model /path/to/folder holding config.json and "
-            "model.safetensors (written by save_pretrained)")
+    return (
+        f"download it where there is network (e.g. `hf download {name}` into the Hugging Face cache, "
+        "then copy the cache or set HF_HOME) or pass --model /path/to/folder holding config.json and "
+        "model.safetensors (written by save_pretrained)"
+    )
 
 
 def resolve_model_dir(model: str) -> Path:
@@ -33,8 +36,10 @@ def resolve_model_dir(model: str) -> Path:
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir() or not any((path / f).is_file() for f in ("config.json", "modules.json")):
-            raise DmoError(f"--model {model}: expected a folder holding config.json and model.safetensors "
-                           "(as written by save_pretrained)")
+            raise DmoError(
+                f"--model {model}: expected a folder holding config.json and model.safetensors "
+                "(as written by save_pretrained)"
+            )
         return path
     if model.startswith((".", "/", "~")) or model.count("/") > 1:
         raise DmoError(f"--model {model}: no such folder; " + _how_to_provide("ORG/NAME"))
@@ -42,8 +47,10 @@ def resolve_model_dir(model: str) -> Path:
     try:
         return Path(hub.snapshot_download(model.removeprefix("hf-hub:"), local_files_only=True))
     except Exception as exc:  # noqa: BLE001 - every hub failure here means "not available offline"
-        raise DmoError(f"model {model!r} is not in the local Hugging Face cache and dmo extract works offline: "
-                       + _how_to_provide(model.removeprefix("hf-hub:"))) from exc
+        raise DmoError(
+            f"model {model!r} is not in the local Hugging Face cache and dmo extract works offline: "
+            + _how_to_provide(model.removeprefix("hf-hub:"))
+        ) from exc
 
 
 @dataclass
@@ -67,8 +74,11 @@ def sentence_config(model_dir: Path) -> SentenceConfig | None:
     if "Pooling" in by_class:
         pool_file = model_dir / by_class["Pooling"].get("path", "") / "config.json"
         pool = json.loads(pool_file.read_text()) if pool_file.is_file() else {}
-        legacy = [k.removeprefix("pooling_mode_").removesuffix("_token").removesuffix("_tokens")
-                  for k, v in pool.items() if k.startswith("pooling_mode_") and v is True]
+        legacy = [
+            k.removeprefix("pooling_mode_").removesuffix("_token").removesuffix("_tokens")
+            for k, v in pool.items()
+            if k.startswith("pooling_mode_") and v is True
+        ]
         cfg.pooling = pool.get("pooling_mode") or "+".join(legacy) or None
     bert_cfg = base / "sentence_bert_config.json"
     if bert_cfg.is_file():
@@ -113,27 +123,49 @@ def _image_spec_from_processor(proc: Any) -> ImageSpec:
     resize_hw = None
     if shortest is None and size is not None and _get(size, "height"):
         resize_hw = (int(_get(size, "height")), int(_get(size, "width")))
-    crop_hw = (int(_get(crop, "height")), int(_get(crop, "width"))) if crop is not None and _get(proc, "do_center_crop") else None
+    crop_hw = (
+        (int(_get(crop, "height")), int(_get(crop, "width")))
+        if crop is not None and _get(proc, "do_center_crop")
+        else None
+    )
     if resize_hw is None and (shortest is None or crop_hw is None):
-        raise DmoError("the model's image processor gives no fixed input size (it needs size.height/width, or "
-                       "size.shortest_edge with a centre crop); dmo extract batches images of one size")
+        raise DmoError(
+            "the model's image processor gives no fixed input size (it needs size.height/width, or "
+            "size.shortest_edge with a centre crop); dmo extract batches images of one size"
+        )
     resample = _get(proc, "resample")
     normalize = _get(proc, "do_normalize") is not False
     mean = tuple(_get(proc, "image_mean")) if normalize else (0.0, 0.0, 0.0)
     std = tuple(_get(proc, "image_std")) if normalize else (1.0, 1.0, 1.0)
     scale = float(_get(proc, "rescale_factor") or 1 / 255) if _get(proc, "do_rescale") is not False else 1.0
-    return ImageSpec(int(shortest) if shortest else None, resize_hw, crop_hw,
-                     int(getattr(resample, "value", resample) if resample is not None else 3), mean, std, scale)
+    return ImageSpec(
+        int(shortest) if shortest else None,
+        resize_hw,
+        crop_hw,
+        int(getattr(resample, "value", resample) if resample is not None else 3),
+        mean,
+        std,
+        scale,
+    )
 
 
 def _check_safetensors(model_dir: Path) -> None:
     if not any(model_dir.glob("*.safetensors")):
-        raise DmoError(f"no .safetensors weights in {model_dir} (dmo never unpickles .bin/.pt files): "
-                       "convert them with save_pretrained(..., safe_serialization=True)")
+        raise DmoError(
+            f"no .safetensors weights in {model_dir} (dmo never unpickles .bin/.pt files): "
+            "convert them with save_pretrained(..., safe_serialization=True)"
+        )
 
 
-def _load_transformers(model_dir: Path, name: str, kind: str, pooling: str, normalize: bool | None,
-                       max_length: int | None, st: SentenceConfig | None) -> Backbone:
+def _load_transformers(
+    model_dir: Path,
+    name: str,
+    kind: str,
+    pooling: str,
+    normalize: bool | None,
+    max_length: int | None,
+    st: SentenceConfig | None,
+) -> Backbone:
     transformers = require("transformers", "Hugging Face backbones")
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -147,8 +179,10 @@ def _load_transformers(model_dir: Path, name: str, kind: str, pooling: str, norm
     if pooling == "auto":
         pooling = (st.pooling if st and st.pooling else None) or ("mean" if kind == "text" else "cls")
         if pooling not in ("cls", "mean"):
-            raise DmoError(f"{name} pools with '{pooling}' (sentence-transformers), which dmo extract does not "
-                           "implement; choose --pooling cls or mean")
+            raise DmoError(
+                f"{name} pools with '{pooling}' (sentence-transformers), which dmo extract does not "
+                "implement; choose --pooling cls or mean"
+            )
     if normalize is None:
         normalize = bool(st and st.normalize)
     cfg = model.config
@@ -157,23 +191,31 @@ def _load_transformers(model_dir: Path, name: str, kind: str, pooling: str, norm
         try:
             tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
         except (OSError, ValueError, KeyError) as exc:
-            raise DmoError(f"cannot load a tokenizer from {base}: {str(exc).splitlines()[0]} "
-                           "(save one beside the model with tokenizer.save_pretrained)") from exc
-        limits = [max_length or (st.max_length if st else None) or 512,
-                  getattr(cfg, "max_position_embeddings", None), getattr(tok, "model_max_length", None)]
+            raise DmoError(
+                f"cannot load a tokenizer from {base}: {str(exc).splitlines()[0]} "
+                "(save one beside the model with tokenizer.save_pretrained)"
+            ) from exc
+        limits = [
+            max_length or (st.max_length if st else None) or 512,
+            getattr(cfg, "max_position_embeddings", None),
+            getattr(tok, "model_max_length", None),
+        ]
         limit = min(int(v) for v in limits if v and int(v) > 0)
 
         def forward_text(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
             return hidden[:, 0] if pooling == "cls" else _masked_mean(hidden, mask)
 
-        return Backbone("transformers", name, kind, pooling, normalize, model, forward_text, dim,
-                        tokenizer=tok, max_length=limit)
+        return Backbone(
+            "transformers", name, kind, pooling, normalize, model, forward_text, dim, tokenizer=tok, max_length=limit
+        )
     try:
         proc = transformers.AutoImageProcessor.from_pretrained(str(base), local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
-        raise DmoError(f"cannot load an image processor from {base}: {str(exc).splitlines()[0]} "
-                       "(save preprocessor_config.json beside the model)") from exc
+        raise DmoError(
+            f"cannot load an image processor from {base}: {str(exc).splitlines()[0]} "
+            "(save preprocessor_config.json beside the model)"
+        ) from exc
     spec = _image_spec_from_processor(proc)
     skip = 1 + int(getattr(cfg, "num_register_tokens", 0) or 0)
 
@@ -196,23 +238,34 @@ def _load_timm(model_dir: Path, name: str, pooling: str, normalize: bool | None)
     _check_safetensors(model_dir)
     pooling = "cls" if pooling == "auto" else pooling
     try:
-        model = timm.create_model(f"local-dir:{model_dir}", pretrained=True, num_classes=0,
-                                  global_pool="token" if pooling == "cls" else "avg")
+        model = timm.create_model(
+            f"local-dir:{model_dir}", pretrained=True, num_classes=0, global_pool="token" if pooling == "cls" else "avg"
+        )
     except Exception as exc:  # noqa: BLE001 - timm raises many types for a bad checkpoint
-        raise DmoError(f"cannot load a timm model from {model_dir}: {type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        raise DmoError(
+            f"cannot load a timm model from {model_dir}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from exc
     model.eval()
     cfg = model.pretrained_cfg
     _, h, w = cfg.get("input_size", (3, 224, 224))
     crop_pct = float(cfg.get("crop_pct") or 1.0)
-    spec = ImageSpec(int(h / crop_pct), None, (int(h), int(w)), RESAMPLE.get(cfg.get("interpolation", "bicubic"), 3),
-                     tuple(cfg.get("mean", (0.485, 0.456, 0.406))), tuple(cfg.get("std", (0.229, 0.224, 0.225))))
-    return Backbone("timm", name, "image", pooling, bool(normalize), model, model, int(model.num_features),
-                    image_spec=spec)
+    spec = ImageSpec(
+        int(h / crop_pct),
+        None,
+        (int(h), int(w)),
+        RESAMPLE.get(cfg.get("interpolation", "bicubic"), 3),
+        tuple(cfg.get("mean", (0.485, 0.456, 0.406))),
+        tuple(cfg.get("std", (0.229, 0.224, 0.225))),
+    )
+    return Backbone(
+        "timm", name, "image", pooling, bool(normalize), model, model, int(model.num_features), image_spec=spec
+    )
 
 
-def load_backbone(model: str | None, kind: str, pooling: str = "auto", normalize: bool | None = None,
-                  max_length: int | None = None) -> Backbone:
+def load_backbone(
+    model: str | None, kind: str, pooling: str = "auto", normalize: bool | None = None, max_length: int | None = None
+) -> Backbone:
     """Load MODEL (folder or cached hub name; default per kind) for image or text extraction."""
     if pooling not in {"auto", "cls", "mean"}:
         raise DmoError(f"--pooling {pooling!r} is not known (use auto, cls or mean)")

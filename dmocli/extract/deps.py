@@ -4,6 +4,7 @@ The core install (train/evaluate/predict) must not need transformers or
 Pillow, so nothing under dmocli imports them at module level; every use goes
 through `require`, which turns a missing package into an exit-2 message.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """What a backbone needs as image input (size, crop, filter, mean/std), as plain numbers; no Pillow needed."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,15 @@ class ImageSpec:
     scale: float = 1 / 255
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shortest_edge": self.shortest_edge, "resize_hw": self.resize_hw, "crop_hw": self.crop_hw,
-                "resample": self.resample, "mean": self.mean, "std": self.std, "scale": self.scale}
+        return {
+            "shortest_edge": self.shortest_edge,
+            "resize_hw": self.resize_hw,
+            "crop_hw": self.crop_hw,
+            "resample": self.resample,
+            "mean": self.mean,
+            "std": self.std,
+            "scale": self.scale,
+        }
 
 
 def target_size(spec: ImageSpec, w: int, h: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ size) with Pillow, and JPEGs much larger than needed are decoded at reduced
 DCT scale (Pillow's `draft`), which is several times faster than decoding
 the full picture and resizing it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,7 +61,9 @@ class ImageDataset(torch.utils.data.Dataset):
         return i, np.stack(arrays), None
 
 
-def collate(batch: list[tuple[int, np.ndarray | None, str | None]]) -> tuple[torch.Tensor, torch.Tensor | None, list[tuple[int, str]]]:
+def collate(
+    batch: list[tuple[int, np.ndarray | None, str | None]],
+) -> tuple[torch.Tensor, torch.Tensor | None, list[tuple[int, str]]]:
     """Stack the readable items; pass the unreadable ones on as (index, error)."""
     ok = [(i, a) for i, a, _ in batch if a is not None]
     failed = [(i, e) for i, a, e in batch if a is None]

@@ -1,4 +1,5 @@
 """A rich progress bar with items/s for `dmo extract`, drawn only on a terminal (quiet in batch jobs)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,16 @@ def progress_bar(console: Console, description: str) -> Iterator[Callable[[int],
     if not console.is_terminal:
         yield None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
-                  TimeRemainingColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+
         def start(total: int) -> Callable[[int], None]:
             task = bar.add_task(description, total=total)
             return lambda n: bar.advance(task, n)

@@ -1,4 +1,5 @@
 """`dmo extract`: items -> backbone -> pooled features -> checkpointed parquet, with a JSON report."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,14 @@ from dmocli.models.networks import resolve_device
 from dmocli.options import check_seed
 from dmocli.report import envelope, write_report
 
-DTYPES = {"fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-          "fp16": torch.float16, "float16": torch.float16}
+DTYPES = {
+    "fp32": None,
+    "float32": None,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
 Progress = Callable[[int], None]
 
 
@@ -68,8 +75,15 @@ def default_workers() -> int:
 class Runner:
     """One extraction: holds the backbone, device, dtype and store while items stream through."""
 
-    def __init__(self, backbone: Backbone, device: torch.device, dtype: torch.dtype | None, store: Store,
-                 batch_size: int, progress: Progress | None):
+    def __init__(
+        self,
+        backbone: Backbone,
+        device: torch.device,
+        dtype: torch.dtype | None,
+        store: Store,
+        batch_size: int,
+        progress: Progress | None,
+    ):
         self.backbone, self.device, self.dtype, self.store = backbone, device, dtype, store
         self.batch_size = batch_size
         self.progress = progress or (lambda n: None)
@@ -86,8 +100,7 @@ class Runner:
         """feats [n, n_columns, dim] for items[rows] -> the store."""
         arr = feats.cpu().numpy()
         idx = pa.array(rows, pa.int64())
-        self.store.add(items.keys.take(idx), items.labels.take(idx),
-                       {c: arr[:, j] for j, c in enumerate(self.columns)})
+        self.store.add(items.keys.take(idx), items.labels.take(idx), {c: arr[:, j] for j, c in enumerate(self.columns)})
         self.extracted += len(rows)
 
     def images(self, items: Items, views: list, workers: int, seed: int) -> None:
@@ -96,8 +109,13 @@ class Runner:
         spec = self.backbone.image_spec
         data = ImageDataset(items.files, items.keys.to_pylist(), spec, views, seed)
         loader = torch.utils.data.DataLoader(
-            data, batch_size=self.batch_size, shuffle=False, num_workers=workers, collate_fn=collate,
-            pin_memory=self.device.type == "cuda", prefetch_factor=4 if workers else None,
+            data,
+            batch_size=self.batch_size,
+            shuffle=False,
+            num_workers=workers,
+            collate_fn=collate,
+            pin_memory=self.device.type == "cuda",
+            prefetch_factor=4 if workers else None,
         )
         norm = Normalizer(spec, self.device)
         for index, pixels, failed in loader:
@@ -115,14 +133,13 @@ class Runner:
         tok, limit = self.backbone.tokenizer, self.backbone.max_length
         chunk = max(self.batch_size, self.store.checkpoint_every)
         for start in range(0, len(items), chunk):
-            texts = items.texts[start:start + chunk]
+            texts = items.texts[start : start + chunk]
             # longest first, by characters (as sentence-transformers does): batches of similar length pad little
             order = np.argsort(-np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
             outs = []
             for b in range(0, len(order), self.batch_size):
-                sel = order[b:b + self.batch_size]
-                enc = tok([texts[i] for i in sel], padding=True, truncation=True, max_length=limit,
-                          return_tensors="pt")
+                sel = order[b : b + self.batch_size]
+                enc = tok([texts[i] for i in sel], padding=True, truncation=True, max_length=limit, return_tensors="pt")
                 ids = enc["input_ids"].to(self.device, non_blocking=True)
                 mask = enc["attention_mask"].to(self.device, non_blocking=True)
                 with self._autocast():
@@ -135,8 +152,15 @@ class Runner:
 
 def _settings(backbone: Backbone, items: Items, columns: list[str], seed: int) -> dict[str, Any]:
     """What makes two extractions' features comparable (checked on --resume)."""
-    settings = {"kind": items.kind, "model": backbone.name, "library": backbone.library, "pooling": backbone.pooling,
-                "normalize": backbone.normalize, "dim": backbone.dim, "columns": columns}
+    settings = {
+        "kind": items.kind,
+        "model": backbone.name,
+        "library": backbone.library,
+        "pooling": backbone.pooling,
+        "normalize": backbone.normalize,
+        "dim": backbone.dim,
+        "columns": columns,
+    }
     if backbone.image_spec is not None:
         settings["image"] = backbone.image_spec.to_dict()
     if items.kind == "text":
@@ -146,8 +170,13 @@ def _settings(backbone: Backbone, items: Items, columns: list[str], seed: int) -
     return settings
 
 
-def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report_path: str | Path | None = None,
-            progress: Callable[[int], Progress] | None = None) -> dict[str, Any]:
+def extract(
+    source: str | Path,
+    output: str | Path,
+    opts: ExtractOptions,
+    report_path: str | Path | None = None,
+    progress: Callable[[int], Progress] | None = None,
+) -> dict[str, Any]:
     """Extract features of SOURCE into OUTPUT (parquet); returns the report.
 
     `progress(total)` is called once with the number of items to process and
@@ -166,8 +195,10 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
         raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
     check_seed(opts.seed)
     if opts.max_length is not None and opts.max_length < 3:  # [CLS] and [SEP] alone: every text the same vector
-        raise DmoError(f"--max-length {opts.max_length} leaves no room for text beside the tokenizer's special "
-                       "tokens; give at least 3, or leave it out for the model's limit")
+        raise DmoError(
+            f"--max-length {opts.max_length} leaves no room for text beside the tokenizer's special "
+            "tokens; give at least 3, or leave it out for the model's limit"
+        )
     workers = default_workers() if opts.workers is None else opts.workers
     if workers < 0:
         raise DmoError(f"--workers must be 0 (decode in the main process) or more, got {workers}")
@@ -184,8 +215,14 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     if backbone.dim == 0:
         raise DmoError(f"cannot tell the feature size of {backbone.name}")
     columns = ["features"] + [v.column for v in views]
-    schema = make_schema(items.key_name, items.keys.type, items.labels.type, backbone.dim, columns,
-                         _settings(backbone, items, columns, opts.seed))
+    schema = make_schema(
+        items.key_name,
+        items.keys.type,
+        items.labels.type,
+        backbone.dim,
+        columns,
+        _settings(backbone, items, columns, opts.seed),
+    )
     store = Store(output, schema, opts.resume, opts.checkpoint_every)
     done = store.done_keys()
     todo = items.take(np.flatnonzero(~pc.is_in(items.keys, value_set=done).to_numpy(zero_copy_only=False)))
@@ -205,18 +242,38 @@ def extract(source: str | Path, output: str | Path, opts: ExtractOptions, report
     if not runner.extracted and len(items) == len(todo):  # nothing new, nothing resumed: an empty table is no use
         first = skipped[0] if skipped else {}
         example = f", e.g. {next(iter(first.values()))}: {str(first.get('error', ''))[:80]}" if first else ""
-        raise DmoError(f"no item of {source} could be read ({len(skipped)} skipped{example}); nothing was written "
-                       "(check the files, or --text-col for a table)")
+        raise DmoError(
+            f"no item of {source} could be read ({len(skipped)} skipped{example}); nothing was written "
+            "(check the files, or --text-col for a table)"
+        )
     rows = store.finish()
     report = envelope(
-        "extract", source=str(source), output=str(output), kind=items.kind, model=backbone.name,
-        library=backbone.library, dim=backbone.dim, pooling=backbone.pooling, normalize=backbone.normalize,
-        columns=columns, key=items.key_name, device=str(device), dtype=str(dtype or torch.float32).removeprefix("torch."),
-        batch_size=opts.batch_size, workers=workers if items.kind == "image" else 0, seed=opts.seed,
-        n_items=len(items) + len(items.skipped), n_rows=rows, n_extracted=runner.extracted, n_resumed=len(items) - len(todo),
-        n_skipped=len(skipped), skipped=skipped, extract_seconds=round(seconds, 3),
+        "extract",
+        source=str(source),
+        output=str(output),
+        kind=items.kind,
+        model=backbone.name,
+        library=backbone.library,
+        dim=backbone.dim,
+        pooling=backbone.pooling,
+        normalize=backbone.normalize,
+        columns=columns,
+        key=items.key_name,
+        device=str(device),
+        dtype=str(dtype or torch.float32).removeprefix("torch."),
+        batch_size=opts.batch_size,
+        workers=workers if items.kind == "image" else 0,
+        seed=opts.seed,
+        n_items=len(items) + len(items.skipped),
+        n_rows=rows,
+        n_extracted=runner.extracted,
+        n_resumed=len(items) - len(todo),
+        n_skipped=len(skipped),
+        skipped=skipped,
+        extract_seconds=round(seconds, 3),
         items_per_second=round(runner.extracted / seconds, 2) if seconds > 0 and runner.extracted else None,
-        wall_seconds=round(time.perf_counter() - t0, 3), options=asdict(opts),
+        wall_seconds=round(time.perf_counter() - t0, 3),
+        options=asdict(opts),
     )
     if report_path is not None:
         write_report(report_path, report)

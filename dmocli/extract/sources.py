@@ -4,6 +4,7 @@ Every item has a key (relative POSIX path, or row number of a table), and the
 items are sorted by key so that the output order does not depend on the file
 system, the number of workers or how often a job was resumed.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,9 +48,15 @@ class Items:
     def take(self, rows: np.ndarray) -> "Items":
         rows = np.asarray(rows, dtype=np.int64)
         idx = pa.array(rows, type=pa.int64())
-        return Items(self.kind, self.key_name, self.keys.take(idx), self.labels.take(idx),
-                     [self.files[i] for i in rows] if self.files else [],
-                     [self.texts[i] for i in rows] if self.texts else [], list(self.skipped))
+        return Items(
+            self.kind,
+            self.key_name,
+            self.keys.take(idx),
+            self.labels.take(idx),
+            [self.files[i] for i in rows] if self.files else [],
+            [self.texts[i] for i in rows] if self.texts else [],
+            list(self.skipped),
+        )
 
 
 def _walk(root: Path, suffixes: frozenset[str]) -> list[str]:
@@ -92,8 +99,13 @@ def image_folder(source: Path) -> Items:
     rel = _walk(source, IMAGE_SUFFIXES)
     if not rel:
         raise DmoError(f"no image files under {source} (looked for {', '.join(sorted(IMAGE_SUFFIXES))})")
-    return Items("image", "path", pa.array(rel, pa.string()), pa.array([_folder_label(r) for r in rel], pa.string()),
-                 files=[source / r for r in rel])
+    return Items(
+        "image",
+        "path",
+        pa.array(rel, pa.string()),
+        pa.array([_folder_label(r) for r in rel], pa.string()),
+        files=[source / r for r in rel],
+    )
 
 
 def text_folder(source: Path) -> Items:
@@ -115,8 +127,9 @@ def text_folder(source: Path) -> Items:
         labels.append(_folder_label(r))
     if not keys:
         raise DmoError(f"none of the .txt files under {source} could be read as UTF-8")
-    return Items("text", "path", pa.array(keys, pa.string()), pa.array(labels, pa.string()), texts=texts,
-                 skipped=skipped)
+    return Items(
+        "text", "path", pa.array(keys, pa.string()), pa.array(labels, pa.string()), texts=texts, skipped=skipped
+    )
 
 
 def _read_text_table(source: Path) -> pa.Table:
@@ -127,8 +140,10 @@ def _read_text_table(source: Path) -> pa.Table:
         try:
             return pajson.read_json(str(source))
         except (pa.ArrowInvalid, OSError) as exc:
-            raise DmoError(f"cannot read {source} as JSON lines: {str(exc).splitlines()[0]} "
-                           "(one JSON object per line, e.g. {\"text\": ..., \"label\": ...})") from exc
+            raise DmoError(
+                f"cannot read {source} as JSON lines: {str(exc).splitlines()[0]} "
+                '(one JSON object per line, e.g. {"text": ..., "label": ...})'
+            ) from exc
     if not name.endswith(TABLE_SUFFIXES):
         raise DmoError(f"cannot tell the format of {source}: use .csv, .tsv, .parquet or .jsonl")
     return reading.read_table(source)
@@ -138,8 +153,10 @@ def text_table(source: Path, text_col: str, label_col: str | None) -> Items:
     """Rows of a CSV/TSV/parquet/JSONL table; keys are 0-based row numbers."""
     table = _read_text_table(source)
     if text_col not in table.column_names:
-        raise DmoError(f"no text column '{text_col}' in {source} (columns: {', '.join(table.column_names[:12])}); "
-                       "name it with --text-col")
+        raise DmoError(
+            f"no text column '{text_col}' in {source} (columns: {', '.join(table.column_names[:12])}); "
+            "name it with --text-col"
+        )
     col = table.column(text_col).combine_chunks()
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         col = col.cast(pa.string())
@@ -152,7 +169,9 @@ def text_table(source: Path, text_col: str, label_col: str | None) -> Items:
     null = col.is_null().to_numpy(zero_copy_only=False)
     # Blank text is skipped like null text: a CSV reader writes an empty cell as either, and embedding it would
     # give every such row the same vector of special tokens alone.
-    blank = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0), False).to_numpy(zero_copy_only=False)
+    blank = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0), False).to_numpy(
+        zero_copy_only=False
+    )
     valid = np.flatnonzero(~(null | blank))
     skipped = [{"row": str(r), "error": "null text" if null[r] else EMPTY_TEXT} for r in np.flatnonzero(null | blank)]
     idx = pa.array(valid, pa.int64())

@@ -10,6 +10,7 @@ killed at any moment leaves the old output and complete shards, which
 are stored in the parquet metadata so that a resume with other settings is
 refused instead of mixing incompatible features.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,14 @@ def feature_array(values: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
 
 
-def make_schema(key_name: str, key_type: pa.DataType, label_type: pa.DataType, dim: int,
-                columns: list[str], settings: dict[str, Any]) -> pa.Schema:
+def make_schema(
+    key_name: str,
+    key_type: pa.DataType,
+    label_type: pa.DataType,
+    dim: int,
+    columns: list[str],
+    settings: dict[str, Any],
+) -> pa.Schema:
     fields = [pa.field(key_name, key_type, nullable=False), pa.field("label", label_type)]
     fields += [pa.field(c, pa.list_(pa.float32(), dim), nullable=False) for c in columns]
     return pa.schema(fields, metadata={META_KEY: json.dumps(settings, sort_keys=True).encode()})
@@ -71,8 +78,10 @@ class Store:
             if have is None:
                 raise DmoError(f"--resume: {path} was not written by dmo extract; remove it or drop --resume")
             diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-            raise DmoError(f"--resume: {path} was extracted with other settings ({', '.join(diff)}); "
-                           "rerun with the same options, or without --resume to start over")
+            raise DmoError(
+                f"--resume: {path} was extracted with other settings ({', '.join(diff)}); "
+                "rerun with the same options, or without --resume to start over"
+            )
 
     def _previous(self) -> list[Path]:
         files = sorted(self.partial.glob(SHARD_GLOB)) if self.partial.is_dir() else []
@@ -89,8 +98,9 @@ class Store:
                 self._check(path, schema)
                 parts.append(pq.read_table(path, columns=[self.key_name]).column(0).combine_chunks())
             except (pa.ArrowInvalid, OSError) as exc:
-                raise DmoError(f"--resume: cannot read {path} ({str(exc).splitlines()[0]}); "
-                               "remove it or drop --resume") from exc
+                raise DmoError(
+                    f"--resume: cannot read {path} ({str(exc).splitlines()[0]}); remove it or drop --resume"
+                ) from exc
         if not parts:
             return pa.array([], self.schema.field(self.key_name).type)
         return pa.concat_arrays(parts)
@@ -117,7 +127,9 @@ class Store:
     def finish(self) -> int:
         """Merge everything into the output, sorted by key, atomically; returns its row count."""
         self.checkpoint()
-        pieces = [pq.read_table(p) for p in (self._previous() if self.resume else sorted(self.partial.glob(SHARD_GLOB)))]
+        pieces = [
+            pq.read_table(p) for p in (self._previous() if self.resume else sorted(self.partial.glob(SHARD_GLOB)))
+        ]
         pieces = [p.replace_schema_metadata(self.schema.metadata).cast(self.schema) for p in pieces]
         table = pa.concat_tables(pieces) if pieces else self.schema.empty_table()
         table = table.take(pc.sort_indices(table, [(self.key_name, "ascending")]))

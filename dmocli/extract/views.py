@@ -1,4 +1,5 @@
 """Which augmented views to write (`--views weak:1,strong:2`) and their column names; no Pillow needed."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ def parse_views(spec: str | None) -> list[View]:
         name, _, count = part.strip().partition(":")
         name = name.strip().lower()
         if name not in POLICIES:
-            raise DmoError(f"--views: unknown policy {name!r} in {spec!r} (use weak and/or strong, e.g. weak:1,strong:2)")
+            raise DmoError(
+                f"--views: unknown policy {name!r} in {spec!r} (use weak and/or strong, e.g. weak:1,strong:2)"
+            )
         try:
             n = int(count) if count else 1
         except ValueError:

@@ -4,6 +4,7 @@ The model file stores it and networks.build_network turns it into torch
 layers; code that only writes weights (the numpy streaming solvers) uses it
 without importing torch, which costs seconds of start-up.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -33,8 +34,10 @@ class Architecture:
         if self.width < 1 or self.depth < 1:
             raise DmoError("--width and --depth must be at least 1")
         if self.kind == "mlp" and (self.depth > MAX_DEPTH or self.parameters > MAX_PARAMETERS):
-            raise DmoError(f"--width {self.width} --depth {self.depth} make a network of {self.parameters:,} weights; "
-                           f"the limit is {MAX_PARAMETERS:,} weights and {MAX_DEPTH} layers (a tabular MLP needs far fewer)")
+            raise DmoError(
+                f"--width {self.width} --depth {self.depth} make a network of {self.parameters:,} weights; "
+                f"the limit is {MAX_PARAMETERS:,} weights and {MAX_DEPTH} layers (a tabular MLP needs far fewer)"
+            )
 
     @property
     def parameters(self) -> int:
@@ -63,5 +66,7 @@ def linear_state(weight: np.ndarray, bias: float | np.ndarray) -> dict[str, np.n
     from numpy arrays: what a torch-free solver saves so the model file loads like any other."""
     weight = np.asarray(weight, dtype=np.float32)
     weight = weight.reshape(1, -1) if weight.ndim == 1 else weight
-    return {"0.weight": np.ascontiguousarray(weight),
-            "0.bias": np.asarray(bias, dtype=np.float32).reshape(weight.shape[0])}
+    return {
+        "0.weight": np.ascontiguousarray(weight),
+        "0.bias": np.asarray(bias, dtype=np.float32).reshape(weight.shape[0]),
+    }

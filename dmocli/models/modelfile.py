@@ -3,6 +3,7 @@
 Loading reads tensors and JSON only (safetensors never unpickles), checks
 the format version, and rebuilds the network from the stored architecture.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,13 @@ import pyarrow as pa
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save, save_file
 
-from dmocli.version import __version__
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.operating_point.problems import Problem
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
+from dmocli.version import __version__
 
 if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
     import torch
@@ -161,7 +162,9 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel
     try:
         network = _network_from_state(arch, load_file(str(path), device="cpu"), device)
     except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
-        raise DmoError(f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain") from exc
+        raise DmoError(
+            f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain"
+        ) from exc
     try:  # a hand-edited or foreign file: any malformed field is one message, not a crash at predict time
         problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
         model = DmoModel(

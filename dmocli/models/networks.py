@@ -3,6 +3,7 @@
 The architecture (architecture.py) is a small JSON-able dict so the model
 file can rebuild the network without pickled code.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,7 +46,7 @@ def logits_of(network: nn.Module, features: torch.Tensor, chunk: int = 65536) ->
     network.eval()
     try:  # no rows: still one (empty) pass, so the output keeps its class axis (a Dask partition may be an empty file)
         starts = range(0, features.shape[0], chunk) if features.shape[0] else [0]
-        parts = [network(features[i:i + chunk]) for i in starts]
+        parts = [network(features[i : i + chunk]) for i in starts]
     finally:
         network.train(was_training)
     out = torch.cat(parts)

@@ -7,6 +7,7 @@ O(n log n). float32 scores (what dmo's models emit) are sorted as packed
 64-bit keys (order-preserving score bits + label bit), which is much faster
 than an argsort and still exact.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ Ranking metrics (average precision, ROC AUC) come from the exact,
 tie-grouped precision-recall curve of `curve.py`, so they agree with
 scikit-learn's definitions (checked in tests) at a fraction of the cost.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,8 +48,9 @@ def roc_auc(y_true: np.ndarray, scores: np.ndarray) -> float:
     return ScoreCurve.from_scores(scores, y_true).roc_auc()
 
 
-def multiclass_scores(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int,
-                      proba: np.ndarray | None = None) -> dict[str, Any]:
+def multiclass_scores(
+    y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, proba: np.ndarray | None = None
+) -> dict[str, Any]:
     """Per-class precision/recall/F1, accuracy, balanced accuracy, macro F1 and (with probabilities) log loss."""
     y_true = np.asarray(y_true, dtype=np.int64)
     y_pred = np.asarray(y_pred, dtype=np.int64)

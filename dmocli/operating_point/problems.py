@@ -4,6 +4,7 @@ One definition serves threshold search, evaluation, reports and the solvers:
 FPOR (max recall s.t. precision >= a), FROP (max precision s.t. recall >= a)
 and OFBS (max F-beta).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,9 @@ def recall(tp, n_pos):
 
 def f_beta(tp, fp, n_pos, beta: float = 1.0):
     b2 = beta * beta
-    return safe_div((1 + b2) * np.asarray(tp, dtype=np.float64), b2 * np.asarray(n_pos) + np.asarray(tp) + np.asarray(fp))
+    return safe_div(
+        (1 + b2) * np.asarray(tp, dtype=np.float64), b2 * np.asarray(n_pos) + np.asarray(tp) + np.asarray(fp)
+    )
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class Problem:
         if kind == "ofbs" and target is not None:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
         if kind == "ofbs" and confidence is not None:
-            raise DmoError("--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); ofbs, the problem here, has none")
+            raise DmoError(
+                "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); ofbs, the problem here, has none"
+            )
         return cls(kind, target, beta)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ approximation. With `confidence`, a one-sided Clopper-Pearson lower bound of
 the constrained metric must reach the target, so that the target also holds
 on new data from the same distribution with probability about `confidence`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -5,6 +5,7 @@ only one logit and one label per row (what exact metrics need), predict
 keeps nothing. So each reads DATA once, and DATA may be `-`: a CSV on
 standard input.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,8 +39,13 @@ from dmocli.report import (
 INT64_MAX = 2**63 - 1
 
 
-def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path | None = None,
-             plot_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
+def evaluate(
+    model_path: str | Path,
+    data: str | Path,
+    report_path: str | Path | None = None,
+    plot_path: str | Path | None = None,
+    engine: EngineChoice = LOCAL,
+) -> dict[str, Any]:
     started = time.perf_counter()
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
@@ -49,19 +55,32 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
         if plot_path is not None:
             if split["n_pos"] == 0:
                 raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
-            plot_pr_curve(plot_path, logits, y, model.threshold, model.problem,
-                          title=f"{Path(sources.describe(data)).name}: "
-                                f"{model.problem.describe() if model.problem else ''}")
+            plot_pr_curve(
+                plot_path,
+                logits,
+                y,
+                model.threshold,
+                model.problem,
+                title=f"{Path(sources.describe(data)).name}: {model.problem.describe() if model.problem else ''}",
+            )
     else:
         if plot_path is not None:
             raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
     problem = model.problem
     report = envelope(
-        "evaluate", model=str(model_path), data=sources.describe(data), engine=engine.name, solver=model.solver,
+        "evaluate",
+        model=str(model_path),
+        data=sources.describe(data),
+        engine=engine.name,
+        solver=model.solver,
         **problem_fields(problem),
-        confidence=model.info.get("confidence"), seed=model.info.get("seed"), device="cpu", **levels.report(),
+        confidence=model.info.get("confidence"),
+        seed=model.info.get("seed"),
+        device="cpu",
+        **levels.report(),
         unlabeled_rows=unlabeled,
-        warnings=unlabeled_warning(unlabeled, data), splits={"data": split},
+        warnings=unlabeled_warning(unlabeled, data),
+        splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
@@ -69,9 +88,16 @@ def evaluate(model_path: str | Path, data: str | Path, report_path: str | Path |
     return report
 
 
-def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, output: str | Path,
-                    confidence: float | None = None, allow_infeasible: bool = False,
-                    report_path: str | Path | None = None, engine: EngineChoice = LOCAL) -> dict[str, Any]:
+def refit_threshold(
+    model_path: str | Path,
+    data: str | Path,
+    problem: Problem,
+    output: str | Path,
+    confidence: float | None = None,
+    allow_infeasible: bool = False,
+    report_path: str | Path | None = None,
+    engine: EngineChoice = LOCAL,
+) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
     started = time.perf_counter()
@@ -88,13 +114,30 @@ def refit_threshold(model_path: str | Path, data: str | Path, problem: Problem, 
     model.problem = problem
     splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
-    model.info = {**model.info, "confidence": confidence, "threshold_fitted_on": sources.describe(data),
-                  "summary": model_summary(splits)}
-    report = envelope("threshold", model=str(model_path), data=sources.describe(data), engine=engine.name, output=str(output),
-                      solver=model.solver, **problem.to_dict(), confidence=confidence, seed=model.info.get("seed"),
-                      device="cpu", previous_threshold=previous, threshold=point.threshold,
-                      operating_point=point.to_dict(), unlabeled_rows=unlabeled,
-                      warnings=unlabeled_warning(unlabeled, data), splits=splits)
+    model.info = {
+        **model.info,
+        "confidence": confidence,
+        "threshold_fitted_on": sources.describe(data),
+        "summary": model_summary(splits),
+    }
+    report = envelope(
+        "threshold",
+        model=str(model_path),
+        data=sources.describe(data),
+        engine=engine.name,
+        output=str(output),
+        solver=model.solver,
+        **problem.to_dict(),
+        confidence=confidence,
+        seed=model.info.get("seed"),
+        device="cpu",
+        previous_threshold=previous,
+        threshold=point.threshold,
+        operating_point=point.to_dict(),
+        unlabeled_rows=unlabeled,
+        warnings=unlabeled_warning(unlabeled, data),
+        splits=splits,
+    )
     model.save(output)
     report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
@@ -120,15 +163,22 @@ class Predictions:
                 try:
                     ids = ids.cast(expected)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise DmoError(f"--id-col {self.id_col!r} changes type in {self.data} ({expected} in the first "
-                                   f"rows, {ids.type} later); give an id column of one type, e.g. text") from exc
+                    raise DmoError(
+                        f"--id-col {self.id_col!r} changes type in {self.data} ({expected} in the first "
+                        f"rows, {ids.type} later); give an id column of one type, e.g. text"
+                    ) from exc
             arrays = [ids] + arrays
         counts = {"rows": batch.num_rows, "unseen": levels.unseen, "missing": levels.missing}
         return pa.Table.from_arrays(arrays, schema=self.schema), counts
 
 
-def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col: str | None = None,
-            engine: EngineChoice = LOCAL) -> dict[str, Any]:
+def predict(
+    model_path: str | Path,
+    data: str | Path,
+    output: str | Path,
+    id_col: str | None = None,
+    engine: EngineChoice = LOCAL,
+) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
     engine, OUTPUT is a directory of part files, one per partition, in the data's order."""
     started = time.perf_counter()
@@ -137,8 +187,10 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     as_csv = to_stdout or outputs.is_csv_path(output)  # or a .csv / .csv.gz / .tsv file
     if as_csv and engine.is_dask:
         named = "- (standard output)" if to_stdout else output
-        raise DmoError(f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
-                       "(or give a directory name)")
+        raise DmoError(
+            f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
+            "(or give a directory name)"
+        )
     if engine.is_dask:
         outputs.check_parts_output(output, {"MODEL": model_path, "DATA": data})
     else:
@@ -151,8 +203,10 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     if id_col is not None and id_col not in schema.names:
         raise DmoError(f"--id-col {id_col!r} is not a column of {sources.describe(data)}")
     if id_col is not None and as_csv and pa.types.is_nested(schema.field(id_col).type):
-        raise DmoError(f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
-                       "predictions as parquet (-o NAME.parquet)")
+        raise DmoError(
+            f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
+            "predictions as parquet (-o NAME.parquet)"
+        )
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)
@@ -162,8 +216,11 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
             parts = cluster.write(predictions, Path(output), out_schema, columns)
     else:
         parts = []
-        sink = (sinks.CsvSink(out_schema, None if to_stdout else output) if as_csv
-                else sinks.ParquetSink(output, out_schema))
+        sink = (
+            sinks.CsvSink(out_schema, None if to_stdout else output)
+            if as_csv
+            else sinks.ParquetSink(output, out_schema)
+        )
         with sink:
             for batch in prefetched(batches(columns)):  # read ahead while the model runs
                 table, counts = predictions.process(batch)
@@ -172,9 +229,16 @@ def predict(model_path: str | Path, data: str | Path, output: str | Path, id_col
     levels = LevelCounts()
     for counts in parts:
         levels.add(LevelCounts(counts["unseen"], counts["missing"]))
-    return envelope("predict", model=str(model_path), data=sources.describe(data), engine=engine.name,
-                    output="standard output" if to_stdout else str(output), rows=sum(c["rows"] for c in parts),
-                    **levels.report(), wall_seconds=time.perf_counter() - started)
+    return envelope(
+        "predict",
+        model=str(model_path),
+        data=sources.describe(data),
+        engine=engine.name,
+        output="standard output" if to_stdout else str(output),
+        rows=sum(c["rows"] for c in parts),
+        **levels.report(),
+        wall_seconds=time.perf_counter() - started,
+    )
 
 
 def _output_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool) -> pa.Schema:
@@ -182,14 +246,27 @@ def _output_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, per_c
     (per_class_columns, for CSV, which has no list type) one `probability_<class>` column per class."""
     classes = model.labels.classes
     if model.binary:
-        out_schema = pa.schema([("logit", pa.float32()), ("probability", pa.float32()), ("decision", pa.int8()),
-                                ("predicted", _binary_label_type(classes))])
+        out_schema = pa.schema(
+            [
+                ("logit", pa.float32()),
+                ("probability", pa.float32()),
+                ("decision", pa.int8()),
+                ("predicted", _binary_label_type(classes)),
+            ]
+        )
     else:
-        out_schema = pa.schema([("predicted", _label_type(classes)), ("probability", pa.float32()),
-                                ("probabilities", pa.list_(pa.float32(), len(classes)))])
+        out_schema = pa.schema(
+            [
+                ("predicted", _label_type(classes)),
+                ("probability", pa.float32()),
+                ("probabilities", pa.list_(pa.float32(), len(classes))),
+            ]
+        )
     if id_col in out_schema.names:
-        raise DmoError(f"--id-col {id_col!r} has the name of an output column ({', '.join(out_schema.names)}); "
-                       "rename that column in the data")
+        raise DmoError(
+            f"--id-col {id_col!r} has the name of an output column ({', '.join(out_schema.names)}); "
+            "rename that column in the data"
+        )
     if id_col:
         out_schema = pa.schema([schema.field(id_col)] + list(out_schema))
     if per_class_columns and not model.binary:
@@ -225,8 +302,12 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: b
         names = classes if label_type != pa.string() else [str(c) for c in classes]
         predicted = pa.array(np.asarray(names, dtype=object)[decision.astype(np.int64)], type=label_type)
         proba = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
-        return [pa.array(logits, pa.float32()), pa.array(proba.astype(np.float32)), pa.array(decision, pa.int8()),
-                predicted]
+        return [
+            pa.array(logits, pa.float32()),
+            pa.array(proba.astype(np.float32)),
+            pa.array(decision, pa.int8()),
+            predicted,
+        ]
     shifted = logits - logits.max(axis=1, keepdims=True)
     proba = np.exp(shifted)
     proba /= proba.sum(axis=1, keepdims=True)

@@ -4,6 +4,7 @@ save.
 Solvers only see tensors; everything around them is shared here so every
 solver's model gets the same exact threshold adjustment, report and model file.
 """
+
 from __future__ import annotations
 
 import time
@@ -55,7 +56,9 @@ def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
         if opts.target is not None:
             raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
         if opts.positive is not None:
-            raise DmoError("--positive picks the positive class of a binary problem; --problem multiclass keeps every class")
+            raise DmoError(
+                "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
+            )
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
@@ -67,8 +70,10 @@ def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
     return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
 
 
-NOT_PARQUET = ("training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
-               "(a file or a directory of files)")
+NOT_PARQUET = (
+    "training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
+    "(a file or a directory of files)"
+)
 
 
 @dataclass
@@ -85,9 +90,16 @@ class _Loaded:
     val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
 
 
-def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, params: SolverParams,
-                    output: Path | None, report_path: str | Path | None, started: float,
-                    group: ProcessGroup | None) -> tuple[DmoModel, dict[str, Any]]:
+def train_in_memory(
+    data: sources.Source,
+    opts: TrainOptions,
+    solver: InMemorySolver,
+    params: SolverParams,
+    output: Path | None,
+    report_path: str | Path | None,
+    started: float,
+    group: ProcessGroup | None,
+) -> tuple[DmoModel, dict[str, Any]]:
     """The in-memory solvers' path; with a torchrun `group`, this process holds only its share of DATA's rows."""
     import torch
 
@@ -105,8 +117,15 @@ def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySo
     del loaded
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
-    ctx = FitContext(problem=problem, architecture=arch, device=device, seed=opts.seed, params=params, group=group,
-                     class_names=labels.classes)
+    ctx = FitContext(
+        problem=problem,
+        architecture=arch,
+        device=device,
+        seed=opts.seed,
+        params=params,
+        group=group,
+        class_names=labels.classes,
+    )
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
@@ -125,10 +144,17 @@ def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySo
         levels = _merged_levels(levels, group)
 
     report: dict[str, Any] = envelope(
-        "train", solver=solver.name, **problem_fields(problem),
-        confidence=opts.confidence, seed=opts.seed, device=str(device), data=sources.describe(data),
+        "train",
+        solver=solver.name,
+        **problem_fields(problem),
+        confidence=opts.confidence,
+        seed=opts.seed,
+        device=str(device),
+        data=sources.describe(data),
         val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
-        model=arch.to_dict(), params=vars(params), n_features=pre.n_features,
+        model=arch.to_dict(),
+        params=vars(params),
+        n_features=pre.n_features,
         **levels.report(),
         **({**val_data.levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if opts.val is not None else {}),
         warnings=look_alike_classes(labels.classes) + unlabeled_warning(val_unlabeled, opts.val),
@@ -137,8 +163,9 @@ def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySo
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
     threshold: float | None = None
     if problem is not None:
-        settled = settle_threshold(logits, truth, problem, result.threshold, opts.adjust is not False,
-                                   opts.confidence, opts.allow_infeasible)
+        settled = settle_threshold(
+            logits, truth, problem, result.threshold, opts.adjust is not False, opts.confidence, opts.allow_infeasible
+        )
         threshold = settled.threshold
         report.update(settled.report)
     else:
@@ -146,10 +173,21 @@ def train_in_memory(data: sources.Source, opts: TrainOptions, solver: InMemorySo
     report["solver_trace"] = result.trace
     report["fit_seconds"] = fit_seconds
 
-    model = DmoModel(network=network.cpu(), architecture=arch, preprocessor=pre, labels=labels, solver=solver.name,
-                     problem=problem, threshold=threshold,
-                     info={"seed": opts.seed, "confidence": opts.confidence, "params": vars(params),
-                           "summary": model_summary(report.get("splits", {}))})
+    model = DmoModel(
+        network=network.cpu(),
+        architecture=arch,
+        preprocessor=pre,
+        labels=labels,
+        solver=solver.name,
+        problem=problem,
+        threshold=threshold,
+        info={
+            "seed": opts.seed,
+            "confidence": opts.confidence,
+            "params": vars(params),
+            "summary": model_summary(report.get("splits", {})),
+        },
+    )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
     return finish(model, report, output, report_path, started)
@@ -175,25 +213,33 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     else:
         schema = reading.schema(data)
     plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
-    label_column = (table if group is None else reading.read_table(data, columns=[opts.label_col])).column(opts.label_col)
+    label_column = (table if group is None else reading.read_table(data, columns=[opts.label_col])).column(
+        opts.label_col
+    )
     counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
     problem = _resolve_problem(opts, len(counts))
     if problem is None and not solver.multiclass:
         raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
     if problem is not None and problem.kind not in solver.problems:
-        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})")
+        raise DmoError(
+            f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})"
+        )
     labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
     pre = Preprocessor.fit(table.to_batches() if group is None else reading.iter_batches(data), plan, opts.impute)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:
-            raise DmoError(f"DATA has {int(labeled.sum())} labeled rows, too few for {group.world_size} processes "
-                           "(each needs 2); start fewer (--nproc-per-node)")
+            raise DmoError(
+                f"DATA has {int(labeled.sum())} labeled rows, too few for {group.world_size} processes "
+                "(each needs 2); start fewer (--nproc-per-node)"
+            )
         table = reading.read_rows(data, *group.row_range(labeled))
     full = prepare(table, pre, labels)
     if "offsets" in full.extra and not solver.uses_offsets:
-        raise DmoError(f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
-                       "its offsets; train it with --solver lus or wce")
+        raise DmoError(
+            f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
+            "its offsets; train it with --solver lus or wce"
+        )
     n_unlabeled = int((full.y < 0).sum())
     if group is None:  # under torchrun the caller checks the count of every process's rows
         _check_unlabeled(n_unlabeled, opts, solver)
@@ -202,7 +248,9 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
             raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
         full.extra.update(view_columns(table, pre))
         if opts.unlabeled_truth is not None:
-            full.extra["unlabeled_truth"] = read_unlabeled_truth(opts.unlabeled_truth, labels, label_column.type, full.y)
+            full.extra["unlabeled_truth"] = read_unlabeled_truth(
+                opts.unlabeled_truth, labels, label_column.type, full.y
+            )
     # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
     # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
     del table, label_column

@@ -1,4 +1,5 @@
 """What a streaming fit shows the user: a progress bar while it runs, a plot of online F afterwards."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,9 +25,14 @@ def progress_bar(total: int | None, label: str) -> Iterator[Callable[[int, float
         TimeElapsedColumn,
     )
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[rate]}"),
-               TextColumn("online F {task.fields[f]:.4f}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("online F {task.fields[f]:.4f}"),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total, f=0.0, rate="")
 

@@ -7,6 +7,7 @@ reports are written once. The exact search itself lives in
 dmocli/operating_point/search.py; this module decides what to search on and
 what to do with the answer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,14 @@ def problem_fields(problem: Problem | None) -> dict[str, Any]:
     return problem.to_dict() if problem is not None else dict(MULTICLASS_FIELDS)
 
 
-def fit_threshold(scores: np.ndarray, labels: np.ndarray, problem: Problem, confidence: float | None,
-                  allow_infeasible: bool, where: str) -> OperatingPoint:
+def fit_threshold(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    problem: Problem,
+    confidence: float | None,
+    allow_infeasible: bool,
+    where: str,
+) -> OperatingPoint:
     """The exact operating point on (scores, labels); an unreachable target is UnreachableTarget (exit 3) unless
     `allow_infeasible`, when the closest cut is kept. `where` names the data in the message ("the val split")."""
     point = search(scores, labels, problem, confidence)
@@ -43,8 +50,13 @@ def fit_threshold(scores: np.ndarray, labels: np.ndarray, problem: Problem, conf
     return point
 
 
-def split_reports(logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], threshold: float | None,
-                  problem: Problem | None, classes: list[Any]) -> dict[str, dict[str, Any]]:
+def split_reports(
+    logits: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+    threshold: float | None,
+    problem: Problem | None,
+    classes: list[Any],
+) -> dict[str, dict[str, Any]]:
     """Each split's metrics: at `threshold` for a binary problem, by arg-max for a multi-class one."""
     if problem is None:
         return {name: multiclass_split_report(logits[name], truth[name], classes) for name in logits}
@@ -59,9 +71,15 @@ class Settled:
     report: dict[str, Any] = field(default_factory=dict)  # before_adjustment, operating_point, threshold, splits
 
 
-def settle_threshold(logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], problem: Problem,
-                     own: float | None, adjust: bool, confidence: float | None,
-                     allow_infeasible: bool) -> Settled:
+def settle_threshold(
+    logits: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+    problem: Problem,
+    own: float | None,
+    adjust: bool,
+    confidence: float | None,
+    allow_infeasible: bool,
+) -> Settled:
     """The threshold after training: the exact search on the val split (the training rows when there is none)
     when `adjust` or when the solver has no threshold of its own, else the solver's.
 
@@ -73,8 +91,7 @@ def settle_threshold(logits: dict[str, np.ndarray], truth: dict[str, np.ndarray]
         report["before_adjustment"] = split_reports(logits, truth, own, problem, [])
     if adjust or own is None:
         split = "val" if "val" in logits else "train"
-        point = fit_threshold(logits[split], truth[split], problem, confidence, allow_infeasible,
-                              f"the {split} split")
+        point = fit_threshold(logits[split], truth[split], problem, confidence, allow_infeasible, f"the {split} split")
         report["operating_point"] = {"split": split, **point.to_dict()}
         threshold = point.threshold
     else:

@@ -1,4 +1,5 @@
 """The last step of every train path: the report stamped, the model file written, then the report."""
+
 from __future__ import annotations
 
 import time
@@ -12,12 +13,12 @@ from dmocli.report import (
 )
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
-
     pass
 
 
-def finish(model: DmoModel, report: dict[str, Any], output: Path | None, report_path: str | Path | None,
-           started: float) -> tuple[DmoModel, dict[str, Any]]:
+def finish(
+    model: DmoModel, report: dict[str, Any], output: Path | None, report_path: str | Path | None, started: float
+) -> tuple[DmoModel, dict[str, Any]]:
     """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
     report["wall_seconds"] = time.perf_counter() - started
     report["model_path"] = None if output is None else str(output)

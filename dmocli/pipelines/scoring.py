@@ -1,5 +1,6 @@
 """A saved model's logits and labels on a labeled table, streamed in record batches (locally or on Dask
 workers): what evaluate, threshold and a streaming solver's validation need, one logit and one label a row."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +29,9 @@ def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[l
         numeric = set(model.preprocessor.numeric)
         source = open_stdin_csv(numeric.__contains__, text)
         return source.schema, source.batches
-    return reading.schema(data, text), lambda columns: reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text)
+    return reading.schema(data, text), lambda columns: reading.iter_batches(
+        data, BATCH_ROWS, columns, text_columns=text
+    )
 
 
 class LabeledLogits:
@@ -38,7 +41,9 @@ class LabeledLogits:
     def __init__(self, model: DmoModel):
         self.model = model
 
-    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
+    def __call__(
+        self, batch: pa.RecordBatch | pa.Table, part: int = 0
+    ) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
         logits, levels = self.model.logits(batch)
         y = self.model.labels.encode(batch.column(self.model.labels.column))
         keep = y >= 0
@@ -49,6 +54,7 @@ class LabeledScores(NamedTuple):
     """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts,
     and how many rows had no label (left out of the metrics, and said so: a report's n must not shrink
     silently)."""
+
     logits: np.ndarray
     y: np.ndarray
     levels: LevelCounts

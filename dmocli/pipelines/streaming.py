@@ -15,6 +15,7 @@ The model file and report match the in-memory pipeline's (in_memory.py),
 plus an "online" section: progressive F, final threshold, rows/s, and the
 curve of online F versus rows seen.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -96,12 +97,14 @@ class LabelCounter:
 
     def spec(self, positive: str | None) -> LabelSpec:
         values = list(self.counts)
-        return label_spec_from_counts(values, [self.counts[v] for v in values], self.type or pa.null(),
-                                      self.column, positive, binary=True)
+        return label_spec_from_counts(
+            values, [self.counts[v] for v in values], self.type or pa.null(), self.column, positive, binary=True
+        )
 
 
-def _prepass(data: sources.Source, plan: Any, columns: list[str], counter: LabelCounter, impute: str,
-             stats_rows: int) -> tuple[Preprocessor, dict[str, Any]]:
+def _prepass(
+    data: sources.Source, plan: Any, columns: list[str], counter: LabelCounter, impute: str, stats_rows: int
+) -> tuple[Preprocessor, dict[str, Any]]:
     """The Preprocessor and the label counts, before learning.
 
     Labels are always counted over every row (the positive class and n
@@ -133,11 +136,15 @@ def open_stdin(opts: TrainOptions, epochs: int, adjust: bool, stats_rows: int) -
     if epochs > 1:
         raise DmoError(f"--epochs {epochs} needs {epochs} passes; {NAME} can be read once: save the data to a file")
     if adjust and opts.val is None:
-        raise DmoError(f"--adjust without --val searches the threshold on DATA, a second pass that {NAME} cannot "
-                       "give: add --val FILE or drop --adjust")
+        raise DmoError(
+            f"--adjust without --val searches the threshold on DATA, a second pass that {NAME} cannot "
+            "give: add --val FILE or drop --adjust"
+        )
     if stats_rows <= 0:
-        raise DmoError(f"--param stats-rows=0 reads every row for the statistics before learning; {NAME} can be read "
-                       "once: keep a head of rows (the default 262144) or save the data to a file")
+        raise DmoError(
+            f"--param stats-rows=0 reads every row for the statistics before learning; {NAME} can be read "
+            "once: keep a head of rows (the default 262144) or save the data to a file"
+        )
     return open_stdin_csv(lambda name: name != opts.label_col)
 
 
@@ -168,8 +175,14 @@ def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield batches.pop()
 
 
-def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingSolver, params: SolverParams,
-                    output: Path | None, report_path: str | Path | None) -> tuple[DmoModel, dict[str, Any]]:
+def train_streaming(
+    data: sources.Source,
+    opts: TrainOptions,
+    solver: StreamingSolver,
+    params: SolverParams,
+    output: Path | None,
+    report_path: str | Path | None,
+) -> tuple[DmoModel, dict[str, Any]]:
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. dmocli/pipelines/train.py has checked the
     options, the solver's parameters and the output paths already."""
     started = time.perf_counter()
@@ -181,8 +194,10 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
     if opts.problem == "multiclass":
-        raise DmoError(f"solver {solver.name} learns one class against the rest (F-beta); for --problem multiclass "
-                       "use --solver wce or lus")
+        raise DmoError(
+            f"solver {solver.name} learns one class against the rest (F-beta); for --problem multiclass "
+            "use --solver wce or lus"
+        )
     problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta, opts.confidence)
     if problem.kind not in solver.problems:
         raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: ofbs)")
@@ -212,11 +227,15 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
     except DmoError as exc:
         if not stdin:
             raise
-        raise DmoError(f"{exc} (the classes are fixed from the first {counter.rows} rows of {NAME}: shuffle the "
-                       "rows, or raise --param stats-rows)") from exc
+        raise DmoError(
+            f"{exc} (the classes are fixed from the first {counter.rows} rows of {NAME}: shuffle the "
+            "rows, or raise --param stats-rows)"
+        ) from exc
     if counter.missing and not opts.drop_unlabeled:
-        raise DmoError(f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
-                       "(pass --drop-unlabeled to ignore them)")
+        raise DmoError(
+            f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
+            "(pass --drop-unlabeled to ignore them)"
+        )
     n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
 
     levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
@@ -237,8 +256,10 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
             if counter.missing or stdin:  # a pipe's later rows were not counted: any of them may lack a label
                 keep = y >= 0
                 if not opts.drop_unlabeled and not keep.all():
-                    raise DmoError(f"a row of {NAME} has no label; solver {solver.name} cannot use unlabeled rows "
-                                   "(pass --drop-unlabeled to ignore them)")
+                    raise DmoError(
+                        f"a row of {NAME} has no label; solver {solver.name} cannot use unlabeled rows "
+                        "(pass --drop-unlabeled to ignore them)"
+                    )
                 X, y = X[keep], y[keep]
             yield X, y
 
@@ -249,15 +270,37 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
         result = solver.fit_stream(batches, n, pre.n_features, ctx, epochs=epochs, progress=progress)
     fit_seconds = time.perf_counter() - fit_started
     rows = result.trace["rows"]
-    online = {**result.online, "final_threshold": result.threshold,
-              "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None}
+    online = {
+        **result.online,
+        "final_threshold": result.threshold,
+        "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None,
+    }
 
-    model = DmoModel(network=result.weights, architecture=arch, preprocessor=pre, labels=labels,
-                     solver=solver.name, problem=problem, threshold=result.threshold)
+    model = DmoModel(
+        network=result.weights,
+        architecture=arch,
+        preprocessor=pre,
+        labels=labels,
+        solver=solver.name,
+        problem=problem,
+        threshold=result.threshold,
+    )
     report: dict[str, Any] = envelope(
-        "train", solver=solver.name, **problem.to_dict(), confidence=opts.confidence, seed=opts.seed, device="cpu",
-        data=sources.describe(data), val=str(opts.val) if opts.val else None, model=arch.to_dict(), params=vars(params),
-        n_features=pre.n_features, **levels.report(), streaming=True, epochs=epochs, adjusted=adjust,
+        "train",
+        solver=solver.name,
+        **problem.to_dict(),
+        confidence=opts.confidence,
+        seed=opts.seed,
+        device="cpu",
+        data=sources.describe(data),
+        val=str(opts.val) if opts.val else None,
+        model=arch.to_dict(),
+        params=vars(params),
+        n_features=pre.n_features,
+        **levels.report(),
+        streaming=True,
+        epochs=epochs,
+        adjusted=adjust,
         warnings=look_alike_classes(labels.classes),
     )
     logits: dict[str, np.ndarray] = {}
@@ -265,13 +308,14 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:
-        logits["val"], truth["val"], val_levels, val_unlabeled = collect_logits(model, opts.val)  # one logit + label a row
+        logits["val"], truth["val"], val_levels, val_unlabeled = collect_logits(
+            model, opts.val
+        )  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
-    settled = settle_threshold(logits, truth, problem, result.threshold, adjust, opts.confidence,
-                               opts.allow_infeasible)
+    settled = settle_threshold(logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible)
     model.threshold = settled.threshold
     report["online"] = online
     report.update(settled.report)
@@ -279,11 +323,18 @@ def train_streaming(data: sources.Source, opts: TrainOptions, solver: StreamingS
     report["prepass"] = prepass
     report["prepass_seconds"] = prepass_seconds
     report["fit_seconds"] = fit_seconds
-    model.info = {"seed": opts.seed, "confidence": opts.confidence, "params": vars(params), "epochs": epochs,
-                  "summary": {"online": {k: online[k] for k in ("precision", "recall", "f_beta")},
-                              **{k: {m: v[m] for m in ("precision", "recall", "f_beta")}
-                                 for k, v in report["splits"].items()}}}
+    model.info = {
+        "seed": opts.seed,
+        "confidence": opts.confidence,
+        "params": vars(params),
+        "epochs": epochs,
+        "summary": {
+            "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
+            **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},
+        },
+    }
     if opts.plot is not None:
-        plot_online_curve(opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: "
-                                                   f"{problem.describe()}")
+        plot_online_curve(
+            opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: {problem.describe()}"
+        )
     return finish(model, report, output, report_path, started)

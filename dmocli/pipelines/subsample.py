@@ -14,6 +14,7 @@ Randomness is drawn per batch (local engine) or per partition (Dask engine)
 from (seed, part number), so a run is reproducible for a seed and the pilot
 rows of pass 1 are recognized again in pass 2 without storing their ids.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -124,8 +125,14 @@ class Sampler:
         eligible = (y >= 0) & ~in_pilot
         pilot_written = in_pilot & (y >= 0) & self.keep_pilot
         K = len(self.labels.classes)
-        counts = {"rows": n, "unlabeled": int((y < 0).sum()), "pilot_rows": int(in_pilot.sum()),
-                  "pilot_written": int(pilot_written.sum()), "eligible": int(eligible.sum()), "pilot_correct": 0}
+        counts = {
+            "rows": n,
+            "unlabeled": int((y < 0).sum()),
+            "pilot_rows": int(in_pilot.sum()),
+            "pilot_written": int(pilot_written.sum()),
+            "eligible": int(eligible.sum()),
+            "pilot_correct": 0,
+        }
         if self.method == "lus":
             proba = self.pilot.proba(batch)
             a = acceptance(proba, self.gamma)
@@ -144,7 +151,6 @@ class Sampler:
         for k, cls in enumerate(self.labels.classes):
             table = table.append_column(pa.field(offset_column(cls), pa.float32()), pa.array(log_a[:, k]))
         return table, counts
-
 
 
 def pilot_mask(seed: int, part: int, n: int, rate: float) -> tuple[np.ndarray, np.random.Generator]:
@@ -179,12 +185,16 @@ def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: Subsam
     pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
     data = prepare(table, pre, labels)
     labeled = data.labeled()
-    fix = ("drop --match-size" if opts.match_size else
-           "raise --pilot-frac (or --pilot-max-rows) until every class is in it, or use --method case-control")
+    fix = (
+        "drop --match-size"
+        if opts.match_size
+        else "raise --pilot-frac (or --pilot-max-rows) until every class is in it, or use --method case-control"
+    )
     check_pilot_classes(labeled.y, labels.classes, fix)
     arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
-    network, _ = fit_offset_logistic(torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch,
-                                     opts.seed, LogisticParams())
+    network, _ = fit_offset_logistic(
+        torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch, opts.seed, LogisticParams()
+    )
     state = {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
     return Pilot(pre, arch, state)
 
@@ -202,8 +212,9 @@ class LocalEngine:
         batches = reading.iter_batches(self.data, self.batch_rows, columns, low_memory=True)
         return [fn(batch, part) for part, batch in enumerate(batches)]
 
-    def write(self, sampler: Sampler, output: Path, schema: pa.Schema,
-              check: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
+    def write(
+        self, sampler: Sampler, output: Path, schema: pa.Schema, check: Callable[[list[dict[str, Any]]], None]
+    ) -> list[dict[str, Any]]:
         parts = []
         with sinks.ParquetSink(output, schema) as sink:
             for part, batch in enumerate(prefetched(reading.iter_batches(self.data, self.batch_rows, low_memory=True))):
@@ -218,8 +229,10 @@ class LocalEngine:
 def refuse_empty(parts: list[dict[str, Any]]) -> None:
     """A subsample with no rows is no use to `train` (which refuses it): say so now, write nothing."""
     if not sum(counts["kept"] for counts in parts):  # the pilot's rows alone: a uniform sample, not what was asked
-        raise DmoError("the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
-                       "data); lower --gamma")
+        raise DmoError(
+            "the subsample keeps no rows (the pilot is sure of every row, or --gamma is large for the "
+            "data); lower --gamma"
+        )
 
 
 def _check(opts: SubsampleOptions) -> None:
@@ -239,8 +252,9 @@ def _check(opts: SubsampleOptions) -> None:
         raise DmoError("--match-size sizes uniform/case-control like LUS; it does not apply to --method lus")
 
 
-def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
-              report_path: str | Path | None = None) -> dict[str, Any]:
+def subsample(
+    data: str | Path, output: str | Path, opts: SubsampleOptions, report_path: str | Path | None = None
+) -> dict[str, Any]:
     """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
     started = time.perf_counter()
     _check(opts)
@@ -271,8 +285,17 @@ def subsample(data: str | Path, output: str | Path, opts: SubsampleOptions,
         return _run(data, output, opts, report_path, engine, schema, plan, pilot_rate, started)
 
 
-def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema: pa.Schema, plan: ColumnPlan,
-         pilot_rate: float, started: float) -> dict[str, Any]:
+def _run(
+    data,
+    output: Path,
+    opts: SubsampleOptions,
+    report_path,
+    engine,
+    schema: pa.Schema,
+    plan: ColumnPlan,
+    pilot_rate: float,
+    started: float,
+) -> dict[str, Any]:
     columns = [opts.label_col] + (plan.numeric + plan.categorical + ([plan.embedding] if plan.embedding else []))
     seed = opts.seed
 
@@ -299,8 +322,11 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
             target = lus_counts["expected"] + lus_counts["pilot_rows"]
             info["matched_lus"] = {"expected_kept": lus_counts["expected"], "pilot_rows": lus_counts["pilot_rows"]}
         counts = np.asarray(labels.counts, dtype=np.float64)
-        rates = (np.full(counts.size, min(1.0, target / n_labeled)) if opts.method == "uniform"
-                 else case_control_rates(counts, target))
+        rates = (
+            np.full(counts.size, min(1.0, target / n_labeled))
+            if opts.method == "uniform"
+            else case_control_rates(counts, target)
+        )
         sampler = Sampler(opts.method, labels, opts.seed, opts.gamma, rates=rates)
         info["rates"] = dict(zip(map(str, labels.classes), rates.tolist()))
 
@@ -310,18 +336,33 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
     pass_seconds = time.perf_counter() - t1
     n = totals["rows"]
     report = envelope(
-        "subsample", data=str(data), output=str(output), method=opts.method, gamma=opts.gamma,
-        match_size=opts.match_size, seed=opts.seed, engine=engine.name, label_col=opts.label_col,
-        classes=labels.classes, class_counts=labels.counts,
+        "subsample",
+        data=str(data),
+        output=str(output),
+        method=opts.method,
+        gamma=opts.gamma,
+        match_size=opts.match_size,
+        seed=opts.seed,
+        engine=engine.name,
+        label_col=opts.label_col,
+        classes=labels.classes,
+        class_counts=labels.counts,
         offset_columns=[offset_column(c) for c in labels.classes],
-        rows_read=n, rows_unlabeled=totals["unlabeled"], pilot_rows=totals["pilot_rows"],
-        rows_kept=totals["kept"], kept_per_class=totals["kept_per_class"],
-        pilot_rows_written=totals["pilot_written"], rows_written=totals["kept"] + totals["pilot_written"],
-        expected_fraction=totals["expected"] / max(n, 1), realized_fraction=totals["kept"] / max(n, 1),
+        rows_read=n,
+        rows_unlabeled=totals["unlabeled"],
+        pilot_rows=totals["pilot_rows"],
+        rows_kept=totals["kept"],
+        kept_per_class=totals["kept_per_class"],
+        pilot_rows_written=totals["pilot_written"],
+        rows_written=totals["kept"] + totals["pilot_written"],
+        expected_fraction=totals["expected"] / max(n, 1),
+        realized_fraction=totals["kept"] / max(n, 1),
         fraction_used=(totals["kept"] + totals["pilot_rows"]) / max(n, 1),
         pilot_model=opts.pilot_model if pilot is not None else None,
         pilot_accuracy=(totals["pilot_correct"] / max(totals["eligible"], 1)) if opts.method == "lus" else None,
-        pilot_seconds=pilot_seconds, pass_seconds=pass_seconds, rows_per_second=n / max(pass_seconds, 1e-9),
+        pilot_seconds=pilot_seconds,
+        pass_seconds=pass_seconds,
+        rows_per_second=n / max(pass_seconds, 1e-9),
         **info,
     )
     report["wall_seconds"] = time.perf_counter() - started
@@ -330,8 +371,9 @@ def _run(data, output: Path, opts: SubsampleOptions, report_path, engine, schema
     return report
 
 
-def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], plan: ColumnPlan,
-                      opts: SubsampleOptions, with_pilot: bool) -> tuple[LabelSpec, Pilot | None]:
+def _labels_and_pilot(
+    scanned: list[tuple[dict[Any, int], pa.Table | None]], plan: ColumnPlan, opts: SubsampleOptions, with_pilot: bool
+) -> tuple[LabelSpec, Pilot | None]:
     """Class counts and the fitted pilot from pass 1's per-part results; the pilot rows are freed on return,
     so pass 2 runs in O(batch) memory next to the small pilot model."""
     class_counts: dict[Any, int] = {}
@@ -343,8 +385,10 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
         return labels, None
     parts = [rows for _, rows in scanned if rows is not None and rows.num_rows]
     if not parts:
-        raise DmoError(f"the pilot sample is empty (--pilot-frac {opts.pilot_frac:g} of {sum(labels.counts)} labeled "
-                       "rows); raise --pilot-frac")
+        raise DmoError(
+            f"the pilot sample is empty (--pilot-frac {opts.pilot_frac:g} of {sum(labels.counts)} labeled "
+            "rows); raise --pilot-frac"
+        )
     pilot_table = pa.concat_tables(parts)  # one schema: both engines read through dmocli.data.parquet_layout
     scanned.clear()
     return labels, fit_pilot(pilot_table, plan, labels, opts)
@@ -353,7 +397,13 @@ def _labels_and_pilot(scanned: list[tuple[dict[Any, int], pa.Table | None]], pla
 def _output_schema(schema: pa.Schema, labels: LabelSpec, opts: SubsampleOptions) -> pa.Schema:
     """Input columns plus one float32 log acceptance column per class; provenance in the schema metadata."""
     fields = list(schema) + [pa.field(offset_column(c), pa.float32()) for c in labels.classes]
-    meta = {"method": opts.method, "gamma": opts.gamma, "seed": opts.seed, "label_col": labels.column,
-            "pilot_rows_included": opts.method == "lus" and opts.keep_pilot,
-            "classes": labels.classes, "offset_prefix": OFFSET_PREFIX}
+    meta = {
+        "method": opts.method,
+        "gamma": opts.gamma,
+        "seed": opts.seed,
+        "label_col": labels.column,
+        "pilot_rows_included": opts.method == "lus" and opts.keep_pilot,
+        "classes": labels.classes,
+        "offset_prefix": OFFSET_PREFIX,
+    }
     return pa.schema(fields, metadata={**(schema.metadata or {}), METADATA_KEY: json.dumps(meta).encode()})

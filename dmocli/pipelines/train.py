@@ -1,6 +1,7 @@
 """`dmo train`: check every option before any data is read, then dispatch to the in-memory or the streaming
 pipeline (and, under torchrun, form the process group).
 """
+
 from __future__ import annotations
 
 import time
@@ -19,7 +20,6 @@ from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, StreamingSolver
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
-
     pass
 
 
@@ -43,8 +43,9 @@ def _check_solver_param(solver: Solver, name: str, applies_to: str) -> None:
         raise DmoError(f"{applies_to}, not to {solver.name}")
 
 
-def train(data: sources.Source, opts: TrainOptions, output: str | Path | None = None,
-          report_path: str | Path | None = None) -> tuple[DmoModel, dict[str, Any]]:
+def train(
+    data: sources.Source, opts: TrainOptions, output: str | Path | None = None, report_path: str | Path | None = None
+) -> tuple[DmoModel, dict[str, Any]]:
     """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input.
 
     `data` is a path, or a pyarrow Table (the Python API); with a table and no
@@ -64,8 +65,10 @@ def train(data: sources.Source, opts: TrainOptions, output: str | Path | None = 
         raise DmoError("only DATA can be read from standard input ('-'); give --val and --unlabeled-truth as files")
     if sources.is_stdin(data):
         if not solver.streaming:
-            raise DmoError(f"DATA '-' (standard input) is read in one pass, which only the streaming solvers "
-                           f"(fofo, ofo, lr) can learn from; save the data to a file for solver {opts.solver}")
+            raise DmoError(
+                f"DATA '-' (standard input) is read in one pass, which only the streaming solvers "
+                f"(fofo, ofo, lr) can learn from; save the data to a file for solver {opts.solver}"
+            )
         if output is None:
             raise DmoError("DATA '-' (standard input) has no file name to name the model after; give -o MODEL")
     if output is not None:
@@ -73,13 +76,17 @@ def train(data: sources.Source, opts: TrainOptions, output: str | Path | None = 
     elif not isinstance(data, pa.Table):
         output = default_model_path(data)
     if not torchrun.secondary():  # only process 0 of a torchrun group writes
-        outputs.check_outputs({"-o": output, "--report": report_path, "--plot": opts.plot},
-                              {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth})
+        outputs.check_outputs(
+            {"-o": output, "--report": report_path, "--plot": opts.plot},
+            {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth},
+        )
     outputs.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
-        raise DmoError(f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}")
+        raise DmoError(
+            f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
+        )
     if torchrun.launched():
         _check_distributed(data, opts, solver)
     if isinstance(solver, StreamingSolver):
@@ -119,8 +126,10 @@ def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver)
     looked at here: a node that cannot see DATA must fail inside ProcessGroup.agree, where its message is shown)."""
     if not solver.distributed:
         spread = ", ".join(name for name in available() if solver_class(name).distributed)
-        raise DmoError(f"solver {solver.name} trains in one process; under torchrun only these train on several: "
-                       f"{spread} (run dmo train without torchrun)")
+        raise DmoError(
+            f"solver {solver.name} trains in one process; under torchrun only these train on several: "
+            f"{spread} (run dmo train without torchrun)"
+        )
     if isinstance(data, pa.Table):
         raise DmoError(NOT_PARQUET)
     if opts.val_frac:

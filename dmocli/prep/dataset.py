@@ -1,4 +1,5 @@
 """Loading labeled tables into feature matrices for the in-memory solvers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def features_of(table: pa.Table, pre: Preprocessor) -> tuple[np.ndarray, LevelCo
         except DmoError:
             pre.transform(table)  # raises the whole table's message
             raise
-        X[start:start + block.shape[0]] = block
+        X[start : start + block.shape[0]] = block
         levels.add(block_levels)
     return X, levels
 
@@ -102,12 +103,15 @@ def offsets_of(table: pa.Table, labels: LabelSpec) -> dict[str, np.ndarray]:
     columns = [table.column(name).to_numpy(zero_copy_only=False) for name in wanted]
     offsets = np.stack(columns, axis=1).astype(np.float32)
     if not np.isfinite(offsets).all():
-        raise DmoError(f"subsample offset columns {OFFSET_PREFIX}* contain missing or infinite values; rewrite it with dmo subsample")
+        raise DmoError(
+            f"subsample offset columns {OFFSET_PREFIX}* contain missing or infinite values; rewrite it with dmo subsample"
+        )
     return {"offsets": offsets}
 
 
-def stratified_split(y: np.ndarray, fraction: float, seed: int,
-                     class_names: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(
+    y: np.ndarray, fraction: float, seed: int, class_names: list[Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (train, val): `fraction` of each labeled class goes to val; unlabeled rows stay in train.
 
     A class too small for `fraction` still gets one validation row (4 positives at 0.1), but a fraction
@@ -123,10 +127,14 @@ def stratified_split(y: np.ndarray, fraction: float, seed: int,
         size, cls = int(sizes[worst]), int(classes[worst])
         name = class_names[cls] if class_names is not None else cls
         if size == 1:
-            raise DmoError(f"class {name!r} has 1 labeled row, which cannot be in both the training and the "
-                           "validation split of --val-frac; give --val FILE instead")
-        raise DmoError(f"--val-frac {fraction:g} leaves class {name!r} ({size} labeled rows) with no training row; "
-                       f"use a --val-frac below {1 - 0.5 / size:.3g}")
+            raise DmoError(
+                f"class {name!r} has 1 labeled row, which cannot be in both the training and the "
+                "validation split of --val-frac; give --val FILE instead"
+            )
+        raise DmoError(
+            f"--val-frac {fraction:g} leaves class {name!r} ({size} labeled rows) with no training row; "
+            f"use a --val-frac below {1 - 0.5 / size:.3g}"
+        )
     rng = np.random.default_rng(seed)
     val_rows = []
     for cls, k in zip(classes, counts):

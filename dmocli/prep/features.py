@@ -4,6 +4,7 @@ The fitted Preprocessor is stored in the model file as JSON: column names,
 categorical levels, standardization statistics and imputation values, so a
 model applied to new data reproduces training's encoding exactly.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ class LevelCounts:
 
     def report(self, prefix: str = "") -> dict[str, dict[str, int]]:
         """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
-        return {f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
-                f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v}}
+        return {
+            f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
+            f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v},
+        }
 
 
 def _refuse_decorated_numbers(column: str, levels: set[str]) -> None:
@@ -54,8 +57,10 @@ def _refuse_decorated_numbers(column: str, levels: set[str]) -> None:
         return
     decorated = [v for v in levels if _DECORATED_NUMBER.fullmatch(v.strip()) and _DECORATION.search(v)]
     if len(decorated) >= 0.9 * len(levels):
-        raise DmoError(f"string column '{column}' holds numbers written as text (e.g. {min(decorated)!r}); convert it "
-                       "to numbers (drop the %, currency sign or thousands separators), or --drop it")
+        raise DmoError(
+            f"string column '{column}' holds numbers written as text (e.g. {min(decorated)!r}); convert it "
+            "to numbers (drop the %, currency sign or thousands separators), or --drop it"
+        )
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -106,24 +111,31 @@ def plan_columns(
     if label_col not in schema.names:
         spaced = [name for name in schema.names if name.strip() == label_col.strip()]
         if spaced:  # a header written as "x1, x2, label": the names keep the space after each comma
-            raise DmoError(f"no label column '{label_col}', but there is {spaced[0]!r} (with spaces); rename the "
-                           f"column, or pass --label-col {spaced[0]!r}")
+            raise DmoError(
+                f"no label column '{label_col}', but there is {spaced[0]!r} (with spaces); rename the "
+                f"column, or pass --label-col {spaced[0]!r}"
+            )
         raise DmoError(
             f"no label column '{label_col}' in the data (columns: {', '.join(map(repr, schema.names[:12]))}); "
             "name it with --label-col"
         )
     if label_col in drop:
         raise DmoError(f"--drop names the label column '{label_col}'; choose another label with --label-col")
-    candidates = [f for f in schema
-                  if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)]
+    candidates = [
+        f for f in schema if f.name != label_col and f.name not in drop and not f.name.startswith(OFFSET_PREFIX)
+    ]
     twins = [f.name for f in candidates if f.name.casefold() == label_col.casefold()]
     if twins:  # most likely a copy of the label (target leakage), never a feature to take without a word
-        raise DmoError(f"column {twins[0]!r} differs from the label column {label_col!r} only by case, so it is "
-                       f"likely a copy of the label; --drop {twins[0]} (or name the label with --label-col)")
+        raise DmoError(
+            f"column {twins[0]!r} differs from the label column {label_col!r} only by case, so it is "
+            f"likely a copy of the label; --drop {twins[0]} (or name the label with --label-col)"
+        )
     nameless = [f.name for f in candidates if not f.name.strip()]
     if nameless:  # pandas' to_csv() writes the row index under an empty header: the row number as a feature
-        raise DmoError(f"a column has no name ({nameless[0]!r}; pandas writes its row index so with to_csv()); write "
-                       f"the file with index=False, or --drop {nameless[0]!r}")
+        raise DmoError(
+            f"a column has no name ({nameless[0]!r}; pandas writes its row index so with to_csv()); write "
+            f"the file with index=False, or --drop {nameless[0]!r}"
+        )
     if embedding_col is not None:
         if embedding_col not in schema.names or not _is_list(schema.field(embedding_col).type):
             raise DmoError(f"--embedding-col {embedding_col!r} is not a list column of the data")
@@ -138,8 +150,10 @@ def plan_columns(
         if len(lists) == 1 and not others:
             return ColumnPlan([], [], lists[0])
         # An embedding replaces every other column; never choose that silently.
-        raise DmoError(f"list column(s) {', '.join(lists)} beside other columns ({', '.join(others[:6]) or 'none'}); "
-                       "give --embedding-col NAME to train on one vector column alone, or --drop the list columns")
+        raise DmoError(
+            f"list column(s) {', '.join(lists)} beside other columns ({', '.join(others[:6]) or 'none'}); "
+            "give --embedding-col NAME to train on one vector column alone, or --drop the list columns"
+        )
     numeric, categorical, unusable = [], [], []
     for f in candidates:
         if _is_numeric(f.type):
@@ -150,9 +164,11 @@ def plan_columns(
             unusable.append(f"{f.name} ({f.type})")
     undecoded = [f.name for f in candidates if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
     if undecoded and len(undecoded) == len(unusable):  # pyarrow reads CSV text that is not UTF-8 as bytes
-        raise DmoError(f"column(s) {', '.join(undecoded[:6])} hold bytes, not text: a CSV saved as Latin-1 or "
-                       "Windows-1252 reads so (re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8); binary data cannot "
-                       "be a feature (--drop them)")
+        raise DmoError(
+            f"column(s) {', '.join(undecoded[:6])} hold bytes, not text: a CSV saved as Latin-1 or "
+            "Windows-1252 reads so (re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8); binary data cannot "
+            "be a feature (--drop them)"
+        )
     if unusable:
         raise DmoError(f"cannot use column(s) {', '.join(unusable)} as features; remove them with --drop")
     if not numeric and not categorical:
@@ -235,7 +251,9 @@ class Preprocessor:
                 bad_nan = np.zeros(len(columns), dtype=np.int64)
                 bad_inf = np.zeros(len(columns), dtype=np.int64)
             if impute == "none":  # a clean batch needs no mask (median imputation always builds one)
-                with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
+                with np.errstate(
+                    over="ignore", invalid="ignore"
+                ):  # NaN/inf are counted below, huge values refused after
                     stats = [column_moments(c) for c in columns]
                 if all(np.isfinite(m) for _, m, _ in stats):
                     moments.add(*map(np.array, zip(*stats)))
@@ -256,9 +274,7 @@ class Preprocessor:
             names = pre.feature_names if pre.embedding else pre.numeric
             bad = bad_nan + bad_inf
             if bad.any() and impute == "none":
-                parts = [
-                    f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]
-                ]
+                parts = [f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]]
                 raise DmoError(
                     f"features contain missing or infinite values: {', '.join(parts)}; "
                     "clean them or pass --impute median"
@@ -331,8 +347,11 @@ class Preprocessor:
         for j, col in enumerate(columns):
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
-            if (pa.types.is_boolean(col.type) or pa.types.is_decimal(col.type)
-                    or (col.null_count and not pa.types.is_floating(col.type))):  # only a float holds NaN for a null
+            if (
+                pa.types.is_boolean(col.type)
+                or pa.types.is_decimal(col.type)
+                or (col.null_count and not pa.types.is_floating(col.type))
+            ):  # only a float holds NaN for a null
                 col = col.cast(pa.float64())
             out[j] = to_numpy(col, fill=np.nan)  # nulls become NaN
         return out.T
@@ -345,6 +364,7 @@ class Preprocessor:
                 f"data is missing column(s) the model was trained on: {', '.join(missing)} "
                 "(use data with the training columns)"
             )
+
         def kind(name: str) -> str:
             return f"{name} ({schema.field(name).type})"
 
@@ -359,18 +379,24 @@ class Preprocessor:
                 "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
             )
         if numbers:
-            raise DmoError(f"column(s) {', '.join(map(kind, numbers[:6]))} are not numbers, and the model was "
-                           "trained on numbers there; convert them as in the training data")
+            raise DmoError(
+                f"column(s) {', '.join(map(kind, numbers[:6]))} are not numbers, and the model was "
+                "trained on numbers there; convert them as in the training data"
+            )
         # A text column that arrives as numbers or booleans would match no level: every row silently all zeros.
         levels = [kind(c) for c in self.categorical if not (_is_string(schema.field(c).type) or null(c))]
         if levels:
-            raise DmoError(f"column(s) {', '.join(levels[:6])} are not text, and the model was trained on text there "
-                           "(one-hot levels); read or cast them as text, as in the training data")
+            raise DmoError(
+                f"column(s) {', '.join(levels[:6])} are not text, and the model was trained on text there "
+                "(one-hot levels); read or cast them as text, as in the training data"
+            )
         if self.embedding is not None:
             vector = schema.field(self.embedding).type
             if not (_is_list(vector) and _is_numeric(vector.value_type)):
-                raise DmoError(f"column {kind(self.embedding)} is not a list of numbers, and the model was trained "
-                               "on a vector there; use the feature file's vector column")
+                raise DmoError(
+                    f"column {kind(self.embedding)} is not a list of numbers, and the model was trained "
+                    "on a vector there; use the feature file's vector column"
+                )
 
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Float32 features and, per categorical column, how many rows had an unseen level or none."""

@@ -3,6 +3,7 @@
 Labels keep their original type (int, string, bool) in the model file so a
 prediction can be mapped back; a missing label is an unlabeled row (code -1).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -92,8 +93,10 @@ class LabelSpec:
             try:  # typed by the column: an unsigned class above 2**63 - 1 has no default (int64) arrow type
                 known = pa.array(self.classes, type=labels.type if _numeric(labels.type) else None).cast(labels.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as exc:
-                raise DmoError(f"label column '{self.column}' holds {labels.type} values, which cannot hold the "
-                               f"model's classes {self.classes[:5]}; convert the column to the training data's label type") from exc
+                raise DmoError(
+                    f"label column '{self.column}' holds {labels.type} values, which cannot hold the "
+                    f"model's classes {self.classes[:5]}; convert the column to the training data's label type"
+                ) from exc
             codes = to_numpy(pc.index_in(labels, value_set=known), fill=UNLABELED).astype(np.int64)
             unknown = (codes == UNLABELED) & ~missing
             if unknown.any():
@@ -117,13 +120,23 @@ class LabelSpec:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "classes": self.classes, "positive": self.positive, "counts": self.counts,
-                "trim_text": self.trim_text}
+        return {
+            "column": self.column,
+            "classes": self.classes,
+            "positive": self.positive,
+            "counts": self.counts,
+            "trim_text": self.trim_text,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LabelSpec":
-        return cls(column=data["column"], classes=list(data["classes"]), positive=data.get("positive"),
-                   counts=list(data.get("counts", [])), trim_text=data.get("trim_text", False))
+        return cls(
+            column=data["column"],
+            classes=list(data["classes"]),
+            positive=data.get("positive"),
+            counts=list(data.get("counts", [])),
+            trim_text=data.get("trim_text", False),
+        )
 
 
 def _as_array(labels: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -145,8 +158,10 @@ def parse_positive(text: str, label_type: pa.DataType) -> Any:
                 raise ValueError(text)
             return lowered in {"true", "1"}
     except ValueError as exc:
-        raise DmoError(f"--positive {text!r} is not a valid {label_type} value for the label column; give one of "
-                       "its classes as written in the data (e.g. 1, not 1.0, for integer labels)") from exc
+        raise DmoError(
+            f"--positive {text!r} is not a valid {label_type} value for the label column; give one of "
+            "its classes as written in the data (e.g. 1, not 1.0, for integer labels)"
+        ) from exc
     return text.strip()  # text labels are compared without surrounding whitespace (_plain)
 
 
@@ -194,8 +209,12 @@ def look_alike_classes(classes: list[Any]) -> list[str]:
     for cls in classes:
         if isinstance(cls, str):
             groups.setdefault(cls.casefold(), []).append(cls)
-    return [f"label classes {', '.join(map(repr, names))} differ only in case and are separate classes; "
-            "fix the labels if they are one" for names in groups.values() if len(names) > 1]
+    return [
+        f"label classes {', '.join(map(repr, names))} differ only in case and are separate classes; "
+        "fix the labels if they are one"
+        for names in groups.values()
+        if len(names) > 1
+    ]
 
 
 def _refuse_marker_classes(classes: list[Any], counts: list[int], column: str) -> None:
@@ -207,9 +226,11 @@ def _refuse_marker_classes(classes: list[Any], counts: list[int], column: str) -
     numbers = [c for c in classes if c not in markers]
     if markers and numbers and all(is_number(c) for c in numbers):
         marker = markers[0]
-        raise DmoError(f"label column '{column}' holds {marker!r} in {counts[classes.index(marker)]} rows beside the "
-                       f"number classes {numbers[:5]}; if {marker!r} marks a missing label, write an empty cell there "
-                       "(then --drop-unlabeled ignores those rows), else give the class a name")
+        raise DmoError(
+            f"label column '{column}' holds {marker!r} in {counts[classes.index(marker)]} rows beside the "
+            f"number classes {numbers[:5]}; if {marker!r} marks a missing label, write an empty cell there "
+            "(then --drop-unlabeled ignores those rows), else give the class a name"
+        )
 
 
 def _without_negative_zero(labels: pa.Array) -> pa.Array:
@@ -264,12 +285,15 @@ def check_label_type(label_type: pa.DataType, column: str) -> None:
     if pa.types.is_dictionary(label_type):
         label_type = label_type.value_type
     if not (_numeric(label_type) or is_text(label_type) or pa.types.is_null(label_type)):
-        raise DmoError(f"label column '{column}' holds {label_type} values; labels must be integers, booleans, floats "
-                       "or text: cast the column to one of those")
+        raise DmoError(
+            f"label column '{column}' holds {label_type} values; labels must be integers, booleans, floats "
+            "or text: cast the column to one of those"
+        )
 
 
-def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.DataType, column: str,
-                           positive: str | None, binary: bool) -> LabelSpec:
+def label_spec_from_counts(
+    values: list[Any], freq: list[int], label_type: pa.DataType, column: str, positive: str | None, binary: bool
+) -> LabelSpec:
     """infer_label_spec from per-class counts, so a streaming pass can count batch by batch."""
     check_label_type(label_type, column)
     if not values:
@@ -296,8 +320,7 @@ def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.Da
         pos_value = parse_positive(positive, label_type)
         if pos_value not in classes:
             raise DmoError(
-                f"--positive {positive!r} does not occur in label column '{column}' "
-                f"(classes: {classes[:10]})"
+                f"--positive {positive!r} does not occur in label column '{column}' (classes: {classes[:10]})"
             )
     else:
         if len(classes) > 2:
@@ -311,5 +334,9 @@ def label_spec_from_counts(values: list[Any], freq: list[int], label_type: pa.Da
     if n_pos == n_total:
         raise DmoError(f"label column '{column}' has only the positive class; the training data needs negatives too")
     rest = [c for c in classes if c != pos_value]
-    return LabelSpec(column=column, classes=[rest[0] if len(rest) == 1 else f"not {pos_value}", pos_value],
-                     positive=pos_value, counts=[n_total - n_pos, n_pos])
+    return LabelSpec(
+        column=column,
+        classes=[rest[0] if len(rest) == 1 else f"not {pos_value}", pos_value],
+        positive=pos_value,
+        counts=[n_total - n_pos, n_pos],
+    )

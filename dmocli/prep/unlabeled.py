@@ -9,6 +9,7 @@ through train/validation splitting like the features do:
 - "unlabeled_truth": the true class code of each unlabeled row (-1 for
   labeled rows and unknown truths), used for reporting only, never training.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,14 +54,18 @@ def read_unlabeled_truth(path: str | Path, labels: LabelSpec, label_type: pa.Dat
     """
     table = reading.read_table(path)
     if labels.column not in table.schema.names:
-        raise DmoError(f"--unlabeled-truth {path} has no label column '{labels.column}' (name it like DATA's label column)")
+        raise DmoError(
+            f"--unlabeled-truth {path} has no label column '{labels.column}' (name it like DATA's label column)"
+        )
     if pa.types.is_dictionary(label_type):
         label_type = label_type.value_type
     try:
         column = table.column(labels.column).cast(label_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DmoError(f"--unlabeled-truth {path}: label column '{labels.column}' cannot be read as {label_type} "
-                       "like DATA's labels") from exc
+        raise DmoError(
+            f"--unlabeled-truth {path}: label column '{labels.column}' cannot be read as {label_type} "
+            "like DATA's labels"
+        ) from exc
     codes = labels.encode(column)
     unlabeled = y < 0
     truth = np.full(y.size, -1, dtype=np.int64)
@@ -69,6 +74,8 @@ def read_unlabeled_truth(path: str | Path, labels: LabelSpec, label_type: pa.Dat
     elif table.num_rows == int(unlabeled.sum()):
         truth[unlabeled] = codes
     else:
-        raise DmoError(f"--unlabeled-truth {path} has {table.num_rows} rows; give one row per unlabeled row of DATA "
-                       f"({int(unlabeled.sum())}, in DATA's order) or one per row of DATA ({y.size})")
+        raise DmoError(
+            f"--unlabeled-truth {path} has {table.num_rows} rows; give one row per unlabeled row of DATA "
+            f"({int(unlabeled.sum())}, in DATA's order) or one per row of DATA ({y.size})"
+        )
     return truth

@@ -3,6 +3,7 @@
 Modules are imported on first use, so a command that runs one numpy solver
 does not import torch and every other solver (seconds of start-up).
 """
+
 from __future__ import annotations
 
 from importlib import import_module

@@ -4,6 +4,7 @@ Kept apart from the I/O pass (pipelines/subsample.py) and from training (solvers
 so that the streaming pass, the Dask workers and the in-memory `train
 --solver lus` path all use the very same formulas.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +45,9 @@ def check_pilot_classes(y: np.ndarray, classes: list, fix: str) -> None:
     seen = np.bincount(np.asarray(y), minlength=len(classes))
     if (seen == 0).any():
         missing = classes[int(np.argmin(seen))]
-        raise DmoError(f"the pilot sample ({len(y)} rows) holds no row of class {missing!r}, so LUS would drop that "
-                       f"class; {fix}")
+        raise DmoError(
+            f"the pilot sample ({len(y)} rows) holds no row of class {missing!r}, so LUS would drop that class; {fix}"
+        )
 
 
 def case_control_rates(counts: np.ndarray, target: float) -> np.ndarray:

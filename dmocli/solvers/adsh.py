@@ -22,6 +22,7 @@ Edge cases, decided here (the paper's text leaves them open):
   stay as they were.
 Thresholds start at tau_1 for every class (FixMatch for the first epoch).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,8 +33,9 @@ import numpy as np
 from dmocli.solvers.semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
-def adsh_thresholds(confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int,
-                    tau1: float) -> tuple[np.ndarray, float | None]:
+def adsh_thresholds(
+    confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, tau1: float
+) -> tuple[np.ndarray, float | None]:
     """New per-class thresholds and rho (None when the majority class has no predicted rows)."""
     n_classes = previous.size
     confidence = np.asarray(confidence, dtype=np.float64)
@@ -59,12 +61,16 @@ class Adsh(SemiSupervisedSolver):
 
     @dataclass
     class Params(SemiParams):
-        tau1: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"})
+        tau1: float = field(
+            default=0.95,
+            metadata={"min": 0, "max": 1, "help": "threshold of the majority class, sets rho (paper: 0.95..0.99)"},
+        )
 
     def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau1, "tau1", n_classes)
 
-    def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
+    def update_thresholds(
+        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         new, rho = adsh_thresholds(confidence, pseudo, previous, majority, params.tau1)
         return new, {"rho": rho}

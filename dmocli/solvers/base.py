@@ -4,6 +4,7 @@ A solver turns prepared tensors into a network (and optionally its own
 threshold); reading data, preprocessing, threshold adjustment, reports and
 the model file are the pipeline's job, shared by all solvers.
 """
+
 from __future__ import annotations
 
 import abc
@@ -48,7 +49,9 @@ class SplitData:
         mask = self.y >= 0
         if bool(mask.all()):
             return self
-        return SplitData(self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)})
+        return SplitData(
+            self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)}
+        )
 
 
 @dataclass
@@ -121,7 +124,11 @@ class Solver:
             except DmoError as exc:
                 problems.append(str(exc))
                 continue
-            label = f"--param {shown}={values[name]!r}" if isinstance(values[name], str) else f"--param {shown}={values[name]}"
+            label = (
+                f"--param {shown}={values[name]!r}"
+                if isinstance(values[name], str)
+                else f"--param {shown}={values[name]}"
+            )
             problem = check_value(label, values[name], fields[name].metadata)
             if problem is not None:
                 problems.append(problem)
@@ -163,8 +170,15 @@ class StreamingSolver(Solver, abc.ABC):
     problems: ClassVar[tuple[str, ...]] = ("ofbs",)
 
     @abc.abstractmethod
-    def fit_stream(self, batches: Batches, n: int | None, n_features: int, ctx: FitContext, epochs: int = 1,
-                   progress: Progress | None = None) -> StreamFitResult:
+    def fit_stream(
+        self,
+        batches: Batches,
+        n: int | None,
+        n_features: int,
+        ctx: FitContext,
+        epochs: int = 1,
+        progress: Progress | None = None,
+    ) -> StreamFitResult:
         """`epochs` passes over `batches()`; n = labeled rows per pass when known (None: a pipe, read once)."""
 
 

@@ -44,6 +44,7 @@ and mu on the device as whole tensors and updates only the batch's rows,
 with the metric computed on all of s (cheap: no network pass) and an exact
 full pass over the data at each outer iteration for the mu updates.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,7 +97,9 @@ class Settings:
     warm_patience: int
     warm_balanced: bool
     warm_start: str  # bce (the loop below) | wce (the wce solver, with its defaults)
-    warm_monitor: str  # wce warm start: early-stop on the train or the val loss; auto: val when a monitored split is given
+    warm_monitor: (
+        str  # wce warm start: early-stop on the train or the val loss; auto: val when a monitored split is given
+    )
     warm_epochs: int  # wce warm start: most epochs (its patience is warm_patience // 4 epochs)
     init: str  # ta | predictions | random
     outer: int
@@ -124,26 +127,73 @@ def _preset(protocol: str, model: str) -> Settings:
         # The train problem, solved hard (best train objective): the authors' kind of warm start (plain BCE, full batch,
         # early-stopped on the training loss) at 10x their learning rate for 1/10 of their steps, then the
         # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start (wce's exact optimum) is kept.
-        warm = dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}
+        warm = (
+            dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}
+        )
         return replace(_preset("fast", model), selection="train", **warm)
     if protocol == "authors":
-        return Settings(warm_steps=3000, warm_lr=1e-4 if mlp else 1e-3, warm_patience=50, warm_balanced=False, warm_start="bce",
-                        warm_monitor="train", warm_epochs=300,
-                        init="random", outer=50, outer_patience=0, inner_steps=1000, inner_patience=50, inner_tol=0.0, inner_rule="best",
-                        inner_epochs=20, lr=1e-4 if mlp else 1e-3, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
-                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=False, selection="best")
+        return Settings(
+            warm_steps=3000,
+            warm_lr=1e-4 if mlp else 1e-3,
+            warm_patience=50,
+            warm_balanced=False,
+            warm_start="bce",
+            warm_monitor="train",
+            warm_epochs=300,
+            init="random",
+            outer=50,
+            outer_patience=0,
+            inner_steps=1000,
+            inner_patience=50,
+            inner_tol=0.0,
+            inner_rule="best",
+            inner_epochs=20,
+            lr=1e-4 if mlp else 1e-3,
+            lr_s=0.1,
+            mu0=100.0,
+            mu_init=100.0,
+            growth=1.3,
+            lam=1.0,
+            violation_tol=1e-5,
+            reg_weighting="none",
+            bias_projection=False,
+            selection="best",
+        )
     if protocol == "fast":
-        return Settings(warm_steps=1000 if mlp else 150, warm_lr=3e-3 if mlp else 3e-2, warm_patience=40, warm_balanced=True, warm_start="wce",
-                        warm_monitor="auto", warm_epochs=300,
-                        init="ta", outer=5, outer_patience=3, inner_steps=100, inner_patience=15, inner_tol=1e-3, inner_rule="window",
-                        inner_epochs=10, lr=1e-3 if mlp else 1e-2, lr_s=0.1, mu0=100.0, mu_init=100.0, growth=1.3,
-                        lam=1.0, violation_tol=1e-5, reg_weighting="none", bias_projection=True,
-                        selection="best" if mlp else "within-noise")
+        return Settings(
+            warm_steps=1000 if mlp else 150,
+            warm_lr=3e-3 if mlp else 3e-2,
+            warm_patience=40,
+            warm_balanced=True,
+            warm_start="wce",
+            warm_monitor="auto",
+            warm_epochs=300,
+            init="ta",
+            outer=5,
+            outer_patience=3,
+            inner_steps=100,
+            inner_patience=15,
+            inner_tol=1e-3,
+            inner_rule="window",
+            inner_epochs=10,
+            lr=1e-3 if mlp else 1e-2,
+            lr_s=0.1,
+            mu0=100.0,
+            mu_init=100.0,
+            growth=1.3,
+            lam=1.0,
+            violation_tol=1e-5,
+            reg_weighting="none",
+            bias_projection=True,
+            selection="best" if mlp else "within-noise",
+        )
     raise AssertionError(f"unreachable: --param protocol={protocol!r} is checked when parsed")
 
 
-WARM_PARAMS = {"bce": ("warm_steps", "warm_lr", "warm_patience", "warm_balanced"),
-               "wce": ("warm_patience", "warm_monitor", "warm_epochs")}
+WARM_PARAMS = {
+    "bce": ("warm_steps", "warm_lr", "warm_patience", "warm_balanced"),
+    "wce": ("warm_patience", "warm_monitor", "warm_epochs"),
+}
 
 
 def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: str) -> None:
@@ -155,10 +205,15 @@ def _refuse_unused_warm_params(given: dict[str, Any], warm_start: str, model: st
         return
     keys = ", ".join(dict.fromkeys(key.replace("_", "-") for key in unused))
     if model == "linear" and all(key in WARM_PARAMS["wce"] and key not in WARM_PARAMS["bce"] for key in unused):
-        raise DmoError(f"--param {keys} applies to the MLP's wce warm start only; the linear model's wce warm start "
-                       "is the exact optimum and the bce one reads no such parameter: drop it")
-    what = "the linear model's wce warm start (the exact optimum)" if warm_start == "wce" and model == "linear" \
+        raise DmoError(
+            f"--param {keys} applies to the MLP's wce warm start only; the linear model's wce warm start "
+            "is the exact optimum and the bce one reads no such parameter: drop it"
+        )
+    what = (
+        "the linear model's wce warm start (the exact optimum)"
+        if warm_start == "wce" and model == "linear"
         else f"the {warm_start} warm start"
+    )
     other = "bce" if warm_start == "wce" else "wce"
     raise DmoError(f"--param {keys} does not apply to {what}; drop it, or add --param warm-start={other}")
 
@@ -170,36 +225,142 @@ class ERO(InMemorySolver):
 
     @dataclass
     class Params(SolverParams):
-        protocol: str = field(default="fast", metadata={"choices": ("fast", "thorough", "authors"), "help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it"})
-        warm_steps: int | None = field(default=None, metadata={"min": 1, "help": "bce warm start: Adam steps (authors 3000; None = from the preset)"})
+        protocol: str = field(
+            default="fast",
+            metadata={
+                "choices": ("fast", "thorough", "authors"),
+                "help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it",
+            },
+        )
+        warm_steps: int | None = field(
+            default=None,
+            metadata={"min": 1, "help": "bce warm start: Adam steps (authors 3000; None = from the preset)"},
+        )
         warm_lr: float | None = field(default=None, metadata={"positive": True, "help": "warm-start learning rate"})
-        warm_patience: int | None = field(default=None, metadata={"min": 1, "help": "warm-start early-stopping patience (steps)"})
-        warm_balanced: bool | None = field(default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"})
-        warm_start: str | None = field(default=None, metadata={"choices": ("bce", "wce"), "help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)"})
-        warm_monitor: str | None = field(default=None, metadata={"choices": ("train", "val", "auto"), "help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)"})
-        warm_epochs: int | None = field(default=None, metadata={"min": 1, "help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"})
-        init: str | None = field(default=None, metadata={"choices": ("ta", "predictions", "random"), "help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random"})
-        outer: int | None = field(default=None, metadata={"min": 1, "help": "outer (penalty update) iterations (authors 50)"})
-        outer_patience: int | None = field(default=None, metadata={"min": 0, "help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)"})
-        inner_steps: int | None = field(default=None, metadata={"min": 1, "help": "max Adam steps per penalty subproblem, full batch (authors 1000)"})
-        inner_patience: int | None = field(default=None, metadata={"min": 1, "help": "subproblem early-stopping patience in steps (authors 50)"})
-        inner_tol: float | None = field(default=None, metadata={"min": 0, "help": "subproblem stops when F fell by less than this (relative) over the patience window"})
-        inner_rule: str | None = field(default=None, metadata={"choices": ("best", "window"), "help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)"})
-        inner_epochs: int | None = field(default=None, metadata={"min": 1, "help": "max epochs per subproblem in mini-batch mode"})
-        lr: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for the model (authors 1e-3 linear, 1e-4 mlp)"})
-        lr_s: float | None = field(default=None, metadata={"positive": True, "help": "Adam learning rate for s (authors 0.1)"})
+        warm_patience: int | None = field(
+            default=None, metadata={"min": 1, "help": "warm-start early-stopping patience (steps)"}
+        )
+        warm_balanced: bool | None = field(
+            default=None, metadata={"help": "weight the warm-start BCE by inverse class frequency"}
+        )
+        warm_start: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("bce", "wce"),
+                "help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)",
+            },
+        )
+        warm_monitor: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("train", "val", "auto"),
+                "help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)",
+            },
+        )
+        warm_epochs: int | None = field(
+            default=None,
+            metadata={"min": 1, "help": "wce warm start: most epochs (its patience is warm-patience // 4 epochs)"},
+        )
+        init: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("ta", "predictions", "random"),
+                "help": "s start: ta (bias moved to the TA threshold, s = predictions), predictions, random",
+            },
+        )
+        outer: int | None = field(
+            default=None, metadata={"min": 1, "help": "outer (penalty update) iterations (authors 50)"}
+        )
+        outer_patience: int | None = field(
+            default=None,
+            metadata={
+                "min": 0,
+                "help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)",
+            },
+        )
+        inner_steps: int | None = field(
+            default=None,
+            metadata={"min": 1, "help": "max Adam steps per penalty subproblem, full batch (authors 1000)"},
+        )
+        inner_patience: int | None = field(
+            default=None, metadata={"min": 1, "help": "subproblem early-stopping patience in steps (authors 50)"}
+        )
+        inner_tol: float | None = field(
+            default=None,
+            metadata={
+                "min": 0,
+                "help": "subproblem stops when F fell by less than this (relative) over the patience window",
+            },
+        )
+        inner_rule: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("best", "window"),
+                "help": "subproblem stopping: best (no new best for patience steps, authors) or window (fast)",
+            },
+        )
+        inner_epochs: int | None = field(
+            default=None, metadata={"min": 1, "help": "max epochs per subproblem in mini-batch mode"}
+        )
+        lr: float | None = field(
+            default=None,
+            metadata={"positive": True, "help": "Adam learning rate for the model (authors 1e-3 linear, 1e-4 mlp)"},
+        )
+        lr_s: float | None = field(
+            default=None, metadata={"positive": True, "help": "Adam learning rate for s (authors 0.1)"}
+        )
         mu0: float | None = field(default=None, metadata={"min": 0, "help": "initial penalty on the metric constraint"})
         mu_init: float | None = field(default=None, metadata={"min": 0, "help": "initial per-row penalty mu_i"})
         growth: float | None = field(default=None, metadata={"min": 1, "help": "penalty update factor (authors 1.3)"})
-        lam: float | None = field(default=None, metadata={"min": 0, "help": "initial weight of the BCE agreement regularizer (grows by the same factor)"})
-        violation_tol: float | None = field(default=None, metadata={"min": 0, "help": "a row counts as violating when c_i exceeds this"})
-        reg_weighting: str | None = field(default=None, metadata={"choices": ("none", "balanced"), "help": "regularizer row weights: none (authors' code) or balanced (paper)"})
-        bias_projection: bool | None = field(default=None, metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"})
-        selection: str | None = field(default=None, metadata={"choices": ("best", "within-noise", "train"), "help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)"})
-        mode: str = field(default="auto", metadata={"choices": ("auto", "full", "minibatch"), "help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)"})
-        batch_size: int = field(default=0, metadata={"min": 0, "help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"})
-        full_batch_max_activations: float = field(default=5e7, metadata={"positive": True, "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)"})
-        folding: int = field(default=0, metadata={"min": 0, "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection"})
+        lam: float | None = field(
+            default=None,
+            metadata={"min": 0, "help": "initial weight of the BCE agreement regularizer (grows by the same factor)"},
+        )
+        violation_tol: float | None = field(
+            default=None, metadata={"min": 0, "help": "a row counts as violating when c_i exceeds this"}
+        )
+        reg_weighting: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("none", "balanced"),
+                "help": "regularizer row weights: none (authors' code) or balanced (paper)",
+            },
+        )
+        bias_projection: bool | None = field(
+            default=None,
+            metadata={"help": "judge each outer iterate with its bias at the exact train-optimal value (fast: on)"},
+        )
+        selection: str | None = field(
+            default=None,
+            metadata={
+                "choices": ("best", "within-noise", "train"),
+                "help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)",
+            },
+        )
+        mode: str = field(
+            default="auto",
+            metadata={
+                "choices": ("auto", "full", "minibatch"),
+                "help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)",
+            },
+        )
+        batch_size: int = field(
+            default=0, metadata={"min": 0, "help": "rows per step in mini-batch mode (0: n/8 clipped to 256..8192)"}
+        )
+        full_batch_max_activations: float = field(
+            default=5e7,
+            metadata={
+                "positive": True,
+                "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)",
+            },
+        )
+        folding: int = field(
+            default=0,
+            metadata={
+                "min": 0,
+                "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection",
+            },
+        )
         fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
 
     def settings(self, params: ERO.Params, model: str) -> Settings:
@@ -209,8 +370,10 @@ class ERO(InMemorySolver):
         out = replace(base, **given)
         _refuse_unused_warm_params(given, out.warm_start, model)
         if out.selection == "train" and params.folding:
-            raise DmoError("--param selection=train keeps the best iterate on the training rows, so a held-out fold "
-                           "(folding) would go unused: drop folding or use selection=best")
+            raise DmoError(
+                "--param selection=train keeps the best iterate on the training rows, so a held-out fold "
+                "(folding) would go unused: drop folding or use selection=best"
+            )
         return out
 
     def check_params(self, params: ERO.Params, model: str) -> None:
@@ -223,7 +386,9 @@ class ERO(InMemorySolver):
         cfg = self.settings(p, ctx.architecture.kind)
         generator = seed_everything(ctx.seed)
         if ctx.group is not None and p.folding:
-            raise DmoError("--folding holds out a fold of rows spread over every process; under torchrun give --val FILE")
+            raise DmoError(
+                "--folding holds out a fold of rows spread over every process; under torchrun give --val FILE"
+            )
         rows = ctx.group if ctx.group is not None else OneProcess()
         train, monitor, monitor_name = _monitor_split(train, val, p.folding, p.fold, ctx.seed)
         positive = train.y == 1
@@ -232,21 +397,41 @@ class ERO(InMemorySolver):
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
         per_process = rows.largest_share(n)
-        activations = per_process * (train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear)))
-        full = p.mode == "full" or (p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations))
-        batch = per_process if full else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
+        activations = per_process * (
+            train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear))
+        )
+        full = p.mode == "full" or (
+            p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations)
+        )
+        batch = (
+            per_process
+            if full
+            else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
+        )
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
-            wce_params = (wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs)  # epochs; wce's defaults 20, 300
-                          if ctx.architecture.kind != "linear" else wce.Params())  # linear: the exact optimum
+            wce_params = (
+                wce.Params(
+                    patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs
+                )  # epochs; wce's defaults 20, 300
+                if ctx.architecture.kind != "linear"
+                else wce.Params()
+            )  # linear: the exact optimum
             if cfg.warm_monitor == "val" and monitor is train:
-                raise DmoError("--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
-                               "--val-frac or --folding, or drop it")
+                raise DmoError(
+                    "--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
+                    "--val-frac or --folding, or drop it"
+                )
             on_val = cfg.warm_monitor == "val" or (cfg.warm_monitor == "auto" and monitor is not train)
             fitted = wce.fit(train, monitor if on_val else None, replace(ctx, params=wce_params))
-            network, warm = fitted.network, fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
-            warm_monitor = fitted.trace.get("monitored_split")  # adam's early-stopping split; lbfgs (the exact optimum): none
+            network, warm = (
+                fitted.network,
+                fitted.trace.get("epochs", fitted.trace.get("iterations", 0)),
+            )  # adam | lbfgs
+            warm_monitor = fitted.trace.get(
+                "monitored_split"
+            )  # adam's early-stopping split; lbfgs (the exact optimum): none
         else:
             warm_monitor = "train"
             warm = _warm_start(network, train, cfg, batch, generator, rows)
@@ -256,8 +441,11 @@ class ERO(InMemorySolver):
 
         # Per-row class weights of the penalty (rare class weighs more) and of the regularizer.
         w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
-        rw = (torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
-              if cfg.reg_weighting == "balanced" else torch.ones_like(w))
+        rw = (
+            torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
+            if cfg.reg_weighting == "balanced"
+            else torch.ones_like(w)
+        )
         mu = torch.full((train.n,), cfg.mu_init, device=ctx.device)  # this process's rows
         mu0, lam = cfg.mu0, cfg.lam
         s_adam = RowAdam(train.n, ctx.device)
@@ -270,7 +458,9 @@ class ERO(InMemorySolver):
         for outer in range(1, cfg.outer + 1):
             outer_started = time.perf_counter()
             weights = (mu * w, lam * rw)
-            steps = _inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos)
+            steps = _inner_solve(
+                network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos
+            )
             steps_total += steps
             rows.broadcast_parameters(network)
             # Exact full pass: violations, metric constraint on s, then the outer update rule.
@@ -292,11 +482,21 @@ class ERO(InMemorySolver):
                 train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
                 monitored = _evaluate(network, monitor, train, problem, ctx.group)
                 improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
-            history.append({"outer": outer, "steps": steps, "seconds": time.perf_counter() - outer_started,
-                            "n_violating": n_violating, "max_violation": max_violation,
-                            "metric_gap_on_s": gap_value, "objective_on_s": float(objective),
-                            "train_objective": train_eval.objective, "train_feasible": train_eval.feasible,
-                            f"{monitor_name}_objective": monitored.objective, f"{monitor_name}_feasible": monitored.feasible})
+            history.append(
+                {
+                    "outer": outer,
+                    "steps": steps,
+                    "seconds": time.perf_counter() - outer_started,
+                    "n_violating": n_violating,
+                    "max_violation": max_violation,
+                    "metric_gap_on_s": gap_value,
+                    "objective_on_s": float(objective),
+                    "train_objective": train_eval.objective,
+                    "train_feasible": train_eval.feasible,
+                    f"{monitor_name}_objective": monitored.objective,
+                    f"{monitor_name}_feasible": monitored.feasible,
+                }
+            )
             stale = 0 if improved else stale + 1
             train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
             if cfg.outer_patience and (train_feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
@@ -306,26 +506,43 @@ class ERO(InMemorySolver):
         final = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
         mu_all = rows.gather_rows(mu)
         trace = {
-            "protocol": p.protocol, "settings": vars(cfg), "mode": "full" if full else "minibatch", "batch_size": batch,
+            "protocol": p.protocol,
+            "settings": vars(cfg),
+            "mode": "full" if full else "minibatch",
+            "batch_size": batch,
             "processes": rows.world_size,  # under torchrun batch_size is each process's: a step takes that many from each
-            "monitored_split": monitor_name, "selected_on": "train" if cfg.selection == "train" else monitor_name, "warm_start_steps": warm, "warm_start_train_objective": warm_train.objective,
+            "monitored_split": monitor_name,
+            "selected_on": "train" if cfg.selection == "train" else monitor_name,
+            "warm_start_steps": warm,
+            "warm_start_train_objective": warm_train.objective,
             "warm_start_monitor": warm_monitor,
             "outer_iterations": len(history),
-            "inner_steps_total": steps_total, "selected_outer": best.best_step,
+            "inner_steps_total": steps_total,
+            "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
-            "final_constraint_violations": {"n_rows_violating": history[-1]["n_violating"] if history else None,
-                                             "max_row_violation": history[-1]["max_violation"] if history else None,
-                                             "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None},
-            "penalty_parameters": {"mu0": mu0, "lam": lam, "mu_min": float(mu_all.min()),
-                                   "mu_median": float(mu_all.median()), "mu_max": float(mu_all.max())},
+            "final_constraint_violations": {
+                "n_rows_violating": history[-1]["n_violating"] if history else None,
+                "max_row_violation": history[-1]["max_violation"] if history else None,
+                "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None,
+            },
+            "penalty_parameters": {
+                "mu0": mu0,
+                "lam": lam,
+                "mu_min": float(mu_all.min()),
+                "mu_median": float(mu_all.median()),
+                "mu_max": float(mu_all.max()),
+            },
             "train_before_ta": final.to_dict(),
-            "warm_start_seconds": warm_seconds, "seconds": time.perf_counter() - started,
+            "warm_start_seconds": warm_seconds,
+            "seconds": time.perf_counter() - started,
             "history": history,
         }
         return FitResult(network=network, threshold=0.0, trace=trace)
 
 
-def _evaluate(network: torch.nn.Module, split: SplitData, train: SplitData, problem, group: ProcessGroup | None) -> Evaluation:
+def _evaluate(
+    network: torch.nn.Module, split: SplitData, train: SplitData, problem, group: ProcessGroup | None
+) -> Evaluation:
     """evaluate_decision on the monitored split: summed over the processes when it is the (sharded) training
     split; --val is whole on every process, and rank 0's counts are taken."""
     return evaluate_decision(network, split.X, split.y, problem, group=group, sharded=split is train)
@@ -338,7 +555,12 @@ def _judged(cfg: Settings, monitored: Evaluation, train_eval: Evaluation) -> Eva
 
 def _unbeatable(cfg: Settings, best: BestIterate) -> bool:
     """selection=train: the kept iterate is train-feasible at objective 1, which no later iterate can exceed."""
-    return cfg.selection == "train" and best.best is not None and best.best.feasible is not False and best.best.objective >= 1.0
+    return (
+        cfg.selection == "train"
+        and best.best is not None
+        and best.best.feasible is not False
+        and best.best.objective >= 1.0
+    )
 
 
 def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Evaluation) -> bool:
@@ -373,9 +595,19 @@ class RowAdam:
         s[rows] = (s[rows] - lr * m_hat / (v_hat.sqrt() + self.eps)).clamp_(0.0, 1.0)
 
 
-def penalty_value(logits: torch.Tensor, s_rows: torch.Tensor, positive_rows: torch.Tensor, totals: tuple[torch.Tensor, torch.Tensor],
-                  scale: float, problem, n_pos: int, row_penalty: torch.Tensor, row_reg: torch.Tensor, mu0: float,
-                  batch_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def penalty_value(
+    logits: torch.Tensor,
+    s_rows: torch.Tensor,
+    positive_rows: torch.Tensor,
+    totals: tuple[torch.Tensor, torch.Tensor],
+    scale: float,
+    problem,
+    n_pos: int,
+    row_penalty: torch.Tensor,
+    row_reg: torch.Tensor,
+    mu0: float,
+    batch_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The exact penalty function F on a batch of rows (all rows in full-batch mode), and its per-row part.
 
     The metric uses the totals over all of s, with the batch rows' share made
@@ -402,9 +634,21 @@ def penalty_value(logits: torch.Tensor, s_rows: torch.Tensor, positive_rows: tor
     return loss, (penalty_part + regularizer_part).detach()
 
 
-def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, train: SplitData, problem,
-                 weights: tuple[torch.Tensor, torch.Tensor], mu0: float, cfg: Settings, batch: int,
-                 generator: torch.Generator, rows: ProcessGroup | OneProcess, n: int, n_pos: int) -> int:
+def _inner_solve(
+    network: torch.nn.Module,
+    s: torch.Tensor,
+    s_adam: RowAdam,
+    train: SplitData,
+    problem,
+    weights: tuple[torch.Tensor, torch.Tensor],
+    mu0: float,
+    cfg: Settings,
+    batch: int,
+    generator: torch.Generator,
+    rows: ProcessGroup | OneProcess,
+    n: int,
+    n_pos: int,
+) -> int:
     """Adam over (theta, s) on the penalty function for fixed penalties; returns the steps taken.
 
     Under torchrun each process steps on a batch of its own rows (its s rows stay its own); the soft counts,
@@ -433,13 +677,25 @@ def _inner_solve(network: torch.nn.Module, s: torch.Tensor, s_adam: RowAdam, tra
         s_rows = s[index].detach().requires_grad_(True)
         with torch.no_grad():
             tp, fp = soft_counts(s, positive)  # float64 on the wire: a batch's row count stays exact past 2^24
-            summed = rows.sum(torch.stack([tp.double(), fp.double(), tp.new_tensor(s_rows.numel(), dtype=torch.float64)]))
+            summed = rows.sum(
+                torch.stack([tp.double(), fp.double(), tp.new_tensor(s_rows.numel(), dtype=torch.float64)])
+            )
             tp, fp, batch_rows = summed[0].to(s.dtype), summed[1].to(s.dtype), float(summed[2])
         optimizer.zero_grad(set_to_none=True)
         logits = network(train.X[index]).squeeze(-1)
-        loss, row_part = penalty_value(logits, s_rows, positive[index], (tp, fp), n / batch_rows, problem, n_pos,
-                                       weights[0][index], weights[1][index], mu0,
-                                       batch_rows=batch_rows if rows.world_size > 1 else None)
+        loss, row_part = penalty_value(
+            logits,
+            s_rows,
+            positive[index],
+            (tp, fp),
+            n / batch_rows,
+            problem,
+            n_pos,
+            weights[0][index],
+            weights[1][index],
+            mu0,
+            batch_rows=batch_rows if rows.world_size > 1 else None,
+        )
         loss.backward()
         rows.sum_gradients(network.parameters())
         optimizer.step()
@@ -467,12 +723,20 @@ def _converged(checks: list[float], patience: int, tol: float, rule: str) -> boo
     kink of the l1 penalty), where `best` stops before any progress.
     """
     if rule == "best":
-        return len(checks) > patience and min(checks[-patience:]) >= min(checks[:-patience]) - 1e-6 * max(1.0, abs(min(checks)))
+        return len(checks) > patience and min(checks[-patience:]) >= min(checks[:-patience]) - 1e-6 * max(
+            1.0, abs(min(checks))
+        )
     return len(checks) > 2 * patience and checks[-1 - patience] - checks[-1] < tol * max(1.0, abs(checks[-1]))
 
 
-def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch: int, generator: torch.Generator,
-                rows: ProcessGroup | OneProcess | None = None) -> int:
+def _warm_start(
+    network: torch.nn.Module,
+    train: SplitData,
+    cfg: Settings,
+    batch: int,
+    generator: torch.Generator,
+    rows: ProcessGroup | OneProcess | None = None,
+) -> int:
     """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken.
     Under torchrun (`rows`) the processes' gradients and losses are averaged at every step, as DDP does."""
     if cfg.warm_steps <= 0:
@@ -484,7 +748,9 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     optimizer = adam(network.parameters(), lr=cfg.warm_lr)
     # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
     per_check = math.ceil(rows.largest_share(n) / batch)
-    stopper = EarlyStopping(network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience)
+    stopper = EarlyStopping(
+        network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience
+    )
     rows_iter = endless_minibatches(train.n, batch, generator, train.X.device)
     network.train()
     steps, since_check = 0, 0
@@ -492,8 +758,12 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
     for steps in range(1, cfg.warm_steps + 1):
         picked = next(rows_iter)
         optimizer.zero_grad(set_to_none=True)
-        loss = F.binary_cross_entropy_with_logits(network(train.X[picked]).squeeze(-1), y[picked],
-                                                  weight=None if weight is None else weight[picked]) / rows.world_size
+        loss = (
+            F.binary_cross_entropy_with_logits(
+                network(train.X[picked]).squeeze(-1), y[picked], weight=None if weight is None else weight[picked]
+            )
+            / rows.world_size
+        )
         loss.backward()
         rows.sum_gradients(network.parameters())
         optimizer.step()
@@ -513,13 +783,19 @@ def _warm_start(network: torch.nn.Module, train: SplitData, cfg: Settings, batch
 
 
 @torch.no_grad()
-def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, generator: torch.Generator,
-               rows: ProcessGroup | OneProcess) -> torch.Tensor:
+def _initial_s(
+    network: torch.nn.Module,
+    train: SplitData,
+    problem,
+    init: str,
+    generator: torch.Generator,
+    rows: ProcessGroup | OneProcess,
+) -> torch.Tensor:
     """s at the start of the penalty phase (see the module docstring for `ta`)."""
     if init == "random":  # one draw for every process's rows, this process's slice: as one process would draw
         shares = rows.gather_rows(torch.tensor([train.n])).tolist()
-        start = sum(shares[:rows.rank])
-        return torch.rand(sum(shares), generator=generator)[start:start + train.n].to(train.X.device)
+        start = sum(shares[: rows.rank])
+        return torch.rand(sum(shares), generator=generator)[start : start + train.n].to(train.X.device)
     logits = logits_of(network, train.X).float()
     if init == "ta":
         point = _train_search(logits, train.y, problem, rows)
@@ -530,8 +806,14 @@ def _initial_s(network: torch.nn.Module, train: SplitData, problem, init: str, g
 
 
 @contextmanager
-def _bias_projected(network: torch.nn.Module, logits: torch.Tensor, y: torch.Tensor, problem, enabled: bool,
-                    rows: ProcessGroup | OneProcess) -> Iterator[None]:
+def _bias_projected(
+    network: torch.nn.Module,
+    logits: torch.Tensor,
+    y: torch.Tensor,
+    problem,
+    enabled: bool,
+    rows: ProcessGroup | OneProcess,
+) -> Iterator[None]:
     """Temporarily move the output bias to the exact best train threshold of the current scores.
 
     The penalty iterations continue from the unmoved model; only the iterate
@@ -564,7 +846,9 @@ def _output_layer(network: torch.nn.Module) -> torch.nn.Linear:
     return [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
 
 
-def _monitor_split(train: SplitData, val: SplitData | None, folding: int, fold: int, seed: int) -> tuple[SplitData, SplitData, str]:
+def _monitor_split(
+    train: SplitData, val: SplitData | None, folding: int, fold: int, seed: int
+) -> tuple[SplitData, SplitData, str]:
     """(rows to train on, rows to select the iterate on, their name)."""
     if val is not None and val.n > 0:
         return train, val, "val"
@@ -575,11 +859,16 @@ def _monitor_split(train: SplitData, val: SplitData | None, folding: int, fold: 
         smaller = min(positives, int((train.y == 0).sum()))
         if folding > smaller:  # as scikit-learn's StratifiedKFold: every fold gets a row of each class
             fix = f"use --folding {smaller} or fewer, or --val FILE" if smaller >= 2 else "use --val FILE"
-            raise DmoError(f"--folding {folding} is more folds than the {smaller} training rows of the smaller "
-                           f"class (each fold needs a row of each class); {fix}")
+            raise DmoError(
+                f"--folding {folding} is more folds than the {smaller} training rows of the smaller "
+                f"class (each fold needs a row of each class); {fix}"
+            )
         held = _fold_mask(train.y.cpu(), folding, fold, seed).to(train.X.device)
-        return (SplitData(train.X[~held], train.y[~held]), SplitData(train.X[held], train.y[held]),
-                f"fold{fold}of{folding}")
+        return (
+            SplitData(train.X[~held], train.y[~held]),
+            SplitData(train.X[held], train.y[held]),
+            f"fold{fold}of{folding}",
+        )
     return train, train, "train"
 
 

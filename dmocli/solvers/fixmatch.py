@@ -4,6 +4,7 @@ Pseudo-labels of unlabeled rows whose weak-view confidence reaches tau
 (default 0.95, the paper's setting) train the strong view; see semisup.py
 for the loop and views.py for the feature-space augmentations.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,11 +21,15 @@ class FixMatch(SemiSupervisedSolver):
 
     @dataclass
     class Params(SemiParams):
-        tau: float = field(default=0.95, metadata={"min": 0, "max": 1, "help": "confidence threshold for every class (1.0: no pseudo-labels)"})
+        tau: float = field(
+            default=0.95,
+            metadata={"min": 0, "max": 1, "help": "confidence threshold for every class (1.0: no pseudo-labels)"},
+        )
 
     def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         return constant_thresholds(params.tau, "tau", n_classes)
 
-    def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
+    def update_thresholds(
+        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         return previous, {}

@@ -7,6 +7,7 @@ As the paper stresses, this finds a feasible point only when lambda gets
 near the optimal multiplier, which is why every model still goes through
 threshold adjustment. OFBS has no constraint: plain smoothed F-beta ascent.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ class Lagrangian(InMemorySolver):
     @dataclass
     class Params(LoopSettings):
         temperature: float = field(default=1.0, metadata={"positive": True, "help": "q = sigmoid(logit / temperature)"})
-        lr_multiplier: float = field(default=0.05, metadata={"positive": True, "help": "gradient-ascent step for the multiplier"})
+        lr_multiplier: float = field(
+            default=0.05, metadata={"positive": True, "help": "gradient-ascent step for the multiplier"}
+        )
         multiplier_init: float = field(default=0.0, metadata={"min": 0, "help": "initial Lagrange multiplier"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:

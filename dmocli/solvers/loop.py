@@ -1,4 +1,5 @@
 """Small training-loop pieces shared by the gradient-based solvers."""
+
 from __future__ import annotations
 
 import copy
@@ -41,7 +42,9 @@ def minibatches(n: int, batch_size: int, generator: torch.Generator, device: tor
             return
 
 
-def endless_minibatches(n: int, batch_size: int, generator: torch.Generator, device: torch.device) -> Iterator[torch.Tensor]:
+def endless_minibatches(
+    n: int, batch_size: int, generator: torch.Generator, device: torch.device
+) -> Iterator[torch.Tensor]:
     """minibatches, epoch after epoch: a loop counting steps, not epochs, takes as many on every process of a
     torchrun group whatever the size of each process's share."""
     while True:
@@ -51,8 +54,10 @@ def endless_minibatches(n: int, batch_size: int, generator: torch.Generator, dev
 def refuse_single_row_batches(network: torch.nn.Module, batch_size: int) -> None:
     """BatchNorm cannot train on one row (torch raises mid-fit): refuse --param batch-size=1 up front."""
     if batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in network.modules()):
-        raise DmoError("--param batch-size=1 cannot train the MLP: its BatchNorm layers need at least 2 rows per "
-                       "batch; use 2 or more")
+        raise DmoError(
+            "--param batch-size=1 cannot train the MLP: its BatchNorm layers need at least 2 rows per "
+            "batch; use 2 or more"
+        )
 
 
 def refresh_batchnorm(network: torch.nn.Module, X: torch.Tensor, chunk_rows: int = 65536) -> None:
@@ -65,7 +70,7 @@ def refresh_batchnorm(network: torch.nn.Module, X: torch.Tensor, chunk_rows: int
 
     was_training = network.training
     with torch.no_grad():
-        update_bn([X[start:start + chunk_rows] for start in range(0, X.shape[0], chunk_rows)], network)
+        update_bn([X[start : start + chunk_rows] for start in range(0, X.shape[0], chunk_rows)], network)
     network.train(was_training)
 
 
@@ -102,8 +107,14 @@ def lbfgs_dtype(X: torch.Tensor, group: ProcessGroup | None = None) -> torch.dty
     return torch.float64 if X.device.type == "cpu" and values <= FLOAT64_MAX_VALUES else torch.float32
 
 
-def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
-                     l2: float, max_iter: int, group: ProcessGroup | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+def fit_linear_lbfgs(
+    network: torch.nn.Sequential,
+    X: torch.Tensor,
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    l2: float,
+    max_iter: int,
+    group: ProcessGroup | None = None,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Minimize loss_of(network(X)) + l2/2 ||W||^2 for a linear network by full-batch L-BFGS, to convergence.
 
     The loss of a linear model under (weighted) cross-entropy is convex, so a quasi-Newton method reaches its
@@ -123,8 +134,15 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
         torch.nn.init.zeros_(tensor)
     Xd = X.to(dtype)
     weight = network[0].weight
-    optimizer = torch.optim.LBFGS(network.parameters(), lr=1.0, max_iter=max_iter, history_size=20,
-                                  tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        network.parameters(),
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=20,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        line_search_fn="strong_wolfe",
+    )
 
     def data_loss(loss: torch.Tensor) -> torch.Tensor:
         return loss.detach() if group is None else group.sum(loss)
@@ -145,5 +163,10 @@ def fit_linear_lbfgs(network: torch.nn.Sequential, X: torch.Tensor, loss_of: Cal
     with torch.no_grad():
         final = float(data_loss(loss_of(network(Xd))) + 0.5 * l2 * (weight * weight).sum())
     state = optimizer.state[weight]
-    return network.float().eval(), {"optimizer": "lbfgs", "iterations": int(state.get("n_iter", 0)),
-                                    "objective": final, "l2": l2, "dtype": str(dtype).replace("torch.", "")}
+    return network.float().eval(), {
+        "optimizer": "lbfgs",
+        "iterations": int(state.get("n_iter", 0)),
+        "objective": final,
+        "l2": l2,
+        "dtype": str(dtype).replace("torch.", ""),
+    }

@@ -12,6 +12,7 @@ The linear model is fitted to convergence by full-batch L-BFGS (float64 on
 CPU), so it is the maximum likelihood estimate the paper's variance claims
 are about; the MLP uses Adam mini-batches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,7 +54,9 @@ from dmocli.solvers.loop import (
 class LogisticParams(SolverParams):
     """How to fit an offset-corrected logistic model (shared by the solver, the pilot and the bench)."""
 
-    l2: float = field(default=1e-5, metadata={"min": 0, "help": "L2 penalty on the weights (keeps separable data finite)"})
+    l2: float = field(
+        default=1e-5, metadata={"min": 0, "help": "L2 penalty on the weights (keeps separable data finite)"}
+    )
     max_iter: int = field(default=500, metadata={"min": 1, "help": "L-BFGS iterations (linear model)"})
     lr: float = field(default=3e-3, metadata={"positive": True, "help": "Adam learning rate (mlp)"})
     batch_size: int = field(default=1024, metadata={"min": 1, "help": "rows per mini-batch (mlp)"})
@@ -69,8 +72,14 @@ def offset_nll(logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | No
     return F.cross_entropy(logits, y)
 
 
-def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None, arch: Architecture,
-                        seed: int, params: LogisticParams) -> tuple[torch.nn.Module, dict[str, Any]]:
+def fit_offset_logistic(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    offsets: torch.Tensor | None,
+    arch: Architecture,
+    seed: int,
+    params: LogisticParams,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Fit `arch` by maximum likelihood with training-only offsets; returns a float32 network and a trace."""
     generator = seed_everything(seed)
     network = build_network(arch).to(X.device)
@@ -80,8 +89,14 @@ def fit_offset_logistic(X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor 
     return _fit_adam(network, X, y, offsets, params, generator)
 
 
-def _fit_adam(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
-              params: LogisticParams, generator: torch.Generator) -> tuple[torch.nn.Module, dict[str, Any]]:
+def _fit_adam(
+    network: torch.nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    offsets: torch.Tensor | None,
+    params: LogisticParams,
+    generator: torch.Generator,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     refuse_single_row_batches(network, params.batch_size)
     optimizer = adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
     stopper = EarlyStopping(network, patience=params.patience)
@@ -120,12 +135,25 @@ class LocalUncertaintySampling(InMemorySolver):
 
     @dataclass
     class Params(LogisticParams):
-        gamma: float = field(default=0.0, metadata={
-            "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"})
-        pilot_frac: float = field(default=0.1, metadata={"positive": True, "below": 1, "help": "uniform fraction of rows for the pilot (with --gamma)"})
-        pilot_model: str = field(default="linear", metadata={"choices": ("linear", "mlp"), "help": "pilot network: linear or mlp"})
-        keep_pilot: bool = field(default=True, metadata={
-            "help": "fit on the pilot's rows too (offset 0); false: the accepted rows only, the paper's setting"})
+        gamma: float = field(
+            default=0.0,
+            metadata={
+                "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"
+            },
+        )
+        pilot_frac: float = field(
+            default=0.1,
+            metadata={"positive": True, "below": 1, "help": "uniform fraction of rows for the pilot (with --gamma)"},
+        )
+        pilot_model: str = field(
+            default="linear", metadata={"choices": ("linear", "mlp"), "help": "pilot network: linear or mlp"}
+        )
+        keep_pilot: bool = field(
+            default=True,
+            metadata={
+                "help": "fit on the pilot's rows too (offset 0); false: the accepted rows only, the paper's setting"
+            },
+        )
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -136,11 +164,12 @@ class LocalUncertaintySampling(InMemorySolver):
             if p.gamma:
                 raise DmoError("DATA is already a subsample (it has log_accept_* columns); drop --gamma to fit on it")
             if not p.keep_pilot:
-                raise DmoError("--param keep-pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
-                               "in it unless it was written with `dmo subsample --no-keep-pilot`)")
+                raise DmoError(
+                    "--param keep-pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
+                    "in it unless it was written with `dmo subsample --no-keep-pilot`)"
+                )
             network, trace = fit_offset_logistic(train.X, train.y, offsets, arch, ctx.seed, p)
-            return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n},
-                             own_threshold)
+            return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n}, own_threshold)
         if not p.gamma:
             raise DmoError("--solver lus needs --gamma G (>= 1), or a DATA file written by `dmo subsample`")
         gamma = check_gamma(p.gamma)
@@ -160,16 +189,26 @@ class LocalUncertaintySampling(InMemorySolver):
         in_pilot = rng.random(n) < p.pilot_frac
         draws = rng.random(n)
         if in_pilot.sum() < 2 or in_pilot.all():
-            raise DmoError(f"--param pilot-frac={p.pilot_frac:g} leaves no rows for the pilot or for the subsample "
-                           f"({n} rows); change it or use more data")
+            raise DmoError(
+                f"--param pilot-frac={p.pilot_frac:g} leaves no rows for the pilot or for the subsample "
+                f"({n} rows); change it or use more data"
+            )
         n_classes = max(2, ctx.architecture.n_outputs)
-        pilot_arch = Architecture(p.pilot_model, ctx.architecture.n_inputs, n_classes,
-                                  width=ctx.architecture.width, depth=ctx.architecture.depth)
+        pilot_arch = Architecture(
+            p.pilot_model,
+            ctx.architecture.n_inputs,
+            n_classes,
+            width=ctx.architecture.width,
+            depth=ctx.architecture.depth,
+        )
         pilot_rows = torch.as_tensor(np.flatnonzero(in_pilot), device=train.X.device)
         names = ctx.class_names or list(range(n_classes))
-        check_pilot_classes(train.y[pilot_rows].cpu().numpy(), names,
-                            "raise --param pilot-frac until every class is in it, or subsample with "
-                            "`dmo subsample --method case-control`")
+        check_pilot_classes(
+            train.y[pilot_rows].cpu().numpy(),
+            names,
+            "raise --param pilot-frac until every class is in it, or subsample with "
+            "`dmo subsample --method case-control`",
+        )
         pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
         rest = np.flatnonzero(~in_pilot)
         rest_t = torch.as_tensor(rest, device=train.X.device)
@@ -186,9 +225,13 @@ class LocalUncertaintySampling(InMemorySolver):
         kept = torch.as_tensor(rows, device=train.X.device)
         offsets = torch.as_tensor(log_a, dtype=torch.float32, device=train.X.device)
         info = {
-            "gamma": gamma, "rows": n, "pilot_rows": int(in_pilot.sum()), "kept_rows": int(keep.sum()),
+            "gamma": gamma,
+            "rows": n,
+            "pilot_rows": int(in_pilot.sum()),
+            "kept_rows": int(keep.sum()),
             "pilot_rows_in_fit": int(in_pilot.sum()) if p.keep_pilot else 0,
-            "expected_fraction": float(a_y.sum() / n), "realized_fraction": float(keep.sum() / n),
+            "expected_fraction": float(a_y.sum() / n),
+            "realized_fraction": float(keep.sum() / n),
             "fraction_used": float((in_pilot.sum() + keep.sum()) / n),
             "pilot_accuracy": float((proba.argmax(axis=1) == y_rest).mean()),
         }

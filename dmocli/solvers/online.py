@@ -21,6 +21,7 @@ its own prediction; with batch-size 1 it is the paper's per-row algorithm.
 The streaming pipeline (dmocli/pipelines/streaming.py) feeds these solvers; they never
 see the whole data.
 """
+
 from __future__ import annotations
 
 import abc
@@ -212,9 +213,18 @@ class OnlineScore:
     def to_dict(self) -> dict[str, Any]:
         n_pos = self.tp + self.fn
         predicted = self.tp + self.fp
-        return {"n": self.n, "n_pos": n_pos, "tp": self.tp, "fp": self.fp, "tn": self.tn, "fn": self.fn,
-                "precision": self.tp / predicted if predicted else 0.0, "recall": self.tp / n_pos if n_pos else 0.0,
-                "f_beta": self.f_beta, "beta": math.sqrt(self.b2)}
+        return {
+            "n": self.n,
+            "n_pos": n_pos,
+            "tp": self.tp,
+            "fp": self.fp,
+            "tn": self.tn,
+            "fn": self.fn,
+            "precision": self.tp / predicted if predicted else 0.0,
+            "recall": self.tp / n_pos if n_pos else 0.0,
+            "f_beta": self.f_beta,
+            "beta": math.sqrt(self.b2),
+        }
 
 
 class OnlineSolver(StreamingSolver):
@@ -223,19 +233,43 @@ class OnlineSolver(StreamingSolver):
 
     @dataclass
     class Params(SolverParams):
-        lr: float = field(default=2.0, metadata={"positive": True, "help": "SGD step of the logistic model at row t is lr/sqrt(t) (the paper's initial step)"})
-        batch_size: int = field(default=256, metadata={"min": 1, "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it (1 = the per-row algorithm)"})
+        lr: float = field(
+            default=2.0,
+            metadata={
+                "positive": True,
+                "help": "SGD step of the logistic model at row t is lr/sqrt(t) (the paper's initial step)",
+            },
+        )
+        batch_size: int = field(
+            default=256,
+            metadata={
+                "min": 1,
+                "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it (1 = the per-row algorithm)",
+            },
+        )
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})
-        stats_rows: int = field(default=262_144, metadata={"min": 0, 
-            "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
-                    "(0: every row, an extra full pass; CSV and string columns always use every row)"})
+        stats_rows: int = field(
+            default=262_144,
+            metadata={
+                "min": 0,
+                "help": "standardization statistics from evenly spaced parquet row groups of about this many rows "
+                "(0: every row, an extra full pass; CSV and string columns always use every row)",
+            },
+        )
 
     @abc.abstractmethod
     def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> "ThresholdRule":
         """How predictions are made from the posterior while the stream is read, and the threshold kept."""
 
-    def fit_stream(self, batches: Batches, n: int | None, n_features: int, ctx: FitContext, epochs: int = 1,
-                   progress: Progress | None = None) -> StreamFitResult:
+    def fit_stream(
+        self,
+        batches: Batches,
+        n: int | None,
+        n_features: int,
+        ctx: FitContext,
+        epochs: int = 1,
+        progress: Progress | None = None,
+    ) -> StreamFitResult:
         """`epochs` passes over `batches()`; n = rows per pass when known (None: unknown, doubling scheme)."""
         p = ctx.params
         beta = ctx.problem.beta
@@ -262,14 +296,21 @@ class OnlineSolver(StreamingSolver):
             rows_before += score.n
         w, b = learner.weights()
         theta = float(np.clip(rule.final, PROBABILITY_FLOOR, 1 - PROBABILITY_FLOOR))
-        online = {**passes[0], "passes": passes, "final_threshold_probability": theta,
-                  "curve": {"rows": curve_rows, "f_beta": curve_f}}
+        online = {
+            **passes[0],
+            "passes": passes,
+            "final_threshold_probability": theta,
+            "curve": {"rows": curve_rows, "f_beta": curve_f},
+        }
         trace = {"epochs": epochs, "rows": rows_before, "sgd_steps": learner.steps, **rule.trace()}
-        return StreamFitResult(weights=linear_state(w, b), threshold=math.log(theta / (1 - theta)), trace=trace, online=online)
+        return StreamFitResult(
+            weights=linear_state(w, b), threshold=math.log(theta / (1 - theta)), trace=trace, online=online
+        )
 
 
-def _whole_batches(batches: Iterable[tuple[np.ndarray, np.ndarray]],
-                   learner: OnlineLogistic) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _whole_batches(
+    batches: Iterable[tuple[np.ndarray, np.ndarray]], learner: OnlineLogistic
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Re-cut the stream at the learner's mini-batch boundaries (the rest waits for the next chunk): the
     model depends on the row sequence only, not on how the file happens to be split (row groups, CSV
     blocks, several files). Lazy: each cut is computed after the learner has processed the piece before."""
@@ -316,8 +357,13 @@ class FofoRule(ThresholdRule):
 
     def trace(self) -> dict[str, Any]:
         s = self.learner.schedule
-        return {"stages": s.stages, "stage_rows": s.stage_rows, "doubling": self.learner.doubling,
-                "schedule_restarts": self.learner.restarts, "recurrence_iterations": self.learner.iterations}
+        return {
+            "stages": s.stages,
+            "stage_rows": s.stage_rows,
+            "doubling": self.learner.doubling,
+            "schedule_restarts": self.learner.restarts,
+            "recurrence_iterations": self.learner.iterations,
+        }
 
 
 class OfoRule(ThresholdRule):
@@ -356,8 +402,13 @@ class Fofo(OnlineSolver):
 
     @dataclass
     class Params(OnlineSolver.Params):
-        horizon: str = field(default="auto", metadata={"choices": ("auto", "doubling"),
-            "help": "auto: stage schedule from the row count; doubling: doubling scheme as if n were unknown"})
+        horizon: str = field(
+            default="auto",
+            metadata={
+                "choices": ("auto", "doubling"),
+                "help": "auto: stage schedule from the row count; doubling: doubling scheme as if n were unknown",
+            },
+        )
 
     def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> ThresholdRule:
         return FofoRule(beta, n if params.horizon == "auto" else None)

@@ -19,6 +19,7 @@ solved over a whole chunk of rows with numpy, exactly:
 Both return exactly what the per-row loop would (FOFO to ~1e-12, OFO bit for
 bit); tests/test_online_threshold.py checks them against such a loop.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,14 +43,16 @@ def affine_scan(a: np.ndarray, c: np.ndarray, x0: float) -> np.ndarray:
     return A * x0 + C
 
 
-def fofo_step(theta: np.ndarray, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float,
-              lo: float, hi: float) -> np.ndarray:
+def fofo_step(
+    theta: np.ndarray, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
+) -> np.ndarray:
     """One projected SGD step on Q_t: theta - gamma * (-(eta - theta)_+ + b^2 pi theta), clipped to [lo, hi]."""
     return np.clip(theta - gamma * (b2 * pi * theta - np.maximum(eta - theta, 0.0)), lo, hi)
 
 
-def fofo_path(theta0: float, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float,
-              lo: float, hi: float) -> tuple[np.ndarray, int]:
+def fofo_path(
+    theta0: float, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
+) -> tuple[np.ndarray, int]:
     """theta_0..theta_L of the FOFO recurrence (theta_{j+1} = fofo_step(theta_j, row j)); and iterations used."""
     L = eta.size
     path = np.full(L + 1, float(theta0))
@@ -70,9 +73,9 @@ def fofo_path(theta0: float, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: 
         a[low | high] = 0.0
         c[low] = lo
         c[high] = hi
-        path[start + 1:] = affine_scan(a, c, path[start])
+        path[start + 1 :] = affine_scan(a, c, path[start])
         exact = fofo_step(path[start:-1], eta[start:], pi[start:], gamma, b2, lo, hi)
-        bad = np.abs(exact - path[start + 1:]) > RESIDUAL_TOL
+        bad = np.abs(exact - path[start + 1 :]) > RESIDUAL_TOL
         if not bad.any():
             break
         first = int(np.argmax(bad))
@@ -81,8 +84,9 @@ def fofo_path(theta0: float, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: 
     return path, iterations
 
 
-def ofo_predictions(eta: np.ndarray, y: np.ndarray, tp0: int, pos0: int, predicted0: int,
-                    b2: float) -> tuple[np.ndarray, np.ndarray, int]:
+def ofo_predictions(
+    eta: np.ndarray, y: np.ndarray, tp0: int, pos0: int, predicted0: int, b2: float
+) -> tuple[np.ndarray, np.ndarray, int]:
     """OFO (Busa-Fekete et al. 2015): predict 1{eta_t >= theta_t}, theta_t = TP/(b^2 P + TP + FP) of earlier rows.
 
     tp0, pos0, predicted0: counts over rows before this chunk. Returns the
@@ -216,7 +220,7 @@ class FofoThreshold:
                 self._end_stage()
                 continue
             take = min(left_in_stage, eta.size - done)
-            out[done:done + take] = self._run(eta[done:done + take], y[done:done + take])
+            out[done : done + take] = self._run(eta[done : done + take], y[done : done + take])
             done += take
             self.in_schedule += take
         return out
@@ -232,8 +236,9 @@ class FofoThreshold:
     def _run(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Rows of one stage, in chunks of CHUNK_ROWS so each scan and its re-solves stay short."""
         if eta.size > CHUNK_ROWS:
-            return np.concatenate([self._run(eta[i:i + CHUNK_ROWS], y[i:i + CHUNK_ROWS])
-                                   for i in range(0, eta.size, CHUNK_ROWS)])
+            return np.concatenate(
+                [self._run(eta[i : i + CHUNK_ROWS], y[i : i + CHUNK_ROWS]) for i in range(0, eta.size, CHUNK_ROWS)]
+            )
         L = eta.size
         pi = (self.pos + np.cumsum(y, dtype=np.float64)) / (self.seen + np.arange(1, L + 1))
         path, iterations = fofo_path(self.theta, eta.astype(np.float64), pi, self.gamma, self.b2, self.lo, self.hi)

@@ -8,6 +8,7 @@ TP = sum_P s, FP = sum_N s, from which the same objective and constraint are
 computed here, so every solver optimizes the very quantities that
 `problems.Problem` evaluates on hard counts.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,7 +27,9 @@ def violations(s: torch.Tensor, z: torch.Tensor, positive: torch.Tensor) -> torc
     return torch.where(positive, torch.clamp(-hv, min=0.0), torch.clamp(hv, min=0.0))
 
 
-def metric_terms(problem: Problem, tp: torch.Tensor, fp: torch.Tensor, n_pos: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def metric_terms(
+    problem: Problem, tp: torch.Tensor, fp: torch.Tensor, n_pos: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(objective to maximize, constraint gap a - metric (<= 0 is feasible) or None) from soft counts.
 
     Matches `Problem.objective` / `Problem.constrained_metric` on hard counts;

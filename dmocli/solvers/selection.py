@@ -6,6 +6,7 @@ else the least violating one. Judging by hard counts at logit 0 (the decision
 the solver trains for) rather than by a surrogate loss is what makes the
 choice comparable across solvers.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,12 +42,25 @@ class Evaluation:
         return (0.0, self.constrained, self.objective)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"objective": self.objective, "constrained_metric": self.constrained, "feasible": self.feasible,
-                "tp": self.tp, "fp": self.fp, "n_pos": self.n_pos}
+        return {
+            "objective": self.objective,
+            "constrained_metric": self.constrained,
+            "feasible": self.feasible,
+            "tp": self.tp,
+            "fp": self.fp,
+            "n_pos": self.n_pos,
+        }
 
 
-def evaluate_decision(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, problem: Problem,
-                      threshold: float = 0.0, group: ProcessGroup | None = None, sharded: bool = True) -> Evaluation:
+def evaluate_decision(
+    network: torch.nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    problem: Problem,
+    threshold: float = 0.0,
+    group: ProcessGroup | None = None,
+    sharded: bool = True,
+) -> Evaluation:
     """Counts at `logit >= threshold` (eval mode), then the problem's objective and constraint. With a torchrun
     `group`: X and y are this process's rows and the counts are summed over every process's (sharded), or
     every process holds the whole split (--val) and rank 0's counts are taken, so all keep the same iterate."""
@@ -57,8 +71,14 @@ def evaluate_decision(network: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
         counts = group.sum(counts) if sharded else group.from_rank_zero(counts)
     tp, fp, n_pos = (int(c) for c in counts.tolist())
     constrained = problem.constrained_metric(tp, fp, n_pos)
-    return Evaluation(tp, fp, n_pos, float(problem.objective(tp, fp, n_pos)),
-                      None if constrained is None else float(constrained), problem.feasible(tp, fp, n_pos))
+    return Evaluation(
+        tp,
+        fp,
+        n_pos,
+        float(problem.objective(tp, fp, n_pos)),
+        None if constrained is None else float(constrained),
+        problem.feasible(tp, fp, n_pos),
+    )
 
 
 class BestIterate:
@@ -89,7 +109,6 @@ class BestIterate:
             self.network.load_state_dict(self.best_state)
 
 
-
 class WithinNoiseIterate(BestIterate):
     """BestIterate, then among the iterates the monitored split cannot tell apart, the best on train.
 
@@ -107,8 +126,13 @@ class WithinNoiseIterate(BestIterate):
         self.problem = problem
         self.candidates: list[tuple[tuple[float, ...], Evaluation, int, float, dict[str, torch.Tensor]]] = []
 
-    def offer(self, evaluation: Evaluation, step: int, train_feasible: bool | None = None,
-              train_objective: float = float("-inf")) -> bool:
+    def offer(
+        self,
+        evaluation: Evaluation,
+        step: int,
+        train_feasible: bool | None = None,
+        train_objective: float = float("-inf"),
+    ) -> bool:
         improved = super().offer(evaluation, step, train_feasible)
         key = (float(train_feasible is not False), *evaluation.rank_key())
         self.candidates.append((key, evaluation, step, train_objective, copy.deepcopy(self.network.state_dict())))

@@ -17,6 +17,7 @@ Weights are averaged (EMA); the returned network (evaluation, threshold
 adjustment, the saved model) is the EMA network. Binary problems (one logit
 z) use the two-class distribution (1 - sigmoid z, sigmoid z).
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,14 +54,32 @@ class SemiParams(SolverParams):
     batch_size: int = field(default=64, metadata={"min": 1, "help": "labeled rows per step, B (paper: 64)"})
     mu: int = field(default=4, metadata={"min": 1, "help": "unlabeled rows per step = mu * B (paper: 2..7)"})
     lambda_u: float = field(default=1.0, metadata={"min": 0, "help": "weight of the unlabeled loss"})
-    ema: float = field(default=0.999, metadata={"min": 0, "below": 1, "help": "EMA decay of the weights (saved model = EMA weights)"})
+    ema: float = field(
+        default=0.999, metadata={"min": 0, "below": 1, "help": "EMA decay of the weights (saved model = EMA weights)"}
+    )
     epochs: int = field(default=50, metadata={"min": 1, "help": "epochs; thresholds are updated after each"})
     steps_per_epoch: int = field(default=100, metadata={"min": 1, "help": "optimizer steps per epoch"})
-    weak_noise: float = field(default=0.1, metadata={"min": 0, "help": "weak view: Gaussian noise, in units of each feature's std"})
-    strong_noise: float = field(default=0.5, metadata={"min": 0, "help": "strong view: Gaussian noise, in units of each feature's std"})
-    strong_mask: float = field(default=0.3, metadata={"min": 0, "below": 1, "help": "strong view: probability of dropping a feature (inverted dropout)"})
-    views: str = field(default="auto", metadata={"choices": VIEW_MODES, "help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns"})
-    balanced: bool = field(default=False, metadata={"help": "weight L_s by inverse labeled class frequency, as wce (false: plain CE, the paper's)"})
+    weak_noise: float = field(
+        default=0.1, metadata={"min": 0, "help": "weak view: Gaussian noise, in units of each feature's std"}
+    )
+    strong_noise: float = field(
+        default=0.5, metadata={"min": 0, "help": "strong view: Gaussian noise, in units of each feature's std"}
+    )
+    strong_mask: float = field(
+        default=0.3,
+        metadata={"min": 0, "below": 1, "help": "strong view: probability of dropping a feature (inverted dropout)"},
+    )
+    views: str = field(
+        default="auto",
+        metadata={
+            "choices": VIEW_MODES,
+            "help": "auto: <embedding>_weak/_strong columns if present, else noise; noise; columns",
+        },
+    )
+    balanced: bool = field(
+        default=False,
+        metadata={"help": "weight L_s by inverse labeled class frequency, as wce (false: plain CE, the paper's)"},
+    )
 
 
 def log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -84,8 +103,9 @@ def selection_mask(confidence: torch.Tensor, pseudo: torch.Tensor, thresholds: t
     return (confidence >= tau) & (tau < 1.0)
 
 
-def unlabeled_loss(weak_logits: torch.Tensor, strong_logits: torch.Tensor,
-                   thresholds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unlabeled_loss(
+    weak_logits: torch.Tensor, strong_logits: torch.Tensor, thresholds: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """FixMatch's L_u (mean over all mu*B rows, unselected rows count as 0) and the selection mask."""
     with torch.no_grad():
         confidence, pseudo = log_probs(weak_logits).exp().max(dim=1)
@@ -134,19 +154,25 @@ class IndexStream:
         while self.pending.numel() < self.batch:
             order = torch.randperm(self.rows.numel(), generator=self.generator, device=self.rows.device)
             self.pending = torch.cat([self.pending, self.rows[order]])
-        out, self.pending = self.pending[:self.batch], self.pending[self.batch:]
+        out, self.pending = self.pending[: self.batch], self.pending[self.batch :]
         return out
 
 
-def pseudo_label_quality(pseudo: np.ndarray, selected: np.ndarray, truth: np.ndarray, n_classes: int) -> dict[str, list[float]]:
+def pseudo_label_quality(
+    pseudo: np.ndarray, selected: np.ndarray, truth: np.ndarray, n_classes: int
+) -> dict[str, list[float]]:
     """Per class k: precision = correct selected / selected as k; recall = correct selected / true k (rows with known truth)."""
     known = truth >= 0
     chosen = selected & known
     predicted = np.bincount(pseudo[chosen], minlength=n_classes)
     correct = np.bincount(pseudo[chosen & (pseudo == truth)], minlength=n_classes)
     actual = np.bincount(truth[known], minlength=n_classes)
-    return {"precision": safe_div(correct, predicted).tolist(), "recall": safe_div(correct, actual).tolist(),
-            "selected": predicted.tolist(), "true": actual.tolist()}
+    return {
+        "precision": safe_div(correct, predicted).tolist(),
+        "recall": safe_div(correct, actual).tolist(),
+        "selected": predicted.tolist(),
+        "true": actual.tolist(),
+    }
 
 
 class SemiSupervisedSolver(InMemorySolver):
@@ -158,8 +184,9 @@ class SemiSupervisedSolver(InMemorySolver):
     def initial_thresholds(self, params: SemiParams, n_classes: int) -> np.ndarray:
         raise NotImplementedError
 
-    def update_thresholds(self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray,
-                          majority: int, params: SemiParams) -> tuple[np.ndarray, dict[str, Any]]:
+    def update_thresholds(
+        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """New thresholds from one weak-view pass over all unlabeled rows, and what to log about the update."""
         raise NotImplementedError
 
@@ -174,7 +201,9 @@ class SemiSupervisedSolver(InMemorySolver):
             raise DmoError(f"solver {self.name} needs both labeled and unlabeled rows in the training data")
         counts = torch.bincount(train.y[labeled], minlength=n_classes).cpu().numpy()
         majority = int(np.argmax(counts))  # most labeled rows; the lowest class index among ties
-        class_weights = inverse_frequency_weights(train.y[labeled].cpu(), n_classes).to(ctx.device) if p.balanced else None
+        class_weights = (
+            inverse_frequency_weights(train.y[labeled].cpu(), n_classes).to(ctx.device) if p.balanced else None
+        )
         views = FeatureViews(train, p.weak_noise, p.strong_noise, p.strong_mask, p.views, generator)
         truth = train.extra.get("unlabeled_truth")
         truth_u = truth[unlabeled].cpu().numpy() if truth is not None else None
@@ -187,9 +216,15 @@ class SemiSupervisedSolver(InMemorySolver):
         thresholds = self.initial_thresholds(p, n_classes)
         trace: dict[str, Any] = {
             "labeled_loss": "class-weighted CE" if p.balanced else "CE",
-            "majority_class": majority, "labeled_counts": counts.tolist(), "n_unlabeled": int(unlabeled.numel()),
-            "views": views.source, "thresholds": [thresholds.tolist()], "pseudo_labels": [], "predicted": [],
-            "unlabeled_used_fraction": [], "updates": [],
+            "majority_class": majority,
+            "labeled_counts": counts.tolist(),
+            "n_unlabeled": int(unlabeled.numel()),
+            "views": views.source,
+            "thresholds": [thresholds.tolist()],
+            "pseudo_labels": [],
+            "predicted": [],
+            "unlabeled_used_fraction": [],
+            "updates": [],
         }
         if truth_u is not None:
             trace["pseudo_label_quality"] = []
@@ -217,8 +252,13 @@ class SemiSupervisedSolver(InMemorySolver):
             confidence_np = confidence.double().cpu().numpy()
             pseudo_np = pseudo.cpu().numpy()
             thresholds, info = self.update_thresholds(confidence_np, pseudo_np, thresholds, majority, p)
-            selected = selection_mask(confidence, pseudo, torch.as_tensor(thresholds, device=confidence.device,
-                                                                          dtype=confidence.dtype)).cpu().numpy()
+            selected = (
+                selection_mask(
+                    confidence, pseudo, torch.as_tensor(thresholds, device=confidence.device, dtype=confidence.dtype)
+                )
+                .cpu()
+                .numpy()
+            )
             trace["thresholds"].append(thresholds.tolist())
             trace["updates"].append(info)
             trace["predicted"].append(np.bincount(pseudo_np, minlength=n_classes).tolist())
@@ -228,6 +268,8 @@ class SemiSupervisedSolver(InMemorySolver):
             if "val_balanced_accuracy" in trace:
                 val_pred = log_probs(logits_of(ema.network, val.X)).argmax(dim=1).cpu().numpy()
                 trace["val_balanced_accuracy"].append(
-                    multiclass_scores(val.y.cpu().numpy(), val_pred, n_classes)["balanced_accuracy"])
-        return FitResult(network=ema.network.eval(), trace=trace,
-                         threshold=0.0 if ctx.architecture.n_outputs == 1 else None)
+                    multiclass_scores(val.y.cpu().numpy(), val_pred, n_classes)["balanced_accuracy"]
+                )
+        return FitResult(
+            network=ema.network.eval(), trace=trace, threshold=0.0 if ctx.architecture.n_outputs == 1 else None
+        )

@@ -5,6 +5,7 @@ g = sigmoid(logit) and t = 1/2; the soft counts give a differentiable
 F-beta that Adam maximizes directly. The temperature tau trades gradient
 signal (small tau) against fidelity to the true F-beta (large tau).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,7 +26,10 @@ class SigmoidF1(InMemorySolver):
 
     @dataclass
     class Params(LoopSettings):
-        tau: float = field(default=10.0, metadata={"positive": True, "help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"})
+        tau: float = field(
+            default=10.0,
+            metadata={"positive": True, "help": "sigmoid temperature on g - 1/2 (larger: closer to the step)"},
+        )
         offset: float = field(default=0.0, metadata={"help": "horizontal offset added inside the sigmoid"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:

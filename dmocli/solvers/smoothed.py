@@ -10,6 +10,7 @@ each process's share carrying its gradient, and the gradients are summed:
 the one-process step on the union of the processes' batches (BatchNorm
 aside: it normalizes each process's batch on its own, as DDP does).
 """
+
 from __future__ import annotations
 
 import time
@@ -46,8 +47,15 @@ class LoopSettings(SolverParams):
     patience: int = field(default=15, metadata={"min": 0, "help": "checks without a better iterate before stopping"})
 
 
-def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_prediction: Callable[[torch.Tensor], torch.Tensor],
-                 loss_of: LossFn, loop: LoopSettings, after_step: Callable[[], None] | None = None) -> FitResult:
+def fit_smoothed(
+    train: SplitData,
+    val: SplitData | None,
+    ctx: FitContext,
+    soft_prediction: Callable[[torch.Tensor], torch.Tensor],
+    loss_of: LossFn,
+    loop: LoopSettings,
+    after_step: Callable[[], None] | None = None,
+) -> FitResult:
     """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0."""
     started = time.perf_counter()
     problem: Problem = ctx.problem
@@ -72,8 +80,11 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
         tp, fp = soft_counts(q, positive[picked])
         # The counts of every process's batch (one process: its own, the same floats), each process's share
         # carrying its gradient; float64 on the wire keeps the row count exact.
-        summed = rows.sum(torch.stack([tp.detach().double(), fp.detach().double(),
-                                       tp.new_tensor(picked.numel(), dtype=torch.float64)]))
+        summed = rows.sum(
+            torch.stack(
+                [tp.detach().double(), fp.detach().double(), tp.new_tensor(picked.numel(), dtype=torch.float64)]
+            )
+        )
         tp = summed[0].to(tp.dtype) + (tp - tp.detach())
         fp = summed[1].to(fp.dtype) + (fp - fp.detach())
         scale = n / float(summed[2])
@@ -91,7 +102,14 @@ def fit_smoothed(train: SplitData, val: SplitData | None, ctx: FitContext, soft_
     best.restore()
     network.eval()
     final = evaluate_decision(network, train.X, train.y, problem, group=group)
-    trace = {"steps": step, "batch_size": batch, "processes": rows.world_size, "monitored_split": monitor_name, "selected_step": best.best_step,
-             "selected": best.best.to_dict() if best.best else None, "train_before_ta": final.to_dict(),
-             "seconds": time.perf_counter() - started}
+    trace = {
+        "steps": step,
+        "batch_size": batch,
+        "processes": rows.world_size,
+        "monitored_split": monitor_name,
+        "selected_step": best.best_step,
+        "selected": best.best.to_dict() if best.best else None,
+        "train_before_ta": final.to_dict(),
+        "seconds": time.perf_counter() - started,
+    }
     return FitResult(network=network, threshold=0.0, trace=trace)

@@ -23,6 +23,7 @@ as `extra["view_weak"]` / `extra["view_strong"]`; with views=auto (default)
 each present column replaces the noise view of that kind and is used as
 given. views=noise ignores such columns; views=columns requires both.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,15 @@ VIEW_MODES = ("auto", "noise", "columns")
 class FeatureViews:
     """Draws weak/strong views of row subsets of one split, on the split's device."""
 
-    def __init__(self, split: SplitData, weak_noise: float, strong_noise: float, strong_mask: float,
-                 mode: str, generator: torch.Generator):
+    def __init__(
+        self,
+        split: SplitData,
+        weak_noise: float,
+        strong_noise: float,
+        strong_mask: float,
+        mode: str,
+        generator: torch.Generator,
+    ):
         for name, value in (("weak-noise", weak_noise), ("strong-noise", strong_noise)):
             if value < 0:
                 raise DmoError(f"--param {name}={value} must be >= 0")
@@ -45,8 +53,10 @@ class FeatureViews:
             raise DmoError(f"--param strong-mask={strong_mask} must be in [0, 1)")
         columns = {} if mode == "noise" else {k: split.extra.get(f"view_{k}") for k in ("weak", "strong")}
         if mode == "columns" and any(v is None for v in columns.values()):
-            raise DmoError("--param views=columns needs list columns <embedding>_weak and <embedding>_strong "
-                           "in the data (or use views=auto / views=noise)")
+            raise DmoError(
+                "--param views=columns needs list columns <embedding>_weak and <embedding>_strong "
+                "in the data (or use views=auto / views=noise)"
+            )
         self.X = split.X
         self.columns = {k: v for k, v in columns.items() if v is not None}
         self.scale = split.X.std(dim=0, unbiased=False) if split.n > 1 else torch.zeros_like(split.X[0])

@@ -10,6 +10,7 @@ L-BFGS with scikit-learn's default L2 (C = 1, i.e. l2 = 1/n on the mean
 loss). The MLP uses Adam mini-batches with early stopping on the validation
 loss (train loss if no validation split), best weights restored.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,16 +52,28 @@ class WeightedCrossEntropy(InMemorySolver):
 
     @dataclass
     class Params(SolverParams):
-        optimizer: str = field(default="auto", metadata={"choices": ("auto", "lbfgs", "adam"),
-            "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) or adam"})
-        l2: float | None = field(default=None, metadata={
-            "min": 0, "help": "lbfgs: L2 penalty l2/2 ||W||^2 on the mean loss (default 1/rows, scikit-learn's C=1)"})
+        optimizer: str = field(
+            default="auto",
+            metadata={
+                "choices": ("auto", "lbfgs", "adam"),
+                "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) or adam",
+            },
+        )
+        l2: float | None = field(
+            default=None,
+            metadata={
+                "min": 0,
+                "help": "lbfgs: L2 penalty l2/2 ||W||^2 on the mean loss (default 1/rows, scikit-learn's C=1)",
+            },
+        )
         max_iter: int = field(default=500, metadata={"min": 1, "help": "lbfgs: most iterations"})
         lr: float = field(default=3e-3, metadata={"positive": True, "help": "adam: learning rate"})
         weight_decay: float = field(default=0.0, metadata={"min": 0, "help": "adam: weight decay (L2)"})
         batch_size: int = field(default=1024, metadata={"min": 1, "help": "adam: rows per mini-batch"})
         max_epochs: int = field(default=300, metadata={"min": 1, "help": "adam: upper bound on passes over the data"})
-        patience: int = field(default=20, metadata={"min": 0, "help": "adam: epochs without improvement before stopping"})
+        patience: int = field(
+            default=20, metadata={"min": 0, "help": "adam: epochs without improvement before stopping"}
+        )
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
     def check_params(self, params: Params, model: str) -> None:
@@ -75,8 +88,9 @@ class WeightedCrossEntropy(InMemorySolver):
         weights = inverse_frequency_weights(train.y.cpu(), n_classes, group).to(ctx.device) if p.balanced else None
         n_total = train.n if group is None else group.sum_int(train.n)  # rows over every process
 
-        def loss_of(raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None,
-                    share_of: int | None = None) -> torch.Tensor:
+        def loss_of(
+            raw_logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None, share_of: int | None = None
+        ) -> torch.Tensor:
             """torch's (weighted) mean loss; with `share_of` (torchrun), these rows' summed loss over the rows of
             every process, so the processes' shares add up to the loss of all rows (inverse-frequency weights
             sum to the row count over the training rows, so it is the same mean there)."""
@@ -85,8 +99,9 @@ class WeightedCrossEntropy(InMemorySolver):
             reduction = "mean" if share_of is None else "sum"
             if ctx.architecture.n_outputs == 1:
                 row_w = class_w[y] if class_w is not None else None
-                loss = F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype), weight=row_w,
-                                                          reduction=reduction)
+                loss = F.binary_cross_entropy_with_logits(
+                    logits.squeeze(-1), y.to(logits.dtype), weight=row_w, reduction=reduction
+                )
             else:
                 loss = F.cross_entropy(logits, y, weight=class_w, reduction=reduction)
             return loss if share_of is None else loss / share_of
@@ -96,14 +111,22 @@ class WeightedCrossEntropy(InMemorySolver):
             l2 = p.l2 if p.l2 is not None else 1.0 / n_total
             off = None if offsets is None else offsets.to(lbfgs_dtype(train.X, group))
             share_of = None if group is None else n_total
-            network, trace = fit_linear_lbfgs(network, train.X, lambda logits: loss_of(logits, train.y, off, share_of),
-                                              l2, p.max_iter, group)
+            network, trace = fit_linear_lbfgs(
+                network, train.X, lambda logits: loss_of(logits, train.y, off, share_of), l2, p.max_iter, group
+            )
             return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
         return self._fit_adam(network, train, val, ctx, loss_of, n_total, generator)
 
     @staticmethod
-    def _fit_adam(network: torch.nn.Module, train: SplitData, val: SplitData | None, ctx: FitContext,
-                  loss_of: Callable[..., torch.Tensor], n_total: int, generator: torch.Generator) -> FitResult:
+    def _fit_adam(
+        network: torch.nn.Module,
+        train: SplitData,
+        val: SplitData | None,
+        ctx: FitContext,
+        loss_of: Callable[..., torch.Tensor],
+        n_total: int,
+        generator: torch.Generator,
+    ) -> FitResult:
         """Adam mini-batches with early stopping on the monitored loss, best weights restored. Under torchrun
         the network is wrapped in DistributedDataParallel: each step averages the processes' batch gradients
         (a global batch of processes x batch_size rows); join() lets a process whose share ends a batch
@@ -146,8 +169,12 @@ class WeightedCrossEntropy(InMemorySolver):
         return FitResult(
             network=network.eval(),
             threshold=0.0 if ctx.architecture.n_outputs == 1 else None,
-            trace={"optimizer": "adam", "epochs": epochs, "best_monitored_loss": stopper.best,
-                   "monitored_split": "val" if monitor is val else "train"},
+            trace={
+                "optimizer": "adam",
+                "epochs": epochs,
+                "best_monitored_loss": stopper.best,
+                "monitored_split": "val" if monitor is val else "train",
+            },
         )
 
 
@@ -165,6 +192,8 @@ def _optimizer(params: WeightedCrossEntropy.Params, model_kind: str) -> str:
         ignored = [key for key in names if other != chosen and getattr(params, key) != getattr(defaults, key)]
         if ignored:
             keys = ", ".join(key.replace("_", "-") for key in ignored)
-            raise DmoError(f"--param {keys} applies to optimizer={other}, but this {model_kind} model trains with "
-                           f"{chosen}; drop it, or add --param optimizer={other}")
+            raise DmoError(
+                f"--param {keys} applies to optimizer={other}, but this {model_kind} model trains with "
+                f"{chosen}; drop it, or add --param optimizer={other}"
+            )
     return chosen
