@@ -36,7 +36,8 @@ from dmocli.pipelines.apply import evaluate
 REPO = Path(__file__).resolve().parent.parent
 # name -> (solver, extra params). Two fair families, each with one labeled loss for all three methods:
 # plain CE (the paper's "Supervised" row and docs/algorithms.md#adsh L_s) and inverse-frequency class weighting
-# (wce, the supervised baseline users compare against; fixmatch/adsh with balanced=true weight L_s and L_u the same way).
+# (wce, the supervised baseline users compare against; fixmatch/adsh with balanced=true weight L_s and L_u
+# the same way).
 # sup/sup_w (the FixMatch loop with tau = 1: no unlabeled row is used) are diagnostics, not run by default.
 METHODS = {
     "ce": ("wce", {"balanced": "false"}),
@@ -252,12 +253,14 @@ def print_table(rows: list[dict], methods: list[str]) -> None:
             for key, digits in (("bal_acc", 4), ("rare3", 4), ("wall_s", 1))
         ]
         print(
-            f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | {'':5} {cells[1]} | {'':6} {cells[2]}"
+            f"{r['gamma']:>5g} {r['n1']:>3} {r['profile']:8} | {'':7} {cells[0]} | "
+            f"{'':5} {cells[1]} | {'':6} {cells[2]}"
         )
 
 
 def check_targets(rows: list[dict], methods: list[str]) -> list[dict]:
-    """Per gamma and family, means over N1, profiles and seeds: is adsh > fixmatch > supervised, and adsh's rare-3 recall > fixmatch's?"""
+    """Per gamma and family, means over N1, profiles and seeds: is adsh > fixmatch > supervised, and adsh's
+    rare-3 recall > fixmatch's?"""
     out = []
     for gamma in sorted({r["gamma"] for r in rows}):
         group = [r for r in rows if r["gamma"] == gamma]
@@ -279,8 +282,9 @@ def check_targets(rows: list[dict], methods: list[str]) -> list[dict]:
             }
             out.append(item)
             print(
-                f"gamma {gamma:g} {family:15s} bal.acc {sup} {mean[sup]:.4f} {fix} {mean[fix]:.4f} {ads} {mean[ads]:.4f} "
-                f"| rare3 {fix} {rare[fix]:.4f} {ads} {rare[ads]:.4f} | adsh>fixmatch>sup {item['adsh>fixmatch>supervised']} "
+                f"gamma {gamma:g} {family:15s} bal.acc {sup} {mean[sup]:.4f} {fix} {mean[fix]:.4f} "
+                f"{ads} {mean[ads]:.4f} | rare3 {fix} {rare[fix]:.4f} {ads} {rare[ads]:.4f} | "
+                f"adsh>fixmatch>sup {item['adsh>fixmatch>supervised']} "
                 f"(settings: adsh>fixmatch {item['adsh>fixmatch settings']}/{len(group)}, "
                 f"fixmatch>sup {item['fixmatch>supervised settings']}/{len(group)}) rare3 {item['rare3 adsh>fixmatch']}"
             )

@@ -3,7 +3,8 @@
     python bench/distributed.py [--rows 2000000] [--cols 50] [--files 8] [--processes 2] [--mlp-epochs 3]
 
 Writes rows x cols float32 features (a linear binary label, ~20 % positives) as `files` parquet files, trains
-on all but the last file (100,000 of its rows are the validation split), and times each training as a user runs it (the whole command, under /usr/bin/time for the peak RSS of the
+on all but the last file (100,000 of its rows are the validation split), and times each training as a user \
+runs it (the whole command, under /usr/bin/time for the peak RSS of the
 largest process): wce's linear model (the exact L-BFGS optimum), wce's MLP (Adam, --mlp-epochs epochs,
 validation on 100,000 rows) and ERO's linear model (fast preset, mini-batch at this size, same validation),
 each in one process and on N processes. It checks that the linear models are
@@ -25,13 +26,7 @@ import pyarrow.parquet as pq
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    add_synthetic_data_options,
-    print_table,
-    synthetic_data,
-    timed,
-    write_results,
-)
+from _common import add_synthetic_data_options, print_table, synthetic_data, timed, write_results  # noqa: E402
 
 
 def main() -> None:

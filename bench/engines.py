@@ -20,13 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    add_synthetic_data_options,
-    print_table,
-    synthetic_data,
-    timed,
-    write_results,
-)
+from _common import add_synthetic_data_options, print_table, synthetic_data, timed, write_results  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ own decision (logit 0, "before TA") and after exact threshold adjustment on
 the training split ("TA", the paper's protocol). `--authors` adds ERO runs
 with the published protocol (`--param protocol=authors`) for the speed
 comparison, `--ero-protocols fast,thorough` runs ERO once per preset, and
-`--step-timing SET` prints what one full-batch step of the model costs. Results are written after every run, so a cut-short run keeps
+`--step-timing SET` prints what one full-batch step of the model costs. Results are written after every run, \
+so a cut-short run keeps
 what it measured.
 
     python bench/ero.py --data-dir /work/shared/data --models linear --seeds 0
@@ -124,7 +125,8 @@ def label(row: dict) -> str:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """The benchmark's targets (docs/ero.md), counted over the runs that were made (for every ERO preset but authors)."""
+    """The benchmark's targets (docs/ero.md), counted over the runs that were made (for every ERO preset but
+    authors)."""
     fast = [r for r in rows if r["protocol"] != "authors"]
     by_key: dict[tuple, dict[str, dict]] = {}
     for r in fast:
@@ -174,7 +176,8 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    """One row per (set, problem, model, seed): each solver's train/test objective/constraint (* = infeasible) and fit seconds.
+    """One row per (set, problem, model, seed): each solver's train/test objective/constraint (* = infeasible)
+    and fit seconds.
 
     ERO at its own decision (before TA), the baselines after TA on train (the paper's protocol).
     """
@@ -201,18 +204,20 @@ def markdown(rows: list[dict]) -> str:
 
 
 def speed_markdown(rows: list[dict]) -> str:
-    """Every ERO run on a (set, problem, model, seed) that also has an authors' run: seconds, steps, own-decision train objective."""
+    """Every ERO run on a (set, problem, model, seed) that also has an authors' run: seconds, steps, own-decision
+    train objective."""
     keys = {(r["set"], r["problem"], r["model"], r["seed"]) for r in rows if r["protocol"] == "authors"}
     lines = [
-        "| set | problem | model | seed | ERO preset | fit s | warm-start steps (s) | penalty steps | outer | train objective/constraint (own decision) | test |",
+        "| set | problem | model | seed | ERO preset | fit s | warm-start steps (s) | penalty steps | outer | "
+        "train objective/constraint (own decision) | test |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["solver"] == "ero" and (r["set"], r["problem"], r["model"], r["seed"]) in keys:
             lines.append(
-                f"| {r['set']} | {r['problem']} | {r['model']} | {r['seed']} | {r['protocol']} | {r['fit_seconds']:.1f} | "
-                f"{r.get('warm_start_steps')} ({r.get('warm_start_seconds') or 0:.1f}) | {r['inner_steps_total']} | {r['outer_iterations']} | "
-                f"{fmt(r['own_train'])} | {fmt(r['own_test'])} |"
+                f"| {r['set']} | {r['problem']} | {r['model']} | {r['seed']} | {r['protocol']} | "
+                f"{r['fit_seconds']:.1f} | {r.get('warm_start_steps')} ({r.get('warm_start_seconds') or 0:.1f}) | "
+                f"{r['inner_steps_total']} | {r['outer_iterations']} | {fmt(r['own_train'])} | {fmt(r['own_test'])} |"
             )
     return "\n".join(lines)
 
@@ -348,7 +353,8 @@ def main() -> None:
     if args.step_timing:
         timing = step_timing(args.data_dir / args.step_timing, args)
         print(
-            f"| step ({args.step_model} {args.depth} x {args.width}, {args.step_timing}, {timing[0]['rows']} rows, full batch) | ms |\n|---|---|"
+            f"| step ({args.step_model} {args.depth} x {args.width}, {args.step_timing}, {timing[0]['rows']} rows, "
+            "full batch) | ms |\n|---|---|"
         )
         for t in timing:
             print(f"| {t['what']} | {t['ms_per_step']:.1f} |")
@@ -392,7 +398,8 @@ def main() -> None:
     rows: list[dict] = []
     started = time.perf_counter()
     print(
-        f"{'set':13s} {'prob':4s} {'model':6s} s {'solver':14s} {'train own':>14s} {'test own':>14s} {'train TA':>14s} {'test TA':>14s} {'fit s':>7s}"
+        f"{'set':13s} {'prob':4s} {'model':6s} s {'solver':14s} {'train own':>14s} {'test own':>14s} "
+        f"{'train TA':>14s} {'test TA':>14s} {'fit s':>7s}"
     )
     for dataset, problem, model, seed, solver, params in jobs:
         if args.budget and time.perf_counter() - started > args.budget:
@@ -401,8 +408,9 @@ def main() -> None:
         row = run_one(args.data_dir, dataset, problem, model, seed, solver, args, params)
         rows.append(row)
         print(
-            f"{dataset:13s} {problem:4s} {model:6s} {seed} {label(row):14s} {fmt(row['own_train']):>14s} {fmt(row['own_test']):>14s} "
-            f"{fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} {row['fit_seconds']:7.1f}",
+            f"{dataset:13s} {problem:4s} {model:6s} {seed} {label(row):14s} {fmt(row['own_train']):>14s} "
+            f"{fmt(row['own_test']):>14s} {fmt(row['ta_train']):>14s} {fmt(row['ta_test']):>14s} "
+            f"{row['fit_seconds']:7.1f}",
             flush=True,
         )
         args.out.write_text(

@@ -41,8 +41,9 @@ sys.path.insert(0, str(REPO))
 
 from dmocli.data import reading  # noqa: E402
 from dmocli.models.networks import Architecture, logits_of  # noqa: E402
+from dmocli.prep.columns import plan_columns  # noqa: E402
 from dmocli.prep.dataset import prepare  # noqa: E402
-from dmocli.prep.features import Preprocessor, plan_columns  # noqa: E402
+from dmocli.prep.features import Preprocessor  # noqa: E402
 from dmocli.prep.labels import infer_label_spec  # noqa: E402
 from dmocli.solvers.acceptance import acceptance, case_control_rates  # noqa: E402
 from dmocli.solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba  # noqa: E402
@@ -393,10 +394,12 @@ def section_variance(args, results: dict) -> None:
         print(
             f"{r['gamma']:>6g} {r['lus_kept_fraction']:>6.3f} {r['budget_fraction']:>7.3f} | {r['lus_ratio']:>7.2f} "
             f"{r['uniform_realized_ratio']:>8.2f} {r['case-control_realized_ratio']:>9.2f} | "
-            f"{r['lus_with_pilot_ratio']:>9.2f} {r['uniform_budget_ratio']:>8.2f} {r['case-control_budget_ratio']:>9.2f}"
+            f"{r['lus_with_pilot_ratio']:>9.2f} {r['uniform_budget_ratio']:>8.2f} "
+            f"{r['case-control_budget_ratio']:>9.2f}"
         )
     print(
-        "   (LUS: the accepted rows, the paper's estimate; LUS+pilot: they and the pilot's rows at offset 0, as dmo fits)"
+        "   (LUS: the accepted rows, the paper's estimate; LUS+pilot: they and the pilot's rows at offset 0, "
+        "as dmo fits)"
     )
 
 
@@ -466,7 +469,8 @@ def section_throughput(args, results: dict) -> None:
             r = tp[key]
             print(
                 f"{key:>15}: pass {r['pass_rows_per_second']:,.0f} rows/s ({r['pass_seconds']:.1f} s), whole command "
-                f"{r['overall_rows_per_second']:,.0f} rows/s ({r['command_seconds']:.1f} s, pilot {r['pilot_seconds']:.1f} s), "
+                f"{r['overall_rows_per_second']:,.0f} rows/s ({r['command_seconds']:.1f} s, "
+                f"pilot {r['pilot_seconds']:.1f} s), "
                 f"kept {r['rows_kept']:,}, peak RSS {r['peak_rss_mib_largest_process']:.0f} MiB"
             )
     for n, r in tp["rss_vs_rows"].items():

@@ -20,7 +20,8 @@ from dmocli.pipelines.apply import evaluate
 
 @pytest.fixture(autouse=True)
 def this_checkout_one_thread(monkeypatch):
-    """Run the `dmo` installed next to this interpreter (this checkout), with one torch thread (fast on a small machine)."""
+    """Run the `dmo` installed next to this interpreter (this checkout), with one torch thread (fast on a small
+    machine)."""
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = torch.get_num_threads()

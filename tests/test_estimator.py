@@ -8,12 +8,7 @@ import pyarrow as pa
 import pytest
 from conftest import make_binary_frame, make_gaussian_classes
 from sklearn.base import clone
-from sklearn.metrics import (
-    balanced_accuracy_score,
-    get_scorer,
-    precision_score,
-    recall_score,
-)
+from sklearn.metrics import balanced_accuracy_score, get_scorer, precision_score, recall_score
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 

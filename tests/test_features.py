@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from dmocli.errors import DmoError
-from dmocli.prep.features import Preprocessor, plan_columns
+from dmocli.prep.columns import plan_columns
+from dmocli.prep.features import Preprocessor
 from dmocli.prep.labels import infer_label_spec
 
 

@@ -18,14 +18,10 @@ from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture
 from dmocli.pipelines.apply import evaluate, predict
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli.prep.features import plan_columns
+from dmocli.prep.columns import plan_columns
 from dmocli.solvers.acceptance import acceptance, case_control_rates
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
-from dmocli.solvers.lus import (
-    LocalUncertaintySampling,
-    LogisticParams,
-    fit_offset_logistic,
-)
+from dmocli.solvers.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
 
 
 # ---- the acceptance formula ---------------------------------------------------------------------------------

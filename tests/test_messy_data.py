@@ -16,13 +16,7 @@ from safetensors.numpy import load_file
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import read_metadata
-from dmocli.prep.features import (
-    ColumnPlan,
-    Preprocessor,
-    RunningMoments,
-    column_moments,
-    plan_columns,
-)
+from dmocli.prep.features import ColumnPlan, Preprocessor, RunningMoments, column_moments, plan_columns
 from dmocli.prep.labels import LabelSpec, infer_label_spec
 
 
@@ -287,7 +281,7 @@ def test_columns_of_another_kind_than_the_model_used_are_refused_by_name():
 
 
 def test_a_copy_of_the_label_or_a_vector_beside_other_columns_is_not_taken_silently():
-    from dmocli.prep.features import plan_columns
+    from dmocli.prep.columns import plan_columns
 
     with pytest.raises(DmoError, match="only by case"):
         plan_columns(pa.schema([("x", pa.float64()), ("Label", pa.int64()), ("label", pa.int64())]), "label")

@@ -8,12 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from sklearn import metrics as skm
 
-from dmocli.operating_point.metrics import (
-    average_precision,
-    binary_scores,
-    multiclass_scores,
-    roc_auc,
-)
+from dmocli.operating_point.metrics import average_precision, binary_scores, multiclass_scores, roc_auc
 
 labels_and_scores = (
     st.integers(min_value=2, max_value=200)

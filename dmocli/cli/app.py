@@ -88,7 +88,8 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
 def train(
     data: Path = typer.Argument(
         ...,
-        help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) from standard input, in one pass (fofo, ofo, lr).",
+        help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) "
+        "from standard input, in one pass (fofo, ofo, lr).",
     ),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."
@@ -191,7 +192,8 @@ def subsample(
     keep_pilot: bool = typer.Option(
         True,
         "--keep-pilot/--no-keep-pilot",
-        help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs no correction), so training uses every row the pilot read.",
+        help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs "
+        "no correction), so training uses every row the pilot read.",
     ),
     label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
     drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
@@ -243,7 +245,8 @@ def subsample(
         result,
         as_json,
         [
-            f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} ({result['method']}, gamma {gamma:g}"
+            f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} "
+            f"({result['method']}, gamma {gamma:g}"
             + (
                 f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)"
                 if result["pilot_rows_written"]
@@ -348,7 +351,8 @@ def extract(
     views: Optional[str] = typer.Option(
         None,
         "--views",
-        help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, features_strong_1.",
+        help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, "
+        "features_strong_1.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the augmented views."),
     resume: bool = typer.Option(

@@ -17,7 +17,7 @@ import pyarrow as pa
 from dmocli.data.parquet_layout import check_unique_names
 from dmocli.errors import DmoError, first_line
 
-if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
+if TYPE_CHECKING:  # imported on use: it imports pandas
     import pyarrow.csv as pacsv
 from dmocli.data.read_errors import not_utf8, read_error
 from dmocli.data.sources import describe

@@ -11,21 +11,12 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 
+from dmocli.data.sources import CSV_SUFFIXES, DATA_SUFFIXES, PARQUET_SUFFIXES, Source, is_csv_file, is_stdin
 from dmocli.errors import DmoError
-
-if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
-    pass
-from dmocli.data.sources import (
-    CSV_SUFFIXES,
-    PARQUET_SUFFIXES,
-    Source,
-    is_csv_file,
-    is_stdin,
-)
 
 
 def is_special(path: Path) -> bool:
@@ -222,9 +213,6 @@ def refuse_foreign_suffix(path: str | os.PathLike | None, what: str, csv: bool) 
             f"-o {path} names a {suffix} file, but {what} can only be written as {kinds}; "
             f"name it {'.parquet or .csv' if csv else '.parquet'}"
         )
-
-
-DATA_SUFFIXES = (".parquet", ".csv", ".csv.gz", ".tsv", ".json")
 
 
 def refuse_misnamed_model(path: str | os.PathLike | None) -> None:

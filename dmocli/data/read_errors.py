@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from dmocli.errors import DmoError, first_line
-
-if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
-    pass
-
 
 RAGGED_ROW = re.compile(r"CSV parse error: Row #(\d+): Expected (\d+) columns, got (\d+)")
 

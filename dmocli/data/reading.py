@@ -15,12 +15,7 @@ from dmocli.errors import DmoError
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
     import pyarrow.dataset as pads
-from dmocli.data.csv_dialect import (
-    CONVERSION_ERROR,
-    csv_options,
-    learn_csv_type,
-    refuse_repeated_header,
-)
+from dmocli.data.csv_dialect import CONVERSION_ERROR, csv_options, learn_csv_type, refuse_repeated_header
 from dmocli.data.read_errors import READ_ERRORS, read_error
 from dmocli.data.sources import Source, describe, is_csv_file, parquet_files
 

@@ -7,13 +7,11 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
-    pass
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 
 

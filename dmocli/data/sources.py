@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from dmocli.errors import DmoError
 
-if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
-    pass
-
-
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")  # output names written as parquet (any non-CSV file is read as one)
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson", ".json")  # text tables `dmo extract` reads
+# Names of data files: an output (a model, a report) given one of these names is refused as a likely mix-up.
+DATA_SUFFIXES = (*PARQUET_SUFFIXES, *CSV_SUFFIXES, ".json")
 
 
 def is_csv_file(path: Path) -> bool:

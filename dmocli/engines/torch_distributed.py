@@ -1,4 +1,5 @@
-"""`dmo train` across processes started by torchrun (torch.distributed: an existing engine for training on several machines).
+"""`dmo train` across processes started by torchrun (torch.distributed: an existing engine for training on \
+several machines).
 
     torchrun --nproc-per-node 4 --no-python dmo train data/ -o model.safetensors
 

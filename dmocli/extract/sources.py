@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dmocli.data import reading
+from dmocli.data.sources import CSV_SUFFIXES, JSON_LINES_SUFFIXES, PARQUET_SUFFIXES
 from dmocli.errors import DmoError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
 TEXT_SUFFIXES = frozenset({".txt"})
-TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
+TABLE_SUFFIXES = (*CSV_SUFFIXES, *PARQUET_SUFFIXES, *JSON_LINES_SUFFIXES)
 UNLABELED_DIR = "unlabeled"
 EMPTY_TEXT = "empty text (blank or whitespace only)"
 

@@ -59,7 +59,8 @@ class Problem:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
         if kind == "ofbs" and confidence is not None:
             raise DmoError(
-                "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); ofbs, the problem here, has none"
+                "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); "
+                "ofbs, the problem here, has none"
             )
         return cls(kind, target, beta)
 

@@ -21,9 +21,7 @@ from dmocli.options import check_confidence
 
 def clopper_pearson_lower(successes: np.ndarray, trials: np.ndarray, confidence: float) -> np.ndarray:
     """One-sided lower bound: P(true rate >= bound) >= confidence."""
-    from scipy.special import (
-        betaincinv,  # on use: scipy adds a quarter second to every command's start-up
-    )
+    from scipy.special import betaincinv  # on use: scipy adds a quarter second to every command's start-up
 
     successes = np.asarray(successes, dtype=np.float64)
     trials = np.asarray(trials, dtype=np.float64)

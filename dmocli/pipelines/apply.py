@@ -21,20 +21,10 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.operating_point import (
-    fit_threshold,
-    problem_fields,
-    split_reports,
-)
+from dmocli.pipelines.operating_point import fit_threshold, problem_fields, split_reports
 from dmocli.pipelines.scoring import collect_logits, open_data
 from dmocli.prep.features import LevelCounts
-from dmocli.report import (
-    envelope,
-    model_summary,
-    plot_pr_curve,
-    unlabeled_warning,
-    write_report,
-)
+from dmocli.report import envelope, model_summary, plot_pr_curve, unlabeled_warning, write_report
 
 INT64_MAX = 2**63 - 1
 

@@ -20,26 +20,14 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.operating_point import (
-    problem_fields,
-    settle_threshold,
-    split_reports,
-)
+from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish
+from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, prepare, stratified_split
-from dmocli.prep.features import LevelCounts, Preprocessor, plan_columns
-from dmocli.prep.labels import (
-    LabelSpec,
-    infer_label_spec,
-    label_counts,
-    look_alike_classes,
-)
+from dmocli.prep.features import LevelCounts, Preprocessor
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
-from dmocli.report import (
-    envelope,
-    model_summary,
-    unlabeled_warning,
-)
+from dmocli.report import envelope, model_summary, unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dmocli.data import outputs
 from dmocli.models.modelfile import DmoModel
-from dmocli.report import (
-    dumps,
-)
+from dmocli.report import dumps
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
     pass

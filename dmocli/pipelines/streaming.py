@@ -38,13 +38,9 @@ from dmocli.options import TrainOptions
 from dmocli.pipelines.online_report import plot_online_curve, progress_bar
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish
-from dmocli.prep.features import LevelCounts, Preprocessor, plan_columns
-from dmocli.prep.labels import (
-    LabelSpec,
-    label_counts,
-    label_spec_from_counts,
-    look_alike_classes,
-)
+from dmocli.prep.columns import plan_columns
+from dmocli.prep.features import LevelCounts, Preprocessor
+from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from dmocli.report import envelope, unlabeled_warning
 from dmocli.solvers.base import FitContext, SolverParams, StreamingSolver
 

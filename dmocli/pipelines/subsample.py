@@ -34,14 +34,10 @@ from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture, build_network, logits_of
 from dmocli.options import check_seed
+from dmocli.prep.columns import OFFSET_PREFIX, ColumnPlan, plan_columns
 from dmocli.prep.dataset import offset_column, prepare
-from dmocli.prep.features import OFFSET_PREFIX, ColumnPlan, Preprocessor, plan_columns
-from dmocli.prep.labels import (
-    LabelSpec,
-    check_label_type,
-    label_counts,
-    label_spec_from_counts,
-)
+from dmocli.prep.features import Preprocessor
+from dmocli.prep.labels import LabelSpec, check_label_type, label_counts, label_spec_from_counts
 from dmocli.report import envelope, write_report
 from dmocli.solvers.acceptance import (
     METHODS,
@@ -255,7 +251,8 @@ def _check(opts: SubsampleOptions) -> None:
 def subsample(
     data: str | Path, output: str | Path, opts: SubsampleOptions, report_path: str | Path | None = None
 ) -> dict[str, Any]:
-    """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the report."""
+    """Write the subsample of `data` to `output` (a file; a directory of parts with --engine dask); return the
+    report."""
     started = time.perf_counter()
     _check(opts)
     choice = EngineChoice(opts.engine, opts.scheduler, opts.workers)

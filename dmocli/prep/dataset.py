@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from dmocli.errors import DmoError
-from dmocli.prep.features import OFFSET_PREFIX, LevelCounts, Preprocessor
+from dmocli.prep.columns import OFFSET_PREFIX
+from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
 
 
@@ -104,7 +105,8 @@ def offsets_of(table: pa.Table, labels: LabelSpec) -> dict[str, np.ndarray]:
     offsets = np.stack(columns, axis=1).astype(np.float32)
     if not np.isfinite(offsets).all():
         raise DmoError(
-            f"subsample offset columns {OFFSET_PREFIX}* contain missing or infinite values; rewrite it with dmo subsample"
+            f"subsample offset columns {OFFSET_PREFIX}* contain missing or infinite values; "
+            "rewrite it with dmo subsample"
         )
     return {"offsets": offsets}
 

@@ -61,27 +61,10 @@ from dmocli.engines.torch_distributed import OneProcess
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.search import search
-from dmocli.solvers.base import (
-    FitContext,
-    FitResult,
-    InMemorySolver,
-    SolverParams,
-    SplitData,
-    seed_everything,
-)
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SolverParams, SplitData, seed_everything
 from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
-from dmocli.solvers.relaxation import (
-    agreement_bce,
-    metric_terms,
-    soft_counts,
-    violations,
-)
-from dmocli.solvers.selection import (
-    BestIterate,
-    Evaluation,
-    WithinNoiseIterate,
-    evaluate_decision,
-)
+from dmocli.solvers.relaxation import agreement_bce, metric_terms, soft_counts, violations
+from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:
@@ -118,7 +101,8 @@ class Settings:
     violation_tol: float
     reg_weighting: str  # none | balanced
     bias_projection: bool
-    selection: str  # best (strict arg-max on the monitored split) | within-noise (WithinNoiseIterate) | train (arg-max on train)
+    # best (strict arg-max on the monitored split) | within-noise (WithinNoiseIterate) | train (arg-max on train)
+    selection: str
 
 
 def _preset(protocol: str, model: str) -> Settings:
@@ -126,7 +110,8 @@ def _preset(protocol: str, model: str) -> Settings:
     if protocol == "thorough":
         # The train problem, solved hard (best train objective): the authors' kind of warm start (plain BCE, full batch,
         # early-stopped on the training loss) at 10x their learning rate for 1/10 of their steps, then the
-        # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start (wce's exact optimum) is kept.
+        # fast penalty phase, keeping the best iterate on train. Linear: fast's warm start (wce's exact optimum)
+        # is kept.
         warm = (
             dict(warm_start="bce", warm_balanced=False, warm_lr=1e-3, warm_steps=300, warm_patience=50) if mlp else {}
         )
@@ -229,7 +214,8 @@ class ERO(InMemorySolver):
             default="fast",
             metadata={
                 "choices": ("fast", "thorough", "authors"),
-                "help": "preset: fast (default), thorough (best train objective: over-fits) or authors (the paper's protocol); the options below override it",
+                "help": "preset: fast (default), thorough (best train objective: over-fits) or authors "
+                "(the paper's protocol); the options below override it",
             },
         )
         warm_steps: int | None = field(
@@ -247,14 +233,16 @@ class ERO(InMemorySolver):
             default=None,
             metadata={
                 "choices": ("bce", "wce"),
-                "help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; exact L-BFGS for the linear model)",
+                "help": "bce (plain/balanced BCE Adam loop: authors) or wce (the wce solver: fast, thorough; "
+                "exact L-BFGS for the linear model)",
             },
         )
         warm_monitor: str | None = field(
             default=None,
             metadata={
                 "choices": ("train", "val", "auto"),
-                "help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored split is given, else train)",
+                "help": "wce warm start: early-stop on the train or the val loss, or auto (fast: val when a monitored "
+                "split is given, else train)",
             },
         )
         warm_epochs: int | None = field(
@@ -275,7 +263,8 @@ class ERO(InMemorySolver):
             default=None,
             metadata={
                 "min": 0,
-                "help": "stop after this many outer iterations without a better monitored iterate once train-feasible (0: never)",
+                "help": "stop after this many outer iterations without a better monitored iterate once train-feasible "
+                "(0: never)",
             },
         )
         inner_steps: int | None = field(
@@ -334,14 +323,17 @@ class ERO(InMemorySolver):
             default=None,
             metadata={
                 "choices": ("best", "within-noise", "train"),
-                "help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train objective within one standard error of it: fast linear) or train (best on train, validation unused: thorough)",
+                "help": "iterate kept: best (monitored arg-max: authors, fast mlp), within-noise (best train "
+                "objective within one standard error of it: fast linear) or train (best on train, validation "
+                "unused: thorough)",
             },
         )
         mode: str = field(
             default="auto",
             metadata={
                 "choices": ("auto", "full", "minibatch"),
-                "help": "full, minibatch, or auto (full batch while rows x activations per row <= full-batch-max-activations)",
+                "help": "full, minibatch, or auto (full batch while rows x activations per row "
+                "<= full-batch-max-activations)",
             },
         )
         batch_size: int = field(
@@ -351,14 +343,16 @@ class ERO(InMemorySolver):
             default=5e7,
             metadata={
                 "positive": True,
-                "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB per float32 copy)",
+                "help": "auto mode: largest rows x (inputs + layer outputs) trained full batch (memory, ~0.2 GB "
+                "per float32 copy)",
             },
         )
         folding: int = field(
             default=0,
             metadata={
                 "min": 0,
-                "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of train for iterate selection",
+                "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of "
+                "train for iterate selection",
             },
         )
         fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
@@ -510,7 +504,8 @@ class ERO(InMemorySolver):
             "settings": vars(cfg),
             "mode": "full" if full else "minibatch",
             "batch_size": batch,
-            "processes": rows.world_size,  # under torchrun batch_size is each process's: a step takes that many from each
+            # under torchrun batch_size is each process's: a step takes that many from each
+            "processes": rows.world_size,
             "monitored_split": monitor_name,
             "selected_on": "train" if cfg.selection == "train" else monitor_name,
             "warm_start_steps": warm,

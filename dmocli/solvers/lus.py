@@ -24,12 +24,7 @@ import torch.nn.functional as F
 
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture, build_network, logits_of
-from dmocli.solvers.acceptance import (
-    acceptance,
-    check_gamma,
-    check_pilot_classes,
-    row_generator,
-)
+from dmocli.solvers.acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
@@ -138,7 +133,8 @@ class LocalUncertaintySampling(InMemorySolver):
         gamma: float = field(
             default=0.0,
             metadata={
-                "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); 0: DATA is a dmo subsample file"
+                "help": "subsample so variance <= gamma x full-data MLE (>= 1; also --gamma); "
+                "0: DATA is a dmo subsample file"
             },
         )
         pilot_frac: float = field(

@@ -32,14 +32,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from dmocli.models.architecture import linear_state
-from dmocli.solvers.base import (
-    Batches,
-    FitContext,
-    Progress,
-    SolverParams,
-    StreamFitResult,
-    StreamingSolver,
-)
+from dmocli.solvers.base import Batches, FitContext, Progress, SolverParams, StreamFitResult, StreamingSolver
 from dmocli.solvers.online_threshold import FofoThreshold, ofo_predictions
 
 CURVE_POINTS = 200
@@ -244,7 +237,8 @@ class OnlineSolver(StreamingSolver):
             default=256,
             metadata={
                 "min": 1,
-                "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it (1 = the per-row algorithm)",
+                "help": "most rows per SGD mini-batch; batches grow as sqrt(rows seen) up to it "
+                "(1 = the per-row algorithm)",
             },
         )
         average: bool = field(default=False, metadata={"help": "predict with the averaged logistic iterate"})

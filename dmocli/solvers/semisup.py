@@ -161,7 +161,8 @@ class IndexStream:
 def pseudo_label_quality(
     pseudo: np.ndarray, selected: np.ndarray, truth: np.ndarray, n_classes: int
 ) -> dict[str, list[float]]:
-    """Per class k: precision = correct selected / selected as k; recall = correct selected / true k (rows with known truth)."""
+    """Per class k: precision = correct selected / selected as k; recall = correct selected / true k
+    (rows with known truth)."""
     known = truth >= 0
     chosen = selected & known
     predicted = np.bincount(pseudo[chosen], minlength=n_classes)

@@ -22,13 +22,7 @@ import torch
 from dmocli.engines.torch_distributed import OneProcess
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
-from dmocli.solvers.base import (
-    FitContext,
-    FitResult,
-    SolverParams,
-    SplitData,
-    seed_everything,
-)
+from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData, seed_everything
 from dmocli.solvers.loop import adam, endless_minibatches
 from dmocli.solvers.relaxation import soft_counts
 from dmocli.solvers.selection import BestIterate, evaluate_decision

@@ -56,7 +56,8 @@ class WeightedCrossEntropy(InMemorySolver):
             default="auto",
             metadata={
                 "choices": ("auto", "lbfgs", "adam"),
-                "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) or adam",
+                "help": "auto (lbfgs for the linear model, adam for the MLP), lbfgs (linear only: the exact optimum) "
+                "or adam",
             },
         )
         l2: float | None = field(
