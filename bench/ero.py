@@ -232,7 +232,7 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
 
     from dmocli.models.networks import Architecture, build_network
     from dmocli.operating_point.problems import Problem
-    from dmocli.solvers.ero import RowAdam, penalty_value
+    from dmocli.solvers.ero_penalty import RowAdam, penalty_value
     from dmocli.solvers.relaxation import soft_counts
 
     table = pq.read_table(data_dir / "train.parquet").to_pandas()

@@ -238,7 +238,7 @@ def synthetic_online_f1(rows: int, width: int) -> list[dict]:
     from dmocli.models.networks import Architecture
     from dmocli.operating_point.problems import Problem
     from dmocli.solvers import get_solver
-    from dmocli.solvers.base import FitContext
+    from dmocli.solvers.base import FitContext, Stream
 
     results = []
     for pos in (0.01, 0.05, 0.20):
@@ -254,9 +254,8 @@ def synthetic_online_f1(rows: int, width: int) -> list[dict]:
                     seed,
                     solver.parse_params({}),
                 )
-                fit = solver.fit_stream(
-                    lambda: ((X[i : i + 65536], y[i : i + 65536]) for i in range(0, rows, 65536)), rows, width, ctx
-                )
+                batches = lambda: ((X[i : i + 65536], y[i : i + 65536]) for i in range(0, rows, 65536))  # noqa: E731
+                fit = solver.fit_stream(Stream(batches, rows, width), ctx)
                 row[name] = fit.online["f_beta"]
             results.append(row)
     return results

@@ -110,26 +110,10 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
                 "rename it (the label is passed as y)"
             )
         labels = self._label_array(y, features)
-        options = TrainOptions(
-            problem=self.problem,
-            target=self.target,
-            beta=self.beta,
-            solver=self.solver,
-            model=self.model,
-            width=self.width,
-            depth=self.depth,
-            label_col=LABEL,
-            positive=None if self.positive is None else str(self.positive),
-            val_frac=self.val_frac,
-            confidence=self.confidence,
-            adjust=self.adjust,
-            allow_infeasible=self.allow_infeasible,
-            impute=self.impute,
-            epochs=self.epochs,
-            device=self.device,
-            seed=self.seed,
-            params={k: str(v) for k, v in (self.params or {}).items()},
-        )
+        values = {spec.name: getattr(self, spec.name) for spec in estimator_fields()}
+        values["positive"] = None if self.positive is None else str(self.positive)  # any label value: compared as text
+        values["params"] = {key: str(value) for key, value in (self.params or {}).items()}
+        options = TrainOptions(**values, label_col=LABEL)
         model, report = train(features.append_column(LABEL, labels), options)
         self.model_: DmoModel = model
         self.report_: dict[str, Any] = report

@@ -18,7 +18,9 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
 from dmocli.solvers.base import SplitData
-from dmocli.solvers.ero import RowAdam, _preset, _warm_start
+from dmocli.solvers.ero import _warm_start
+from dmocli.solvers.ero_penalty import RowAdam
+from dmocli.solvers.ero_settings import preset
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
 
 torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the test machine is shared
@@ -198,7 +200,7 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
             )
 
     untrained = balanced_loss()
-    cfg = replace(_preset("fast", "linear"), warm_steps=5)  # 5 steps of 256 rows: a third of an epoch
+    cfg = replace(preset("fast", "linear"), warm_steps=5)  # 5 steps of 256 rows: a third of an epoch
     assert _warm_start(network, SplitData(X, y), cfg, batch=256, generator=torch.Generator().manual_seed(0)) == 5
     assert balanced_loss() < 0.9 * untrained
 

@@ -9,7 +9,7 @@ import torch
 from dmocli.models.networks import Architecture, build_network
 from dmocli.operating_point.problems import Problem
 from dmocli.solvers import get_solver
-from dmocli.solvers.base import FitContext
+from dmocli.solvers.base import FitContext, Stream
 from dmocli.solvers.online import OnlineLogistic, OnlineScore
 
 
@@ -52,7 +52,7 @@ def fit(name: str, X: np.ndarray, y: np.ndarray, beta: float = 1.0, epochs: int 
         for i in range(0, len(y), 50_000):
             yield X[i : i + 50_000], y[i : i + 50_000]
 
-    return solver.fit_stream(batches, len(y), X.shape[1], ctx, epochs=epochs)
+    return solver.fit_stream(Stream(batches, len(y), X.shape[1], epochs), ctx)
 
 
 def test_learned_threshold_approaches_the_true_optimum():

@@ -42,7 +42,7 @@ from dmocli.prep.columns import plan_columns
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from dmocli.report import envelope, unlabeled_warning
-from dmocli.solvers.base import FitContext, SolverParams, StreamingSolver
+from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamingSolver
 
 BATCH_ROWS = 65536
 
@@ -263,7 +263,7 @@ def train_streaming(
     ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
     fit_started = time.perf_counter()
     with progress_bar(n and n * epochs, f"{solver.name}") as progress, serial_arrow_decoding(data):
-        result = solver.fit_stream(batches, n, pre.n_features, ctx, epochs=epochs, progress=progress)
+        result = solver.fit_stream(Stream(batches, n, pre.n_features, epochs, progress), ctx)
     fit_seconds = time.perf_counter() - fit_started
     rows = result.trace["rows"]
     online = {

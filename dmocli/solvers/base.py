@@ -153,6 +153,17 @@ Progress = Callable[[int, float], None]  # (rows seen, online F so far)
 
 
 @dataclass
+class Stream:
+    """What a streaming solver reads: a fresh pass of (X, y) batches per call of `batches`, and what is known of it."""
+
+    batches: Batches
+    n: int | None  # labeled rows per pass when known; None: a pipe, read once, whose length is unknown
+    n_features: int
+    epochs: int = 1
+    progress: Progress | None = None  # called with (rows seen, online F so far) as the passes go
+
+
+@dataclass
 class StreamFitResult:
     """A streaming solver's model: numpy weights under the linear network's state-dict names, its own
     threshold (logit scale), the trace, and the online (progressive) evaluation of every pass."""
@@ -170,16 +181,8 @@ class StreamingSolver(Solver, abc.ABC):
     problems: ClassVar[tuple[str, ...]] = ("ofbs",)
 
     @abc.abstractmethod
-    def fit_stream(
-        self,
-        batches: Batches,
-        n: int | None,
-        n_features: int,
-        ctx: FitContext,
-        epochs: int = 1,
-        progress: Progress | None = None,
-    ) -> StreamFitResult:
-        """`epochs` passes over `batches()`; n = labeled rows per pass when known (None: a pipe, read once)."""
+    def fit_stream(self, stream: Stream, ctx: FitContext) -> StreamFitResult:
+        """Learn from `stream.epochs` passes over `stream.batches()`."""
 
 
 def _convert(text: str, annotation: Any, key: str) -> Any:

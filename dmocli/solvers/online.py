@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from dmocli.models.architecture import linear_state
-from dmocli.solvers.base import Batches, FitContext, Progress, SolverParams, StreamFitResult, StreamingSolver
+from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamFitResult, StreamingSolver
 from dmocli.solvers.online_threshold import FofoThreshold, ofo_predictions
 
 CURVE_POINTS = 200
@@ -255,16 +255,15 @@ class OnlineSolver(StreamingSolver):
     def threshold_rule(self, beta: float, n: int | None, params: OnlineSolver.Params) -> "ThresholdRule":
         """How predictions are made from the posterior while the stream is read, and the threshold kept."""
 
-    def fit_stream(
-        self,
-        batches: Batches,
-        n: int | None,
-        n_features: int,
-        ctx: FitContext,
-        epochs: int = 1,
-        progress: Progress | None = None,
-    ) -> StreamFitResult:
-        """`epochs` passes over `batches()`; n = rows per pass when known (None: unknown, doubling scheme)."""
+    def fit_stream(self, stream: Stream, ctx: FitContext) -> StreamFitResult:
+        """`stream.epochs` passes; with stream.n unknown (None), FOFO's stages follow the doubling scheme."""
+        batches, n, n_features, epochs, progress = (
+            stream.batches,
+            stream.n,
+            stream.n_features,
+            stream.epochs,
+            stream.progress,
+        )
         p = ctx.params
         beta = ctx.problem.beta
         learner = OnlineLogistic(n_features, p.lr, max(1, p.batch_size), p.average)

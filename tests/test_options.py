@@ -1,0 +1,78 @@
+"""`dmo train`'s options are declared once (dmocli/options.py): the CLI, TrainOptions and DmoClassifier agree,
+and every declared choice and range is refused with one message form, all problems at once."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+
+import pytest
+from conftest import REPO, make_binary_frame, run_dmo
+
+from dmocli import DmoClassifier, TrainOptions, train
+from dmocli.errors import DmoError
+from dmocli.options import estimator_fields
+
+
+def test_every_train_option_is_on_the_command_line():
+    help_text = run_dmo("train", "--help", check=True).stdout
+    for spec in dataclasses.fields(TrainOptions):
+        for flag in spec.metadata["flags"]:
+            for name in flag.split("/"):
+                assert re.search(rf"{re.escape(name)}\b", help_text), (spec.name, name)
+
+
+def test_the_estimator_takes_the_declared_fields_with_their_defaults():
+    signature = inspect.signature(DmoClassifier.__init__)
+    names = [name for name in signature.parameters if name != "self"]
+    assert names == [spec.name for spec in estimator_fields()]
+    for spec in estimator_fields():
+        expected = None if spec.name == "params" else spec.default
+        assert signature.parameters[spec.name].default == expected, spec.name
+    assert DmoClassifier().get_params()["device"] == TrainOptions().device
+
+
+def test_estimator_parameters_reach_the_training_options(tmp_path):
+    frame = make_binary_frame(n=300)
+    clf = DmoClassifier(problem="frop", target=0.6, seed=3, params={"max-iter": 50}).fit(
+        frame.drop(columns="label"), frame["label"]
+    )
+    assert clf.report_["seed"] == 3 and clf.report_["params"]["max_iter"] == 50 and clf.report_["target"] == 0.6
+
+
+def test_every_bad_option_is_named_in_one_message_before_any_data_is_read(tmp_path):
+    garbage = tmp_path / "data.parquet"
+    garbage.write_bytes(b"not parquet")
+    opts = TrainOptions(model="tree", impute="mean", device="tpu", width=0, val_frac=1.5, seed=-1, confidence=0.3)
+    with pytest.raises(DmoError) as caught:
+        train(garbage, opts, output=tmp_path / "m.safetensors")
+    message = str(caught.value)
+    for part in (
+        "--model 'tree' is not known (use linear or mlp)",
+        "--impute 'mean' is not known",
+        "--device 'tpu' is not known (use auto, cpu or cuda)",
+        "--width 0 must be at least 1",
+        "--val-frac 1.5 must be in [0, 1)",
+        "--seed -1 must be at least 0",
+        "--confidence 0.3 must be in",
+    ):
+        assert part in message, part
+    assert "cannot read" not in message
+
+
+def test_the_cli_reports_them_on_one_line_with_exit_2(tmp_path):
+    garbage = tmp_path / "data.parquet"
+    garbage.write_bytes(b"not parquet")
+    proc = run_dmo("train", garbage, "--model", "tree", "--param", "lr=-1", "-o", tmp_path / "m.safetensors")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and "--model 'tree' is not known" in lines[0] and "--param lr=-1.0 must be positive" in lines[0]
+    )
+
+
+def test_ci_runs_the_test_command_the_readme_gives():
+    readme = (REPO / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "python3 -m pytest" in line and "pip install" in line)
+    assert command.strip() in (REPO / ".ci" / "run").read_text()
