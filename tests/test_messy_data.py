@@ -16,7 +16,8 @@ from safetensors.numpy import load_file
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import read_metadata
-from dmocli.prep.features import ColumnPlan, Preprocessor, RunningMoments, column_moments, plan_columns
+from dmocli.prep.columns import ColumnPlan, plan_columns
+from dmocli.prep.features import Preprocessor, RunningMoments, column_moments
 from dmocli.prep.labels import LabelSpec, infer_label_spec
 
 
