@@ -19,13 +19,15 @@ class DmoError(ValueError):
 
 
 class UnreachableTarget(DmoError):
-    """No threshold meets the requested constraint; carries the best achievable value."""
+    """No threshold meets (or certifies) the requested constraint; carries the best achievable value and, once
+    the pipeline has made it, the full report of the refused run (printed by `--json`, written by `--report`)."""
 
     exit_code = 3
 
     def __init__(self, message: str, best_achievable: float | None = None):
         super().__init__(message)
         self.best_achievable = best_achievable
+        self.report: dict | None = None
 
 
 def first_line(exc: BaseException) -> str:

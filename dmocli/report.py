@@ -13,6 +13,7 @@ import numpy as np
 
 from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
+from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.problems import Problem
@@ -22,13 +23,18 @@ from dmocli.version import __version__
 def binary_split_report(
     logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None, beta: float = 1.0
 ) -> dict[str, Any]:
-    """Counts and metrics at `threshold` plus threshold-free AP and ROC AUC, for one split."""
+    """Counts and metrics at `threshold`, their Clopper-Pearson intervals (two-sided, at REPORT_LEVEL: the range
+    of precision and recall to expect on new data from the same distribution), and threshold-free AP and ROC AUC."""
     beta = problem.beta if problem else beta
     scores = binary_scores(y, logits >= threshold, beta)
     curve = ScoreCurve.from_scores(logits, y) if logits.size else None
     feasible = problem.feasible(scores["tp"], scores["fp"], scores["n_pos"]) if problem else None
+    tp, fp, n_pos = int(scores["tp"]), int(scores["fp"]), int(scores["n_pos"])
     return {
         **scores,
+        "precision_interval": clopper_pearson_interval(tp, tp + fp),  # where precision on new data lies
+        "recall_interval": clopper_pearson_interval(tp, n_pos),
+        "interval_level": REPORT_LEVEL,
         "beta": beta,
         "threshold": float(threshold),
         "threshold_probability": _sigmoid(threshold),

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.stats import norm
 
+from dmocli.operating_point.bounds import clopper_pearson_lower
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import clopper_pearson_lower, search
+from dmocli.operating_point.search import search
 
 
 def brute_force(scores: np.ndarray, y: np.ndarray, problem: Problem) -> tuple[float, bool]:

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.table import Table
 
 from dmocli.cli.train_command import takes_train_options
 from dmocli.engines import torchrun
-from dmocli.errors import DmoError
+from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.options import TrainOptions
 
 app = typer.Typer(
@@ -66,6 +67,18 @@ def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
             out.print(line)
 
 
+@contextlib.contextmanager
+def _report_on_refusal(as_json: bool) -> Iterator[None]:
+    """With --json, a refused target (exit 3) still prints the run's full report on stdout, so a script reads why
+    (`feasible: false`, `best_achievable`, the intervals); the one-line message goes to stderr as always."""
+    try:
+        yield
+    except UnreachableTarget as exc:
+        if as_json and exc.report is not None:
+            _emit(exc.report, as_json=True, lines=[])
+        raise
+
+
 def _split_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     for name, s in report.get("splits", {}).items():
@@ -108,7 +121,8 @@ def train(
     from dmocli.pipelines.train import train as run_train
 
     opts = options
-    _, result = run_train(data, opts, output=output, report_path=report)
+    with _report_on_refusal(as_json and not torchrun.secondary()):
+        _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
     header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
@@ -148,16 +162,17 @@ def threshold(
     from dmocli.operating_point.problems import Problem
     from dmocli.pipelines.apply import refit_threshold
 
-    result = refit_threshold(
-        model,
-        data,
-        Problem.from_options(problem, target, beta, confidence),
-        output,
-        confidence,
-        allow_infeasible,
-        report,
-        EngineChoice(engine, scheduler, workers),
-    )
+    with _report_on_refusal(as_json):
+        result = refit_threshold(
+            model,
+            data,
+            Problem.from_options(problem, target, beta, confidence),
+            output,
+            confidence,
+            allow_infeasible,
+            report,
+            EngineChoice(engine, scheduler, workers),
+        )
     _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
 
 

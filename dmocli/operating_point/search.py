@@ -14,21 +14,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.operating_point.bounds import (
+    clopper_pearson_interval,
+    clopper_pearson_lower,
+    fewest_certifying_trials,
+    smallest_certifiable_count,
+)
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.problems import Problem, f_beta, precision, recall
 from dmocli.options import check_confidence
-
-
-def clopper_pearson_lower(successes: np.ndarray, trials: np.ndarray, confidence: float) -> np.ndarray:
-    """One-sided lower bound: P(true rate >= bound) >= confidence."""
-    from scipy.special import betaincinv  # on use: scipy adds a quarter second to every command's start-up
-
-    successes = np.asarray(successes, dtype=np.float64)
-    trials = np.asarray(trials, dtype=np.float64)
-    alpha = 1.0 - confidence
-    with np.errstate(invalid="ignore"):
-        bound = betaincinv(successes, trials - successes + 1, alpha)  # the Beta(k, n-k+1) quantile
-    return np.where(successes > 0, np.nan_to_num(bound, nan=0.0), 0.0)
 
 
 @dataclass
@@ -47,6 +41,10 @@ class OperatingPoint:
     feasible: bool | None
     constraint_bound: float | None  # lower confidence bound of the constrained metric, if confidence was asked
     best_achievable: float | None  # best constrained metric over all cuts (or its bound), for messages
+    constraint_interval: list[float] | None = None  # its two-sided Clopper-Pearson interval (REPORT_LEVEL)
+    certificate: str | None = None  # how a --confidence bound was made valid for the selected cut
+    rows_needed: int | None = None  # infeasible under --confidence: rows a certificate needs at the observed rate
+    rows_counted: int | None = None  # ... against the rows it counted here (predicted positives or positives)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,14 +76,19 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
     objective = np.asarray(problem.objective(tp, fp, n_pos), dtype=np.float64)
     constrained = problem.constrained_metric(tp, fp, n_pos)
     bound = None
+    certificate = None
     if constrained is not None:
         if confidence is None:
             level = np.asarray(constrained)
+            ok = level >= problem.target - 1e-12
         elif problem.kind == "fpor":
             level = bound = clopper_pearson_lower(tp, tp + fp, confidence)
+            ok = _fixed_sequence(bound, tp + fp, problem.target, confidence)
+            certificate = "fixed-sequence Clopper-Pearson precision bounds from the strictest cut"
         else:
             level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
-        ok = level >= problem.target - 1e-12
+            ok = level >= problem.target - 1e-12
+            certificate = "Clopper-Pearson recall bound (recall falls with the threshold: no selection effect)"
         if problem.kind == "fpor":
             ok &= tp > 0  # recall 0 "meets" precision only vacuously
         if ok.any():
@@ -113,4 +116,47 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
         feasible=feasible,
         constraint_bound=None if bound is None else float(bound[best]),
         best_achievable=best_achievable,
+        constraint_interval=_constraint_interval(problem, int(tp[best]), int(fp[best]), n_pos),
+        certificate=certificate,
+        **(_rows_needed(problem, tp, fp, n_pos, confidence) if feasible is False and confidence else {}),
     )
+
+
+def _fixed_sequence(bound: np.ndarray, predicted: np.ndarray, target: float, confidence: float) -> np.ndarray:
+    """The cuts certified by fixed-sequence testing of "precision >= target", strictest cut first.
+
+    Precision is not monotone in the threshold, so taking any cut whose own bound reaches the target would
+    select on noise among many cuts. Testing them in a fixed order (from the highest threshold down), each at
+    level 1 - confidence, and stopping at the first that fails, keeps the chance that any certified cut is
+    wrong at most 1 - confidence (Learn-Then-Test's fixed-sequence procedure). The sequence starts at the
+    first cut with enough predicted positives to be certifiable at all (`smallest_certifiable_count`): the cuts
+    above it fail whatever their labels, and starting there would stop the sequence before it began.
+    """
+    certified = np.zeros(bound.shape, dtype=bool)
+    start = int(np.searchsorted(predicted, smallest_certifiable_count(target, confidence)))
+    failures = np.flatnonzero(bound[start:] < target - 1e-12)
+    stop = start + int(failures[0]) if failures.size else bound.size
+    certified[start:stop] = True
+    return certified
+
+
+def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list[float] | None:
+    if problem.kind == "fpor":
+        return clopper_pearson_interval(tp, tp + fp)
+    if problem.kind == "frop":
+        return clopper_pearson_interval(tp, n_pos)
+    return None
+
+
+def _rows_needed(problem: Problem, tp: np.ndarray, fp: np.ndarray, n_pos: int, confidence: float) -> dict:
+    """How many rows a certificate would need at the rate observed at the cut the plain search would choose
+    (the best objective among cuts whose observed constrained metric beats the target): predicted positives for
+    precision, positives for recall. Nothing when no cut beats the target even without a bound."""
+    observed = np.asarray(problem.constrained_metric(tp, fp, n_pos))
+    beats = (observed > problem.target) & (tp > 0)
+    if not beats.any():
+        return {}
+    cut = _best_index(np.where(beats, np.asarray(problem.objective(tp, fp, n_pos)), -np.inf), observed)
+    needed = fewest_certifying_trials(float(observed[cut]), problem.target, confidence)
+    counted = int(tp[cut] + fp[cut]) if problem.kind == "fpor" else int(n_pos)
+    return {"rows_needed": needed, "rows_counted": counted}

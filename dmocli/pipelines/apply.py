@@ -21,7 +21,8 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.operating_point import fit_threshold, problem_fields, split_reports
+from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, problem_fields, split_reports
+from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import collect_logits, open_data
 from dmocli.prep.features import LevelCounts
 from dmocli.report import envelope, model_summary, plot_pr_curve, unlabeled_warning, write_report
@@ -98,7 +99,8 @@ def refit_threshold(
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
     logits, y, _, unlabeled = collect_logits(model, data, engine)
-    point = fit_threshold(logits, y, problem, confidence, allow_infeasible, sources.describe(data))
+    point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data))
+    settled = judge_reachability(point, unreachable, allow_infeasible)
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
@@ -125,9 +127,12 @@ def refit_threshold(
         threshold=point.threshold,
         operating_point=point.to_dict(),
         unlabeled_rows=unlabeled,
-        warnings=unlabeled_warning(unlabeled, data),
+        feasible=point.feasible,
+        warnings=unlabeled_warning(unlabeled, data) + settled.warnings,
         splits=splits,
     )
+    if settled.refusal is not None:
+        refuse_with_report(settled.refusal, report, report_path, started)
     model.save(output)
     report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:

@@ -21,7 +21,7 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
-from dmocli.pipelines.saving import finish
+from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, prepare, stratified_split
 from dmocli.prep.features import LevelCounts, Preprocessor
@@ -156,10 +156,13 @@ def train_in_memory(
         )
         threshold = settled.threshold
         report.update(settled.report)
+        report["warnings"] += settled.warnings
     else:
         report["splits"] = split_reports(logits, truth, None, None, labels.classes)
     report["solver_trace"] = result.trace
     report["fit_seconds"] = fit_seconds
+    if problem is not None and settled.refusal is not None:
+        refuse_with_report(settled.refusal, report, report_path if group is None or group.primary else None, started)
 
     model = DmoModel(
         network=network.cpu(),

@@ -29,25 +29,25 @@ def problem_fields(problem: Problem | None) -> dict[str, Any]:
 
 
 def fit_threshold(
-    scores: np.ndarray,
-    labels: np.ndarray,
-    problem: Problem,
-    confidence: float | None,
-    allow_infeasible: bool,
-    where: str,
-) -> OperatingPoint:
-    """The exact operating point on (scores, labels); an unreachable target is UnreachableTarget (exit 3) unless
-    `allow_infeasible`, when the closest cut is kept. `where` names the data in the message ("the val split")."""
+    scores: np.ndarray, labels: np.ndarray, problem: Problem, confidence: float | None, where: str
+) -> tuple[OperatingPoint, str | None]:
+    """The exact operating point on (scores, labels), and why the target is out of reach when it is (else None).
+    `where` names the data in that message ("the val split")."""
     point = search(scores, labels, problem, confidence)
-    if point.feasible is False and not allow_infeasible:
-        what = problem.constraint_name
-        raise UnreachableTarget(
-            f"target {what} >= {problem.target:g} is not reachable on {where} "
-            f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f}); "
-            "lower --target, or pass --allow-infeasible to keep the closest threshold",
-            best_achievable=point.best_achievable,
+    if point.feasible is not False:
+        return point, None
+    what = problem.constraint_name
+    message = (
+        f"target {what} >= {problem.target:g} is not {'certified' if confidence else 'reachable'} on {where} "
+        f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f})"
+    )
+    if point.rows_needed is not None:
+        counted = "predicted positives" if problem.kind == "fpor" else "positives"
+        message += (
+            f"; at the {what} observed there, a certificate at --confidence {confidence:g} needs about "
+            f"{point.rows_needed} {counted} ({where} has {point.rows_counted})"
         )
-    return point
+    return point, message
 
 
 def split_reports(
@@ -65,10 +65,29 @@ def split_reports(
 
 @dataclass
 class Settled:
-    """The threshold a trained model keeps, and what the report says of how it was chosen."""
+    """The threshold a trained model keeps, what the report says of how it was chosen, and the refusal to raise
+    once the report is complete (an unreachable target without --allow-infeasible)."""
 
     threshold: float
     report: dict[str, Any] = field(default_factory=dict)  # before_adjustment, operating_point, threshold, splits
+    warnings: list[str] = field(default_factory=list)
+    refusal: UnreachableTarget | None = None
+
+
+def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
+    """An unreachable target is a refusal (exit 3), or with --allow-infeasible a warning on the closest cut."""
+    settled = Settled(point.threshold)
+    if unreachable is None:
+        return settled
+    if allow_infeasible:
+        settled.warnings.append(f"{unreachable}; the closest threshold is kept (--allow-infeasible)")
+    else:
+        settled.refusal = UnreachableTarget(
+            f"{unreachable}; lower --target, add validation rows, or pass --allow-infeasible to keep the closest "
+            "threshold",
+            best_achievable=point.best_achievable,
+        )
+    return settled
 
 
 def settle_threshold(
@@ -91,11 +110,13 @@ def settle_threshold(
         report["before_adjustment"] = split_reports(logits, truth, own, problem, [])
     if adjust or own is None:
         split = "val" if "val" in logits else "train"
-        point = fit_threshold(logits[split], truth[split], problem, confidence, allow_infeasible, f"the {split} split")
+        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, f"the {split} split")
+        settled = judge_reachability(point, unreachable, allow_infeasible)
         report["operating_point"] = {"split": split, **point.to_dict()}
-        threshold = point.threshold
+        report["feasible"] = point.feasible
     else:
-        threshold = own
-    report["threshold"] = threshold
-    report["splits"] = split_reports(logits, truth, threshold, problem, [])
-    return Settled(threshold, report)
+        settled = Settled(own)
+    report["threshold"] = settled.threshold
+    report["splits"] = split_reports(logits, truth, settled.threshold, problem, [])
+    settled.report = report
+    return settled

@@ -1,17 +1,16 @@
-"""The last step of every train path: the report stamped, the model file written, then the report."""
+"""The last step of every train path: the report stamped, the model file written, then the report; or, for a
+refused target, the report alone."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dmocli.data import outputs
+from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.report import dumps
-
-if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
-    pass
 
 
 def finish(
@@ -26,3 +25,17 @@ def finish(
     if report_path is not None:
         outputs.write_text(report_path, text)
     return model, report
+
+
+def refuse_with_report(
+    refusal: UnreachableTarget, report: dict[str, Any], report_path: str | Path | None, started: float
+) -> None:
+    """An unreachable target ends the run with exit 3 and no model file, but with the full report: written to
+    --report, and carried by the error for --json to print, so a script can read why (`feasible: false`,
+    `best_achievable`, the intervals)."""
+    report["wall_seconds"] = time.perf_counter() - started
+    report["model_path"] = None
+    if report_path is not None:
+        outputs.write_text(report_path, dumps(report))
+    refusal.report = report
+    raise refusal

@@ -313,6 +313,7 @@ def train_streaming(
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
     settled = settle_threshold(logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible)
     model.threshold = settled.threshold
+    report["warnings"] += settled.warnings
     report["online"] = online
     report.update(settled.report)
     report["solver_trace"] = result.trace
