@@ -155,6 +155,23 @@ class TrainOptions:
         help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same "
         "as --param folding=K; pick the fold with --param fold=k).",
     )
+    cv: int | None = option(
+        None,
+        "--cv",
+        estimator=True,
+        min=0,
+        help="Fit the threshold on out-of-fold scores of K stratified folds of DATA (with --val, its rows are "
+        "pooled in), then train the model on all rows (default: 5 without --val/--val-frac; 0: fit the threshold "
+        "on the training rows, which is optimistic).",
+    )
+    cv_transfer: str = option(
+        "apply",
+        "--cv-transfer",
+        estimator=True,
+        choices=("apply", "rank"),
+        help="How --cv carries the out-of-fold threshold to the model trained on all rows: apply it as it is, or "
+        "keep the share of rows it predicts positive (rank).",
+    )
     confidence: float | None = option(
         None,
         "--confidence",

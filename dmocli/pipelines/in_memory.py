@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from dmocli.data import reading, sources
@@ -20,10 +21,11 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
+from dmocli.pipelines.cross_fit import cross_fit, fold_report, transfer_threshold
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
-from dmocli.prep.dataset import Prepared, prepare, stratified_split
+from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
@@ -103,6 +105,9 @@ def train_in_memory(
     val_unlabeled = loaded.val_unlabeled
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
+    folds = _folds(opts, solver, problem, train_data, group)
+    if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
+        train_data, val_data = concatenated(train_data, val_data), None
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
@@ -114,6 +119,9 @@ def train_in_memory(
         group=group,
         class_names=labels.classes,
     )
+    crossed = None
+    if folds:
+        crossed = cross_fit(solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
@@ -126,6 +134,8 @@ def train_in_memory(
     if val_data is not None:
         logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
         truth["val"] = val_data.y
+    if crossed is not None:
+        logits["cv"], truth["cv"] = crossed.logits, crossed.y
     if group is not None:  # the threshold search and the report see every process's training rows
         logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
         truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
@@ -151,8 +161,19 @@ def train_in_memory(
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
     threshold: float | None = None
     if problem is not None:
+        transfer = None
+        if crossed is not None:
+            final = logits["train"]
+            transfer = lambda t: transfer_threshold(opts.cv_transfer, t, crossed.logits, final)  # noqa: E731
         settled = settle_threshold(
-            logits, truth, problem, result.threshold, opts.adjust is not False, opts.confidence, opts.allow_infeasible
+            logits,
+            truth,
+            problem,
+            result.threshold,
+            opts.adjust is not False,
+            opts.confidence,
+            opts.allow_infeasible,
+            transfer,
         )
         threshold = settled.threshold
         report.update(settled.report)
@@ -161,6 +182,17 @@ def train_in_memory(
         report["splits"] = split_reports(logits, truth, None, None, labels.classes)
     report["solver_trace"] = result.trace
     report["fit_seconds"] = fit_seconds
+    if crossed is not None:
+        thresholds = [fold["threshold"] for fold in fold_report(crossed, problem, opts.confidence)]
+        report["cv"] = {
+            "folds": folds,
+            "transfer": opts.cv_transfer,
+            "pooled_val": opts.val is not None,
+            "per_fold": fold_report(crossed, problem, opts.confidence),
+            "threshold_spread": [min(thresholds), max(thresholds)] if thresholds else None,
+            "oof_threshold": report["operating_point"]["threshold"],
+            "fit_seconds": crossed.seconds,
+        }
     if problem is not None and settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path if group is None or group.primary else None, started)
 
@@ -275,3 +307,22 @@ def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolve
             f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
             "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
         )
+
+
+DEFAULT_FOLDS = 5
+
+
+def _folds(
+    opts: TrainOptions, solver: InMemorySolver, problem: Problem | None, data: Prepared, group: ProcessGroup | None
+) -> int:
+    """How many folds cross-fit the threshold: --cv as given, else DEFAULT_FOLDS where the threshold would
+    otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, one process,
+    a solver that trains on labeled rows), as many as the smallest class allows. 0: no cross-fitting."""
+    if opts.cv is not None:
+        return opts.cv if problem is not None else 0
+    if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
+        return 0
+    if solver.uses_unlabeled or group is not None:
+        return 0
+    smallest = int(np.bincount(data.y[data.y >= 0]).min())
+    return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0

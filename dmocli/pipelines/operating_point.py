@@ -11,7 +11,7 @@ what to do with the answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -98,25 +98,41 @@ def settle_threshold(
     adjust: bool,
     confidence: float | None,
     allow_infeasible: bool,
+    transfer: Callable[[float], float] | None = None,
 ) -> Settled:
-    """The threshold after training: the exact search on the val split (the training rows when there is none)
-    when `adjust` or when the solver has no threshold of its own, else the solver's.
+    """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
+    search on the out-of-fold scores ("cv", carried to the final model by `transfer`), else on the val split,
+    else on the training rows (optimistic, and said so); otherwise the solver's own threshold.
 
     The report keeps the metrics at the solver's own threshold (`before_adjustment`) whenever it has one, and
-    every split's metrics at the threshold kept (`splits`).
+    every split's metrics at the threshold kept (`splits`; the out-of-fold split at its own threshold).
     """
     report: dict[str, Any] = {}
+    fitted = {name: split for name, split in logits.items() if name != "cv"}
     if own is not None:
-        report["before_adjustment"] = split_reports(logits, truth, own, problem, [])
+        report["before_adjustment"] = split_reports(fitted, truth, own, problem, [])
+    split = next(name for name in ("cv", "val", "train") if name in logits)
     if adjust or own is None:
-        split = "val" if "val" in logits else "train"
-        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, f"the {split} split")
+        where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
+        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where)
         settled = judge_reachability(point, unreachable, allow_infeasible)
+        if split == "cv" and transfer is not None:
+            settled.threshold = transfer(point.threshold)
+        if split == "train":
+            settled.warnings.append(OPTIMISTIC)
         report["operating_point"] = {"split": split, **point.to_dict()}
         report["feasible"] = point.feasible
     else:
         settled = Settled(own)
     report["threshold"] = settled.threshold
-    report["splits"] = split_reports(logits, truth, settled.threshold, problem, [])
+    report["splits"] = split_reports(fitted, truth, settled.threshold, problem, [])
+    if "cv" in logits:
+        report["splits"]["cv"] = split_reports(logits, truth, point.threshold, problem, [])["cv"]
     settled.report = report
     return settled
+
+
+OPTIMISTIC = (
+    "the threshold was fitted on the rows the model was trained on, so the operating point is optimistic (new data "
+    "will usually do worse); give --val FILE or --cv K (the default without --val)"
+)

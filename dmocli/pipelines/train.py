@@ -83,6 +83,7 @@ def train(
     outputs.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
+    _check_cv(opts, solver)
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         raise DmoError(
             f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
@@ -134,3 +135,21 @@ def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver)
         raise DmoError(NOT_PARQUET)
     if opts.val_frac:
         raise DmoError("--val-frac holds out rows spread over every process; under torchrun give --val FILE")
+
+
+def _check_cv(opts: TrainOptions, solver: Solver) -> None:
+    """What --cv K cannot be combined with, refused before any data is read."""
+    if not opts.cv:
+        return
+    if opts.cv == 1:
+        raise DmoError("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
+    if solver.streaming:
+        raise DmoError(f"--cv refits the model per fold; solver {solver.name} streams once: give --val FILE instead")
+    if solver.uses_unlabeled:
+        raise DmoError(f"--cv applies to solvers trained on labeled rows; for {solver.name} give --val FILE")
+    if opts.val_frac:
+        raise DmoError("give either --cv K or --val-frac, not both (--cv already holds out every row once)")
+    if opts.adjust is False:
+        raise DmoError("--cv fits the threshold on out-of-fold scores; --no-adjust keeps the solver's own: drop one")
+    if torchrun.launched():
+        raise DmoError("--cv under torchrun is not supported yet; give --val FILE (the threshold is fitted on it)")

@@ -151,3 +151,33 @@ def stratified_split(
 
 def describe_path(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
+
+
+def stratified_folds(y: np.ndarray, k: int, seed: int, class_names: list[Any] | None = None) -> np.ndarray:
+    """A fold number in [0, k) for every labeled row, each class dealt round-robin over the folds in a seeded
+    random order, so every fold holds its share of each class (a class of fewer than k rows is refused: some
+    fold's model would never see it held out, and the cross-fitted scores would miss its rows' honest score)."""
+    classes, sizes = np.unique(y, return_counts=True)
+    if sizes.min() < k:
+        small = classes[np.argmin(sizes)]
+        name = class_names[small] if class_names is not None else small
+        raise DmoError(
+            f"--cv {k} needs at least {k} rows of every class; class {name!r} has {sizes.min()}: lower --cv, or "
+            "give --val FILE"
+        )
+    rng = np.random.default_rng(seed)
+    folds = np.empty(y.size, dtype=np.int64)
+    for cls in classes:
+        rows = np.flatnonzero(y == cls)
+        rng.shuffle(rows)
+        folds[rows] = np.arange(rows.size) % k
+    return folds
+
+
+def concatenated(first: Prepared, second: Prepared) -> Prepared:
+    """The rows of two prepared splits, in order (the validation rows pooled into DATA for --cv)."""
+    extra = {key: np.concatenate([first.extra[key], second.extra[key]]) for key in first.extra if key in second.extra}
+    levels = LevelCounts()
+    levels.add(first.levels)
+    levels.add(second.levels)
+    return Prepared(np.concatenate([first.X, second.X]), np.concatenate([first.y, second.y]), levels, extra)

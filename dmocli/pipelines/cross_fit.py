@@ -1,0 +1,109 @@
+"""Cross-fitted operating points (`dmo train --cv K`): an honest score for every training row, so the exact
+threshold search counts every positive instead of the few of a validation split.
+
+DATA's labeled rows are dealt into K stratified folds; the solver is fitted K
+times, each time without one fold, and that fold's rows are scored by the model
+that never saw them. The exact search then runs on these out-of-fold scores,
+and the final model is fitted on all rows. How the out-of-fold threshold is
+carried to the final model is `transfer` (docs/operating-points.md has the
+measurements behind the default):
+
+- `apply`: the out-of-fold threshold is used as it is (scikit-learn's
+  refit-and-apply);
+- `rank`: the final model keeps the share of training rows predicted positive
+  that the out-of-fold threshold gave (the threshold is that quantile of the
+  final model's training scores).
+
+Folds run one after the other, each within the memory of one fit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import search
+from dmocli.prep.dataset import Prepared, stratified_folds
+from dmocli.solvers.base import FitContext, InMemorySolver, SplitData
+
+if TYPE_CHECKING:
+    import torch
+
+TRANSFERS = ("apply", "rank")
+
+
+@dataclass
+class CrossFitted:
+    """Out-of-fold logits of the labeled rows, their labels, and each row's fold."""
+
+    logits: np.ndarray
+    y: np.ndarray
+    folds: np.ndarray
+    seconds: float
+    fold_traces: list[dict[str, Any]] = field(default_factory=list)
+
+
+def cross_fit(
+    solver: InMemorySolver,
+    data: Prepared,
+    k: int,
+    ctx: FitContext,
+    to_tensors: Callable[[Prepared], SplitData],
+    device: torch.device,
+) -> CrossFitted:
+    """K fits, each scoring the fold it did not see; the folds' models are fitted as the final one is (no
+    validation split), so the out-of-fold scores stand for the final model's scores on new rows."""
+    import torch
+
+    from dmocli.models.networks import logits_of
+
+    started = time.perf_counter()
+    folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
+    logits = np.empty(data.n, dtype=np.float32)
+    traces = []
+    for fold in range(k):
+        held = folds == fold
+        result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
+        scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
+        logits[held] = scores.float().cpu().numpy()
+        traces.append({"fold": fold, "rows": int((~held).sum()), "held_out": int(held.sum())})
+        del result
+    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, traces)
+
+
+def transfer_threshold(transfer: str, oof_threshold: float, oof_logits: np.ndarray, final_logits: np.ndarray) -> float:
+    """The final model's threshold from the out-of-fold one (see the module docstring)."""
+    if transfer == "apply":
+        return oof_threshold
+    predicted = int(np.count_nonzero(oof_logits >= oof_threshold))
+    if predicted == 0:
+        return float(np.nextafter(np.float32(final_logits.max()), np.float32(np.inf)))
+    return float(np.sort(final_logits)[::-1][predicted - 1])
+
+
+def fold_report(crossed: CrossFitted, problem: Problem, confidence: float | None) -> list[dict[str, Any]]:
+    """Each fold's own exact operating point on its out-of-fold scores: the spread of the operating point that
+    one validation split of that size would have given."""
+    out = []
+    for fold in range(int(crossed.folds.max()) + 1):
+        held = crossed.folds == fold
+        if not crossed.y[held].any():
+            continue
+        point = search(crossed.logits[held], crossed.y[held], problem, confidence)
+        out.append(
+            {
+                "fold": fold,
+                "n": int(held.sum()),
+                "n_pos": int(crossed.y[held].sum()),
+                "threshold": point.threshold,
+                "precision": point.precision,
+                "recall": point.recall,
+                "f_beta": point.f_beta,
+                "feasible": point.feasible,
+            }
+        )
+    return out
