@@ -106,6 +106,7 @@ def train_in_memory(
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
     folds = _folds(opts, solver, problem, train_data, group)
+    val_levels = val_data.levels if val_data is not None else None
     if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
         train_data, val_data = concatenated(train_data, val_data), None
 
@@ -154,7 +155,7 @@ def train_in_memory(
         params=vars(params),
         n_features=pre.n_features,
         **levels.report(),
-        **({**val_data.levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if opts.val is not None else {}),
+        **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
         warnings=look_alike_classes(labels.classes) + unlabeled_warning(val_unlabeled, opts.val),
     )
     if group is not None:
@@ -322,7 +323,7 @@ def _folds(
         return opts.cv if problem is not None else 0
     if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0
-    if solver.uses_unlabeled or group is not None:
-        return 0
+    if solver.uses_unlabeled or group is not None or opts.folding or getattr(opts, "params", {}).get("folding"):
+        return 0  # ERO's --folding holds out its own fold of DATA instead
     smallest = int(np.bincount(data.y[data.y >= 0]).min())
     return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0

@@ -111,8 +111,8 @@ def settle_threshold(
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     if own is not None:
         report["before_adjustment"] = split_reports(fitted, truth, own, problem, [])
-    split = next(name for name in ("cv", "val", "train") if name in logits)
     if adjust or own is None:
+        split = next(name for name in ("cv", "val", "train") if name in logits)
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
         point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where)
         settled = judge_reachability(point, unreachable, allow_infeasible)
