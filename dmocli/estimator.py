@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy.special import expit, softmax
+from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import Tags, get_tags
 from sklearn.utils.multiclass import check_classification_targets
@@ -151,7 +151,8 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         logits = self._logits(X).astype(np.float64)
         if not self.model_.binary:
             return softmax(logits, axis=1)
-        proba = np.column_stack([expit(-logits), expit(logits)])  # [negative, positive], each without 1 - p rounding
+        positive = self.model_.probability(logits)  # calibrated to P(positive | x) where the model says how
+        proba = np.column_stack([1.0 - positive, positive])  # [negative, positive]
         return proba[:, ::-1] if self._positive_first() else proba
 
     def save(self, path: str | Path) -> None:

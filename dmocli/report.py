@@ -14,6 +14,7 @@ import numpy as np
 from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
+from dmocli.operating_point.calibration import Calibration, calibration_figures
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.problems import Problem
@@ -21,7 +22,12 @@ from dmocli.version import __version__
 
 
 def binary_split_report(
-    logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None, beta: float = 1.0
+    logits: np.ndarray,
+    y: np.ndarray,
+    threshold: float,
+    problem: Problem | None,
+    beta: float = 1.0,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
     """Counts and metrics at `threshold`, their Clopper-Pearson intervals (two-sided, at REPORT_LEVEL: the range
     of precision and recall to expect on new data from the same distribution), and threshold-free AP and ROC AUC."""
@@ -41,7 +47,14 @@ def binary_split_report(
         "feasible": feasible,
         "average_precision": curve.average_precision() if curve and scores["n_pos"] else None,
         "roc_auc": curve.roc_auc() if curve else None,
+        "calibration": calibration_figures(_probability(logits, calibration), y),
     }
+
+
+def _probability(logits: np.ndarray, calibration: Calibration | None) -> np.ndarray:
+    if calibration is not None:
+        return calibration.probability(logits)
+    return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
 
 
 def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from safetensors.numpy import save, save_file
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
+from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.problems import Problem
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -68,6 +69,19 @@ class DmoModel:
         # round differently (1e-6), and the report's AP and threshold would not be the ones evaluate finds.
         out = logits_of(network, torch.from_numpy(np.ascontiguousarray(features)).to(device))
         return out.float().cpu().numpy(), levels
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The map from a binary model's logit to P(positive | x), when training fitted one (files written before
+        it have none: their probability is the logit's sigmoid, as it was)."""
+        return Calibration.from_dict(self.info.get("calibration")) if self.binary else None
+
+    def probability(self, logits: np.ndarray) -> np.ndarray:
+        """P(positive | x) of a binary model's logits (calibrated where the model file says how)."""
+        calibration = self.calibration
+        if calibration is not None:
+            return calibration.probability(logits)
+        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
         if self.binary:

@@ -20,6 +20,7 @@ from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, problem_fields, split_reports
 from dmocli.pipelines.saving import refuse_with_report
@@ -41,7 +42,9 @@ def evaluate(
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     logits, y, levels, unlabeled = collect_logits(model, data, engine)
-    split = split_reports({"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes)["data"]
+    split = split_reports(
+        {"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes, model.calibration
+    )["data"]
     if model.binary:
         if plot_path is not None:
             if split["n_pos"] == 0:
@@ -104,13 +107,16 @@ def refit_threshold(
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
-    splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes)
+    # The probability map is refitted on the same labeled rows as the threshold.
+    calibration = fit_platt(logits, y, sources.describe(data)) or model.calibration
+    splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes, calibration)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {
         **model.info,
         "confidence": confidence,
         "threshold_fitted_on": sources.describe(data),
         "summary": model_summary(splits),
+        **({"calibration": calibration.to_dict()} if calibration else {}),
     }
     report = envelope(
         "threshold",
@@ -296,7 +302,7 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: b
         label_type = _binary_label_type(classes)
         names = classes if label_type != pa.string() else [str(c) for c in classes]
         predicted = pa.array(np.asarray(names, dtype=object)[decision.astype(np.int64)], type=label_type)
-        proba = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        proba = model.probability(logits)
         return [
             pa.array(logits, pa.float32()),
             pa.array(proba.astype(np.float32)),

@@ -210,6 +210,7 @@ def train_in_memory(
             "confidence": opts.confidence,
             "params": vars(params),
             "summary": model_summary(report.get("splits", {})),
+            **({"calibration": settled.calibration.to_dict()} if problem is not None and settled.calibration else {}),
         },
     )
     if group is not None and not group.primary:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dmocli.errors import UnreachableTarget
+from dmocli.operating_point.calibration import Calibration, fit_platt
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
 from dmocli.report import binary_split_report, multiclass_split_report
@@ -56,11 +57,15 @@ def split_reports(
     threshold: float | None,
     problem: Problem | None,
     classes: list[Any],
+    calibration: Calibration | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each split's metrics: at `threshold` for a binary problem, by arg-max for a multi-class one."""
     if problem is None:
         return {name: multiclass_split_report(logits[name], truth[name], classes) for name in logits}
-    return {name: binary_split_report(logits[name], truth[name], threshold, problem) for name in logits}
+    return {
+        name: binary_split_report(logits[name], truth[name], threshold, problem, calibration=calibration)
+        for name in logits
+    }
 
 
 @dataclass
@@ -72,6 +77,7 @@ class Settled:
     report: dict[str, Any] = field(default_factory=dict)  # before_adjustment, operating_point, threshold, splits
     warnings: list[str] = field(default_factory=list)
     refusal: UnreachableTarget | None = None
+    calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
 
 
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
@@ -109,8 +115,10 @@ def settle_threshold(
     """
     report: dict[str, Any] = {}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
+    held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
+    calibration = fit_platt(logits[held_out], truth[held_out], held_out) if held_out else None
     if own is not None:
-        report["before_adjustment"] = split_reports(fitted, truth, own, problem, [])
+        report["before_adjustment"] = split_reports(fitted, truth, own, problem, [], calibration)
     if adjust or own is None:
         split = next(name for name in ("cv", "val", "train") if name in logits)
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
@@ -125,9 +133,12 @@ def settle_threshold(
     else:
         settled = Settled(own)
     report["threshold"] = settled.threshold
-    report["splits"] = split_reports(fitted, truth, settled.threshold, problem, [])
+    report["splits"] = split_reports(fitted, truth, settled.threshold, problem, [], calibration)
     if "cv" in logits:
-        report["splits"]["cv"] = split_reports(logits, truth, point.threshold, problem, [])["cv"]
+        report["splits"]["cv"] = split_reports(logits, truth, point.threshold, problem, [], calibration)["cv"]
+    if calibration is not None:
+        report["calibration"] = calibration.to_dict()
+    settled.calibration = calibration
     settled.report = report
     return settled
 

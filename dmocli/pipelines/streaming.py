@@ -325,6 +325,7 @@ def train_streaming(
         "confidence": opts.confidence,
         "params": vars(params),
         "epochs": epochs,
+        **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
         "summary": {
             "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
             **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},

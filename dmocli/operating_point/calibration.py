@@ -1,0 +1,76 @@
+"""Probabilities that are probabilities: a binary model's logit mapped to P(positive | x) under the training
+class prior, and the figures that say how well it is (Brier score, expected calibration error).
+
+The solvers' logits are not probabilities: `wce` weighs the classes equally, so
+its sigmoid answers as if half the rows were positive, and ERO or the smoothed
+solvers optimize a metric, not a likelihood. A one-dimensional logistic fit of
+the label on the logit (Platt scaling) on held-out scores (out-of-fold with
+--cv, else the validation split) corrects both; the decision stays the
+operating point's threshold, which this map does not move in rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CALIBRATION_BINS = 10
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """P(positive | x) = sigmoid(slope * logit + intercept), fitted on the scores named by `fitted_on`."""
+
+    slope: float
+    intercept: float
+    fitted_on: str
+
+    def probability(self, logits: np.ndarray) -> np.ndarray:
+        return _sigmoid(self.slope * np.asarray(logits, dtype=np.float64) + self.intercept)
+
+    def to_dict(self) -> dict[str, float | str]:
+        return {"method": "platt", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Calibration | None":
+        if not values:
+            return None
+        return cls(float(values["slope"]), float(values["intercept"]), str(values.get("fitted_on", "")))
+
+
+def fit_platt(logits: np.ndarray, labels: np.ndarray, fitted_on: str) -> Calibration | None:
+    """The maximum-likelihood (slope, intercept); None when one class is missing (nothing to calibrate to)."""
+    labels = np.asarray(labels)
+    if labels.size == 0 or labels.min() == labels.max():
+        return None
+    from sklearn.linear_model import LogisticRegression  # on use: a quarter second of start-up
+
+    fit = LogisticRegression(C=1e6, max_iter=1000).fit(np.asarray(logits, dtype=np.float64).reshape(-1, 1), labels)
+    return Calibration(float(fit.coef_[0, 0]), float(fit.intercept_[0]), fitted_on)
+
+
+def calibration_figures(probability: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Brier score, expected calibration error (CALIBRATION_BINS equal-width bins, weighted by their rows) and
+    the mean probability, to read against the split's positive rate."""
+    y = (np.asarray(labels) == 1).astype(np.float64)
+    if y.size == 0:
+        return {}
+    bins = np.minimum((probability * CALIBRATION_BINS).astype(np.int64), CALIBRATION_BINS - 1)
+    counts = np.bincount(bins, minlength=CALIBRATION_BINS)
+    gaps = np.abs(np.bincount(bins, probability, CALIBRATION_BINS) - np.bincount(bins, y, CALIBRATION_BINS))
+    return {
+        "brier": float(np.mean((probability - y) ** 2)),
+        "ece": float(gaps.sum() / y.size) if counts.sum() else 0.0,
+        "mean_probability": float(probability.mean()),
+        "positive_rate": float(y.mean()),
+    }
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    out = np.empty_like(z)
+    positive = z >= 0
+    out[positive] = 1.0 / (1.0 + np.exp(-z[positive]))
+    e = np.exp(z[~positive])
+    out[~positive] = e / (1.0 + e)
+    return out
