@@ -98,6 +98,7 @@ def dmo_run(data: pa.Table, test: pa.Table, problem: str, target: float | None, 
 def sklearn_runs(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[str, Any]]:
     """One LogisticRegression(class_weight='balanced') per resplit; the exact threshold of each problem on its
     5-fold out-of-fold decision scores."""
+    import pandas as pd
     from sklearn.compose import ColumnTransformer
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -108,7 +109,7 @@ def sklearn_runs(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[st
 
     frame, test_frame = data.to_pandas(), test.to_pandas()
     y, y_test = frame.pop("label").to_numpy(), test_frame.pop("label").to_numpy()
-    text = [c for c in frame.columns if frame[c].dtype == object]
+    text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     numbers = [c for c in frame.columns if c not in text]
     prep = ColumnTransformer(
         [("num", StandardScaler(), numbers), ("cat", OneHotEncoder(handle_unknown="ignore"), text)]
@@ -236,8 +237,9 @@ def main() -> None:
     ]
     runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers) as pool:
-        for rows in pool.map(one_resplit, tasks):
+        for done, rows in enumerate(pool.map(one_resplit, tasks), 1):
             runs += rows
+            print(f"[{done}/{len(tasks)}] {rows[0]['set']} seed {rows[0]['seed']}", file=sys.stderr, flush=True)
     per_set = summarize(runs, ("model", "problem", "mode", "set"))
     pooled_table = summarize(runs, ("model", "mode"))
     constrained = summarize([r for r in runs if r["problem"] != "ofbs"], ("model", "mode"))

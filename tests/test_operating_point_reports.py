@@ -77,21 +77,10 @@ def test_an_unreachable_target_exits_3_with_the_full_json_report_and_no_model(tm
     train, val = split_files
     model, written = tmp_path / "m.st", tmp_path / "r.json"
     proc = run_dmo(
-        "train",
-        train,
-        "--val",
-        val,
-        "--problem",
-        "fpor",
-        "--target",
-        "0.999",
-        "--confidence",
-        "0.95",
-        "-o",
-        model,
-        "--report",
-        written,
-        "--json",
+        *(
+            f"train {train} --val {val} --problem fpor --target 0.999 --confidence 0.95 -o {model} "
+            f"--report {written} --json"
+        ).split()
     )
     assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert "not certified on the val split" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -110,20 +99,9 @@ def test_the_message_says_how_many_rows_a_certificate_would_need(tmp_path, split
     frame = make_binary_frame(n=60, seed=5)
     assert 0 < frame.label.sum() < 13
     frame.to_parquet(small, index=False)
+    model = tmp_path / "m.st"
     proc = run_dmo(
-        "train",
-        train,
-        "--val",
-        small,
-        "--problem",
-        "frop",
-        "--target",
-        "0.7",
-        "--confidence",
-        "0.99",
-        "-o",
-        tmp_path / "m.st",
-        "--json",
+        *f"train {train} --val {small} --problem frop --target 0.7 --confidence 0.99 -o {model} --json".split()
     )
     assert proc.returncode == 3
     point = json.loads(proc.stdout)["operating_point"]
@@ -134,20 +112,10 @@ def test_the_message_says_how_many_rows_a_certificate_would_need(tmp_path, split
 def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, split_files):
     train, val = split_files
     proc = run_dmo(
-        "train",
-        train,
-        "--val",
-        val,
-        "--problem",
-        "fpor",
-        "--target",
-        "0.999",
-        "--confidence",
-        "0.95",
-        "--allow-infeasible",
-        "-o",
-        tmp_path / "m.st",
-        "--json",
+        *(
+            f"train {train} --val {val} --problem fpor --target 0.999 --confidence 0.95 "
+            f"--allow-infeasible -o {tmp_path / 'm.st'} --json"
+        ).split()
     )
     assert proc.returncode == 0 and (tmp_path / "m.st").exists()
     report = json.loads(proc.stdout)
@@ -160,18 +128,10 @@ def test_threshold_refusal_prints_its_report_too(tmp_path, split_files):
     train, val = split_files
     run_dmo("train", train, "--val", val, "-o", tmp_path / "m.st", check=True)
     proc = run_dmo(
-        "threshold",
-        tmp_path / "m.st",
-        val,
-        "--problem",
-        "fpor",
-        "--target",
-        "0.999",
-        "--confidence",
-        "0.95",
-        "-o",
-        tmp_path / "n.st",
-        "--json",
+        *(
+            f"threshold {tmp_path / 'm.st'} {val} --problem fpor --target 0.999 --confidence 0.95 -o "
+            f"{tmp_path / 'n.st'} --json"
+        ).split()
     )
     assert proc.returncode == 3 and not (tmp_path / "n.st").exists()
     report = json.loads(proc.stdout)
