@@ -68,6 +68,7 @@ def test_a_stop_half_way_leaves_no_temporary_file_and_says_so(model, tmp_path, s
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_stop_signals,
     )
     deadline = time.monotonic() + 120
     while not any(out.parent.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
@@ -77,6 +78,14 @@ def test_a_stop_half_way_leaves_no_temporary_file_and_says_so(model, tmp_path, s
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + stop and stderr.strip() == f"dmo: {word}"
     assert list(out.parent.iterdir()) == []
+
+
+def _default_stop_signals() -> None:
+    """The child starts with Ctrl-C and SIGTERM at their default disposition: a suite run in the background or
+    under nohup has SIGINT ignored, the child would inherit that, and Python would then never see the Ctrl-C this
+    test sends (the case a user's terminal gives)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
