@@ -98,9 +98,9 @@ def test_rank_transfer_keeps_the_share_of_rows_predicted_positive():
     rng = np.random.default_rng(0)
     oof, final = rng.normal(size=200), rng.normal(size=200) * 3 + 1
     t_oof = float(np.sort(oof)[::-1][36])
-    t_final = transfer_threshold("rank", t_oof, oof, final)
+    t_final = transfer_threshold("rank", t_oof, oof_logits=oof, final_logits=final)
     assert np.count_nonzero(final >= t_final) == np.count_nonzero(oof >= t_oof) == 37
-    assert transfer_threshold("apply", t_oof, oof, final) == t_oof
+    assert transfer_threshold("apply", t_oof, oof_logits=oof, final_logits=final) == t_oof
 
 
 def test_cross_fitting_holds_the_target_on_new_data_where_training_rows_flatter():

@@ -20,7 +20,7 @@ Folds run one after the other, each within the memory of one fit.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -44,7 +44,6 @@ class CrossFitted:
     y: np.ndarray
     folds: np.ndarray
     seconds: float
-    fold_traces: list[dict[str, Any]] = field(default_factory=list)
 
 
 def cross_fit(
@@ -64,18 +63,18 @@ def cross_fit(
     started = time.perf_counter()
     folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
     logits = np.empty(data.n, dtype=np.float32)
-    traces = []
     for fold in range(k):
         held = folds == fold
         result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
         scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
         logits[held] = scores.float().cpu().numpy()
-        traces.append({"fold": fold, "rows": int((~held).sum()), "held_out": int(held.sum())})
         del result
-    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, traces)
+    return CrossFitted(logits, data.y, folds, time.perf_counter() - started)
 
 
-def transfer_threshold(transfer: str, oof_threshold: float, oof_logits: np.ndarray, final_logits: np.ndarray) -> float:
+def transfer_threshold(
+    transfer: str, oof_threshold: float, *, oof_logits: np.ndarray, final_logits: np.ndarray
+) -> float:
     """The final model's threshold from the out-of-fold one (see the module docstring)."""
     if transfer == "apply":
         return oof_threshold
@@ -85,9 +84,20 @@ def transfer_threshold(transfer: str, oof_threshold: float, oof_logits: np.ndarr
     return float(np.sort(final_logits)[::-1][predicted - 1])
 
 
-def fold_report(crossed: CrossFitted, problem: Problem, confidence: float | None) -> list[dict[str, Any]]:
-    """Each fold's own exact operating point on its out-of-fold scores: the spread of the operating point that
-    one validation split of that size would have given."""
+def cv_report(crossed: CrossFitted, problem: Problem, confidence: float | None) -> dict[str, Any]:
+    """The report's `cv` section: the folds, each fold's own exact operating point on its out-of-fold scores (the
+    spread one validation split of that size would have shown), and the range of their thresholds."""
+    per_fold = _fold_points(crossed, problem, confidence)
+    thresholds = [fold["threshold"] for fold in per_fold]
+    return {
+        "folds": int(crossed.folds.max()) + 1,
+        "per_fold": per_fold,
+        "threshold_spread": [min(thresholds), max(thresholds)] if thresholds else None,
+        "fit_seconds": crossed.seconds,
+    }
+
+
+def _fold_points(crossed: CrossFitted, problem: Problem, confidence: float | None) -> list[dict[str, Any]]:
     out = []
     for fold in range(int(crossed.folds.max()) + 1):
         held = crossed.folds == fold

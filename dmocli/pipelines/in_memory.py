@@ -7,6 +7,7 @@ solver's model gets the same exact threshold adjustment, report and model file.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.cross_fit import cross_fit, fold_report, transfer_threshold
+from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
@@ -163,9 +164,10 @@ def train_in_memory(
     threshold: float | None = None
     if problem is not None:
         transfer = None
-        if crossed is not None:
-            final = logits["train"]
-            transfer = lambda t: transfer_threshold(opts.cv_transfer, t, crossed.logits, final)  # noqa: E731
+        if crossed is not None:  # the out-of-fold threshold, carried to the model trained on all rows
+            transfer = functools.partial(
+                transfer_threshold, opts.cv_transfer, oof_logits=crossed.logits, final_logits=logits["train"]
+            )
         settled = settle_threshold(
             logits,
             truth,
@@ -184,15 +186,11 @@ def train_in_memory(
     report["solver_trace"] = result.trace
     report["fit_seconds"] = fit_seconds
     if crossed is not None:
-        thresholds = [fold["threshold"] for fold in fold_report(crossed, problem, opts.confidence)]
         report["cv"] = {
-            "folds": folds,
+            **cv_report(crossed, problem, opts.confidence),
             "transfer": opts.cv_transfer,
             "pooled_val": opts.val is not None,
-            "per_fold": fold_report(crossed, problem, opts.confidence),
-            "threshold_spread": [min(thresholds), max(thresholds)] if thresholds else None,
             "oof_threshold": report["operating_point"]["threshold"],
-            "fit_seconds": crossed.seconds,
         }
     if problem is not None and settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path if group is None or group.primary else None, started)
@@ -324,7 +322,7 @@ def _folds(
         return opts.cv if problem is not None else 0
     if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0
-    if solver.uses_unlabeled or group is not None or opts.folding or getattr(opts, "params", {}).get("folding"):
+    if solver.uses_unlabeled or group is not None or opts.folding or opts.params.get("folding"):
         return 0  # ERO's --folding holds out its own fold of DATA instead
     smallest = int(np.bincount(data.y[data.y >= 0]).min())
     return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0
