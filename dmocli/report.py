@@ -43,7 +43,7 @@ def binary_split_report(
         "interval_level": REPORT_LEVEL,
         "beta": beta,
         "threshold": float(threshold),
-        "threshold_probability": _sigmoid(threshold),
+        "threshold_probability": float(_probability(np.asarray([threshold]), calibration)[0]),
         "feasible": feasible,
         "average_precision": curve.average_precision() if curve and scores["n_pos"] else None,
         "roc_auc": curve.roc_auc() if curve else None,
@@ -64,13 +64,6 @@ def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any
     out = multiclass_scores(y, logits.argmax(axis=1), len(classes), proba)
     out["classes"] = classes
     return out
-
-
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
 
 
 def envelope(command: str, **fields: Any) -> dict[str, Any]:

@@ -212,3 +212,10 @@ def _check_consistent(model: DmoModel) -> None:
         raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
     if labels.binary and not (isinstance(model.threshold, (int, float)) and math.isfinite(model.threshold)):
         raise ValueError(f"threshold {model.threshold!r} is not a number")
+    stored = model.info.get("calibration") if isinstance(model.info, dict) else None
+    if stored is not None:
+        if not isinstance(stored, dict):
+            raise ValueError("the probability calibration is malformed")
+        calibration = Calibration.from_dict(stored)  # a slope or intercept that is not a number raises here
+        if not (math.isfinite(calibration.slope) and math.isfinite(calibration.intercept)):
+            raise ValueError("the probability calibration holds a value that is not finite")

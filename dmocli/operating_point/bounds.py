@@ -63,7 +63,25 @@ def fewest_certifying_trials(rate: float, target: float, confidence: float) -> i
     return high
 
 
-def smallest_certifiable_count(target: float, confidence: float) -> int:
-    """The fewest predicted positives at which even a perfect record (every one a true positive) certifies
-    precision >= target: k with target^k <= 1 - confidence. Cuts with fewer can never be certified."""
-    return max(1, math.ceil(math.log(1.0 - confidence) / math.log(target)))
+FIXED_SEQUENCE_STARTS = 2  # label-free starting cuts of the precision test sequences, each at an equal share of 1 - C
+
+
+def fixed_sequence_level(confidence: float) -> float:
+    """The confidence each of the FIXED_SEQUENCE_STARTS sequences is tested at, so that together (a union bound)
+    they keep the family-wise error at 1 - confidence."""
+    return 1.0 - (1.0 - confidence) / FIXED_SEQUENCE_STARTS
+
+
+def fixed_sequence_starts(target: float, confidence: float) -> list[int]:
+    """Predicted positives at which the fixed-sequence tests of precision >= target start (at the level of
+    `fixed_sequence_level`). Both depend on the target and level alone, never on the labels, so the procedure
+    stays valid:
+
+    - the fewest at which even a perfect record certifies (target^k <= 1 - level): the earliest start, which
+      small validation sets need, but one negative among the first rows stops it;
+    - the fewest at which a precision halfway between the target and 1 certifies: a start a model comfortably
+      above the target passes even with a few negatives among its top-scored rows.
+    """
+    level = fixed_sequence_level(confidence)
+    earliest = max(1, math.ceil(math.log(1.0 - level) / math.log(target)))
+    return [earliest, fewest_certifying_trials((1.0 + target) / 2.0, target, level) or earliest]

@@ -18,7 +18,8 @@ from dmocli.operating_point.bounds import (
     clopper_pearson_interval,
     clopper_pearson_lower,
     fewest_certifying_trials,
-    smallest_certifiable_count,
+    fixed_sequence_level,
+    fixed_sequence_starts,
 )
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.problems import Problem, f_beta, precision, recall
@@ -82,9 +83,11 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
             level = np.asarray(constrained)
             ok = level >= problem.target - 1e-12
         elif problem.kind == "fpor":
-            level = bound = clopper_pearson_lower(tp, tp + fp, confidence)
-            ok = _fixed_sequence(bound, tp + fp, problem.target, confidence)
-            certificate = "fixed-sequence Clopper-Pearson precision bounds from the strictest cut"
+            level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
+            ok, stopped = _fixed_sequences(
+                bound, tp + fp, problem.target, fixed_sequence_starts(problem.target, confidence)
+            )
+            certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
         else:
             level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
             ok = level >= problem.target - 1e-12
@@ -96,8 +99,10 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
             feasible = True
         else:
             best = int(np.argmax(np.where(tp > 0, level, -np.inf))) if problem.kind == "fpor" else int(np.argmax(level))
+            if certificate is not None and problem.kind == "fpor":
+                best = stopped  # the cut whose failed test ended the sequence: what kept every cut uncertified
             feasible = False
-        best_achievable = float(np.max(np.where(tp > 0, level, 0.0)))
+        best_achievable = float(level[best]) if feasible is False else float(np.max(np.where(tp > 0, level, 0.0)))
     else:
         best = int(np.argmax(objective))
         feasible = None
@@ -122,22 +127,28 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
     )
 
 
-def _fixed_sequence(bound: np.ndarray, predicted: np.ndarray, target: float, confidence: float) -> np.ndarray:
-    """The cuts certified by fixed-sequence testing of "precision >= target", strictest cut first.
+def _fixed_sequences(
+    bound: np.ndarray, predicted: np.ndarray, target: float, starts: list[int]
+) -> tuple[np.ndarray, int]:
+    """The cuts certified by fixed-sequence tests of "precision >= target", and the cut whose failed test stopped
+    the first sequence (the last cut when none failed).
 
     Precision is not monotone in the threshold, so taking any cut whose own bound reaches the target would
-    select on noise among many cuts. Testing them in a fixed order (from the highest threshold down), each at
-    level 1 - confidence, and stopping at the first that fails, keeps the chance that any certified cut is
-    wrong at most 1 - confidence (Learn-Then-Test's fixed-sequence procedure). The sequence starts at the
-    first cut with enough predicted positives to be certifiable at all (`smallest_certifiable_count`): the cuts
-    above it fail whatever their labels, and starting there would stop the sequence before it began.
+    select on noise among many cuts. Testing them in a fixed order (from the highest threshold down), each with
+    `bound` (at the level of bounds.fixed_sequence_level), and stopping at the first that fails, keeps the chance
+    that any certified cut is wrong at most that level's error (Learn-Then-Test's fixed-sequence procedure).
+    One sequence runs from each label-free start (bounds.fixed_sequence_starts); a cut is certified when any
+    sequence certifies it, and the union bound over the sequences keeps the family-wise error at 1 - C.
     """
     certified = np.zeros(bound.shape, dtype=bool)
-    start = int(np.searchsorted(predicted, smallest_certifiable_count(target, confidence)))
-    failures = np.flatnonzero(bound[start:] < target - 1e-12)
-    stop = start + int(failures[0]) if failures.size else bound.size
-    certified[start:stop] = True
-    return certified
+    first_stop = None
+    for count in starts:
+        start = min(int(np.searchsorted(predicted, count)), bound.size - 1)
+        failures = np.flatnonzero(bound[start:] < target - 1e-12)
+        stop = start + int(failures[0]) if failures.size else bound.size
+        certified[start:stop] = True
+        first_stop = min(stop, bound.size - 1) if first_stop is None else first_stop
+    return certified, first_stop
 
 
 def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list[float] | None:

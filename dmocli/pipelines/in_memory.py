@@ -50,6 +50,10 @@ def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
             raise DmoError(
                 "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
             )
+        if opts.confidence is not None:
+            raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
+        if opts.cv:
+            raise DmoError("--cv cross-fits a binary threshold; --problem multiclass has none: drop --cv")
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
@@ -108,6 +112,8 @@ def train_in_memory(
     del loaded
     folds = _folds(opts, solver, problem, train_data, group)
     val_levels = val_data.levels if val_data is not None else None
+    # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
+    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
     if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
         train_data, val_data = concatenated(train_data, val_data), None
 
@@ -177,6 +183,7 @@ def train_in_memory(
             opts.confidence,
             opts.allow_infeasible,
             transfer,
+            calibrate,
         )
         threshold = settled.threshold
         report.update(settled.report)

@@ -105,6 +105,7 @@ def settle_threshold(
     confidence: float | None,
     allow_infeasible: bool,
     transfer: Callable[[float], float] | None = None,
+    calibrate: bool = True,
 ) -> Settled:
     """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
     search on the out-of-fold scores ("cv", carried to the final model by `transfer`), else on the val split,
@@ -112,11 +113,13 @@ def settle_threshold(
 
     The report keeps the metrics at the solver's own threshold (`before_adjustment`) whenever it has one, and
     every split's metrics at the threshold kept (`splits`; the out-of-fold split at its own threshold).
+    With `calibrate`, the probability map is fitted on the same held-out scores; not on rows of a `dmo subsample`
+    file, whose labels are not the population's (the offset-corrected logit's sigmoid already estimates it).
     """
     report: dict[str, Any] = {}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
-    calibration = fit_platt(logits[held_out], truth[held_out], held_out) if held_out else None
+    calibration = fit_platt(logits[held_out], truth[held_out], held_out) if held_out and calibrate else None
     if own is not None:
         report["before_adjustment"] = split_reports(fitted, truth, own, problem, [], calibration)
     if adjust or own is None:
@@ -145,5 +148,5 @@ def settle_threshold(
 
 OPTIMISTIC = (
     "the threshold was fitted on the rows the model was trained on, so the operating point is optimistic (new data "
-    "will usually do worse); give --val FILE or --cv K (the default without --val)"
+    "will usually do worse); give --val FILE, or --cv K where the solver can be refitted per fold"
 )

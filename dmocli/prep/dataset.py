@@ -175,8 +175,17 @@ def stratified_folds(y: np.ndarray, k: int, seed: int, class_names: list[Any] | 
 
 
 def concatenated(first: Prepared, second: Prepared) -> Prepared:
-    """The rows of two prepared splits, in order (the validation rows pooled into DATA for --cv)."""
-    extra = {key: np.concatenate([first.extra[key], second.extra[key]]) for key in first.extra if key in second.extra}
+    """The rows of two prepared splits, in order (the validation rows pooled into DATA for --cv). Subsample offsets
+    of one part are kept: the other part's rows were not subsampled, so their log acceptance is 0."""
+    extra = {}
+    for key in sorted(set(first.extra) | set(second.extra)):
+        parts = [part.extra.get(key) for part in (first, second)]
+        width = next(p for p in parts if p is not None).shape[1:]
+        parts = [
+            p if p is not None else np.zeros((part.n, *width), dtype=np.float32)
+            for p, part in zip(parts, (first, second))
+        ]
+        extra[key] = np.concatenate(parts)
     levels = LevelCounts()
     levels.add(first.levels)
     levels.add(second.levels)
