@@ -73,12 +73,16 @@ def outcome(problem: str, target: float | None, metrics: dict[str, float]) -> di
     return {"refused": False, "test_feasible": feasible, "test_objective": metrics[objective]}
 
 
-def dmo_run(data: pa.Table, test: pa.Table, problem: str, target: float | None, mode: str, model: str, seed: int):
+def dmo_run(
+    data: pa.Table, test: pa.Table, problem: str, target: float | None, mode: str, model: str, seed: int, transfer: str
+):
     from dmocli import TrainOptions, train
     from dmocli.errors import UnreachableTarget
 
     solver, kind = ("ero", "linear") if model == "ero_linear" else ("wce", model)
-    opts = TrainOptions(problem=problem, target=target, solver=solver, model=kind, seed=seed, device="cpu")
+    opts = TrainOptions(
+        problem=problem, target=target, solver=solver, model=kind, seed=seed, device="cpu", cv_transfer=transfer
+    )
     if mode == "val25":
         opts.val_frac, opts.cv = 0.25, 0
     else:
@@ -91,7 +95,8 @@ def dmo_run(data: pa.Table, test: pa.Table, problem: str, target: float | None, 
     logits, _ = trained.logits(test)
     y = test.column("label").to_numpy()
     result = outcome(problem, target, test_metrics(trained.decide(logits), y))
-    result["mean_probability"] = float(np.mean(1.0 / (1.0 + np.exp(-logits.astype(np.float64)))))
+    result["mean_probability"] = float(np.mean(trained.probability(logits)))  # calibrated, as predict writes it
+    result["mean_raw_sigmoid"] = float(np.mean(1.0 / (1.0 + np.exp(-logits.astype(np.float64)))))  # before 0.2.0
     return result
 
 
@@ -130,8 +135,8 @@ def sklearn_runs(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[st
     return out
 
 
-def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, Any]]:
-    data_dir, name, seed, models = task
+def one_resplit(task: tuple[str, str, int, tuple[str, ...], str]) -> list[dict[str, Any]]:
+    data_dir, name, seed, models, transfer = task
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -145,7 +150,7 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, A
                 if mode == "cv5_conf95" and problem == "ofbs":
                     continue
                 started = time.perf_counter()
-                result = dmo_run(data, test, problem, target, mode, model, seed)
+                result = dmo_run(data, test, problem, target, mode, model, seed, transfer)
                 rows.append(
                     {
                         "set": name,
@@ -229,11 +234,14 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["linear"], choices=["linear", "mlp", "ero_linear"])
     parser.add_argument("--sets", nargs="+", default=list(BINARY_SETS))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--transfer", default="apply", choices=["apply", "rank"], help="--cv-transfer of the runs")
     parser.add_argument("--results-name", default="operating_point")
     args = parser.parse_args()
     started = time.perf_counter()
     tasks = [
-        (str(args.data_dir), name, seed, tuple(args.models)) for name in args.sets for seed in range(args.resplits)
+        (str(args.data_dir), name, seed, tuple(args.models), args.transfer)
+        for name in args.sets
+        for seed in range(args.resplits)
     ]
     runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers) as pool:
@@ -261,13 +269,16 @@ def main() -> None:
         comparisons, ["model", "a", "b", "pairs", "mean_objective_a_minus_b", "test_feasible_a", "test_feasible_b"]
     )
     print()
-    print_table(calibration, ["model", "set", "mean_probability", "test_positive_rate", "relative_gap"])
+    print_table(
+        calibration, ["model", "set", "mean_probability", "test_positive_rate", "relative_gap", "raw_sigmoid_gap"]
+    )
     path = write_results(
         args.results_name,
         {
             "resplits": args.resplits,
             "models": args.models,
             "sets": args.sets,
+            "transfer": args.transfer,
             "seconds": time.perf_counter() - started,
             "per_set": per_set,
             "pooled": pooled_table,
@@ -297,6 +308,7 @@ def summarize_calibration(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not picked:
                 continue
             mean_p = float(np.mean([r["mean_probability"] for r in picked]))
+            raw = [r["mean_raw_sigmoid"] for r in picked if "mean_raw_sigmoid" in r]
             rate = float(np.mean([r["test_positive_rate"] for r in picked]))
             rows.append(
                 {
@@ -305,6 +317,7 @@ def summarize_calibration(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "mean_probability": mean_p,
                     "test_positive_rate": rate,
                     "relative_gap": mean_p / rate - 1.0,
+                    "raw_sigmoid_gap": float(np.mean(raw)) / rate - 1.0 if raw else None,
                 }
             )
     return rows

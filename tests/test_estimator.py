@@ -45,7 +45,7 @@ def test_frop_on_arrays_meets_the_target_and_matches_the_file_pipeline(tmp_path)
     fraud_logits = reloaded.logits(pa.Table.from_pandas(X, preserve_index=False))[0].reshape(-1)
     # sklearn's binary score is for classes_[1] ("ok"): the positive class sorts first, so its logit is negated
     assert np.allclose(-fraud_logits, clf.decision_function(X), atol=1e-6)
-    assert np.allclose(clf.predict_proba(X)[:, 0], 1.0 / (1.0 + np.exp(-fraud_logits)), atol=1e-6)
+    assert np.allclose(clf.predict_proba(X)[:, 0], reloaded.probability(fraud_logits), atol=1e-6)  # calibrated
     assert get_scorer("roc_auc")(clf, X, y) > 0.8  # the scorer reads the sign right
 
 

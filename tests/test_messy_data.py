@@ -251,12 +251,17 @@ def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
         name: json.loads(run_dmo("evaluate", tmp_path / "m.st", tmp_path / name, "--json", check=True).stdout)
         for name in ("d.parquet", "d.csv")
     }
+    # the same rows scored alike (the calibration figures, continuous, to float rounding of the parsed values)
+    calibrations = [scored[name]["splits"]["data"].pop("calibration") for name in ("d.csv", "d.parquet")]
+    assert calibrations[0] == pytest.approx(calibrations[1], rel=1e-6)
     assert scored["d.csv"]["splits"] == scored["d.parquet"]["splits"] and scored["d.csv"]["unseen_levels"] == {}
     with_val = json.loads(
         run_dmo(
             "train", tmp_path / "d.parquet", "--val", tmp_path / "d.csv", "-o", tmp_path / "v.st", "--json", check=True
         ).stdout
     )
+    calibrations = [with_val["splits"][name].pop("calibration") for name in ("val", "train")]
+    assert calibrations[0] == pytest.approx(calibrations[1], rel=1e-6)
     assert with_val["splits"]["val"] == with_val["splits"]["train"] and with_val["val_unseen_levels"] == {}
     # a parquet column that is numbers where the model had text is refused, not scored as all-unseen
     frame.assign(code=frame["code"].astype(int)).to_parquet(tmp_path / "int.parquet")
