@@ -233,14 +233,18 @@ def estimator_fields() -> list[dataclasses.Field]:
     return [spec for spec in dataclasses.fields(TrainOptions) if spec.metadata["estimator"]]
 
 
+def _declared(name: str) -> Mapping[str, Any]:
+    """The declared checks of one TrainOptions field, for commands that take the same option without it."""
+    return next(spec.metadata for spec in dataclasses.fields(TrainOptions) if spec.name == name)
+
+
 def check_seed(seed: int) -> None:
     """The seed check of the commands that have no TrainOptions (subsample, extract)."""
-    refuse([problem for problem in [check_value(f"--seed {seed}", seed, {"min": 0, "max": MAX_SEED})] if problem])
+    refuse([problem for problem in [check_value(f"--seed {seed}", seed, _declared("seed"))] if problem])
 
 
 def check_confidence(confidence: float | None) -> None:
     """The level of the one-sided Clopper-Pearson bound: below 0.5 it would loosen the target, not guard it."""
-    declared = {spec.name: spec for spec in dataclasses.fields(TrainOptions)}["confidence"].metadata
-    problem = check_value(f"--confidence {confidence}", confidence, declared)
+    problem = check_value(f"--confidence {confidence}", confidence, _declared("confidence"))
     if problem is not None:
         raise DmoError(f"{problem}, e.g. 0.95")

@@ -14,7 +14,7 @@ import numpy as np
 from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
-from dmocli.operating_point.calibration import Calibration, calibration_figures
+from dmocli.operating_point.calibration import Calibration, calibration_figures, probability
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.problems import Problem
@@ -43,18 +43,12 @@ def binary_split_report(
         "interval_level": REPORT_LEVEL,
         "beta": beta,
         "threshold": float(threshold),
-        "threshold_probability": float(_probability(np.asarray([threshold]), calibration)[0]),
+        "threshold_probability": float(probability(np.asarray([threshold]), calibration)[0]),
         "feasible": feasible,
         "average_precision": curve.average_precision() if curve and scores["n_pos"] else None,
         "roc_auc": curve.roc_auc() if curve else None,
-        "calibration": calibration_figures(_probability(logits, calibration), y),
+        "calibration": calibration_figures(probability(logits, calibration), y),
     }
-
-
-def _probability(logits: np.ndarray, calibration: Calibration | None) -> np.ndarray:
-    if calibration is not None:
-        return calibration.probability(logits)
-    return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
 
 
 def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from safetensors.numpy import save, save_file
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
-from dmocli.operating_point.calibration import Calibration
+from dmocli.operating_point.calibration import Calibration, probability
 from dmocli.operating_point.problems import Problem
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -78,10 +78,7 @@ class DmoModel:
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
         """P(positive | x) of a binary model's logits (calibrated where the model file says how)."""
-        calibration = self.calibration
-        if calibration is not None:
-            return calibration.probability(logits)
-        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
+        return probability(logits, self.calibration)
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
         if self.binary:

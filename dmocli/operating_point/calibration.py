@@ -39,6 +39,13 @@ class Calibration:
         return cls(float(values["slope"]), float(values["intercept"]), str(values.get("fitted_on", "")))
 
 
+def probability(logits: np.ndarray, calibration: Calibration | None) -> np.ndarray:
+    """P(positive | x) of binary logits: through `calibration` where there is one, else the logit's sigmoid (what
+    model files written before calibration existed keep)."""
+    z = np.asarray(logits, dtype=np.float64)
+    return calibration.probability(z) if calibration is not None else _sigmoid(z)
+
+
 def fit_platt(logits: np.ndarray, labels: np.ndarray, fitted_on: str) -> Calibration | None:
     """The maximum-likelihood (slope, intercept); None when one class is missing (nothing to calibrate to)."""
     labels = np.asarray(labels)
@@ -57,11 +64,10 @@ def calibration_figures(probability: np.ndarray, labels: np.ndarray) -> dict[str
     if y.size == 0:
         return {}
     bins = np.minimum((probability * CALIBRATION_BINS).astype(np.int64), CALIBRATION_BINS - 1)
-    counts = np.bincount(bins, minlength=CALIBRATION_BINS)
     gaps = np.abs(np.bincount(bins, probability, CALIBRATION_BINS) - np.bincount(bins, y, CALIBRATION_BINS))
     return {
         "brier": float(np.mean((probability - y) ** 2)),
-        "ece": float(gaps.sum() / y.size) if counts.sum() else 0.0,
+        "ece": float(gaps.sum() / y.size),
         "mean_probability": float(probability.mean()),
         "positive_rate": float(y.mean()),
     }

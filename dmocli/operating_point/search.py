@@ -123,7 +123,11 @@ def search_curve(curve: ScoreCurve, problem: Problem, confidence: float | None =
         best_achievable=best_achievable,
         constraint_interval=_constraint_interval(problem, int(tp[best]), int(fp[best]), n_pos),
         certificate=certificate,
-        **(_rows_needed(problem, tp, fp, n_pos, confidence) if feasible is False and confidence else {}),
+        **(
+            _rows_needed(problem, objective, constrained, tp, fp, n_pos, confidence)
+            if feasible is False and confidence
+            else {}
+        ),
     )
 
 
@@ -159,15 +163,23 @@ def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list
     return None
 
 
-def _rows_needed(problem: Problem, tp: np.ndarray, fp: np.ndarray, n_pos: int, confidence: float) -> dict:
+def _rows_needed(
+    problem: Problem,
+    objective: np.ndarray,
+    constrained: np.ndarray,
+    tp: np.ndarray,
+    fp: np.ndarray,
+    n_pos: int,
+    confidence: float,
+) -> dict:
     """How many rows a certificate would need at the rate observed at the cut the plain search would choose
     (the best objective among cuts whose observed constrained metric beats the target): predicted positives for
     precision, positives for recall. Nothing when no cut beats the target even without a bound."""
-    observed = np.asarray(problem.constrained_metric(tp, fp, n_pos))
+    observed = np.asarray(constrained)
     beats = (observed > problem.target) & (tp > 0)
     if not beats.any():
         return {}
-    cut = _best_index(np.where(beats, np.asarray(problem.objective(tp, fp, n_pos)), -np.inf), observed)
+    cut = _best_index(np.where(beats, objective, -np.inf), observed)
     needed = fewest_certifying_trials(float(observed[cut]), problem.target, confidence)
     counted = int(tp[cut] + fp[cut]) if problem.kind == "fpor" else int(n_pos)
     return {"rows_needed": needed, "rows_counted": counted}

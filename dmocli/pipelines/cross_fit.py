@@ -33,8 +33,6 @@ from dmocli.solvers.base import FitContext, InMemorySolver, SplitData
 if TYPE_CHECKING:
     import torch
 
-TRANSFERS = ("apply", "rank")
-
 
 @dataclass
 class CrossFitted:

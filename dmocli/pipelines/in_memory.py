@@ -325,8 +325,8 @@ def _folds(
     """How many folds cross-fit the threshold: --cv as given, else DEFAULT_FOLDS where the threshold would
     otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, one process,
     a solver that trains on labeled rows), as many as the smallest class allows. 0: no cross-fitting."""
-    if opts.cv is not None:
-        return opts.cv if problem is not None else 0
+    if opts.cv is not None:  # with --problem multiclass, _resolve_problem has refused any but 0
+        return opts.cv
     if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0
     if solver.uses_unlabeled or group is not None or opts.folding or opts.params.get("folding"):

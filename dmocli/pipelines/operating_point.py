@@ -123,7 +123,7 @@ def settle_threshold(
     if own is not None:
         report["before_adjustment"] = split_reports(fitted, truth, own, problem, [], calibration)
     if adjust or own is None:
-        split = next(name for name in ("cv", "val", "train") if name in logits)
+        split = held_out  # searched on the same scores the probability map is fitted on
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
         point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where)
         settled = judge_reachability(point, unreachable, allow_infeasible)
@@ -137,8 +137,10 @@ def settle_threshold(
         settled = Settled(own)
     report["threshold"] = settled.threshold
     report["splits"] = split_reports(fitted, truth, settled.threshold, problem, [], calibration)
-    if "cv" in logits:
-        report["splits"]["cv"] = split_reports(logits, truth, point.threshold, problem, [], calibration)["cv"]
+    if "cv" in logits:  # the out-of-fold scores at their own threshold, before it was carried to the final model
+        report["splits"]["cv"] = binary_split_report(
+            logits["cv"], truth["cv"], point.threshold, problem, calibration=calibration
+        )
     if calibration is not None:
         report["calibration"] = calibration.to_dict()
     settled.calibration = calibration
