@@ -55,6 +55,8 @@ def train(
     started = time.perf_counter()
     solver = get_solver(opts.solver)
     problems = opts.problems()  # with the solver's --param problems below: every one in one message
+    if opts.cv == 1:  # a range check cannot say "0 or at least 2"
+        problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
     try:
         params = solver.parse_params(_solver_params(opts, solver))
     except DmoError as exc:
@@ -141,8 +143,6 @@ def _check_cv(opts: TrainOptions, solver: Solver) -> None:
     """What --cv K cannot be combined with, refused before any data is read."""
     if not opts.cv:
         return
-    if opts.cv == 1:
-        raise DmoError("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
     if solver.streaming:
         raise DmoError(f"--cv refits the model per fold; solver {solver.name} streams once: give --val FILE instead")
     if solver.uses_unlabeled:
