@@ -24,7 +24,7 @@ from dmocli.errors import DmoError
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
 
 PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "multiclass")
-MODEL_CHOICES = ("linear", "mlp")
+MODEL_CHOICES = ("linear", "mlp", "gbdt")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 IMPUTE_CHOICES = ("none", "median")
 
@@ -99,7 +99,14 @@ class TrainOptions:
         1.0, "--beta", estimator=True, positive=True, help="Beta of F-beta (ofbs, and F-beta in reports)."
     )
     solver: str = option("wce", "--solver", "-s", estimator=True, help="Training method; `dmo solvers` lists them.")
-    model: str = option("linear", "--model", "-m", estimator=True, choices=MODEL_CHOICES, help="linear or mlp.")
+    model: str = option(
+        "linear",
+        "--model",
+        "-m",
+        estimator=True,
+        choices=MODEL_CHOICES,
+        help="linear, mlp, or gbdt (gradient-boosted trees: pip install 'dmocli[gbdt]'; missing values allowed).",
+    )
     width: int = option(100, "--width", estimator=True, min=1, help="MLP hidden width.")
     depth: int = option(2, "--depth", estimator=True, min=1, help="MLP hidden layers.")
     val: str | Path | None = option(
@@ -211,6 +218,17 @@ class TrainOptions:
         help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1).",
     )
     plot: str | Path | None = option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG.")
+    engine: str = option(
+        "local",
+        "--engine",
+        choices=("local", "dask"),
+        help="local, or dask: --model gbdt --solver wce trains on Dask workers through XGBoost's Dask interface, "
+        "each worker reading its parquet files (needs dmocli[dask,gbdt]).",
+    )
+    scheduler: str | None = option(
+        None, "--scheduler", help="Dask scheduler ADDRESS for --engine dask (default: a local cluster of --workers)."
+    )
+    workers: int = option(2, "--workers", min=1, help="Worker processes of the local Dask cluster (--engine dask).")
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""

@@ -83,6 +83,14 @@ def _call(
     return fn(_read(entry, layout, columns), part)
 
 
+def _frame_of(
+    numbered: tuple[int, tuple[str, str]], fn: Callable[[pa.Table, int], pd.DataFrame], layout: ParquetLayout
+) -> pd.DataFrame:
+    _one_thread()
+    part, entry = numbered
+    return fn(_read(entry, layout, None), part)
+
+
 def _write_partition(
     frame: pd.DataFrame,
     processor: Any,
@@ -164,6 +172,13 @@ class DaskEngine:
         layout = dask.delayed(self.layout, pure=True)
         tasks = [dask.delayed(_call)(shipped, entry, i, layout, columns) for i, entry in enumerate(self.entries)]
         return list(self.client.compute(tasks, sync=True))
+
+    def frame(self, fn: Callable[[pa.Table, int], pd.DataFrame], meta: pd.DataFrame) -> Any:
+        """A dask DataFrame with one partition per file: fn(the file's rows as arrow, partition number) on the
+        worker that holds the partition (`meta`: an empty frame of fn's columns). fn travels with every
+        partition task: keep it small (a preprocessor, not a model)."""
+        numbered = list(enumerate(self.entries))
+        return self.dd.from_map(_frame_of, numbered, fn=fn, layout=self.layout, meta=meta, enforce_metadata=False)
 
     def write(
         self,

@@ -19,7 +19,8 @@ MAX_DEPTH = 1000
 
 @dataclass
 class Architecture:
-    """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU)."""
+    """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU); gbdt:
+    gradient-boosted trees (their settings are the solver's `--param`s, kept in the model file's info)."""
 
     kind: str
     n_inputs: int
@@ -29,8 +30,8 @@ class Architecture:
     batchnorm: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in ("linear", "mlp"):
-            raise DmoError(f"--model {self.kind!r} is not known (use linear or mlp)")
+        if self.kind not in ("linear", "mlp", "gbdt"):
+            raise DmoError(f"--model {self.kind!r} is not known (use linear, mlp or gbdt)")
         if self.width < 1 or self.depth < 1:
             raise DmoError("--width and --depth must be at least 1")
         if self.kind == "mlp" and (self.depth > MAX_DEPTH or self.parameters > MAX_PARAMETERS):
@@ -42,16 +43,16 @@ class Architecture:
     @property
     def parameters(self) -> int:
         """Weights and biases of the network (BatchNorm's scale and shift included)."""
-        if self.kind == "linear":
+        if self.kind != "mlp":  # gbdt: its size is the trees', not known before training
             return (self.n_inputs + 1) * self.n_outputs
         hidden = (self.n_inputs + 1) * self.width + (self.depth - 1) * (self.width + 1) * self.width
         return hidden + self.depth * 2 * self.width * self.batchnorm + (self.width + 1) * self.n_outputs
 
     def to_dict(self) -> dict:
-        """The record the model file and the report keep; a linear model has no hidden layers, so it leaves
+        """The record the model file and the report keep; only the MLP has hidden layers, so the others leave
         width, depth and batchnorm out (from_dict fills their defaults back in)."""
         record = asdict(self)
-        if self.kind == "linear":
+        if self.kind != "mlp":
             for unused in ("width", "depth", "batchnorm"):
                 del record[unused]
         return record

@@ -64,7 +64,8 @@ class DmoModel:
 
         network = self.module()
         features, levels = self.preprocessor.transform(batch)
-        device = next(network.parameters()).device
+        device = next(network.buffers(), None) if self.architecture.kind == "gbdt" else next(network.parameters())
+        device = device.device if device is not None else torch.device("cpu")
         # Row-major, as training scores its splits: a column-major matrix takes another matmul path whose sums
         # round differently (1e-6), and the report's AP and threshold would not be the ones evaluate finds.
         out = logits_of(network, torch.from_numpy(np.ascontiguousarray(features)).to(device))

@@ -1,4 +1,4 @@
-"""Torch heads that map a feature vector to logits: linear and MLP.
+"""Torch heads that map a feature vector to logits: linear and MLP (and boosted trees, models/trees.py).
 
 The architecture (architecture.py) is a small JSON-able dict so the model
 file can rebuild the network without pickled code.
@@ -14,6 +14,10 @@ from dmocli.models.architecture import Architecture
 
 
 def build_network(arch: Architecture) -> nn.Module:
+    if arch.kind == "gbdt":  # an empty booster, filled by load_state_dict (a model file) or by a tree solver
+        from dmocli.models.trees import BoostedTrees
+
+        return BoostedTrees(arch.n_outputs)
     if arch.kind == "linear":
         return nn.Sequential(nn.Linear(arch.n_inputs, arch.n_outputs))
     layers: list[nn.Module] = []

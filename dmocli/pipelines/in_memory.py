@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streami
     from dmocli.engines.torch_distributed import ProcessGroup
 
 
-def _resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
+def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     kind = opts.problem
     if kind is None:
         kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
@@ -247,7 +247,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         opts.label_col
     )
     counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
-    problem = _resolve_problem(opts, len(counts))
+    problem = resolve_problem(opts, len(counts))
     if problem is None and not solver.multiclass:
         raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
     if problem is not None and problem.kind not in solver.problems:
@@ -255,7 +255,9 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
             f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})"
         )
     labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-    pre = Preprocessor.fit(table.to_batches() if group is None else reading.iter_batches(data), plan, opts.impute)
+    # Trees route missing values themselves: for gbdt, NaN is kept unless --impute median asks to fill it.
+    impute = "keep" if opts.model == "gbdt" and opts.impute == "none" else opts.impute
+    pre = Preprocessor.fit(table.to_batches() if group is None else reading.iter_batches(data), plan, impute)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:
@@ -325,7 +327,7 @@ def _folds(
     """How many folds cross-fit the threshold: --cv as given, else DEFAULT_FOLDS where the threshold would
     otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, one process,
     a solver that trains on labeled rows), as many as the smallest class allows. 0: no cross-fitting."""
-    if opts.cv is not None:  # with --problem multiclass, _resolve_problem has refused any but 0
+    if opts.cv is not None:  # with --problem multiclass, resolve_problem has refused any but 0
         return opts.cv
     if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0

@@ -14,7 +14,7 @@ from dmocli.data import outputs, sources
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import TrainOptions, refuse
+from dmocli.options import MODEL_CHOICES, TrainOptions, refuse
 from dmocli.pipelines.in_memory import NOT_PARQUET, train_in_memory
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, StreamingSolver
@@ -57,11 +57,18 @@ def train(
     problems = opts.problems()  # with the solver's --param problems below: every one in one message
     if opts.cv == 1:  # a range check cannot say "0 or at least 2"
         problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
+    if opts.model in MODEL_CHOICES and opts.model not in solver.models:
+        trains = ", ".join(name for name in available() if opts.model in solver_class(name).models)
+        problems.append(f"solver {solver.name} does not train --model {opts.model} (solvers that do: {trains})")
     try:
         params = solver.parse_params(_solver_params(opts, solver))
     except DmoError as exc:
         problems.append(str(exc))
     refuse(problems)
+    if opts.model == "gbdt":
+        from dmocli.models.trees import import_xgboost
+
+        import_xgboost()  # an optional dependency: say which extra to install before any data is read
     solver.check_params(params, opts.model)
     if sources.is_stdin(opts.val) or sources.is_stdin(opts.unlabeled_truth):
         raise DmoError("only DATA can be read from standard input ('-'); give --val and --unlabeled-truth as files")
@@ -85,6 +92,8 @@ def train(
     outputs.refuse_misnamed_model(output)
     if opts.val is not None and opts.val_frac:
         raise DmoError("give either --val FILE or --val-frac, not both")
+    if opts.engine == "dask":
+        _check_dask(opts, solver)
     _check_cv(opts, solver)
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         raise DmoError(
@@ -92,6 +101,12 @@ def train(
         )
     if torchrun.launched():
         _check_distributed(data, opts, solver)
+    if opts.engine == "dask":
+        from dmocli.pipelines.dask_trees import train_trees_on_dask
+
+        return train_trees_on_dask(data, opts, solver, params, output, report_path, started)
+    if opts.scheduler is not None:
+        raise DmoError("--scheduler names a Dask scheduler; add --engine dask")
     if isinstance(solver, StreamingSolver):
         from dmocli.pipelines.streaming import train_streaming
 
@@ -127,6 +142,10 @@ def _solver_params(opts: TrainOptions, solver: Solver) -> dict[str, str]:
 def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver) -> None:
     """What training under torchrun cannot do yet, refused alike by every process before the group forms (no file is
     looked at here: a node that cannot see DATA must fail inside ProcessGroup.agree, where its message is shown)."""
+    if opts.model == "gbdt":
+        raise DmoError(
+            "--model gbdt trains in one process (XGBoost's own threads, or --device cuda); run it without torchrun"
+        )
     if not solver.distributed:
         spread = ", ".join(name for name in available() if solver_class(name).distributed)
         raise DmoError(
@@ -137,6 +156,25 @@ def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver)
         raise DmoError(NOT_PARQUET)
     if opts.val_frac:
         raise DmoError("--val-frac holds out rows spread over every process; under torchrun give --val FILE")
+
+
+def _check_dask(opts: TrainOptions, solver: Solver) -> None:
+    """What training on Dask workers (XGBoost's Dask interface) covers, refused before any data is read."""
+    problems = []
+    if opts.model != "gbdt" or solver.name != "wce":
+        problems.append(
+            "--engine dask trains --model gbdt --solver wce (XGBoost's Dask interface); other models train in "
+            "one process, or under torchrun"
+        )
+    if opts.cv:
+        problems.append(
+            "--cv refits per fold, which --engine dask does not; drop --cv (held-out rows set the threshold)"
+        )
+    if opts.val_frac:
+        problems.append("--engine dask holds out --param stop-frac of every file; drop --val-frac")
+    if torchrun.launched():
+        problems.append("--engine dask starts its own workers; run it without torchrun")
+    refuse(problems)
 
 
 def _check_cv(opts: TrainOptions, solver: Solver) -> None:

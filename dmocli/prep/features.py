@@ -96,7 +96,7 @@ class Preprocessor:
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
         """
-        if impute not in {"none", "median"}:
+        if impute not in {"none", "median", "keep"}:  # keep: NaN stays NaN for models that route it (gbdt)
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
         pre = cls(numeric=list(plan.numeric), embedding=plan.embedding, impute=impute)
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
@@ -147,12 +147,12 @@ class Preprocessor:
                 seen = _reservoir_add(reservoir, np.where(finite, dense, np.nan), seen, rng)
         if moments is not None:
             names = pre.feature_names if pre.embedding else pre.numeric
-            bad = bad_nan + bad_inf
-            if bad.any() and impute == "none":
+            bad = bad_nan + bad_inf if impute == "none" else bad_inf if impute == "keep" else np.zeros_like(bad_inf)
+            if bad.any():
                 parts = [f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]]
                 raise DmoError(
                     f"features contain missing or infinite values: {', '.join(parts)}; "
-                    "clean them or pass --impute median"
+                    + ("clean them or pass --impute median" if impute == "none" else "replace the infinite values")
                 )
             count = moments.count
             if (count == 0).any():
@@ -294,7 +294,7 @@ class Preprocessor:
                     out[:, :offset] *= inverse_scale.astype(np.float32)
                 else:  # in float64 first: a column around 1e40 standardizes to O(1), only its raw values exceed float32
                     out[:, :offset] = (dense - np.asarray(self.mean)) * inverse_scale
-            overflow = ~np.isfinite(out[:, :offset]).all(axis=0)
+            overflow = np.isinf(out[:, :offset]).any(axis=0)  # NaN: a value kept missing (impute keep)
             if overflow.any():
                 names = [self.feature_names[i] for i in np.flatnonzero(overflow)[:8]]
                 raise DmoError(
@@ -346,7 +346,9 @@ class Preprocessor:
 
     def _fill_missing(self, dense: np.ndarray) -> np.ndarray:
         """NaN/inf replaced by the stored medians under --impute median; otherwise the error naming the columns."""
-        bad = ~np.isfinite(dense)
+        bad = np.isinf(dense) if self.impute == "keep" else ~np.isfinite(dense)
+        if self.impute == "keep" and not bad.any():
+            return dense  # missing values stay NaN: the trees route them
         if self.impute != "median":
             names = self.feature_names
             cols = np.flatnonzero(bad.any(axis=0))

@@ -95,6 +95,7 @@ class Solver:
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
     adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
     distributed: ClassVar[bool] = False  # fit() reduces over FitContext.group: trains under torchrun
+    models: ClassVar[tuple[str, ...]] = ("linear", "mlp")  # the --model kinds it trains
 
     @dataclass
     class Params(SolverParams):
@@ -136,7 +137,7 @@ class Solver:
         return self.Params(**values)
 
     def check_params(self, params: SolverParams, model: str) -> None:
-        """Refuse parameters that cannot apply to `model` (linear | mlp), before any data is read."""
+        """Refuse parameters that cannot apply to `model` (linear | mlp | gbdt), before any data is read."""
 
 
 class InMemorySolver(Solver, abc.ABC):

@@ -64,27 +64,38 @@ from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData, seed_everything
 from dmocli.solvers.ero_penalty import RowAdam, inner_solve
 from dmocli.solvers.ero_settings import EroParams, Settings, settings_for
+from dmocli.solvers.ero_trees import fit_ero_trees
 from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
+from dmocli.solvers.trees import check_model_params
 from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
 
 
+# The torch network's optimizer and batch settings: trees take boosting rounds and their own --params instead.
+TORCH_ONLY = ("warm_steps", "warm_lr", "warm_epochs", "inner_steps", "inner_epochs", "lr", "mode", "batch_size")
+
+
 class ERO(InMemorySolver):
     name = "ero"
     summary = "exact reformulation + l1 exact penalty (Peng et al.): direct FPOR/FROP/OFBS training"
     distributed = True
+    models = ("linear", "mlp", "gbdt")
 
     Params = EroParams
 
     def settings(self, params: EroParams, model: str) -> Settings:
-        """The preset for `params.protocol` and the model kind, with explicitly given values on top."""
-        return settings_for(params, model)
+        """The preset for `params.protocol` and the model kind, with explicitly given values on top (trees take
+        the linear model's penalty schedule: their warm start is a fitted model too)."""
+        return settings_for(params, "linear" if model == "gbdt" else model)
 
     def check_params(self, params: EroParams, model: str) -> None:
+        check_model_params(params, model, TORCH_ONLY if model == "gbdt" else ())
+        if model != "gbdt" and (params.tree_rounds, params.s_steps) != (EroParams.tree_rounds, EroParams.s_steps):
+            raise DmoError("--param tree-rounds and s-steps apply to --model gbdt: drop them")
         self.settings(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
@@ -92,6 +103,10 @@ class ERO(InMemorySolver):
         p = ctx.params
         problem = ctx.problem
         cfg = self.settings(p, ctx.architecture.kind)
+        if ctx.architecture.kind == "gbdt":  # boosting rounds in place of the network's Adam steps (docs/ero.md)
+            if p.folding:
+                raise DmoError("--folding selects a network's iterate; gbdt holds out --param stop-frac of DATA")
+            return fit_ero_trees(train, val, ctx, cfg, p.tree_rounds, p.s_steps)
         generator = seed_everything(ctx.seed)
         if ctx.group is not None and p.folding:
             raise DmoError(

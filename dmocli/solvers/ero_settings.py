@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from dmocli.errors import DmoError
-from dmocli.solvers.base import SolverParams
+from dmocli.solvers.trees import TreeParams
 
 
 @dataclass
@@ -100,8 +100,8 @@ def preset(protocol: str, model: str) -> Settings:
 
 
 @dataclass
-class EroParams(SolverParams):
-    """ERO's `--param` keys; None means: the preset's value."""
+class EroParams(TreeParams):
+    """ERO's `--param` keys (and the trees', for --model gbdt); None means: the preset's value."""
 
     protocol: str = field(
         default="fast",
@@ -247,6 +247,10 @@ class EroParams(SolverParams):
         },
     )
     fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
+    tree_rounds: int = field(
+        default=10, metadata={"min": 1, "help": "gbdt: boosting rounds per outer iteration (docs/ero.md)"}
+    )
+    s_steps: int = field(default=10, metadata={"min": 1, "help": "gbdt: Adam steps on s before each boosting round"})
 
 
 WARM_PARAMS = {

@@ -26,7 +26,6 @@ from dmocli.solvers.base import (
     FitContext,
     FitResult,
     InMemorySolver,
-    SolverParams,
     SplitData,
     inverse_frequency_weights,
     offset_logits,
@@ -41,6 +40,7 @@ from dmocli.solvers.loop import (
     refresh_batchnorm,
     refuse_single_row_batches,
 )
+from dmocli.solvers.trees import TreeParams, check_model_params, fit_weighted
 
 
 class WeightedCrossEntropy(InMemorySolver):
@@ -49,9 +49,10 @@ class WeightedCrossEntropy(InMemorySolver):
     multiclass = True
     uses_offsets = True
     distributed = True
+    models = ("linear", "mlp", "gbdt")
 
     @dataclass
-    class Params(SolverParams):
+    class Params(TreeParams):
         optimizer: str = field(
             default="auto",
             metadata={
@@ -78,10 +79,14 @@ class WeightedCrossEntropy(InMemorySolver):
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
     def check_params(self, params: Params, model: str) -> None:
-        _optimizer(params, model)
+        check_model_params(params, model, TORCH_PARAMS)
+        if model != "gbdt":
+            _optimizer(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
+        if ctx.architecture.kind == "gbdt":  # boosting on the class-weighted logistic loss (solvers/trees.py)
+            return fit_weighted(train, val, ctx, p.balanced)
         group = ctx.group
         generator = seed_everything(ctx.seed)
         network = build_network(ctx.architecture).to(ctx.device)
@@ -180,6 +185,9 @@ class WeightedCrossEntropy(InMemorySolver):
 
 
 OPTIMIZER_PARAMS = {"lbfgs": ("l2", "max_iter"), "adam": ("lr", "weight_decay", "batch_size", "max_epochs", "patience")}
+
+
+TORCH_PARAMS = ("optimizer", "l2", "max_iter", "lr", "weight_decay", "batch_size", "max_epochs", "patience")
 
 
 def _optimizer(params: WeightedCrossEntropy.Params, model_kind: str) -> str:

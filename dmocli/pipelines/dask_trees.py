@@ -1,0 +1,219 @@
+"""`dmo train --model gbdt --solver wce --engine dask`: the trees trained on a Dask cluster by XGBoost's own Dask
+interface, each worker reading and preparing its parquet files.
+
+The client fits the preprocessing in one streaming pass over DATA (O(batch)
+memory, as under torchrun) and counts the labels; every worker then reads its
+files, encodes them with that preprocessing and keeps, per file and class, a
+seeded `stop-frac` share of the rows aside. XGBoost's Dask training builds the
+histograms and the trees across the workers (`xgboost.dask.train` on a
+`DaskQuantileDMatrix`), early-stopped on the rows kept aside (or on `--val`).
+The exact threshold is then searched on those held-out rows, as for every model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dmocli.data import reading, sources
+from dmocli.engines.choice import EngineChoice
+from dmocli.errors import DmoError
+from dmocli.models.architecture import Architecture
+from dmocli.models.modelfile import DmoModel
+from dmocli.models.trees import BoostedTrees, import_xgboost
+from dmocli.options import TrainOptions
+from dmocli.pipelines.in_memory import resolve_problem
+from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
+from dmocli.pipelines.saving import finish, refuse_with_report
+from dmocli.prep.columns import plan_columns
+from dmocli.prep.dataset import prepare
+from dmocli.prep.features import Preprocessor
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
+from dmocli.report import envelope, model_summary
+from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
+from dmocli.solvers.trees import TreeParams, library_params, stop_metric
+
+
+@dataclass
+class PartitionRows:
+    """What a worker makes of one file: the encoded features, the label code, the class weight and whether the
+    row is held out for early stopping and the threshold (a seeded per-file, per-class draw)."""
+
+    pre: Preprocessor
+    labels: LabelSpec
+    weights: list[float]  # per class code
+    stop_frac: float
+    seed: int
+
+    @property
+    def columns(self) -> list[str]:
+        return [f"f{i}" for i in range(self.pre.n_features)]
+
+    def meta(self) -> pd.DataFrame:
+        frame = pd.DataFrame({name: pd.Series([], dtype=np.float32) for name in self.columns})
+        return frame.assign(
+            label=pd.Series([], dtype=np.int32), weight=pd.Series([], dtype=np.float32), held=pd.Series([], dtype=bool)
+        )
+
+    def __call__(self, table: pa.Table, part: int) -> pd.DataFrame:
+        prepared = prepare(table, self.pre, self.labels).labeled()
+        held = np.zeros(len(prepared.y), dtype=bool)
+        rng = np.random.default_rng([self.seed, part])
+        for code in np.unique(prepared.y):
+            rows = np.flatnonzero(prepared.y == code)
+            held[rng.permutation(rows)[: int(round(self.stop_frac * len(rows)))]] = True
+        frame = pd.DataFrame(prepared.X, columns=self.columns)
+        return frame.assign(
+            label=prepared.y.astype(np.int32), weight=np.asarray(self.weights, np.float32)[prepared.y], held=held
+        )
+
+
+def train_trees_on_dask(
+    data: sources.Source,
+    opts: TrainOptions,
+    solver: InMemorySolver,
+    params: SolverParams,
+    output: Path | None,
+    report_path: str | Path | None,
+    started: float,
+) -> tuple[DmoModel, dict[str, Any]]:
+    xgb = import_xgboost()
+    import xgboost.dask as dxgb
+
+    choice = EngineChoice("dask", opts.scheduler, opts.workers)
+    choice.check(data)
+    p: TreeParams = params
+    schema = reading.schema(data)
+    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
+    counts = label_counts(label_column)
+    if sum(counts.values()) < len(label_column) and not opts.drop_unlabeled:
+        missing = len(label_column) - sum(counts.values())
+        raise DmoError(f"{missing} rows have no label; pass --drop-unlabeled to ignore them")
+    problem = resolve_problem(opts, len(counts))
+    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+    codes = labels.encode(label_column)
+    del label_column
+    n_classes = max(2, labels.n_outputs)
+    sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
+    weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
+    impute = "keep" if opts.impute == "none" else opts.impute
+    pre = Preprocessor.fit(reading.iter_batches(data), plan, impute)
+    rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
+    arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
+    ctx = FitContext(problem=problem, architecture=arch, device=_device(opts), seed=opts.seed, params=p)
+    settings = library_params(p, ctx, n_classes)
+
+    with choice.dask(data) as engine:
+        client = engine.client
+        frame = engine.frame(rows, rows.meta())
+        fit, held = frame[~frame["held"]], frame[frame["held"]]
+        dtrain = dxgb.DaskQuantileDMatrix(
+            client, fit[rows.columns], fit["label"], weight=fit["weight"], missing=np.nan, max_bin=p.max_bin
+        )
+        ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
+        if opts.val is not None:
+            val = prepare(reading.read_table(opts.val, text_columns=list(pre.categorical)), pre, labels).labeled()
+            monitor_X, monitor_y = val.X, val.y
+            dmonitor = xgb.dask.DaskDMatrix(
+                client,
+                engine.dd.from_pandas(pd.DataFrame(monitor_X, columns=rows.columns), npartitions=1),
+                engine.dd.from_pandas(pd.Series(monitor_y), npartitions=1),
+                missing=np.nan,
+            )
+        else:
+            local_held = held.compute()
+            monitor_X = local_held[rows.columns].to_numpy(np.float32)
+            monitor_y = local_held["label"].to_numpy(np.int64)
+            dmonitor = dxgb.DaskDMatrix(
+                client, held[rows.columns], held["label"], weight=None if ranked else held["weight"], missing=np.nan
+            )
+        fit_started = time.perf_counter()
+        stopping = p.early_stopping or None
+        trained = dxgb.train(
+            client,
+            settings,
+            dtrain,
+            num_boost_round=p.rounds,
+            evals=[(dmonitor, "monitor")],
+            early_stopping_rounds=stopping,
+            verbose_eval=False,
+        )
+        booster = trained["booster"]
+        rounds = booster.best_iteration + 1 if stopping else booster.num_boosted_rounds()
+        booster = booster[:rounds]
+        fit_seconds = time.perf_counter() - fit_started
+        train_logits = dxgb.predict(client, booster, fit[rows.columns], output_margin=True).compute()
+        train_y = fit["label"].compute().to_numpy(np.int64)
+        workers = len(client.scheduler_info()["workers"])
+
+    network = BoostedTrees.from_booster(booster, labels.n_outputs)
+    margins = lambda values: np.asarray(values, dtype=np.float32).reshape(len(values), -1).squeeze(-1)  # noqa: E731
+    logits = {"train": margins(train_logits), "val": margins(booster.inplace_predict(monitor_X, predict_type="margin"))}
+    truth = {"train": train_y, "val": monitor_y}
+    report: dict[str, Any] = envelope(
+        "train",
+        solver=solver.name,
+        **problem_fields(problem),
+        confidence=opts.confidence,
+        seed=opts.seed,
+        device=settings["device"],
+        data=sources.describe(data),
+        val=str(opts.val) if opts.val else f"{p.stop_frac:g} of data (per file and class)",
+        model=arch.to_dict(),
+        params=vars(params),
+        n_features=pre.n_features,
+        warnings=[],
+        engine={"name": "dask", "workers": workers, "scheduler": opts.scheduler},
+    )
+    threshold = None
+    settled = None
+    if problem is not None:
+        settled = settle_threshold(
+            logits, truth, problem, 0.0, opts.adjust is not False, opts.confidence, opts.allow_infeasible
+        )
+        threshold = settled.threshold
+        report.update(settled.report)
+        report["warnings"] += settled.warnings
+    else:
+        report["splits"] = split_reports(logits, truth, None, None, labels.classes)
+    report["solver_trace"] = {
+        "rounds": rounds,
+        "rounds_run": trained["booster"].num_boosted_rounds(),
+        "monitored_split": "val" if opts.val is not None else "held-out rows",
+        "engine": "dask",
+    }
+    report["fit_seconds"] = fit_seconds
+    if settled is not None and settled.refusal is not None:
+        refuse_with_report(settled.refusal, report, report_path, started)
+    model = DmoModel(
+        network=network,
+        architecture=arch,
+        preprocessor=pre,
+        labels=labels,
+        solver=solver.name,
+        problem=problem,
+        threshold=threshold,
+        info={
+            "seed": opts.seed,
+            "confidence": opts.confidence,
+            "params": vars(params),
+            "engine": "dask",
+            "summary": model_summary(report.get("splits", {})),
+            **({"calibration": settled.calibration.to_dict()} if settled is not None and settled.calibration else {}),
+        },
+    )
+    return finish(model, report, output, report_path, started)
+
+
+def _device(opts: TrainOptions) -> Any:
+    """The device XGBoost's workers train on: cuda only when asked for (the workers' GPUs, not this machine's)."""
+    import torch
+
+    return torch.device("cuda" if opts.device == "cuda" else "cpu")

@@ -1,0 +1,205 @@
+"""ERO for gradient-boosted trees (docs/ero.md): the exact penalty of docs/algorithms.md#ero, with boosting rounds
+in place of the network's Adam steps.
+
+The penalty function F(f, s) is the torch solver's (`ero_penalty.penalty_value`):
+the metric on the per-row variables s, the l1 penalty mu_i w_i c_i(s, z_i) on the
+one-sided identities with z_i = sigmoid(f_i - shift) - 1/2, the BCE agreement term
+lam R(f, s), and mu0 times the metric constraint's gap. f is now the trees'
+margin. One inner step is `s-steps` projected Adam steps on s (f fixed, as
+RowAdam does for the torch solver) and then one boosting round fitted to the
+per-row gradient dF/df_i with the curvature (lam r_i + mu_i w_i) p_i (1 - p_i),
+p_i = sigmoid(f_i - shift): the agreement BCE's own curvature, weighted by each
+row's total weight, which keeps a Newton step of the same size as the
+penalties grow. `tree-rounds` rounds make one outer iteration; then the
+authors' update rule (mu_i grows on violating rows and shrinks elsewhere, mu0
+grows while the metric gap is positive, lam grows). Each outer iterate is
+judged at its own exact operating point on the held-out rows (validation
+split, else a stratified `stop-frac` of the training rows), and the trees are
+cut at the round of the best.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from dmocli.errors import DmoError
+from dmocli.models.trees import BoostedTrees
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import search
+from dmocli.solvers.base import FitContext, FitResult, SplitData
+from dmocli.solvers.ero_penalty import RowAdam, penalty_value
+from dmocli.solvers.ero_settings import Settings
+from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
+from dmocli.solvers.selection import Evaluation
+from dmocli.solvers.trees import boost_weighted, held_out
+
+
+def _at_best_cut(scores: np.ndarray, y: np.ndarray, problem: Problem) -> Evaluation:
+    """The metrics of the exact best cut of these scores (docs/operating-points.md)."""
+    point = search(scores, y, problem)
+    constrained = problem.constrained_metric(point.tp, point.fp, point.tp + point.fn)
+    return Evaluation(
+        point.tp,
+        point.fp,
+        point.tp + point.fn,
+        float(point.objective),
+        None if constrained is None else float(constrained),
+        point.feasible,
+    )
+
+
+def _clearly_better(
+    key: tuple[float, ...], evaluation: Evaluation, best_key: tuple[float, ...], best: Evaluation, problem: Problem
+) -> bool:
+    """A later iterate (more trees) replaces the kept one only when the held-out rows can tell them apart: in a
+    better feasibility class, or, both feasible, by more than one binomial standard error of the kept
+    objective. The threshold is searched on the same rows afterwards, and a strict arg-max over iterates would
+    add its own optimism to the search's."""
+    if evaluation.feasible is False or best.feasible is False:
+        return key > best_key
+    rows = best.tp + best.fp if problem.objective_name == "precision" else best.n_pos
+    p = min(max(best.objective, 0.0), 1.0)
+    return evaluation.objective > best.objective + (p * (1.0 - p) / max(rows, 1)) ** 0.5
+
+
+def round_gradients(
+    logits: torch.Tensor,
+    s: torch.Tensor,
+    positive: torch.Tensor,
+    problem: Problem,
+    n_pos: int,
+    row_penalty: torch.Tensor,
+    row_reg: torch.Tensor,
+    mu0: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What one boosting round fits, per row (n,): the gradient of n F (the penalty function on the sum scale of
+    XGBoost's objectives) in the margin f_i for fixed s, and the curvature (row_reg + row_penalty) p (1 - p)."""
+    logits = logits.detach().clone().requires_grad_(True)
+    loss, _ = penalty_value(
+        logits, s.detach(), positive, soft_counts(s, positive), 1.0, problem, n_pos, row_penalty, row_reg, mu0
+    )
+    (grad,) = torch.autograd.grad(loss, logits)
+    p = torch.sigmoid(logits.detach())
+    hess = ((row_reg + row_penalty) * p * (1 - p)).clamp(min=1e-6)
+    return (grad * len(logits)).numpy().astype(np.float32), hess.numpy().astype(np.float32)
+
+
+def fit_ero_trees(
+    train: SplitData, val: SplitData | None, ctx: FitContext, cfg: Settings, rounds_per_outer: int, s_steps: int
+) -> FitResult:
+    started = time.perf_counter()
+    problem = ctx.problem
+    held = held_out(train, val, ctx.params, ctx)
+    booster, dtrain, warm_trace = boost_weighted(held, ctx)
+    y = held.y
+    n, n_pos = len(y), int(y.sum())
+    if n_pos == 0 or n_pos == n:
+        raise DmoError("ERO needs both classes in the training data")
+    monitor_X, monitor_y = (held.monitor[0], held.monitor[1]) if held.monitor is not None else (held.X, y)
+    monitor_name = held.monitor_name or "train"
+    margins = booster.predict(dtrain, output_margin=True)
+    start = search(margins, y, problem).threshold
+    shift = float(start) if np.isfinite(start) else 0.0
+
+    positive = torch.as_tensor(y == 1)
+    s = torch.as_tensor((margins >= shift).astype(np.float32))
+    w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
+    rw = (
+        torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
+        if cfg.reg_weighting == "balanced"
+        else torch.ones(n)
+    )
+    mu = torch.full((n,), cfg.mu_init)
+    mu0, lam = cfg.mu0, cfg.lam
+    s_adam = RowAdam(n, torch.device("cpu"))
+
+    def judged(train_margins: np.ndarray) -> tuple[tuple[float, ...], Evaluation, Evaluation]:
+        """(rank key, train and monitored evaluations) of an iterate. The held-out rows judge it at their own
+        exact operating point, the one the threshold search after training finds: trees fit their training
+        rows so closely that a threshold chosen there says little about new rows."""
+        on_train = _at_best_cut(train_margins, y, problem)
+        if held.monitor is None:
+            return (1.0, *on_train.rank_key()), on_train, on_train
+        on_monitor = _at_best_cut(booster.inplace_predict(monitor_X, predict_type="margin"), monitor_y, problem)
+        return on_monitor.rank_key(), on_train, on_monitor
+
+    key, train_eval, monitored = judged(margins)
+    best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": 0, "eval": monitored}
+    history: list[dict[str, Any]] = []
+    stale = 0
+    for outer in range(1, cfg.outer + 1):
+        outer_started = time.perf_counter()
+        for step in range(rounds_per_outer):
+            decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
+            logits = torch.as_tensor(margins - shift, dtype=torch.float32)
+            for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
+                s_rows = s.detach().requires_grad_(True)
+                loss, _ = penalty_value(
+                    logits, s_rows, positive, soft_counts(s, positive), 1.0, problem, n_pos, mu * w, lam * rw, mu0
+                )
+                loss.backward()
+                s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
+            grad, hess = round_gradients(logits, s, positive, problem, n_pos, mu * w, lam * rw, mu0)
+            booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
+            margins = booster.predict(dtrain, output_margin=True, training=True)
+        with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
+            z = torch.sigmoid(torch.as_tensor(margins - shift, dtype=torch.float32)) - 0.5
+            c = violations(s, z, positive)
+            violating = c > cfg.violation_tol
+            objective, gap = metric_terms(problem, *soft_counts(s, positive), n_pos)
+            gap_value = float(gap) if gap is not None else 0.0
+            mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
+        if gap_value > 0:
+            mu0 *= cfg.growth
+        lam *= cfg.growth
+        key, train_eval, monitored = judged(margins)
+        improved = _clearly_better(key, monitored, best["key"], best["eval"], problem)
+        if improved:
+            best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": outer, "eval": monitored}
+        history.append(
+            {
+                "outer": outer,
+                "rounds": booster.num_boosted_rounds(),
+                "seconds": time.perf_counter() - outer_started,
+                "n_violating": int(violating.sum()),
+                "max_violation": float(c.max()),
+                "metric_gap_on_s": gap_value,
+                "objective_on_s": float(objective),
+                "train_objective": train_eval.objective,
+                "train_feasible": train_eval.feasible,
+                f"{monitor_name}_objective": monitored.objective,
+                f"{monitor_name}_feasible": monitored.feasible,
+            }
+        )
+        stale = 0 if improved else stale + 1
+        train_feasible = train_eval.feasible is not False and not bool(violating.any()) and gap_value <= 0
+        if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
+            break
+    trace = {
+        "warm_start": warm_trace,
+        "monitored_split": monitor_name,
+        "rounds_per_outer": rounds_per_outer,
+        "s_steps": s_steps,
+        "outer_iterations": len(history),
+        "selected_outer": best["outer"],
+        "selected_rounds": best["rounds"],
+        "selected": best["eval"].to_dict(),
+        "penalty_parameters": {
+            "mu0": mu0,
+            "lam": lam,
+            "mu_min": float(mu.min()),
+            "mu_median": float(mu.median()),
+            "mu_max": float(mu.max()),
+        },
+        "seconds": time.perf_counter() - started,
+        "history": history,
+    }
+    kept = booster[: best["rounds"]]
+    threshold = search(kept.predict(dtrain, output_margin=True), y, problem).threshold  # its own: train's best cut
+    network = BoostedTrees.from_booster(kept, 1)
+    return FitResult(network=network, threshold=float(threshold) if np.isfinite(threshold) else shift, trace=trace)

@@ -1,0 +1,243 @@
+"""Gradient-boosted trees for `--model gbdt`: XGBoost's histogram trees, trained on the split's numpy features.
+
+The solvers keep their own meaning (`wce` is the class-weighted logistic
+loss, `ero` the exact penalty); this module holds what both need from the
+tree library: the `--param`s of the trees, their translation into XGBoost's
+parameters, the data matrices (missing values stay missing: trees route
+them), and the class-weighted fit with early stopping that is `wce` for
+trees and `ero`'s warm start.
+
+Early stopping watches the weighted log-loss of the validation split when
+one is given, else of a stratified share (`stop-frac`) of the training rows
+held out for it, as scikit-learn's HistGradientBoostingClassifier does; the
+trees stop at the best round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dmocli.errors import DmoError
+from dmocli.models.trees import BoostedTrees, import_xgboost
+from dmocli.options import refuse
+from dmocli.prep.dataset import stratified_split
+from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData
+
+if TYPE_CHECKING:
+    import xgboost
+
+SEED_MODULUS = 2**31  # XGBoost's seed is a 32-bit signed int
+
+
+@dataclass
+class TreeParams(SolverParams):
+    """The trees' `--param` keys, shared by every solver that trains `--model gbdt`."""
+
+    rounds: int = field(
+        default=1000, metadata={"min": 1, "help": "gbdt: most boosting rounds (early stopping usually ends sooner)"}
+    )
+    eta: float = field(default=0.1, metadata={"positive": True, "max": 1.0, "help": "gbdt: learning rate per tree"})
+    max_depth: int = field(default=6, metadata={"min": 0, "help": "gbdt: deepest tree (0: no limit; see max-leaves)"})
+    max_leaves: int = field(default=0, metadata={"min": 0, "help": "gbdt: most leaves per tree (0: no limit)"})
+    early_stopping: int = field(
+        default=50,
+        metadata={"min": 0, "help": "gbdt: stop after this many rounds without a better held-out loss (0: never)"},
+    )
+    stop_frac: float = field(
+        default=0.1,
+        metadata={
+            "min": 0.0,
+            "below": 1.0,
+            "help": "gbdt without --val: stratified share of the training rows held out for early stopping "
+            "(0: none, every round is kept)",
+        },
+    )
+    subsample: float = field(
+        default=1.0, metadata={"positive": True, "max": 1.0, "help": "gbdt: share of rows drawn per tree"}
+    )
+    colsample: float = field(
+        default=1.0, metadata={"positive": True, "max": 1.0, "help": "gbdt: share of features drawn per tree"}
+    )
+    min_child_weight: float = field(
+        default=1.0, metadata={"min": 0.0, "help": "gbdt: least summed (weighted) curvature in a leaf"}
+    )
+    reg_lambda: float = field(default=1.0, metadata={"min": 0.0, "help": "gbdt: L2 penalty on leaf values"})
+    max_bin: int = field(default=256, metadata={"min": 2, "help": "gbdt: histogram bins per feature"})
+    stop_metric: str = field(
+        default="auto",
+        metadata={
+            "choices": ("auto", "aucpr", "logloss"),
+            "help": "gbdt: what early stopping watches on the held-out rows: aucpr (the ranking the exact threshold "
+            "cuts), logloss (the training loss, class-weighted as trained) or auto (aucpr for a binary problem, "
+            "logloss for multiclass, whose decision is the argmax)",
+        },
+    )
+
+
+TREE_KEYS = tuple(f.name for f in dataclasses.fields(TreeParams))
+
+
+def check_model_params(params: SolverParams, model: str, torch_only: tuple[str, ...]) -> None:
+    """A parameter of the other model family would be silently ignored: refuse it (all of them in one message).
+    Only values that differ from the default are seen here, which is what a user changing one means."""
+    defaults = type(params)()
+    changed = [f.name for f in dataclasses.fields(params) if getattr(params, f.name) != getattr(defaults, f.name)]
+    shown = lambda keys: ", ".join(key.replace("_", "-") for key in keys)  # noqa: E731
+    problems = []
+    trees = [key for key in changed if key in TREE_KEYS]
+    if trees and model != "gbdt":
+        problems.append(f"--param {shown(trees)} applies to --model gbdt, not to --model {model}: drop it")
+    torch_keys = [key for key in changed if key in torch_only]
+    if torch_keys and model == "gbdt":
+        problems.append(f"--param {shown(torch_keys)} applies to the torch models (linear, mlp), not to gbdt")
+    refuse(problems)
+
+
+def library_params(p: TreeParams, ctx: FitContext, n_classes: int) -> dict[str, Any]:
+    """XGBoost's parameters for these `--param`s, this device and seed."""
+    binary = n_classes <= 2
+    return {
+        "objective": "binary:logistic" if binary else "multi:softprob",
+        **({} if binary else {"num_class": n_classes}),
+        "eval_metric": stop_metric(p, n_classes),
+        "tree_method": "hist",
+        "device": "cuda" if ctx.device is not None and ctx.device.type == "cuda" else "cpu",
+        "eta": p.eta,
+        "max_depth": p.max_depth,
+        "max_leaves": p.max_leaves,
+        "grow_policy": "lossguide" if p.max_depth == 0 else "depthwise",
+        "subsample": p.subsample,
+        "colsample_bytree": p.colsample,
+        "min_child_weight": p.min_child_weight,
+        "lambda": p.reg_lambda,
+        "max_bin": p.max_bin,
+        "seed": ctx.seed % SEED_MODULUS,
+    }
+
+
+def stop_metric(p: TreeParams, n_classes: int) -> str:
+    """XGBoost's name of the early-stopping metric (the last one it evaluates decides)."""
+    if n_classes > 2:
+        return "mlogloss" if p.stop_metric in ("auto", "logloss") else "auc"
+    return "logloss" if p.stop_metric == "logloss" else "aucpr"
+
+
+def numpy_split(split: SplitData) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(X (n, d) float32, y (n,) int64, offsets (n, K) or None) of a split, on the host."""
+    offsets = split.extra.get("offsets")
+    return (
+        np.ascontiguousarray(split.X.detach().cpu().numpy()),
+        split.y.detach().cpu().numpy(),
+        None if offsets is None else offsets.detach().cpu().numpy().astype(np.float64),
+    )
+
+
+def base_margin(offsets: np.ndarray | None, n_classes: int) -> np.ndarray | None:
+    """A `dmo subsample` file's log acceptance offsets as XGBoost's base margin: added to the trees' output in
+    training only, as the torch solvers add them to their logits (docs/algorithms.md#lus)."""
+    if offsets is None:
+        return None
+    return offsets[:, 1] - offsets[:, 0] if n_classes <= 2 else offsets
+
+
+def class_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
+    """w = n / (K n_k) per row: each class weighs the same in the loss (wce's weights)."""
+    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
+    return (len(y) / (n_classes * np.maximum(counts, 1)))[y].astype(np.float32)
+
+
+def matrix(
+    X: np.ndarray,
+    y: np.ndarray,
+    weight: np.ndarray | None,
+    margin: np.ndarray | None,
+    ref: xgboost.DMatrix | None = None,
+) -> xgboost.DMatrix:
+    """A QuantileDMatrix (histogram bins built once from X, NaN as missing); `ref` shares training's bins."""
+    xgb = import_xgboost()
+    return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, ref=ref, missing=np.nan)
+
+
+@dataclass
+class Held:
+    """The rows trees are fitted on and the rows that judge them (early stopping, ERO's iterate selection)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    offsets: np.ndarray | None
+    monitor: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None  # (X, y, offsets) of the judging rows
+    monitor_name: str | None
+
+
+def held_out(train: SplitData, val: SplitData | None, p: TreeParams, ctx: FitContext) -> Held:
+    """The validation split judges when given; else a stratified `stop-frac` of the training rows, when every class
+    can spare rows for it; else nothing does (every round is kept)."""
+    X, y, offsets = numpy_split(train)
+    if len(np.unique(y)) < 2:
+        raise DmoError("gbdt training needs rows of at least two classes")
+    if val is not None and val.n > 0:
+        return Held(X, y, offsets, numpy_split(val), "val")
+    smallest = int(np.bincount(y).min())
+    if not p.early_stopping or p.stop_frac <= 0 or smallest * p.stop_frac < 1 or smallest < 4:
+        return Held(X, y, offsets, None, None)
+    kept, held = stratified_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    part = lambda rows: None if offsets is None else offsets[rows]  # noqa: E731
+    return Held(X[kept], y[kept], part(kept), (X[held], y[held], part(held)), f"{p.stop_frac:g} of train")
+
+
+def boost_weighted(
+    held: Held, ctx: FitContext, balanced: bool = True
+) -> tuple[xgboost.Booster, xgboost.DMatrix, dict[str, Any]]:
+    """Class-weighted logistic (softmax) loss by boosting, early-stopped on the held-out weighted log-loss;
+    returns the booster cut at its best round, the training matrix and the trace."""
+    xgb = import_xgboost()
+    p: TreeParams = ctx.params
+    started = time.perf_counter()
+    n_classes = max(2, ctx.architecture.n_outputs)
+    weight = lambda labels: class_weights(labels, n_classes) if balanced else None  # noqa: E731
+    dtrain = matrix(held.X, held.y, weight(held.y), base_margin(held.offsets, n_classes))
+    evals = []
+    if held.monitor is not None:
+        X_mon, y_mon, off_mon = held.monitor
+        ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
+        evals = [
+            (
+                matrix(X_mon, y_mon, None if ranked else weight(y_mon), base_margin(off_mon, n_classes), ref=dtrain),
+                "monitor",
+            )
+        ]
+    stopping = p.early_stopping if evals and p.early_stopping else None
+    history: dict[str, Any] = {}
+    params = library_params(p, ctx, n_classes)
+    booster = xgb.train(
+        params,
+        dtrain,
+        num_boost_round=p.rounds,
+        evals=evals,
+        early_stopping_rounds=stopping,
+        evals_result=history,
+        verbose_eval=False,
+    )
+    rounds = booster.best_iteration + 1 if stopping else booster.num_boosted_rounds()
+    losses = next(iter(history["monitor"].values())) if evals else None
+    trace = {
+        "rounds": rounds,
+        "rounds_run": booster.num_boosted_rounds(),
+        "monitored_split": held.monitor_name,
+        "monitored_loss": float(losses[rounds - 1]) if losses else None,
+        "device": params["device"],
+        "seconds": time.perf_counter() - started,
+    }
+    return booster[:rounds], dtrain, trace
+
+
+def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balanced: bool = True) -> FitResult:
+    """`wce` for trees: the class-weighted fit of boost_weighted, as a model the pipelines score."""
+    booster, _, trace = boost_weighted(held_out(train, val, ctx.params, ctx), ctx, balanced)
+    network = BoostedTrees.from_booster(booster, ctx.architecture.n_outputs)
+    return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
