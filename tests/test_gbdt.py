@@ -70,6 +70,8 @@ def test_model_file_holds_the_booster_as_bytes_and_predict_streams_the_same_scor
         meta = json.loads(handle.metadata()["dmocli"])
     assert raw.dtype == np.uint8 and meta["architecture"]["kind"] == "gbdt"
     booster = xgb.Booster(model_file=bytearray(raw.tobytes()))  # XGBoost's own UBJSON: no pickle anywhere
+    # the categorical column is one feature of level indices the trees split on by level sets, not 3 one-hot columns
+    assert meta["preprocessing"]["categorical_codes"] and booster.feature_types == ["q"] * 4 + ["c"]
     out = tmp_path / "pred.parquet"
     run_dmo("predict", model, tree_data["test"], "-o", out, check=True)
     predicted = pq.read_table(out).to_pandas()

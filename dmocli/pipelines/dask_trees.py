@@ -104,18 +104,26 @@ def train_trees_on_dask(
     sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
     impute = "keep" if opts.impute == "none" else opts.impute
-    pre = Preprocessor.fit(reading.iter_batches(data), plan, impute)
+    pre = Preprocessor.fit(reading.iter_batches(data), plan, impute, categorical_codes=True)
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
-    ctx = FitContext(problem=problem, architecture=arch, device=_device(opts), seed=opts.seed, params=p)
+    ctx = FitContext(
+        problem=problem,
+        architecture=arch,
+        device=_device(opts),
+        seed=opts.seed,
+        params=p,
+        feature_types=pre.feature_types,
+    )
     settings = library_params(p, ctx, n_classes)
 
     with choice.dask(data) as engine:
         client = engine.client
         frame = engine.frame(rows, rows.meta())
         fit, held = frame[~frame["held"]], frame[frame["held"]]
+        types = {"feature_types": pre.feature_types, "enable_categorical": True} if pre.categorical else {}
         dtrain = dxgb.DaskQuantileDMatrix(
-            client, fit[rows.columns], fit["label"], weight=fit["weight"], missing=np.nan, max_bin=p.max_bin
+            client, fit[rows.columns], fit["label"], weight=fit["weight"], missing=np.nan, max_bin=p.max_bin, **types
         )
         ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
         if opts.val is not None:
@@ -126,6 +134,7 @@ def train_trees_on_dask(
                 engine.dd.from_pandas(pd.DataFrame(monitor_X, columns=rows.columns), npartitions=1),
                 engine.dd.from_pandas(pd.Series(monitor_y), npartitions=1),
                 missing=np.nan,
+                **types,
             )
         else:
             local_held = held.compute()

@@ -64,6 +64,9 @@ class Preprocessor:
     impute: str = "none"
     fill: list[float] = field(default_factory=list)
     trim_text: bool = True  # categorical levels matched without surrounding whitespace; False for older model files
+    # One feature per categorical column holding its level's index (NaN: missing or unseen), for models that split
+    # on categories themselves (gbdt: XGBoost's categorical splits); False: one 0/1 feature per level.
+    categorical_codes: bool = False
 
     @property
     def input_columns(self) -> list[str]:
@@ -77,7 +80,16 @@ class Preprocessor:
 
     @property
     def n_features(self) -> int:
+        if self.categorical_codes:
+            return self.n_dense + len(self.categorical)
         return self.n_dense + sum(len(v) for v in self.categorical.values())
+
+    @property
+    def feature_types(self) -> list[str] | None:
+        """XGBoost's feature types ("q" numeric, "c" categorical) when levels are coded, else None."""
+        if not self.categorical_codes:
+            return None
+        return ["q"] * self.n_dense + ["c"] * len(self.categorical)
 
     @property
     def feature_names(self) -> list[str]:
@@ -85,12 +97,14 @@ class Preprocessor:
             return [f"{self.embedding}[{i}]" for i in range(self.embedding_dim)]
         names = list(self.numeric)
         for col, levels in self.categorical.items():
-            names += [f"{col}={level}" for level in levels]
+            names += [col] if self.categorical_codes else [f"{col}={level}" for level in levels]
         return names
 
     # ---- fitting -------------------------------------------------------------
     @classmethod
-    def fit(cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none") -> "Preprocessor":
+    def fit(
+        cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none", categorical_codes: bool = False
+    ) -> "Preprocessor":
         """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir.
 
         The median for imputation comes from a uniform reservoir of up to
@@ -98,7 +112,9 @@ class Preprocessor:
         """
         if impute not in {"none", "median", "keep"}:  # keep: NaN stays NaN for models that route it (gbdt)
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
-        pre = cls(numeric=list(plan.numeric), embedding=plan.embedding, impute=impute)
+        pre = cls(
+            numeric=list(plan.numeric), embedding=plan.embedding, impute=impute, categorical_codes=categorical_codes
+        )
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
         moments: RunningMoments | None = None
         bad_nan: np.ndarray | None = None
@@ -306,9 +322,13 @@ class Preprocessor:
             arr = level_text(batch.column(col), self.trim_text)
             index = pc.index_in(arr, value_set=text_array(levels))
             idx = to_numpy(index, fill=-1)
-            rows = np.flatnonzero(idx >= 0)
-            out[rows, offset + idx[rows]] = 1.0
-            offset += len(levels)
+            if self.categorical_codes:
+                out[:, offset] = np.where(idx >= 0, idx, np.nan)
+                offset += 1
+            else:
+                rows = np.flatnonzero(idx >= 0)
+                out[rows, offset + idx[rows]] = 1.0
+                offset += len(levels)
             counts.missing[col] = arr.null_count
             counts.unseen[col] = int((idx < 0).sum()) - arr.null_count
         return out, counts
@@ -370,6 +390,7 @@ class Preprocessor:
             "impute": self.impute,
             "fill": self.fill,
             "trim_text": self.trim_text,
+            "categorical_codes": self.categorical_codes,
         }
 
     @classmethod

@@ -66,6 +66,7 @@ class FitContext:
     verbose: bool = False
     group: ProcessGroup | None = None  # under torchrun: the train split is this process's share of the rows
     class_names: list[Any] | None = None  # the label's classes by code (binary: [negative, positive]), for messages
+    feature_types: list[str] | None = None  # gbdt: "q" numeric or "c" categorical (a level's index) per feature
 
 
 @dataclass

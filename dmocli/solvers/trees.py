@@ -156,11 +156,14 @@ def matrix(
     y: np.ndarray,
     weight: np.ndarray | None,
     margin: np.ndarray | None,
+    types: list[str] | None,
     ref: xgboost.DMatrix | None = None,
 ) -> xgboost.DMatrix:
-    """A QuantileDMatrix (histogram bins built once from X, NaN as missing); `ref` shares training's bins."""
+    """A QuantileDMatrix (histogram bins built once from X, NaN as missing); `ref` shares training's bins; `types`
+    marks the categorical columns (a level's index), which the trees split on by level sets."""
     xgb = import_xgboost()
-    return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, ref=ref, missing=np.nan)
+    categorical = {"feature_types": types, "enable_categorical": True} if types and "c" in types else {}
+    return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, ref=ref, missing=np.nan, **categorical)
 
 
 @dataclass
@@ -200,14 +203,21 @@ def boost_weighted(
     started = time.perf_counter()
     n_classes = max(2, ctx.architecture.n_outputs)
     weight = lambda labels: class_weights(labels, n_classes) if balanced else None  # noqa: E731
-    dtrain = matrix(held.X, held.y, weight(held.y), base_margin(held.offsets, n_classes))
+    dtrain = matrix(held.X, held.y, weight(held.y), base_margin(held.offsets, n_classes), ctx.feature_types)
     evals = []
     if held.monitor is not None:
         X_mon, y_mon, off_mon = held.monitor
         ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
         evals = [
             (
-                matrix(X_mon, y_mon, None if ranked else weight(y_mon), base_margin(off_mon, n_classes), ref=dtrain),
+                matrix(
+                    X_mon,
+                    y_mon,
+                    None if ranked else weight(y_mon),
+                    base_margin(off_mon, n_classes),
+                    ctx.feature_types,
+                    ref=dtrain,
+                ),
                 "monitor",
             )
         ]
