@@ -38,12 +38,15 @@ DMO_METHODS = {"gbdt_wce": ("wce", "gbdt"), "gbdt_ero": ("ero", "gbdt"), "linear
 CV_METHODS = {"gbdt_wce_cv5": ("wce", "gbdt"), "gbdt_ero_cv5": ("ero", "gbdt")}  # --cv5: DATA pooled, --cv 5
 
 
-def dmo_run(data, test, problem: str, target: float | None, method: str, seed: int) -> dict[str, Any]:
+def dmo_run(
+    data, test, problem: str, target: float | None, method: str, seed: int, params: dict[str, str]
+) -> dict[str, Any]:
     from dmocli import TrainOptions, train
     from dmocli.errors import UnreachableTarget
 
     solver, model = {**DMO_METHODS, **CV_METHODS}[method]
     opts = TrainOptions(problem=problem, target=target, solver=solver, model=model, seed=seed, device="cpu")
+    opts.params = dict(params) if model == "gbdt" else {}
     opts.val_frac, opts.cv = (0.0, 5) if method in CV_METHODS else (0.25, 0)
     started = time.perf_counter()
     try:
@@ -122,11 +125,13 @@ def library_runs(data, test, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def one_resplit(task: tuple[str, str, int, bool]) -> list[dict[str, Any]]:
-    data_dir, name, seed, with_cv = task
+def one_resplit(task: tuple[str, str, int, list[str], dict[str, str]]) -> list[dict[str, Any]]:
+    data_dir, name, seed, methods, params = task
     data, test = resplit(pooled(Path(data_dir), name), seed)
     rows = []
-    for method in [*DMO_METHODS, *(CV_METHODS if with_cv else ())]:
+    for method in methods:
+        if method not in DMO_METHODS and method not in CV_METHODS:
+            continue
         for problem, target in PROBLEMS:
             rows.append(
                 {
@@ -134,11 +139,12 @@ def one_resplit(task: tuple[str, str, int, bool]) -> list[dict[str, Any]]:
                     "seed": seed,
                     "method": method,
                     "problem": problem,
-                    **dmo_run(data, test, problem, target, method, seed),
+                    **dmo_run(data, test, problem, target, method, seed, params),
                 }
             )
-    for row in library_runs(data, test, seed):
-        rows.append({"set": name, "seed": seed, **row})
+    if {"xgb_spw", "hgb"} & set(methods):
+        for row in library_runs(data, test, seed):
+            rows.append({"set": name, "seed": seed, **row})
     return rows
 
 
@@ -205,8 +211,13 @@ def main() -> None:
     parser.add_argument("--sets", nargs="*", default=list(BINARY_SETS))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cv5", action="store_true", help="also dmo's gbdt with --cv 5 on all of DATA")
+    parser.add_argument("--methods", nargs="*", default=[*DMO_METHODS, "xgb_spw", "hgb"])
+    parser.add_argument("--param", action="append", default=[], help="KEY=VALUE for dmo's gbdt runs (repeatable)")
+    parser.add_argument("--name", default="gbdt", help="results file bench/results/NAME.json")
     args = parser.parse_args()
-    tasks = [(args.data, name, seed, args.cv5) for name in args.sets for seed in range(args.resplits)]
+    methods = [*args.methods, *(CV_METHODS if args.cv5 else ())]
+    params = dict(item.split("=", 1) for item in args.param)
+    tasks = [(args.data, name, seed, methods, params) for name in args.sets for seed in range(args.resplits)]
     runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers, initializer=_one_thread) as pool:
         for done, rows in enumerate(pool.map(one_resplit, tasks), 1):
@@ -255,8 +266,9 @@ def main() -> None:
     print("\nseconds per fit (solver only) and per train call (read, prepare, fit, threshold, report)")
     print_table(seconds, ["method", "fits", "median_fit_seconds", "median_total_seconds"])
     path = write_results(
-        "gbdt",
+        args.name,
         {
+            "params": params,
             "resplits": args.resplits,
             "sets": args.sets,
             "pooled": pooled_table,
