@@ -146,7 +146,21 @@ def train(
             f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
-    _emit(result, as_json, header + _split_lines(result))
+    _emit(result, as_json, header + _split_lines(result) + _infeasible_note(result))
+
+
+def _infeasible_note(report: dict[str, Any]) -> list[str]:
+    """One line under train's figures where a split shows feasible=False: what it means and what to do, so a
+    newcomer need not look it up."""
+    missed = [name for name, s in report.get("splits", {}).items() if s.get("feasible") is False]
+    metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem", ""))
+    if not missed or metric is None:
+        return []
+    return [
+        f"note: feasible=False means {metric} is below the target {report['target']:g} on {' and '.join(missed)} "
+        "at this threshold, so new data may miss it too; lower --target, train on more labeled rows or try "
+        "--solver ero, and add --confidence 0.95 for a threshold that holds the target on new data"
+    ]
 
 
 @app.command()
