@@ -118,6 +118,7 @@ class _Display:
             TextColumn("{task.fields[info]}"),
             console=console,
             transient=True,  # the summary lines that follow stand alone
+            redirect_stdout=False,  # stdout carries data (`predict -o -`, `--json`): never routed through the display
         )
         self.users = 0
 

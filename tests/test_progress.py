@@ -91,6 +91,21 @@ def test_streaming_train_and_predict_show_rows(train_file, tmp_path):
     assert "predicting" in drawn and "400/400 rows" in drawn
 
 
+def test_predictions_on_stdout_stay_clean_while_stderr_draws(train_file, tmp_path):
+    model = tmp_path / "m.safetensors"
+    run_dmo("train", train_file, "--cv", "0", "-o", model, check=True)
+    code, stdout, drawn = run_on_terminal("predict", model, train_file, "-o", "-")
+    assert code == 0, drawn
+    lines = stdout.splitlines()
+    assert len(lines) == 401 and lines[0].startswith('"logit"') and "\x1b" not in stdout
+    assert "predicting" in drawn and "400/400 rows" in drawn
+
+
+def test_help_documents_the_flags():
+    proc = run_dmo("--help")
+    assert "--progress" in proc.stdout and "--no-progress" in proc.stdout and "terminal" in proc.stdout
+
+
 def test_no_terminal_means_no_progress_output(train_file, tmp_path):
     proc = run_dmo("train", train_file, "--cv", "2", "-o", tmp_path / "m.safetensors")
     assert proc.returncode == 0, proc.stderr

@@ -56,7 +56,7 @@ def _root(
         None,
         "--progress/--no-progress",
         help="Draw the progress of long work (training, streaming passes, Dask jobs) on stderr "
-        "[default: only when stderr is a terminal].",
+        "(default: only when stderr is a terminal).",
         show_default=False,
     ),
 ) -> None:
