@@ -144,3 +144,17 @@ def test_the_library_api_is_a_no_op_when_off_and_counts_when_forced(capsys):
         progress.configure(None)
     err = capsys.readouterr().err
     assert "4/4 trees" in err and "loss 0.25" in err and "10 rows" in err
+
+
+def test_a_dask_job_shows_its_partitions(train_file, tmp_path):
+    pytest.importorskip("distributed")
+    model = tmp_path / "m.safetensors"
+    run_dmo("train", train_file, "--cv", "0", "-o", model, check=True)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    frame = make_binary_frame(n=400, seed=3)
+    frame.iloc[:250].to_parquet(parts / "part-0.parquet")
+    frame.iloc[250:].to_parquet(parts / "part-1.parquet")
+    code, stdout, drawn = run_on_terminal("evaluate", model, parts, "--engine", "dask", "--workers", "1")
+    assert code == 0, drawn
+    assert "n 400" in stdout and "dask" in drawn and "2/2 partitions" in drawn
