@@ -63,7 +63,7 @@ OFF = Task()
 def _format(value: Field) -> str:
     if value is None:
         return "-"
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, (bool, str)):
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"

@@ -168,12 +168,15 @@ class DaskEngine:
 
     def _run(self, tasks: list[Any]) -> list[Any]:
         """Compute the tasks on the cluster, advancing a progress line as each partition finishes; the results in
-        the tasks' order (a failed task raises its error here, as a synchronous compute would)."""
+        the tasks' order. The first failed task raises its error here, without waiting for the others, as a
+        synchronous compute would."""
         from distributed import as_completed
 
         futures = self.client.compute(tasks)
         with progress.task("dask", total=len(futures), unit="partitions") as bar:
-            for _ in as_completed(futures):
+            for future in as_completed(futures):
+                if future.status == "error":
+                    break
                 bar.advance(1)
         return list(self.client.gather(futures))
 
