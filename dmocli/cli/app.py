@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -50,8 +50,20 @@ def _workers_option() -> Any:
 
 
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+    show_progress: Optional[bool] = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="Draw the progress of long work (training, streaming passes, Dask jobs) on stderr "
+        "(default: only when stderr is a terminal).",
+        show_default=False,
+    ),
+) -> None:
     """dmo: exact operating points for imbalanced classification."""
+    from dmocli import progress
+
+    progress.configure(show_progress)
 
 
 def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
@@ -134,7 +146,21 @@ def train(
             f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
-    _emit(result, as_json, header + _split_lines(result))
+    _emit(result, as_json, header + _split_lines(result) + _infeasible_note(result))
+
+
+def _infeasible_note(report: dict[str, Any]) -> list[str]:
+    """One line under train's figures where a split shows feasible=False: what it means and what to do, so a
+    newcomer need not look it up."""
+    missed = [name for name, s in report.get("splits", {}).items() if s.get("feasible") is False]
+    metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem", ""))
+    if not missed or metric is None:
+        return []
+    return [
+        f"note: feasible=False means {metric} is below the target {report['target']:g} on {' and '.join(missed)} "
+        "at this threshold, so new data may miss it too; lower --target, train on more labeled rows or try "
+        "--solver ero, and add --confidence 0.95 for a threshold that holds the target on new data"
+    ]
 
 
 @app.command()
@@ -394,9 +420,9 @@ def extract(
 
     Example: dmo extract photos/ -o features.parquet --model ./dinov2-small --views weak:1,strong:2
     """
+    from dmocli import progress
     from dmocli.extract import ExtractOptions
     from dmocli.extract import extract as run_extract
-    from dmocli.extract.progress import progress_bar
 
     # A batch scheduler's SIGTERM raises Terminated (main's handler, every command): finished rows are saved
     # for --resume on the way out, and the exit code is 143.
@@ -417,8 +443,13 @@ def extract(
         max_length=max_length,
         checkpoint_every=checkpoint_every,
     )
-    with progress_bar(err, "extract") as progress:
-        result = run_extract(source, output, opts, report, progress)
+    with progress.task("extract", unit="items") as bar:
+
+        def started(total: int) -> Callable[[int], None]:
+            bar.update(total=total)
+            return bar.advance
+
+        result = run_extract(source, output, opts, report, None if bar is progress.OFF else started)
     if result["n_skipped"]:
         err.print(
             f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "

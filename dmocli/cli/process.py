@@ -19,6 +19,7 @@ from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
 
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
+PROGRESS_FLAGS = ("--progress", "--no-progress")
 
 
 def _click_kind(exc: BaseException) -> set[str]:
@@ -105,6 +106,9 @@ def _run_command(args: list[str], in_group: bool) -> None:
     debug = "--debug" in args
     if debug:  # a global option, accepted after the command too (`dmo train --debug ...`), as users type it
         args = ["--debug", *(arg for arg in args if arg != "--debug")]
+    shown = [arg for arg in args if arg in PROGRESS_FLAGS]
+    if shown:  # global too; the last one given wins, as for any flag
+        args = [shown[-1], *(arg for arg in args if arg not in PROGRESS_FLAGS)]
     if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
         sys.exit(0)  # the help page once, from process 0, not once per process
     try:

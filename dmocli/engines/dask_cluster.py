@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dmocli import progress
 from dmocli.data import outputs, sources
 from dmocli.data.parquet_layout import ParquetLayout, conform, parquet_layout
 from dmocli.errors import DmoError, first_line
@@ -171,7 +172,21 @@ class DaskEngine:
         shipped = dask.delayed(fn, pure=True)
         layout = dask.delayed(self.layout, pure=True)
         tasks = [dask.delayed(_call)(shipped, entry, i, layout, columns) for i, entry in enumerate(self.entries)]
-        return list(self.client.compute(tasks, sync=True))
+        return self._run(tasks)
+
+    def _run(self, tasks: list[Any]) -> list[Any]:
+        """Compute the tasks on the cluster, advancing a progress line as each partition finishes; the results in
+        the tasks' order. The first failed task raises its error here, without waiting for the others, as a
+        synchronous compute would."""
+        from distributed import as_completed
+
+        futures = self.client.compute(tasks)
+        with progress.task("dask", total=len(futures), unit="partitions") as bar:
+            for future in as_completed(futures):
+                if future.status == "error":
+                    break
+                bar.advance(1)
+        return list(self.client.gather(futures))
 
     def frame(self, fn: Callable[[pa.Table, int], pd.DataFrame], meta: pd.DataFrame) -> Any:
         """A dask DataFrame with one partition per file: fn(the file's rows as arrow, partition number) on the
@@ -209,8 +224,7 @@ class DaskEngine:
             )
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
             counted = frames.map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
-            rows = self.client.compute(counted, sync=True)
-            counts = [json.loads(text) for text in rows["counts"]]
+            counts = [json.loads(text) for part in self._run(counted.to_delayed()) for text in part["counts"]]
             if check is not None:
                 check(counts)
             if target.is_dir():

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dmocli import progress
 from dmocli.data import outputs, sinks, sources
 from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import LOCAL, EngineChoice
@@ -24,7 +25,7 @@ from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, problem_fields, split_reports
 from dmocli.pipelines.saving import refuse_with_report
-from dmocli.pipelines.scoring import collect_logits, open_data
+from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.features import LevelCounts
 from dmocli.report import envelope, model_summary, plot_pr_curve, unlabeled_warning, write_report
 
@@ -222,8 +223,8 @@ def predict(
             if as_csv
             else sinks.ParquetSink(output, out_schema)
         )
-        with sink:
-            for batch in prefetched(batches(columns)):  # read ahead while the model runs
+        with sink, progress.task("predicting", total=lambda: row_count(data), unit="rows") as bar:
+            for batch in progress.advancing(prefetched(batches(columns)), bar):  # read ahead while the model runs
                 table, counts = predictions.process(batch)
                 sink.write(table)
                 parts.append(counts)

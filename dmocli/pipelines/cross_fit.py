@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from dmocli import progress
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.prep.dataset import Prepared, stratified_folds
@@ -61,12 +62,14 @@ def cross_fit(
     started = time.perf_counter()
     folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
     logits = np.empty(data.n, dtype=np.float32)
-    for fold in range(k):
-        held = folds == fold
-        result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
-        scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
-        logits[held] = scores.float().cpu().numpy()
-        del result
+    with progress.task("cross-fitting", total=k, unit="folds") as bar:
+        for fold in range(k):
+            held = folds == fold
+            result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
+            scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
+            logits[held] = scores.float().cpu().numpy()
+            del result
+            bar.advance(1)
     return CrossFitted(logits, data.y, folds, time.perf_counter() - started)
 
 

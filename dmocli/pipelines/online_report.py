@@ -1,40 +1,12 @@
-"""What a streaming fit shows the user: a progress bar while it runs, a plot of online F afterwards."""
+"""What a streaming fit shows the user afterwards: a plot of online F against rows seen (dmocli/progress.py draws
+its progress while it runs)."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from dmocli.report import save_figure
-
-
-@contextlib.contextmanager
-def progress_bar(total: int | None, label: str) -> Iterator[Callable[[int, float], None] | None]:
-    """A rich bar with rows/s and online F on a TTY; None (no output at all) otherwise, e.g. in CI logs."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TextColumn("online F {task.fields[f]:.4f}"),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total, f=0.0, rate="")
-
-        def update(rows: int, f: float) -> None:
-            speed = bar.tasks[task].speed
-            bar.update(task, completed=rows, f=f, rate=f"{speed:,.0f} rows/s" if speed else "")
-
-        yield update
 
 
 def plot_online_curve(path: str | Path, online: dict[str, Any], title: str) -> None:

@@ -9,6 +9,7 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from dmocli import progress
 from dmocli.data import reading, sources
 from dmocli.data.prefetch import prefetched
 from dmocli.data.stdin_csv import open_stdin_csv
@@ -61,6 +62,11 @@ class LabeledScores(NamedTuple):
     unlabeled: int
 
 
+def row_count(data: str | Path) -> int | None:
+    """DATA's rows when its files say so without a read (parquet); None for CSV and standard input."""
+    return None if sources.is_stdin(data) else reading.count_rows(data)
+
+
 def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
     engine.check(data)
     schema, batches = open_data(data, model)
@@ -74,7 +80,8 @@ def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOC
         with engine.dask(data) as cluster:
             parts = cluster.map(score, columns)
     else:
-        parts = [score(batch) for batch in prefetched(batches(columns))]  # read ahead while the model runs
+        with progress.task("scoring", total=lambda: row_count(data), unit="rows") as bar:
+            parts = [score(batch) for batch in progress.advancing(prefetched(batches(columns)), bar)]  # read ahead
     n_rows = sum(rows for *_, rows in parts)
     if not n_rows:
         raise DmoError(f"{sources.describe(data)} has no rows")

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from dmocli import progress
 from dmocli.data import reading, sources
 from dmocli.data.prefetch import prefetched
 from dmocli.data.stdin_csv import NAME, StdinCsv, open_stdin_csv
@@ -35,7 +36,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.online_report import plot_online_curve, progress_bar
+from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish
 from dmocli.prep.columns import plan_columns
@@ -117,11 +118,13 @@ def _prepass(
     sample = None
     if stats_rows > 0 and not plan.categorical:
         sample = reading.sample_row_groups(data, features, stats_rows)
-    if sample is None:
-        pre = Preprocessor.fit(counter.tap(reading.iter_batches(data, BATCH_ROWS, columns)), plan, impute)
-        return pre, {"statistics": "exact", "statistics_rows": counter.rows}
-    for _ in counter.tap(reading.iter_batches(data, BATCH_ROWS, [counter.column])):
-        pass
+    with progress.task("first pass (classes, statistics)", total=lambda: reading.count_rows(data), unit="rows") as bar:
+        if sample is None:
+            batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns), bar)
+            pre = Preprocessor.fit(counter.tap(batches), plan, impute)
+            return pre, {"statistics": "exact", "statistics_rows": counter.rows}
+        for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, [counter.column]), bar)):
+            pass
     batches, sampled = sample
     pre = Preprocessor.fit(batches, plan, impute)
     return pre, {"statistics": "exact" if sampled >= counter.rows else "row-group sample", "statistics_rows": sampled}
@@ -262,8 +265,10 @@ def train_streaming(
     arch = Architecture("linear", pre.n_features, 1)
     ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
     fit_started = time.perf_counter()
-    with progress_bar(n and n * epochs, f"{solver.name}") as progress, serial_arrow_decoding(data):
-        result = solver.fit_stream(Stream(batches, n, pre.n_features, epochs, progress), ctx)
+    with progress.task(solver.name, total=n and n * epochs, unit="rows") as bar, serial_arrow_decoding(data):
+        shown = None if bar is progress.OFF else lambda rows, f: bar.update(rows, online_F=f)  # nothing per batch
+        stream = Stream(batches, n, pre.n_features, epochs, shown)
+        result = solver.fit_stream(stream, ctx)
     fit_seconds = time.perf_counter() - fit_started
     rows = result.trace["rows"]
     online = {

@@ -57,6 +57,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dmocli import progress
 from dmocli.engines.torch_distributed import OneProcess
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
@@ -178,50 +179,56 @@ class ERO(InMemorySolver):
         _offer(best, _judged(cfg, _evaluate(network, monitor, train, problem, ctx.group), warm_train), 0, warm_train)
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
-        for outer in range(1, cfg.outer + 1):
-            outer_started = time.perf_counter()
-            weights = (mu * w, lam * rw)
-            steps = inner_solve(network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos)
-            steps_total += steps
-            rows.broadcast_parameters(network)
-            # Exact full pass: violations, metric constraint on s, then the outer update rule.
-            with torch.no_grad():
-                train_logits = logits_of(network, train.X).float()
-                z = torch.sigmoid(train_logits) - 0.5
-                c = violations(s, z, positive)
-                violating = c > cfg.violation_tol
-                tp, fp = rows.sum(torch.stack(soft_counts(s, positive)))
-                objective, gap = metric_terms(problem, tp, fp, n_pos)
-                gap_value = float(gap) if gap is not None else 0.0
-                n_violating = rows.sum_int(int(violating.sum()))
-                max_violation = float(rows.max(c.max()))
-                mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
-            if gap_value > 0:
-                mu0 *= cfg.growth
-            lam *= cfg.growth
-            with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection, rows):
-                train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
-                monitored = _evaluate(network, monitor, train, problem, ctx.group)
-                improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
-            history.append(
-                {
-                    "outer": outer,
-                    "steps": steps,
-                    "seconds": time.perf_counter() - outer_started,
-                    "n_violating": n_violating,
-                    "max_violation": max_violation,
-                    "metric_gap_on_s": gap_value,
-                    "objective_on_s": float(objective),
-                    "train_objective": train_eval.objective,
-                    "train_feasible": train_eval.feasible,
-                    f"{monitor_name}_objective": monitored.objective,
-                    f"{monitor_name}_feasible": monitored.feasible,
-                }
-            )
-            stale = 0 if improved else stale + 1
-            train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
-            if cfg.outer_patience and (train_feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
-                break
+        with progress.task(self.name, total=cfg.outer, unit="outer iterations") as bar:
+            for outer in range(1, cfg.outer + 1):
+                outer_started = time.perf_counter()
+                weights = (mu * w, lam * rw)
+                steps = inner_solve(
+                    network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos
+                )
+                steps_total += steps
+                rows.broadcast_parameters(network)
+                # Exact full pass: violations, metric constraint on s, then the outer update rule.
+                with torch.no_grad():
+                    train_logits = logits_of(network, train.X).float()
+                    z = torch.sigmoid(train_logits) - 0.5
+                    c = violations(s, z, positive)
+                    violating = c > cfg.violation_tol
+                    tp, fp = rows.sum(torch.stack(soft_counts(s, positive)))
+                    objective, gap = metric_terms(problem, tp, fp, n_pos)
+                    gap_value = float(gap) if gap is not None else 0.0
+                    n_violating = rows.sum_int(int(violating.sum()))
+                    max_violation = float(rows.max(c.max()))
+                    mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
+                if gap_value > 0:
+                    mu0 *= cfg.growth
+                lam *= cfg.growth
+                with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection, rows):
+                    train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
+                    monitored = _evaluate(network, monitor, train, problem, ctx.group)
+                    improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
+                history.append(
+                    {
+                        "outer": outer,
+                        "steps": steps,
+                        "seconds": time.perf_counter() - outer_started,
+                        "n_violating": n_violating,
+                        "max_violation": max_violation,
+                        "metric_gap_on_s": gap_value,
+                        "objective_on_s": float(objective),
+                        "train_objective": train_eval.objective,
+                        "train_feasible": train_eval.feasible,
+                        f"{monitor_name}_objective": monitored.objective,
+                        f"{monitor_name}_feasible": monitored.feasible,
+                    }
+                )
+                stale = 0 if improved else stale + 1
+                train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
+                bar.advance(
+                    1, train_objective=train_eval.objective, violating_rows=n_violating, max_violation=max_violation
+                )
+                if cfg.outer_patience and (train_feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
+                    break
         best.restore()
         network.eval()
         final = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
@@ -318,29 +325,32 @@ def _warm_start(
     network.train()
     steps, since_check = 0, 0
     running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step
-    for steps in range(1, cfg.warm_steps + 1):
-        picked = next(rows_iter)
-        optimizer.zero_grad(set_to_none=True)
-        loss = (
-            F.binary_cross_entropy_with_logits(
-                network(train.X[picked]).squeeze(-1), y[picked], weight=None if weight is None else weight[picked]
+    with progress.task("ero warm start", total=cfg.warm_steps, unit="steps") as bar:
+        for steps in range(1, cfg.warm_steps + 1):
+            picked = next(rows_iter)
+            optimizer.zero_grad(set_to_none=True)
+            loss = (
+                F.binary_cross_entropy_with_logits(
+                    network(train.X[picked]).squeeze(-1), y[picked], weight=None if weight is None else weight[picked]
+                )
+                / rows.world_size
             )
-            / rows.world_size
-        )
-        loss.backward()
-        rows.sum_gradients(network.parameters())
-        optimizer.step()
-        running += loss.detach()
-        since_check += 1
-        # A budget shorter than one epoch (mini-batch mode on large data) never reaches an epoch's check: judge
-        # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
-        # are judged, as before (a partial epoch's mean is not comparable with theirs).
-        if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
-            rows.broadcast_parameters(network)  # the stopper keeps rank 0's BatchNorm statistics everywhere
-            if stopper.step(float(rows.sum(running)) / since_check):
-                break
-            running.zero_()
-            since_check = 0
+            loss.backward()
+            rows.sum_gradients(network.parameters())
+            optimizer.step()
+            running += loss.detach()
+            since_check += 1
+            # A budget shorter than one epoch (mini-batch mode on large data) never reaches an epoch's check: judge
+            # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
+            # are judged, as before (a partial epoch's mean is not comparable with theirs).
+            if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
+                rows.broadcast_parameters(network)  # the stopper keeps rank 0's BatchNorm statistics everywhere
+                judged = float(rows.sum(running)) / since_check
+                bar.advance(since_check, loss=judged)
+                if stopper.step(judged):
+                    break
+                running.zero_()
+                since_check = 0
     stopper.restore()
     return steps
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
 
+from dmocli import progress
 from dmocli.errors import DmoError
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ def fit_linear_lbfgs(
         return loss.detach() if group is None else group.sum(loss)
 
     def closure() -> torch.Tensor:
+        bar.advance(1)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of(network(Xd))
         loss.backward()
@@ -157,7 +159,8 @@ def fit_linear_lbfgs(
             weight.grad += l2 * weight
             return data_loss(loss) + 0.5 * l2 * (weight * weight).sum()
 
-    optimizer.step(closure)
+    with progress.task("lbfgs", unit="loss evaluations") as bar:
+        optimizer.step(closure)
     if group is not None:
         group.broadcast_parameters(network)
     with torch.no_grad():

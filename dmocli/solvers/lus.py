@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture, build_network, logits_of
 from dmocli.solvers.acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
@@ -96,20 +97,22 @@ def _fit_adam(
     optimizer = adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
     stopper = EarlyStopping(network, patience=params.patience)
     epochs = 0
-    for epoch in range(params.max_epochs):
-        network.train()
-        for idx in minibatches(X.shape[0], params.batch_size, generator, X.device):
-            optimizer.zero_grad(set_to_none=True)
-            loss = offset_nll(network(X[idx]), y[idx], None if offsets is None else offsets[idx])
-            loss.backward()
-            optimizer.step()
-        refresh_batchnorm(network, X)
-        network.eval()
-        with torch.no_grad():
-            monitored = float(offset_nll(network(X), y, offsets))
-        epochs = epoch + 1
-        if stopper.step(monitored):
-            break
+    with progress.task("lus", total=params.max_epochs, unit="epochs") as bar:
+        for epoch in range(params.max_epochs):
+            network.train()
+            for idx in minibatches(X.shape[0], params.batch_size, generator, X.device):
+                optimizer.zero_grad(set_to_none=True)
+                loss = offset_nll(network(X[idx]), y[idx], None if offsets is None else offsets[idx])
+                loss.backward()
+                optimizer.step()
+            refresh_batchnorm(network, X)
+            network.eval()
+            with torch.no_grad():
+                monitored = float(offset_nll(network(X), y, offsets))
+            epochs = epoch + 1
+            bar.advance(1, loss=monitored)
+            if stopper.step(monitored):
+                break
     stopper.restore()
     return network.eval(), {"optimizer": "adam", "epochs": epochs, "objective": stopper.best}
 

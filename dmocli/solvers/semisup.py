@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.metrics import multiclass_scores
@@ -231,46 +232,52 @@ class SemiSupervisedSolver(InMemorySolver):
             trace["pseudo_label_quality"] = []
         if val is not None and val.n:
             trace["val_balanced_accuracy"] = []
-        for _ in range(p.epochs):
-            network.train()
-            tau = torch.as_tensor(thresholds, dtype=torch.float32, device=ctx.device)
-            used = torch.zeros((), device=ctx.device)
-            for _ in range(p.steps_per_epoch):
-                rows_l, rows_u = lab_stream.next(), unl_stream.next()
-                batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
-                logits_l, logits_w, logits_s = network(batch).split([rows_l.numel(), rows_u.numel(), rows_u.numel()])
-                loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l], weight=class_weights)
-                loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
-                loss = loss_s + p.lambda_u * loss_u
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                ema.update(network)
-                used += mask.sum()
-            trace["unlabeled_used_fraction"].append(float(used) / (p.steps_per_epoch * rows_u.numel()))
+        with progress.task(self.name, total=p.epochs, unit="epochs") as bar:
+            for _ in range(p.epochs):
+                network.train()
+                tau = torch.as_tensor(thresholds, dtype=torch.float32, device=ctx.device)
+                used = torch.zeros((), device=ctx.device)
+                for _ in range(p.steps_per_epoch):
+                    rows_l, rows_u = lab_stream.next(), unl_stream.next()
+                    batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
+                    logits_l, logits_w, logits_s = network(batch).split(
+                        [rows_l.numel(), rows_u.numel(), rows_u.numel()]
+                    )
+                    loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l], weight=class_weights)
+                    loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
+                    loss = loss_s + p.lambda_u * loss_u
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    ema.update(network)
+                    used += mask.sum()
+                trace["unlabeled_used_fraction"].append(float(used) / (p.steps_per_epoch * rows_u.numel()))
+                bar.advance(1, unlabeled_used=trace["unlabeled_used_fraction"][-1])
 
-            confidence, pseudo = log_probs(logits_of(network, views.weak(unlabeled))).exp().max(dim=1)
-            confidence_np = confidence.double().cpu().numpy()
-            pseudo_np = pseudo.cpu().numpy()
-            thresholds, info = self.update_thresholds(confidence_np, pseudo_np, thresholds, majority, p)
-            selected = (
-                selection_mask(
-                    confidence, pseudo, torch.as_tensor(thresholds, device=confidence.device, dtype=confidence.dtype)
+                confidence, pseudo = log_probs(logits_of(network, views.weak(unlabeled))).exp().max(dim=1)
+                confidence_np = confidence.double().cpu().numpy()
+                pseudo_np = pseudo.cpu().numpy()
+                thresholds, info = self.update_thresholds(confidence_np, pseudo_np, thresholds, majority, p)
+                selected = (
+                    selection_mask(
+                        confidence,
+                        pseudo,
+                        torch.as_tensor(thresholds, device=confidence.device, dtype=confidence.dtype),
+                    )
+                    .cpu()
+                    .numpy()
                 )
-                .cpu()
-                .numpy()
-            )
-            trace["thresholds"].append(thresholds.tolist())
-            trace["updates"].append(info)
-            trace["predicted"].append(np.bincount(pseudo_np, minlength=n_classes).tolist())
-            trace["pseudo_labels"].append(np.bincount(pseudo_np[selected], minlength=n_classes).tolist())
-            if truth_u is not None:
-                trace["pseudo_label_quality"].append(pseudo_label_quality(pseudo_np, selected, truth_u, n_classes))
-            if "val_balanced_accuracy" in trace:
-                val_pred = log_probs(logits_of(ema.network, val.X)).argmax(dim=1).cpu().numpy()
-                trace["val_balanced_accuracy"].append(
-                    multiclass_scores(val.y.cpu().numpy(), val_pred, n_classes)["balanced_accuracy"]
-                )
+                trace["thresholds"].append(thresholds.tolist())
+                trace["updates"].append(info)
+                trace["predicted"].append(np.bincount(pseudo_np, minlength=n_classes).tolist())
+                trace["pseudo_labels"].append(np.bincount(pseudo_np[selected], minlength=n_classes).tolist())
+                if truth_u is not None:
+                    trace["pseudo_label_quality"].append(pseudo_label_quality(pseudo_np, selected, truth_u, n_classes))
+                if "val_balanced_accuracy" in trace:
+                    val_pred = log_probs(logits_of(ema.network, val.X)).argmax(dim=1).cpu().numpy()
+                    trace["val_balanced_accuracy"].append(
+                        multiclass_scores(val.y.cpu().numpy(), val_pred, n_classes)["balanced_accuracy"]
+                    )
         return FitResult(
             network=ema.network.eval(), trace=trace, threshold=0.0 if ctx.architecture.n_outputs == 1 else None
         )

@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from dmocli import progress
 from dmocli.engines.torch_distributed import OneProcess
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
@@ -49,8 +50,10 @@ def fit_smoothed(
     loss_of: LossFn,
     loop: LoopSettings,
     after_step: Callable[[], None] | None = None,
+    name: str = "smoothed",
 ) -> FitResult:
-    """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0."""
+    """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0. `name` labels
+    the progress line."""
     started = time.perf_counter()
     problem: Problem = ctx.problem
     generator = seed_everything(ctx.seed)
@@ -66,33 +69,37 @@ def fit_smoothed(
     best = BestIterate(network)
     stale, step = 0, 0
     batches = endless_minibatches(train.n, batch, generator, ctx.device)
-    while step < loop.steps and stale < loop.patience:
-        picked = next(batches)
-        network.train()
-        optimizer.zero_grad(set_to_none=True)
-        q = soft_prediction(network(train.X[picked]).squeeze(-1))
-        tp, fp = soft_counts(q, positive[picked])
-        # The counts of every process's batch (one process: its own, the same floats), each process's share
-        # carrying its gradient; float64 on the wire keeps the row count exact.
-        summed = rows.sum(
-            torch.stack(
-                [tp.detach().double(), fp.detach().double(), tp.new_tensor(picked.numel(), dtype=torch.float64)]
+    with progress.task(name, total=loop.steps, unit="steps") as bar:
+        while step < loop.steps and stale < loop.patience:
+            picked = next(batches)
+            network.train()
+            optimizer.zero_grad(set_to_none=True)
+            q = soft_prediction(network(train.X[picked]).squeeze(-1))
+            tp, fp = soft_counts(q, positive[picked])
+            # The counts of every process's batch (one process: its own, the same floats), each process's share
+            # carrying its gradient; float64 on the wire keeps the row count exact.
+            summed = rows.sum(
+                torch.stack(
+                    [tp.detach().double(), fp.detach().double(), tp.new_tensor(picked.numel(), dtype=torch.float64)]
+                )
             )
-        )
-        tp = summed[0].to(tp.dtype) + (tp - tp.detach())
-        fp = summed[1].to(fp.dtype) + (fp - fp.detach())
-        scale = n / float(summed[2])
-        loss = loss_of(tp * scale, fp * scale, n_pos)
-        loss.backward()
-        rows.sum_gradients(network.parameters())
-        optimizer.step()
-        if after_step is not None:
-            after_step()
-        step += 1
-        if step % loop.eval_every == 0 or step == loop.steps:
-            rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process keeps one iterate
-            judged = evaluate_decision(network, monitor.X, monitor.y, problem, group=group, sharded=monitor is train)
-            stale = 0 if best.offer(judged, step) else stale + 1
+            tp = summed[0].to(tp.dtype) + (tp - tp.detach())
+            fp = summed[1].to(fp.dtype) + (fp - fp.detach())
+            scale = n / float(summed[2])
+            loss = loss_of(tp * scale, fp * scale, n_pos)
+            loss.backward()
+            rows.sum_gradients(network.parameters())
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            step += 1
+            if step % loop.eval_every == 0 or step == loop.steps:
+                rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process keeps one iterate
+                judged = evaluate_decision(
+                    network, monitor.X, monitor.y, problem, group=group, sharded=monitor is train
+                )
+                stale = 0 if best.offer(judged, step) else stale + 1
+                bar.update(step, monitored_objective=judged.objective)
     best.restore()
     network.eval()
     final = evaluate_decision(network, train.X, train.y, problem, group=group)

@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
 from dmocli.solvers.base import (
@@ -149,28 +150,35 @@ class WeightedCrossEntropy(InMemorySolver):
         offsets = train.extra.get("offsets")
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
-        for epoch in range(p.max_epochs):
-            model.train()
-            with model.join() if group is not None else contextlib.nullcontext():
-                for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
-                    optimizer.zero_grad(set_to_none=True)
-                    loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
-                    loss.backward()
-                    optimizer.step()
-            refresh_batchnorm(network, train.X)  # the judgement below runs in eval mode
-            if group is not None:  # BatchNorm's running statistics are each process's own rows': take rank 0's
-                group.broadcast_parameters(network)
-            with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
-                monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, ctx.architecture.n_outputs)
-                if group is None:
-                    monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"))
-                elif monitor is train:  # this process's share of the loss of every process's rows
-                    monitored = group.sum(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), n_total))
-                else:  # all of --val on every process: rank 0's value decides, so every process stops alike
-                    monitored = group.from_rank_zero(loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets")))
-            epochs = epoch + 1
-            if stopper.step(float(monitored)):
-                break
+        with progress.task("wce", total=p.max_epochs, unit="epochs") as bar:
+            for epoch in range(p.max_epochs):
+                model.train()
+                with model.join() if group is not None else contextlib.nullcontext():
+                    for idx in minibatches(train.n, p.batch_size, generator, ctx.device):
+                        optimizer.zero_grad(set_to_none=True)
+                        loss = loss_of(model(train.X[idx]), train.y[idx], None if offsets is None else offsets[idx])
+                        loss.backward()
+                        optimizer.step()
+                refresh_batchnorm(network, train.X)  # the judgement below runs in eval mode
+                if group is not None:  # BatchNorm's running statistics are each process's own rows': take rank 0's
+                    group.broadcast_parameters(network)
+                with torch.no_grad():  # logits in chunks: inference memory stays bounded on a large split
+                    monitored_logits = logits_of(network, monitor.X).reshape(monitor.n, ctx.architecture.n_outputs)
+                    if group is None:
+                        monitored = loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"))
+                    elif monitor is train:  # this process's share of the loss of every process's rows
+                        monitored = group.sum(
+                            loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"), n_total)
+                        )
+                    else:  # all of --val on every process: rank 0's value decides, so every process stops alike
+                        monitored = group.from_rank_zero(
+                            loss_of(monitored_logits, monitor.y, monitor.extra.get("offsets"))
+                        )
+                epochs = epoch + 1
+                value = float(monitored)
+                bar.advance(1, monitored_loss=value)
+                if stopper.step(value):
+                    break
         stopper.restore()
         return FitResult(
             network=network.eval(),
