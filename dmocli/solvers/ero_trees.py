@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.trees import BoostedTrees
 from dmocli.operating_point.problems import Problem
@@ -132,54 +133,56 @@ def fit_ero_trees(
     best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": 0, "eval": monitored}
     history: list[dict[str, Any]] = []
     stale = 0
-    for outer in range(1, cfg.outer + 1):
-        outer_started = time.perf_counter()
-        for step in range(rounds_per_outer):
-            decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
-            logits = torch.as_tensor(margins - shift, dtype=torch.float32)
-            for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
-                s_rows = s.detach().requires_grad_(True)
-                loss, _ = penalty_value(
-                    logits, s_rows, positive, soft_counts(s, positive), 1.0, problem, n_pos, mu * w, lam * rw, mu0
-                )
-                loss.backward()
-                s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
-            grad, hess = round_gradients(logits, s, positive, problem, n_pos, mu * w, lam * rw, mu0)
-            booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
-            margins = booster.predict(dtrain, output_margin=True, training=True)
-        with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
-            z = torch.sigmoid(torch.as_tensor(margins - shift, dtype=torch.float32)) - 0.5
-            c = violations(s, z, positive)
-            violating = c > cfg.violation_tol
-            objective, gap = metric_terms(problem, *soft_counts(s, positive), n_pos)
-            gap_value = float(gap) if gap is not None else 0.0
-            mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
-        if gap_value > 0:
-            mu0 *= cfg.growth
-        lam *= cfg.growth
-        key, train_eval, monitored = judged(margins)
-        improved = _clearly_better(key, monitored, best["key"], best["eval"], problem)
-        if improved:
-            best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": outer, "eval": monitored}
-        history.append(
-            {
-                "outer": outer,
-                "rounds": booster.num_boosted_rounds(),
-                "seconds": time.perf_counter() - outer_started,
-                "n_violating": int(violating.sum()),
-                "max_violation": float(c.max()),
-                "metric_gap_on_s": gap_value,
-                "objective_on_s": float(objective),
-                "train_objective": train_eval.objective,
-                "train_feasible": train_eval.feasible,
-                f"{monitor_name}_objective": monitored.objective,
-                f"{monitor_name}_feasible": monitored.feasible,
-            }
-        )
-        stale = 0 if improved else stale + 1
-        train_feasible = train_eval.feasible is not False and not bool(violating.any()) and gap_value <= 0
-        if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
-            break
+    with progress.task("ero (gbdt)", total=cfg.outer, unit="outer iterations") as bar:
+        for outer in range(1, cfg.outer + 1):
+            outer_started = time.perf_counter()
+            for step in range(rounds_per_outer):
+                decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
+                logits = torch.as_tensor(margins - shift, dtype=torch.float32)
+                for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
+                    s_rows = s.detach().requires_grad_(True)
+                    loss, _ = penalty_value(
+                        logits, s_rows, positive, soft_counts(s, positive), 1.0, problem, n_pos, mu * w, lam * rw, mu0
+                    )
+                    loss.backward()
+                    s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
+                grad, hess = round_gradients(logits, s, positive, problem, n_pos, mu * w, lam * rw, mu0)
+                booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
+                margins = booster.predict(dtrain, output_margin=True, training=True)
+            with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
+                z = torch.sigmoid(torch.as_tensor(margins - shift, dtype=torch.float32)) - 0.5
+                c = violations(s, z, positive)
+                violating = c > cfg.violation_tol
+                objective, gap = metric_terms(problem, *soft_counts(s, positive), n_pos)
+                gap_value = float(gap) if gap is not None else 0.0
+                mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
+            if gap_value > 0:
+                mu0 *= cfg.growth
+            lam *= cfg.growth
+            key, train_eval, monitored = judged(margins)
+            improved = _clearly_better(key, monitored, best["key"], best["eval"], problem)
+            if improved:
+                best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": outer, "eval": monitored}
+            history.append(
+                {
+                    "outer": outer,
+                    "rounds": booster.num_boosted_rounds(),
+                    "seconds": time.perf_counter() - outer_started,
+                    "n_violating": int(violating.sum()),
+                    "max_violation": float(c.max()),
+                    "metric_gap_on_s": gap_value,
+                    "objective_on_s": float(objective),
+                    "train_objective": train_eval.objective,
+                    "train_feasible": train_eval.feasible,
+                    f"{monitor_name}_objective": monitored.objective,
+                    f"{monitor_name}_feasible": monitored.feasible,
+                }
+            )
+            stale = 0 if improved else stale + 1
+            bar.advance(1, train_objective=train_eval.objective, violating=int(violating.sum()))
+            train_feasible = train_eval.feasible is not False and not bool(violating.any()) and gap_value <= 0
+            if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
+                break
     trace = {
         "warm_start": warm_trace,
         "monitored_split": monitor_name,

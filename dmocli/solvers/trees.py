@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import refuse
@@ -87,15 +88,19 @@ def check_model_params(params: SolverParams, model: str, torch_only: tuple[str, 
     Only values that differ from the default are seen here, which is what a user changing one means."""
     defaults = type(params)()
     changed = [f.name for f in dataclasses.fields(params) if getattr(params, f.name) != getattr(defaults, f.name)]
-    shown = lambda keys: ", ".join(key.replace("_", "-") for key in keys)  # noqa: E731
     problems = []
     trees = [key for key in changed if key in TREE_KEYS]
     if trees and model != "gbdt":
-        problems.append(f"--param {shown(trees)} applies to --model gbdt, not to --model {model}: drop it")
+        problems.append(f"--param {_as_typed(trees)} applies to --model gbdt, not to --model {model}: drop it")
     torch_keys = [key for key in changed if key in torch_only]
     if torch_keys and model == "gbdt":
-        problems.append(f"--param {shown(torch_keys)} applies to the torch models (linear, mlp), not to gbdt")
+        problems.append(f"--param {_as_typed(torch_keys)} applies to the torch models (linear, mlp), not to gbdt")
     refuse(problems)
+
+
+def _as_typed(keys: list[str]) -> str:
+    """Parameter names as a user types them after --param."""
+    return ", ".join(key.replace("_", "-") for key in keys)
 
 
 def library_params(p: TreeParams, ctx: FitContext, n_classes: int) -> dict[str, Any]:
@@ -224,15 +229,17 @@ def boost_weighted(
     stopping = p.early_stopping if evals and p.early_stopping else None
     history: dict[str, Any] = {}
     params = library_params(p, ctx, n_classes)
-    booster = xgb.train(
-        params,
-        dtrain,
-        num_boost_round=p.rounds,
-        evals=evals,
-        early_stopping_rounds=stopping,
-        evals_result=history,
-        verbose_eval=False,
-    )
+    with progress.task("gbdt", total=p.rounds, unit="rounds") as bar:
+        booster = xgb.train(
+            params,
+            dtrain,
+            num_boost_round=p.rounds,
+            evals=evals,
+            early_stopping_rounds=stopping,
+            evals_result=history,
+            verbose_eval=False,
+            callbacks=[_Shown(bar, xgb.callback.TrainingCallback)()],
+        )
     rounds = booster.best_iteration + 1 if stopping else booster.num_boosted_rounds()
     losses = next(iter(history["monitor"].values())) if evals else None
     trace = {
@@ -244,6 +251,19 @@ def boost_weighted(
         "seconds": time.perf_counter() - started,
     }
     return booster[:rounds], dtrain, trace
+
+
+def _Shown(bar: progress.Task, base: type) -> type:
+    """A training callback that advances `bar` by one round and shows the held-out score (built on first use:
+    xgboost is an optional import)."""
+
+    class Shown(base):  # type: ignore[misc, valid-type]
+        def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
+            scores = {name: values[-1] for split in evals_log.values() for name, values in split.items()}
+            bar.advance(1, **scores)
+            return False
+
+    return Shown
 
 
 def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balanced: bool = True) -> FitResult:
