@@ -186,16 +186,11 @@ def threshold(
     if problem is None and (target is not None or beta is not None):
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
         raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
+    beta = 1.0 if beta is None else beta
+    asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):
         result = refit_threshold(
-            model,
-            data,
-            None if problem is None else Problem.from_options(problem, target, beta or 1.0, confidence),
-            output,
-            confidence,
-            allow_infeasible,
-            report,
-            EngineChoice(engine, scheduler, workers),
+            model, data, asked, output, confidence, allow_infeasible, report, EngineChoice(engine, scheduler, workers)
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"
