@@ -24,6 +24,7 @@ _API = {
     "DmoClassifier": ("estimator", "DmoClassifier"),
     "DmoError": ("errors", "DmoError"),
     "UnreachableTarget": ("errors", "UnreachableTarget"),
+    "report_schema": ("report", "report_schema"),
 }
 
 __all__ = ["__version__", *_API]
@@ -36,3 +37,8 @@ def __getattr__(name: str) -> Any:
         module, attr = _API[name]
         return getattr(import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module 'dmocli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API (what `dir(dmocli)` and tab completion show), without importing any of it."""
+    return sorted(__all__)

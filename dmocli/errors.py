@@ -7,6 +7,19 @@ Python callers get the same message; the CLI maps them to exit codes
 
 from __future__ import annotations
 
+_SPELLING = {"cli": False}  # set by the `dmo` process (dmocli/cli/process.py); a Python caller keeps False
+
+
+def speak_cli() -> None:
+    """Messages from now on name command-line flags (`--allow-infeasible`); by default they name the Python
+    keywords (`allow_infeasible=True`) a library caller passes instead."""
+    _SPELLING["cli"] = True
+
+
+def option_hint(flag: str, keyword: str) -> str:
+    """How a message tells the caller to set an option: the flag on the command line, the keyword in Python."""
+    return flag if _SPELLING["cli"] else keyword
+
 
 class DmoError(ValueError):
     """A problem the user can fix; the message names the problem and the fix.

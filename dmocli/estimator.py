@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted, c
 
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import TrainOptions, estimator_fields, flag_of
+from dmocli.options import TrainOptions, estimator_fields, flag_of, problem_kind
 from dmocli.pipelines.train import train
 from dmocli.solvers import available, solver_class
 
@@ -96,8 +96,9 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.categorical = True  # text and categorical DataFrame columns are one-hot encoded
         # Several classes need a solver with K logits and no binary problem: fpor/frop/ofbs need `positive` for
         # them and then predict "not <positive>" for the other classes. An unknown solver fits nothing (fit says so).
+        multiclass_problem = problem_kind(self.problem) in (None, "multiclass")
         tags.classifier_tags.multi_class = (
-            self.problem in (None, "multiclass") and self.solver in available() and solver_class(self.solver).multiclass
+            multiclass_problem and self.solver in available() and solver_class(self.solver).multiclass
         )
         return tags
 
@@ -220,7 +221,7 @@ def expected_failed_checks(estimator: DmoClassifier) -> dict[str, str]:
             "a binary problem refuses several classes with a DmoError asking for `positive` (then it trains "
             "one-vs-rest), not sklearn's 'Only binary classification is supported.'"
         )
-    if estimator.problem in ("fpor", "frop"):
+    if problem_kind(estimator.problem) in ("fpor", "frop"):
         failures["check_classifiers_train"] = (
             "the operating point meets the problem's target (a precision or a recall), so predict is "
             "positive logit >= threshold_: it aims at neither accuracy nor agreement with decision_function > 0 "

@@ -73,6 +73,12 @@ def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | No
     return None
 
 
+def problem_kind(value: Any) -> Any:
+    """A problem's name in any case (`FPOR`, as papers and the README write it) as the lower-case name the
+    choices declare; anything else unchanged, for the choice check to refuse by name."""
+    return value.lower() if isinstance(value, str) else value
+
+
 def refuse(problems: list[str]) -> None:
     """Every problem found, in one error: a user fixes them all before the next run, not one per run."""
     if problems:
@@ -229,6 +235,9 @@ class TrainOptions:
         None, "--scheduler", help="Dask scheduler ADDRESS for --engine dask (default: a local cluster of --workers)."
     )
     workers: int = option(2, "--workers", min=1, help="Worker processes of the local Dask cluster (--engine dask).")
+
+    def __post_init__(self) -> None:
+        self.problem = problem_kind(self.problem)
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""

@@ -1,4 +1,9 @@
-"""JSON reports (stable keys, the same for every command) and the precision-recall plot."""
+"""JSON reports (stable keys, the same for every command) and the precision-recall plot.
+
+Every report follows dmocli/schema/report.schema.json (documented in docs/report-schema.md); its
+`schema_version` changes with that file: the minor number when keys are added, the major one when a key is
+removed or changes type, so a CI script can check the one number it was written against.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import math
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +24,11 @@ from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.problems import Problem
 from dmocli.version import __version__
+
+if TYPE_CHECKING:
+    from dmocli.prep.labels import LabelSpec
+
+SCHEMA_VERSION = "1.0"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def binary_split_report(
@@ -60,15 +70,30 @@ def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any
     return out
 
 
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of every command's report, as shipped in the package: what a CI script can
+    validate a report against (`jsonschema.validate(report, dmocli.report_schema())`)."""
+    from importlib import resources
+
+    return json.loads((resources.files("dmocli") / "schema" / "report.schema.json").read_text(encoding="utf-8"))
+
+
 def envelope(command: str, **fields: Any) -> dict[str, Any]:
     """Keys every report carries (torch's version read from its metadata: importing it costs seconds)."""
     return {
         "command": command,
+        "schema_version": SCHEMA_VERSION,
         "dmocli_version": __version__,
         "python": platform.python_version(),
         "torch": _installed_version("torch"),
         **fields,
     }
+
+
+def label_fields(labels: LabelSpec) -> dict[str, Any]:
+    """The label keys of every report about one model (train, threshold, evaluate, info): which column holds the
+    label, its classes in the model's order, and the positive class (None for a multi-class model)."""
+    return {"label_col": labels.column, "classes": labels.classes, "positive": labels.positive}
 
 
 def model_summary(splits: dict[str, dict[str, Any]]) -> dict[str, Any]:

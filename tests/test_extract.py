@@ -172,6 +172,18 @@ def test_corrupt_image_is_skipped_and_reported(image_run: dict) -> None:
     assert report["n_rows"] == report["n_extracted"] == sum(CLASSES.values()) + 1
 
 
+def test_the_report_validates_against_the_shipped_schema(env: dict[str, Path], image_run: dict) -> None:
+    """`dmo extract --report` follows dmocli/schema/report.schema.json, as every command's report does
+    (tests/test_report_schema.py checks the others); the backbone is named under `backbone`, not `model`."""
+    from jsonschema import Draft202012Validator
+
+    from dmocli.report import report_schema
+
+    report = image_run["report"]
+    assert list(Draft202012Validator(report_schema()).iter_errors(report)) == []
+    assert report["command"] == "extract" and report["backbone"] and "model" not in report
+
+
 def test_features_match_the_hugging_face_processor_and_model(env: dict[str, Path], image_run: dict) -> None:
     """Independent check: AutoImageProcessor + Dinov2Model called directly give the same CLS vectors."""
     # The PIL processor, whose resize dmocli's decoding follows: transformers 5 picks the torchvision one

@@ -86,7 +86,7 @@ def test_an_unreachable_target_exits_3_with_the_full_json_report_and_no_model(tm
     assert "not certified on the val split" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     report = json.loads(proc.stdout)
     assert report["feasible"] is False and report["operating_point"]["best_achievable"] < 0.999
-    assert report["splits"]["val"]["precision_interval"] is not None and report["model_path"] is None
+    assert report["splits"]["val"]["precision_interval"] is not None and report["model"] is None
     assert json.loads(written.read_text()) == report
     assert not model.exists()
 

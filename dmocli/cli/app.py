@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from dmocli.cli import describe
 from dmocli.cli.train_command import takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
@@ -49,6 +49,14 @@ def _workers_option() -> Any:
     return typer.Option(2, "--workers", help="Worker processes of the local Dask cluster.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from dmocli.version import __version__
+
+        out.print(f"dmo {__version__}", markup=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
@@ -58,6 +66,9 @@ def _root(
         help="Draw the progress of long work (training, streaming passes, Dask jobs) on stderr "
         "(default: only when stderr is a terminal).",
         show_default=False,
+    ),
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """dmo: exact operating points for imbalanced classification."""
@@ -137,7 +148,7 @@ def train(
         _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
-    header = [f"model: {result['model_path']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
+    header = [f"model: {result['model']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
     if "online" in result:
@@ -167,9 +178,14 @@ def _infeasible_note(report: dict[str, Any]) -> list[str]:
 def threshold(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train."),
     data: Path = typer.Argument(..., help="Labeled table to fit the threshold on (`-`: a CSV on standard input)."),
-    problem: str = typer.Option(..., "--problem", "-p", help="fpor, frop or ofbs."),
+    problem: Optional[str] = typer.Option(
+        None,
+        "--problem",
+        "-p",
+        help="fpor, frop or ofbs (any case). Default: the problem, target and --confidence stored in MODEL.",
+    ),
     target: Optional[float] = typer.Option(None, "--target", "-a", help="Target in (0,1) for fpor/frop."),
-    beta: float = typer.Option(1.0, "--beta", help="Beta of F-beta."),
+    beta: Optional[float] = typer.Option(None, "--beta", help="Beta of F-beta (default 1)."),
     confidence: Optional[float] = typer.Option(
         None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."
     ),
@@ -183,23 +199,30 @@ def threshold(
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
 ) -> None:
-    """Re-fit a model's threshold exactly on DATA and write a new model file."""
+    """Re-fit a model's threshold exactly on DATA and write a new model file.
+
+    Example: dmo threshold model.safetensors fresh.parquet -o refit.safetensors  (the model's own problem)
+    """
     from dmocli.engines.choice import EngineChoice
     from dmocli.operating_point.problems import Problem
     from dmocli.pipelines.apply import refit_threshold
 
+    if problem is None and (target is not None or beta is not None):
+        given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
+        raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
+    beta = 1.0 if beta is None else beta
+    asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):
         result = refit_threshold(
-            model,
-            data,
-            Problem.from_options(problem, target, beta, confidence),
-            output,
-            confidence,
-            allow_infeasible,
-            report,
-            EngineChoice(engine, scheduler, workers),
+            model, data, asked, output, confidence, allow_infeasible, report, EngineChoice(engine, scheduler, workers)
         )
-    _emit(result, as_json, [f"model: {output}  threshold (logit): {result['threshold']:.6g}"] + _split_lines(result))
+    stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
+    target_text = "" if result["target"] is None else f", target {result['target']:g}"
+    lines = [
+        f"model: {output}  threshold (logit): {result['threshold']:.6g}",
+        f"problem: {result['problem']}{target_text}{stored}",
+    ]
+    _emit(result, as_json, lines + _split_lines(result))
 
 
 @app.command()
@@ -468,18 +491,5 @@ def extract(
     )
 
 
-@app.command()
-def solvers() -> None:
-    """List the solvers and their --param hyper-parameters."""
-    from dmocli.solvers import available, get_solver
-    from dmocli.solvers.base import param_help
-
-    for name in available():
-        solver = get_solver(name)
-        table = Table(title=f"{name}: {solver.summary}", title_justify="left", show_edge=False)
-        table.add_column("--param")
-        table.add_column("default")
-        table.add_column("meaning")
-        for row in param_help(solver.Params):
-            table.add_row(*row)
-        out.print(table)
+app.command()(describe.solvers)
+app.command()(describe.info)

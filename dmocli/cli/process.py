@@ -15,8 +15,9 @@ import threading
 from typing import Any, NoReturn
 
 from dmocli.cli.app import app, err
+from dmocli.cli.command_line import click_command, refuse_repeated_options
 from dmocli.engines import torchrun
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError, UnreachableTarget, speak_cli
 
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
 PROGRESS_FLAGS = ("--progress", "--no-progress")
@@ -70,6 +71,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    speak_cli()
     in_group = _in_torchrun_train(args)
     if not in_group:
         _run_command(args, in_group)
@@ -113,7 +115,9 @@ def _run_command(args: list[str], in_group: bool) -> None:
         sys.exit(0)  # the help page once, from process 0, not once per process
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
-        code = app(args=args, prog_name="dmo", standalone_mode=False)
+        command = click_command(app)
+        refuse_repeated_options(command, args)
+        code = command.main(args=args, prog_name="dmo", standalone_mode=False)
         if code == INTERRUPTED and (
             not in_group or torchrun.prints(None)
         ):  # typer ends a Ctrl-C'd command so, silently

@@ -252,7 +252,7 @@ def extract(
         source=str(source),
         output=str(output),
         kind=items.kind,
-        model=backbone.name,
+        backbone=backbone.name,
         library=backbone.library,
         dim=backbone.dim,
         pooling=backbone.pooling,

@@ -55,6 +55,7 @@ class Problem:
     def from_options(cls, kind: str, target: float | None, beta: float, confidence: float | None = None) -> "Problem":
         """The problem a command line asks for; --target or --confidence with ofbs is refused, not ignored (ofbs
         has no constraint to meet or bound). Model files go through the constructor, which stays lenient."""
+        kind = kind.lower() if isinstance(kind, str) else kind
         if kind == "ofbs" and target is not None:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
         if kind == "ofbs" and confidence is not None:
@@ -65,6 +66,8 @@ class Problem:
         return cls(kind, target, beta)
 
     def __post_init__(self) -> None:
+        if isinstance(self.kind, str):  # `FPOR` as the README and papers write it
+            object.__setattr__(self, "kind", self.kind.lower())
         if self.kind not in PROBLEMS:
             raise DmoError(f"--problem {self.kind!r} is not known (use fpor, frop or ofbs)")
         if self.kind in ("fpor", "frop"):

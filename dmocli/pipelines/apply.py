@@ -27,7 +27,7 @@ from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, 
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.features import LevelCounts
-from dmocli.report import envelope, model_summary, plot_pr_curve, unlabeled_warning, write_report
+from dmocli.report import envelope, label_fields, model_summary, plot_pr_curve, unlabeled_warning, write_report
 
 INT64_MAX = 2**63 - 1
 
@@ -68,11 +68,13 @@ def evaluate(
         data=sources.describe(data),
         engine=engine.name,
         solver=model.solver,
+        **label_fields(model.labels),
         **problem_fields(problem),
         confidence=model.info.get("confidence"),
         seed=model.info.get("seed"),
         device="cpu",
         **levels.report(),
+        threshold=model.threshold,
         unlabeled_rows=unlabeled,
         warnings=unlabeled_warning(unlabeled, data),
         splits={"data": split},
@@ -86,7 +88,7 @@ def evaluate(
 def refit_threshold(
     model_path: str | Path,
     data: str | Path,
-    problem: Problem,
+    problem: Problem | None,
     output: str | Path,
     confidence: float | None = None,
     allow_infeasible: bool = False,
@@ -94,7 +96,10 @@ def refit_threshold(
     engine: EngineChoice = LOCAL,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
-    (-o may be MODEL itself: it is read before the new one replaces it, atomically)."""
+    (-o may be MODEL itself: it is read before the new one replaces it, atomically).
+
+    Without a problem, the one stored in the model (and its --confidence, unless one is given) is searched again:
+    re-fitting on fresh rows is the common case, and the model already says what it was trained for."""
     started = time.perf_counter()
     outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
     outputs.refuse_misnamed_model(output)
@@ -102,6 +107,11 @@ def refit_threshold(
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("threshold applies to binary models; this model is multi-class")
+    problem_source = "option" if problem is not None else "model"
+    if problem is None:
+        problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
+        if confidence is None and problem.kind != "ofbs":
+            confidence = model.info.get("confidence")
     logits, y, _, unlabeled = collect_logits(model, data, engine)
     point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data))
     settled = judge_reachability(point, unreachable, allow_infeasible)
@@ -126,7 +136,9 @@ def refit_threshold(
         engine=engine.name,
         output=str(output),
         solver=model.solver,
+        **label_fields(model.labels),
         **problem.to_dict(),
+        problem_source=problem_source,
         confidence=confidence,
         seed=model.info.get("seed"),
         device="cpu",

@@ -30,7 +30,7 @@ from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_spli
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
-from dmocli.report import envelope, model_summary, unlabeled_warning
+from dmocli.report import envelope, label_fields, model_summary, unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
@@ -158,8 +158,10 @@ def train_in_memory(
         seed=opts.seed,
         device=str(device),
         data=sources.describe(data),
-        val=str(opts.val) if opts.val else (f"{opts.val_frac:g} of data (stratified)" if opts.val_frac else None),
-        model=arch.to_dict(),
+        val=str(opts.val) if opts.val else None,
+        val_frac=opts.val_frac,
+        **label_fields(labels),
+        architecture=arch.to_dict(),
         params=vars(params),
         n_features=pre.n_features,
         **levels.report(),
@@ -189,7 +191,8 @@ def train_in_memory(
         threshold = settled.threshold
         report.update(settled.report)
         report["warnings"] += settled.warnings
-    else:
+    else:  # arg-max over the class logits: no threshold
+        report["threshold"] = None
         report["splits"] = split_reports(logits, truth, None, None, labels.classes)
     report["solver_trace"] = result.trace
     report["fit_seconds"] = fit_seconds
@@ -215,6 +218,7 @@ def train_in_memory(
             "seed": opts.seed,
             "confidence": opts.confidence,
             "params": vars(params),
+            "rows": int(truth["train"].size),
             "summary": model_summary(report.get("splits", {})),
             **({"calibration": settled.calibration.to_dict()} if problem is not None and settled.calibration else {}),
         },

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dmocli.errors import UnreachableTarget
+from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.calibration import Calibration, fit_platt
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
@@ -45,7 +45,8 @@ def fit_threshold(
     if point.rows_needed is not None:
         counted = "predicted positives" if problem.kind == "fpor" else "positives"
         message += (
-            f"; at the {what} observed there, a certificate at --confidence {confidence:g} needs about "
+            f"; at the {what} observed there, a certificate at {option_hint('--confidence', 'confidence')} "
+            f"{confidence:g} needs about "
             f"{point.rows_needed} {counted} ({where} has {point.rows_counted})"
         )
     return point, message
@@ -86,11 +87,13 @@ def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_inf
     if unreachable is None:
         return settled
     if allow_infeasible:
-        settled.warnings.append(f"{unreachable}; the closest threshold is kept (--allow-infeasible)")
+        kept = option_hint("--allow-infeasible", "allow_infeasible=True")
+        settled.warnings.append(f"{unreachable}; the closest threshold is kept ({kept})")
     else:
+        target = option_hint("--target", "target")
+        allow = option_hint("--allow-infeasible", "allow_infeasible=True")
         settled.refusal = UnreachableTarget(
-            f"{unreachable}; lower --target, add validation rows, or pass --allow-infeasible to keep the closest "
-            "threshold",
+            f"{unreachable}; lower {target}, add validation rows, or pass {allow} to keep the closest threshold",
             best_achievable=point.best_achievable,
         )
     return settled

@@ -18,7 +18,7 @@ def finish(
 ) -> tuple[DmoModel, dict[str, Any]]:
     """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
     report["wall_seconds"] = time.perf_counter() - started
-    report["model_path"] = None if output is None else str(output)
+    report["model"] = None if output is None else str(output)
     text = dumps(report)  # first: a report that cannot be written must not leave a model behind
     if output is not None:
         model.save(output)
@@ -34,7 +34,7 @@ def refuse_with_report(
     --report, and carried by the error for --json to print, so a script can read why (`feasible: false`,
     `best_achievable`, the intervals)."""
     report["wall_seconds"] = time.perf_counter() - started
-    report["model_path"] = None
+    report.setdefault("model", None)  # train's model file, not written; threshold's `model` is its input, kept
     if report_path is not None:
         outputs.write_text(report_path, dumps(report))
     refusal.report = report

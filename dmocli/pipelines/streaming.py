@@ -42,7 +42,7 @@ from dmocli.pipelines.saving import finish
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
-from dmocli.report import envelope, unlabeled_warning
+from dmocli.report import envelope, label_fields, unlabeled_warning
 from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamingSolver
 
 BATCH_ROWS = 65536
@@ -295,7 +295,9 @@ def train_streaming(
         device="cpu",
         data=sources.describe(data),
         val=str(opts.val) if opts.val else None,
-        model=arch.to_dict(),
+        val_frac=opts.val_frac,
+        **label_fields(labels),
+        architecture=arch.to_dict(),
         params=vars(params),
         n_features=pre.n_features,
         **levels.report(),
@@ -329,6 +331,7 @@ def train_streaming(
         "seed": opts.seed,
         "confidence": opts.confidence,
         "params": vars(params),
+        "rows": online["n"],
         "epochs": epochs,
         **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
         "summary": {

@@ -6,6 +6,7 @@ does not import torch and every other solver (seconds of start-up).
 
 from __future__ import annotations
 
+import dataclasses
 from importlib import import_module
 
 from dmocli.errors import DmoError
@@ -39,3 +40,30 @@ def solver_class(name: str) -> type[Solver]:
 
 def get_solver(name: str) -> Solver:
     return solver_class(name)()
+
+
+def describe(name: str) -> dict:
+    """One solver as `dmo solvers --json` lists it: what it trains on, and each `--param` key with its default,
+    help and declared checks."""
+    solver = get_solver(name)
+    params = []
+    for spec in dataclasses.fields(solver.Params):
+        default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
+        checks = {
+            key: spec.metadata[key] for key in ("choices", "min", "max", "below", "positive") if key in spec.metadata
+        }
+        params.append(
+            {"name": spec.name.replace("_", "-"), "default": default, "help": spec.metadata.get("help", ""), **checks}
+        )
+    return {
+        "name": name,
+        "summary": solver.summary,
+        "streaming": solver.streaming,
+        "multiclass": solver.multiclass,
+        "problems": list(solver.problems),
+        "uses_unlabeled": solver.uses_unlabeled,
+        "uses_offsets": solver.uses_offsets,
+        "distributed": solver.distributed,
+        "adjust_by_default": solver.adjust_by_default,
+        "params": params,
+    }

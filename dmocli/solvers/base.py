@@ -211,15 +211,6 @@ def _convert(text: str, annotation: Any, key: str) -> Any:
     return text
 
 
-def param_help(params_cls: type) -> list[tuple[str, str, str]]:
-    """(name, default, help) rows for `dmo solvers`."""
-    rows = []
-    for f in dataclasses.fields(params_cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        rows.append((f.name.replace("_", "-"), repr(default), f.metadata.get("help", "")))
-    return rows
-
-
 def offset_logits(logits: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
     """Training-time LUS correction: add log a(x, k) to every class logit (docs/algorithms.md#lus).
 

@@ -1,0 +1,123 @@
+"""The commands that describe rather than compute: `dmo solvers [NAME]` and `dmo info MODEL`.
+
+Kept out of cli/app.py (the commands that train and apply models); app.py registers them. Each prints a few
+lines for a person, or with --json a report of the shared schema (docs/report-schema.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dmocli.errors import DmoError
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _print_json(report: dict[str, Any]) -> None:
+    from dmocli.report import dumps
+
+    sys.stdout.write(dumps(report))
+
+
+def solvers(
+    name: Optional[str] = typer.Argument(None, help="A solver to show in full, with its --param keys."),
+    as_json: bool = typer.Option(False, "--json", help="Print the solvers (or NAME) as JSON."),
+) -> None:
+    """List the solvers, the default first; `dmo solvers NAME` shows one with its --param keys.
+
+    Example: dmo solvers ero
+    """
+    from dmocli.options import TrainOptions
+    from dmocli.report import envelope
+    from dmocli.solvers import available, describe
+
+    default = TrainOptions().solver
+    if name is not None and name not in available():
+        raise DmoError(f"no solver {name!r}; choose from: {', '.join(available())}")
+    names = [name] if name is not None else [default, *(other for other in available() if other != default)]
+    records = [describe(solver) for solver in names]
+    if as_json:
+        _print_json(envelope("solvers", default=default, solvers=records))
+        return
+    if name is None:
+        width = max(len(solver) for solver in names) + len(" (default)")
+        for record in records:
+            label = record["name"] + (" (default)" if record["name"] == default else "")
+            out.print(f"{label:<{width}}  {record['summary']}", markup=False)
+        out.print("\n`dmo solvers NAME` shows a solver's --param keys; `dmo train --solver NAME` trains with it.")
+        return
+    _print_solver(records[0], default)
+
+
+def _print_solver(record: dict[str, Any], default: str) -> None:
+    yes_no = {True: "yes", False: "no"}
+    out.print(f"{record['name']}{' (default)' if record['name'] == default else ''}: {record['summary']}", markup=False)
+    out.print(
+        f"problems: {', '.join(record['problems'])}; multi-class: {yes_no[record['multiclass']]}; "
+        f"streaming: {yes_no[record['streaming']]}; unlabeled rows: {yes_no[record['uses_unlabeled']]}; "
+        f"torchrun: {yes_no[record['distributed']]}",
+        markup=False,
+    )
+    if not record["params"]:
+        return
+    table = Table(show_edge=False)
+    table.add_column("--param")
+    table.add_column("default")
+    table.add_column("meaning")
+    for param in record["params"]:
+        table.add_row(param["name"], repr(param["default"]), param["help"])
+    out.print(table)
+
+
+def info(
+    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """What a model file holds: problem, threshold, classes, features and how it was trained.
+
+    Example: dmo info model.safetensors --json
+    """
+    from dmocli.pipelines.model_info import model_info
+
+    report = model_info(model)
+    if as_json:
+        _print_json(report)
+        return
+    for line in _info_lines(report):
+        out.print(line, markup=False)
+
+
+def _info_lines(report: dict[str, Any]) -> list[str]:
+    training, features, arch = report["training"], report["features"], report["architecture"]
+    problem = report["problem"]
+    if report["target"] is not None:
+        problem += f", target {report['target']:g}"
+    if report["confidence"] is not None:
+        problem += f" at confidence {report['confidence']:g}"
+    lines = [
+        f"model: {report['model']}  (trained with dmocli {training['dmocli_version']}, written {training['date']})",
+        f"problem: {problem}",
+    ]
+    if report["threshold"] is not None:
+        lines.append(
+            f"threshold: logit {report['threshold']:.6g} (probability {report['threshold_probability']:.4g}); "
+            f"decision: {report['decision_rule']}"
+        )
+    positive = "" if report["positive"] is None else f", positive {report['positive']!r}"
+    lines.append(f"label: column {report['label_col']!r}, classes {report['classes']!r}{positive}")
+    kinds = [col["name"] + ("" if col["kind"] == "numeric" else f" ({col['kind']})") for col in features["columns"]]
+    lines.append(f"features: {features['n_columns']} columns, {features['n_inputs']} inputs: {', '.join(kinds)}")
+    shape = "" if arch["kind"] == "linear" else f", width {arch['width']}, depth {arch['depth']}"
+    lines.append(f"network: {arch['kind']}{shape}, {report['n_parameters']:,} parameters")
+    rows = "" if training["rows"] is None else f", {training['rows']:,} rows"
+    lines.append(f"training: solver {training['solver']}{rows}, seed {training['seed']}")
+    for split, figures in training["summary"].items():
+        shown = ", ".join(f"{key} {value:.4f}" for key, value in figures.items() if isinstance(value, float))
+        lines.append(f"  {split}: {shown}")
+    return lines

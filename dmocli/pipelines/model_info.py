@@ -1,0 +1,74 @@
+"""`dmo info MODEL`: what a model file holds, as a report, so a script (or a person) can check which problem,
+threshold, classes and features a model has before using it, without reading the safetensors header by hand.
+
+The file is opened with the same loader as predict (load_model), so a malformed file is refused here with the
+same one-line message, not described as if it were usable.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmocli.models.modelfile import load_model, read_metadata
+from dmocli.pipelines.operating_point import problem_fields
+from dmocli.prep.features import Preprocessor
+from dmocli.report import envelope, label_fields
+
+
+def model_info(path: str | Path) -> dict[str, Any]:
+    """The `info` report of the model file at `path` (docs/report-schema.md#info)."""
+    model = load_model(path)  # every check a model file goes through before it scores a row
+    meta = read_metadata(path)  # the header as stored: the dmocli version that wrote it
+    binary = model.binary
+    threshold = model.threshold if binary else None
+    info = model.info
+    return envelope(
+        "info",
+        model=str(path),
+        format_version=meta["format_version"],
+        **label_fields(model.labels),
+        **problem_fields(model.problem),
+        confidence=info.get("confidence"),
+        threshold=threshold,
+        threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
+        decision_rule=meta.get("decision_rule"),
+        features=_features(model.preprocessor),
+        architecture=model.architecture.to_dict(),
+        n_parameters=model.architecture.parameters,
+        training={
+            "solver": model.solver,
+            "rows": info.get("rows"),  # None in files written before it was stored
+            "seed": info.get("seed"),
+            "params": info.get("params"),
+            "epochs": info.get("epochs"),
+            "dmocli_version": meta.get("dmocli_version"),
+            "date": _written_at(path),
+            "threshold_fitted_on": info.get("threshold_fitted_on"),
+            "calibration": info.get("calibration"),
+            "summary": info.get("summary", {}),
+        },
+    )
+
+
+def _features(pre: Preprocessor) -> dict[str, Any]:
+    """The input columns a table must have, each with its kind, and the width of the encoded input."""
+    if pre.embedding:
+        columns = [{"name": pre.embedding, "kind": "embedding", "dim": pre.embedding_dim}]
+    else:
+        columns = [{"name": name, "kind": "numeric"} for name in pre.numeric]
+        columns += [
+            {"name": name, "kind": "categorical", "levels": len(levels)} for name, levels in pre.categorical.items()
+        ]
+    return {"n_columns": len(columns), "n_inputs": pre.n_features, "impute": pre.impute, "columns": columns}
+
+
+def _written_at(path: str | Path) -> str:
+    """When the model file was written (its modification time, UTC): the file stores no date, so that the same
+    data, options and seed give the same bytes."""
+    stamp = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, tz=datetime.timezone.utc)
+    return stamp.isoformat(timespec="seconds")
