@@ -39,7 +39,7 @@ CV_METHODS = {"gbdt_wce_cv5": ("wce", "gbdt"), "gbdt_ero_cv5": ("ero", "gbdt")} 
 
 
 def dmo_run(
-    data, test, problem: str, target: float | None, method: str, seed: int, params: dict[str, str]
+    data, test, problem: str, target: float | None, method: str, seed: int, params: dict[str, str], transfer: str
 ) -> dict[str, Any]:
     from dmocli import TrainOptions, train
     from dmocli.errors import UnreachableTarget
@@ -47,6 +47,7 @@ def dmo_run(
     solver, model = {**DMO_METHODS, **CV_METHODS}[method]
     opts = TrainOptions(problem=problem, target=target, solver=solver, model=model, seed=seed, device="cpu")
     opts.params = dict(params) if model == "gbdt" else {}
+    opts.cv_transfer = transfer
     opts.val_frac, opts.cv = (0.0, 5) if method in CV_METHODS else (0.25, 0)
     started = time.perf_counter()
     try:
@@ -125,8 +126,8 @@ def library_runs(data, test, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def one_resplit(task: tuple[str, str, int, list[str], dict[str, str]]) -> list[dict[str, Any]]:
-    data_dir, name, seed, methods, params = task
+def one_resplit(task: tuple[str, str, int, list[str], dict[str, str], str]) -> list[dict[str, Any]]:
+    data_dir, name, seed, methods, params, transfer = task
     data, test = resplit(pooled(Path(data_dir), name), seed)
     rows = []
     for method in methods:
@@ -139,7 +140,7 @@ def one_resplit(task: tuple[str, str, int, list[str], dict[str, str]]) -> list[d
                     "seed": seed,
                     "method": method,
                     "problem": problem,
-                    **dmo_run(data, test, problem, target, method, seed, params),
+                    **dmo_run(data, test, problem, target, method, seed, params, transfer),
                 }
             )
     if {"xgb_spw", "hgb"} & set(methods):
@@ -214,10 +215,15 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=[*DMO_METHODS, "xgb_spw", "hgb"])
     parser.add_argument("--param", action="append", default=[], help="KEY=VALUE for dmo's gbdt runs (repeatable)")
     parser.add_argument("--name", default="gbdt", help="results file bench/results/NAME.json")
+    parser.add_argument("--cv-transfer", default="apply", choices=("apply", "rank"))
     args = parser.parse_args()
     methods = [*args.methods, *(CV_METHODS if args.cv5 else ())]
     params = dict(item.split("=", 1) for item in args.param)
-    tasks = [(args.data, name, seed, methods, params) for name in args.sets for seed in range(args.resplits)]
+    tasks = [
+        (args.data, name, seed, methods, params, args.cv_transfer)
+        for name in args.sets
+        for seed in range(args.resplits)
+    ]
     runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers, initializer=_one_thread) as pool:
         for done, rows in enumerate(pool.map(one_resplit, tasks), 1):

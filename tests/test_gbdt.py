@@ -15,6 +15,15 @@ from safetensors import safe_open
 xgb = pytest.importorskip("xgboost")  # the test extra installs it (dmocli[gbdt]); a bare clone says so here
 
 
+def schema_problems(report: dict) -> list[str]:
+    """What the shipped report schema finds wrong with a report (docs/report-schema.md)."""
+    from jsonschema import Draft202012Validator
+
+    import dmocli
+
+    return [error.message[:200] for error in Draft202012Validator(dmocli.report_schema()).iter_errors(report)]
+
+
 def make_tree_frame(n: int = 1500, seed: int = 0) -> pd.DataFrame:
     """A label no linear model can draw (a ring and an interaction), a categorical column that matters, and
     missing values in a feature: what trees are for."""
@@ -92,6 +101,7 @@ def test_same_seed_same_trees_and_cv_is_the_default_without_val(tree_data, tmp_p
     with safe_open(str(first), framework="numpy") as a, safe_open(str(second), framework="numpy") as b:
         assert np.array_equal(a.get_tensor("booster"), b.get_tensor("booster"))
     report = json.loads(first.with_suffix(".json").read_text())
+    assert schema_problems(report) == []
     assert report["cv"]["folds"] == 5 and report["solver_trace"]["monitored_split"] == "0.1 of train"
 
 

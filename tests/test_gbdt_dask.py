@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import run_dmo
+from test_gbdt import schema_problems
 
 pytest.importorskip("xgboost")
 pytest.importorskip("distributed")
@@ -47,6 +48,7 @@ def test_dask_training_matches_one_process_and_scores_on_the_cluster(scheduler, 
     run_dmo("train", parts, "--model", "gbdt", "--problem", "fpor", "--target", "0.8", "--val-frac", "0.1",
             "--cv", "0", "-o", local, check=True)  # fmt: skip
     trained = json.loads(report.read_text())
+    assert schema_problems(trained) == []
     assert trained["engine"]["workers"] == 2 and trained["solver_trace"]["engine"] == "dask"
     assert trained["splits"]["train"]["n"] + trained["splits"]["val"]["n"] == 8_000
     scores = {}

@@ -33,9 +33,9 @@ from dmocli.pipelines.operating_point import problem_fields, settle_threshold, s
 from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import prepare
-from dmocli.prep.features import Preprocessor
+from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
-from dmocli.report import envelope, model_summary
+from dmocli.report import envelope, label_fields, model_summary
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
 from dmocli.solvers.trees import TreeParams, library_params, stop_metric
 
@@ -72,6 +72,18 @@ class PartitionRows:
         return frame.assign(
             label=prepared.y.astype(np.int32), weight=np.asarray(self.weights, np.float32)[prepared.y], held=held
         )
+
+
+@dataclass
+class MissingLevels:
+    """Per categorical column, a file's rows without a level (the report's `missing_levels`; none is unseen:
+    the levels were learned from these very files)."""
+
+    pre: Preprocessor
+
+    def __call__(self, table: pa.Table, part: int) -> LevelCounts:
+        columns = self.pre.categorical
+        return LevelCounts({c: 0 for c in columns}, {c: level_text(table.column(c)).null_count for c in columns})
 
 
 def train_trees_on_dask(
@@ -161,6 +173,9 @@ def train_trees_on_dask(
         train_logits = dxgb.predict(client, booster, fit[rows.columns], output_margin=True).compute()
         train_y = fit["label"].compute().to_numpy(np.int64)
         workers = len(client.scheduler_info()["workers"])
+        levels = LevelCounts()
+        for counted in engine.map(MissingLevels(pre), list(pre.categorical)) if pre.categorical else []:
+            levels.add(counted)
 
     network = BoostedTrees.from_booster(booster, labels.n_outputs)
     margins = lambda values: np.asarray(values, dtype=np.float32).reshape(len(values), -1).squeeze(-1)  # noqa: E731
@@ -180,6 +195,7 @@ def train_trees_on_dask(
         architecture=arch.to_dict(),
         params=vars(params),
         n_features=pre.n_features,
+        **levels.report(),
         warnings=[],
         engine={"name": "dask", "workers": workers, "scheduler": opts.scheduler},
     )
