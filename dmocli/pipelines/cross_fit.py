@@ -43,6 +43,7 @@ class CrossFitted:
     y: np.ndarray
     folds: np.ndarray
     seconds: float
+    rounds: list[int]  # boosted trees: each fold's early-stopped number of rounds (none for other models)
 
 
 def cross_fit(
@@ -62,15 +63,18 @@ def cross_fit(
     started = time.perf_counter()
     folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
     logits = np.empty(data.n, dtype=np.float32)
+    rounds: list[int] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
         for fold in range(k):
             held = folds == fold
             result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
             scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
             logits[held] = scores.float().cpu().numpy()
+            if "rounds" in result.trace:
+                rounds.append(int(result.trace["rounds"]))
             del result
             bar.advance(1)
-    return CrossFitted(logits, data.y, folds, time.perf_counter() - started)
+    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, rounds)
 
 
 def transfer_threshold(

@@ -7,6 +7,7 @@ solver's model gets the same exact threshold adjustment, report and model file.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -131,6 +132,9 @@ def train_in_memory(
     crossed = None
     if folds:
         crossed = cross_fit(solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device)
+        if len(crossed.rounds) == folds:  # trees: the folds' early stopping sets the final model's rounds
+            params = dataclasses.replace(params, rounds=int(np.median(crossed.rounds)), early_stopping=0)
+            ctx = dataclasses.replace(ctx, params=params)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
