@@ -39,6 +39,7 @@ from dmocli.pipelines.online_report import plot_online_curve, progress_bar
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish
 from dmocli.prep.columns import plan_columns
+from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from dmocli.report import envelope, unlabeled_warning
@@ -308,6 +309,7 @@ def train_streaming(
             model, opts.val
         )  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
+        report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
