@@ -137,3 +137,12 @@ def test_a_trailing_comma_is_named_as_a_trailing_delimiter_not_a_pandas_index(tm
     make_binary_frame(n=100, seed=7).to_csv(indexed)  # the row index under an empty header, first
     proc = run_dmo("train", indexed, "-o", tmp_path / "m.safetensors")
     assert proc.returncode == 2 and "index=False" in proc.stderr and "trailing delimiter" not in proc.stderr
+
+
+def test_a_streaming_solver_also_names_every_problem_of_the_columns_at_once(tmp_path):
+    data = write_fraud_csv(tmp_path / "fraud.csv", n=1500)
+    proc = run_dmo("train", data, "--solver", "fofo", "--label-col", "is_fraud", "-o", tmp_path / "m.safetensors")
+    assert proc.returncode == 2 and "3 problems: (1)" in proc.stderr and "Traceback" not in proc.stderr
+    for fix in ("--drop transaction_date", "--drop transaction_id", "--impute median"):
+        assert fix in proc.stderr
+    run_dmo("train", data, "--solver", "fofo", *FIX, "-o", tmp_path / "m.safetensors", check=True)

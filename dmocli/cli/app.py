@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dmocli.cli.train_command import takes_train_options
+from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.options import TrainOptions
@@ -327,17 +327,11 @@ def evaluate(
 
 
 @app.command()
+@takes_train_options(only=COLUMN_OPTIONS)
 def check(
     data: Path = typer.Argument(..., help="Training table to check: parquet file, directory of parquet files, or CSV."),
-    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
-    drop: list[str] = typer.Option([], "--drop", help="Column to ignore (repeatable), e.g. an id column."),
-    embedding_col: Optional[str] = typer.Option(None, "--embedding-col", help="List column to use as the features."),
-    impute: str = typer.Option("none", "--impute", help="none or median (fill missing numeric values)."),
-    positive: Optional[str] = typer.Option(None, "--positive", help="Positive class value."),
-    problem: Optional[str] = typer.Option(None, "--problem", "-p", help="fpor, frop, ofbs or multiclass."),
-    solver: str = typer.Option("wce", "--solver", "-s", help="The solver train would use (what it can train on)."),
-    drop_unlabeled: bool = typer.Option(False, "--drop-unlabeled", help="Ignore rows with a missing label."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options of train that decide columns
 ) -> None:
     """Every problem `dmo train` would refuse DATA for, each with its fix, in one run (exit 2 when there are
     any); or what train would make of its columns.
@@ -346,17 +340,7 @@ def check(
     """
     from dmocli.pipelines.check import check as run_check
 
-    opts = TrainOptions(
-        label_col=label_col,
-        drop=tuple(drop),
-        embedding_col=embedding_col,
-        impute=impute,
-        positive=positive,
-        problem=problem,
-        solver=solver,
-        drop_unlabeled=drop_unlabeled,
-    )
-    result = run_check(data, opts)
+    result = run_check(data, options)
     _emit(result, as_json, _check_lines(result))
     if not result["ok"]:
         raise typer.Exit(2)

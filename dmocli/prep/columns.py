@@ -37,7 +37,8 @@ def refuse_problems(problems: list[str]) -> None:
     """Every data problem found, in one error (counted when several): a user fixes them all before the next
     run, not one per run."""
     if problems:
-        raise DmoError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems))
+        listed = "; ".join(f"({i}) {problem}" for i, problem in enumerate(problems, 1))
+        raise DmoError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: {listed}")
 
 
 def is_date(t: pa.DataType) -> bool:
