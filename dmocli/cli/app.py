@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from dmocli.cli import describe
-from dmocli.cli.train_command import takes_train_options
+from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.options import TrainOptions
@@ -100,6 +100,34 @@ def _report_on_refusal(as_json: bool) -> Iterator[None]:
         if as_json and exc.report is not None:
             _emit(exc.report, as_json=True, lines=[])
         raise
+
+
+def _strict_option() -> Any:
+    return typer.Option(
+        False,
+        "--strict",
+        help="Refuse drift (exit 2, nothing written): a text column with more than --max-unseen of its rows at "
+        "levels training never saw, or a numeric column missing in every row. Without it, drift is a warning.",
+    )
+
+
+def _max_unseen_option() -> Any:
+    return typer.Option(
+        None,
+        "--max-unseen",
+        metavar="FRACTION",
+        help="Share of a column's rows at unseen levels that --strict tolerates (default 0.01; implies --strict).",
+    )
+
+
+def _strictness(strict: bool, max_unseen: Optional[float]) -> dict[str, Any]:
+    """--max-unseen alone asks for the check it sets the tolerance of."""
+    from dmocli.prep.drift import DEFAULT_MAX_UNSEEN
+
+    return {
+        "strict": strict or max_unseen is not None,
+        "max_unseen": DEFAULT_MAX_UNSEEN if max_unseen is None else max_unseen,
+    }
 
 
 def _split_lines(report: dict[str, Any]) -> list[str]:
@@ -331,6 +359,8 @@ def evaluate(
         None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    strict: bool = _strict_option(),
+    max_unseen: Optional[float] = _max_unseen_option(),
     engine: str = _engine_option(),
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
@@ -339,8 +369,64 @@ def evaluate(
     from dmocli.engines.choice import EngineChoice
     from dmocli.pipelines.apply import evaluate as run_evaluate
 
-    result = run_evaluate(model, data, report, plot, EngineChoice(engine, scheduler, workers))
+    result = run_evaluate(
+        model, data, report, plot, EngineChoice(engine, scheduler, workers), **_strictness(strict, max_unseen)
+    )
     _emit(result, as_json, _split_lines(result))
+
+
+@app.command()
+@takes_train_options(only=COLUMN_OPTIONS)
+def check(
+    data: Path = typer.Argument(..., help="Training table to check: parquet file, directory of parquet files, or CSV."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options of train that decide columns
+) -> None:
+    """Every problem `dmo train` would refuse DATA for, each with its fix, in one run (exit 2 when there are
+    any); or what train would make of its columns.
+
+    Example: dmo check fraud.csv --label-col is_fraud --drop transaction_id
+    """
+    from dmocli.pipelines.check import check as run_check
+
+    result = run_check(data, options)
+    _emit(result, as_json, _check_lines(result))
+    if not result["ok"]:
+        raise typer.Exit(2)
+
+
+def _check_lines(report: dict[str, Any]) -> list[str]:
+    """The findings of `dmo check`, escaped: a type such as date32[day] is no rich markup."""
+    from rich.markup import escape
+
+    return [escape(line) for line in _check_findings(report)]
+
+
+def _check_findings(report: dict[str, Any]) -> list[str]:
+    problems = report["problems"]
+    if problems:
+        head = "a problem" if len(problems) == 1 else f"{len(problems)} problems"
+        return [f"{report['data']}: {head} to fix before `dmo train` takes it:"] + [
+            f"  {i}. {problem}" for i, problem in enumerate(problems, 1)
+        ]
+    columns = report["columns"]
+    kinds = []
+    if columns["numeric"]:
+        kinds.append(f"{len(columns['numeric'])} numeric ({', '.join(columns['numeric'])})")
+    if columns["categorical"]:
+        levels = ", ".join(f"{name}: {n} levels" for name, n in columns["categorical"].items())
+        kinds.append(f"{len(columns['categorical'])} text, one-hot ({levels})")
+    if columns["embedding"]:
+        kinds.append(f"the vector column {columns['embedding']}")
+    classes = report["classes"]
+    positive = f", positive {report['positive']!r}" if report["positive"] is not None else ""
+    counts = ", ".join(f"{c!r}: {n}" for c, n in zip(classes, report["class_counts"]))
+    return [
+        f"{report['data']}: ok, train would take it ({report['rows']} rows)",
+        f"  label '{report['label_col']}': {counts}{positive}; problem {report['problem']}",
+        f"  features: {report['n_features']} from {'; '.join(kinds)}"
+        + (f"; missing values filled ({report['impute']})" if report["impute"] != "none" else ""),
+    ]
 
 
 @app.command()
@@ -357,6 +443,8 @@ def predict(
     ),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    strict: bool = _strict_option(),
+    max_unseen: Optional[float] = _max_unseen_option(),
     engine: str = _engine_option(),
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
@@ -369,8 +457,12 @@ def predict(
     to_stdout = is_stdin(output)
     if to_stdout and as_json:
         raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
-    result = run_predict(model, data, output, id_col, EngineChoice(engine, scheduler, workers))
+    result = run_predict(
+        model, data, output, id_col, EngineChoice(engine, scheduler, workers), **_strictness(strict, max_unseen)
+    )
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
+        for warning in result["warnings"]:
+            err.print(f"dmo: warning: {warning}", markup=False)
         err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
     else:
         _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])

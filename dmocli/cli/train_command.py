@@ -14,7 +14,7 @@ import functools
 import inspect
 import typing
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
 import typer
 
@@ -54,11 +54,18 @@ def _cli_type(name: str, annotation: Any) -> Any:
     return annotation
 
 
-def option_parameters() -> list[inspect.Parameter]:
-    """One keyword parameter per TrainOptions field, with its typer.Option (flags, default, help)."""
+# The options of `dmo train` that decide what it makes of DATA's columns and labels: those `dmo check` takes.
+COLUMN_OPTIONS = ("label_col", "drop", "embedding_col", "impute", "positive", "problem", "solver", "drop_unlabeled")
+
+
+def option_parameters(only: Collection[str] | None = None) -> list[inspect.Parameter]:
+    """One keyword parameter per TrainOptions field (or per field named in `only`), with its typer.Option
+    (flags, default, help)."""
     hints = typing.get_type_hints(TrainOptions)
     parameters = []
     for spec in dataclasses.fields(TrainOptions):
+        if only is not None and spec.name not in only:
+            continue
         default = [] if spec.name in ("drop", "params") else spec.default
         info = typer.Option(default, *spec.metadata["flags"], help=spec.metadata["help"])
         parameters.append(
@@ -75,19 +82,24 @@ def option_parameters() -> list[inspect.Parameter]:
 def options_from_cli(values: dict[str, Any]) -> TrainOptions:
     """TrainOptions from the parsed command line (lists back to the dataclass's types)."""
     values = dict(values)
-    values["drop"] = tuple(values["drop"])
-    values["params"] = parse_params(values["params"])
+    if "drop" in values:
+        values["drop"] = tuple(values["drop"])
+    if "params" in values:
+        values["params"] = parse_params(values["params"])
     return TrainOptions(**values)
 
 
-def takes_train_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn `command(..., options: TrainOptions)` into a typer command with one option per TrainOptions field.
+def takes_train_options(command: Callable[..., None] | None = None, *, only: Collection[str] | None = None) -> Any:
+    """Turn `command(..., options: TrainOptions)` into a typer command with one option per TrainOptions field
+    (`@takes_train_options(only=COLUMN_OPTIONS)`: those fields alone, the others at their defaults).
 
     The generated options follow the command's first parameter (DATA) and precede its other ones, as `dmo train
     --help` lists them.
     """
+    if command is None:
+        return functools.partial(takes_train_options, only=only)
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    generated = option_parameters()
+    generated = option_parameters(only)
     names = {p.name for p in generated}
 
     @functools.wraps(command)

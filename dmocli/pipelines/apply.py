@@ -26,6 +26,8 @@ from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, problem_fields, split_reports
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import collect_logits, open_data, row_count
+from dmocli.prep.columns import refuse_problems
+from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
 from dmocli.report import envelope, label_fields, model_summary, plot_pr_curve, unlabeled_warning, write_report
 
@@ -38,11 +40,19 @@ def evaluate(
     report_path: str | Path | None = None,
     plot_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
+    strict: bool = False,
+    max_unseen: float = DEFAULT_MAX_UNSEEN,
 ) -> dict[str, Any]:
+    """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
+    warned about; `strict` refuses it above `max_unseen` before anything is written."""
     started = time.perf_counter()
+    check_max_unseen(max_unseen)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
     logits, y, levels, unlabeled = collect_logits(model, data, engine)
+    n_rows = len(y) + unlabeled
+    if strict:
+        refuse_problems(drift_problems(levels, n_rows, max_unseen))
     split = split_reports(
         {"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes, model.calibration
     )["data"]
@@ -76,7 +86,7 @@ def evaluate(
         **levels.report(),
         threshold=model.threshold,
         unlabeled_rows=unlabeled,
-        warnings=unlabeled_warning(unlabeled, data),
+        warnings=drift_warnings(levels, n_rows) + unlabeled_warning(unlabeled, data),
         splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
@@ -182,7 +192,7 @@ class Predictions:
                         f"rows, {ids.type} later); give an id column of one type, e.g. text"
                     ) from exc
             arrays = [ids] + arrays
-        counts = {"rows": batch.num_rows, "unseen": levels.unseen, "missing": levels.missing}
+        counts = {"rows": batch.num_rows, "levels": levels.to_dict()}
         return pa.Table.from_arrays(arrays, schema=self.schema), counts
 
 
@@ -192,12 +202,22 @@ def predict(
     output: str | Path,
     id_col: str | None = None,
     engine: EngineChoice = LOCAL,
+    strict: bool = False,
+    max_unseen: float = DEFAULT_MAX_UNSEEN,
 ) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
-    engine, OUTPUT is a directory of part files, one per partition, in the data's order."""
+    engine, OUTPUT is a directory of part files, one per partition, in the data's order. Drift over the whole
+    run (unseen levels, emptied columns) is warned about; `strict` refuses it above `max_unseen`, and the
+    output, written under a temporary name until then, never appears."""
     started = time.perf_counter()
     engine.check(data)
+    check_max_unseen(max_unseen)
     to_stdout = sources.is_stdin(output)  # `-o -`: CSV on standard output
+    if strict and to_stdout:
+        raise DmoError(
+            "--strict judges drift after the last row, when standard output has them all; write the predictions "
+            "to a file (-o FILE), or drop --strict"
+        )
     as_csv = to_stdout or outputs.is_csv_path(output)  # or a .csv / .csv.gz / .tsv file
     if as_csv and engine.is_dask:
         named = "- (standard output)" if to_stdout else output
@@ -225,9 +245,14 @@ def predict(
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)
     predictions = Predictions(model, out_schema, id_col, per_class_columns=as_csv, data=sources.describe(data))
+
+    def refuse_drift(parts: list[dict[str, Any]]) -> None:
+        if strict:
+            refuse_problems(drift_problems(_levels(parts), sum(c["rows"] for c in parts), max_unseen))
+
     if engine.is_dask:
         with engine.dask(data) as cluster:
-            parts = cluster.write(predictions, Path(output), out_schema, columns)
+            parts = cluster.write(predictions, Path(output), out_schema, columns, check=refuse_drift)
     else:
         parts = []
         sink = (
@@ -240,19 +265,33 @@ def predict(
                 table, counts = predictions.process(batch)
                 sink.write(table)
                 parts.append(counts)
-    levels = LevelCounts()
-    for counts in parts:
-        levels.add(LevelCounts(counts["unseen"], counts["missing"]))
+            refuse_drift(parts)  # inside the sink: a refusal leaves no output file
+    levels = _levels(parts)
+    rows = sum(c["rows"] for c in parts)
     return envelope(
         "predict",
         model=str(model_path),
         data=sources.describe(data),
         engine=engine.name,
         output="standard output" if to_stdout else str(output),
-        rows=sum(c["rows"] for c in parts),
+        rows=rows,
         **levels.report(),
+        warnings=drift_warnings(levels, rows),
         wall_seconds=time.perf_counter() - started,
     )
+
+
+def _levels(parts: list[dict[str, Any]]) -> LevelCounts:
+    """The level counts of every batch (or Dask partition), added up."""
+    levels = LevelCounts()
+    for counts in parts:
+        levels.add(LevelCounts.from_dict(counts["levels"]))
+    return levels
+
+
+def check_max_unseen(max_unseen: float) -> None:
+    if not 0 <= max_unseen < 1:
+        raise DmoError(f"--max-unseen {max_unseen:g} is a share of rows: give a number from 0 to below 1 (e.g. 0.01)")
 
 
 def _output_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool) -> pa.Schema:

@@ -28,7 +28,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
-from dmocli.pipelines.in_memory import resolve_problem
+from dmocli.pipelines.check import effective_impute, resolve_problem
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
@@ -115,8 +115,7 @@ def train_trees_on_dask(
     n_classes = max(2, labels.n_outputs)
     sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
-    impute = "keep" if opts.impute == "none" else opts.impute
-    pre = Preprocessor.fit(reading.iter_batches(data), plan, impute, categorical_codes=True)
+    pre = Preprocessor.fit(reading.iter_batches(data), plan, effective_impute(opts), categorical_codes=True)
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
     ctx = FitContext(

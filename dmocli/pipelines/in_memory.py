@@ -23,11 +23,13 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
+from dmocli.pipelines.check import resolve_problem, survey, unlabeled_problem
 from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
+from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
@@ -38,25 +40,6 @@ if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streami
     import torch
 
     from dmocli.engines.torch_distributed import ProcessGroup
-
-
-def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
-    kind = opts.problem
-    if kind is None:
-        kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
-    if kind == "multiclass":
-        if opts.target is not None:
-            raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
-        if opts.positive is not None:
-            raise DmoError(
-                "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
-            )
-        if opts.confidence is not None:
-            raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
-        if opts.cv:
-            raise DmoError("--cv cross-fits a binary threshold; --problem multiclass has none: drop --cv")
-        return None
-    return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
 
 def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
@@ -84,6 +67,7 @@ class _Loaded:
     val: Prepared | None
     n_unlabeled: int  # rows without a label (this process's share under torchrun)
     val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
+    warnings: list[str]  # what the survey of DATA found worth saying (wide text columns, look-alike classes)
 
 
 def train_in_memory(
@@ -108,11 +92,12 @@ def train_in_memory(
         loaded = group.agree(lambda: _load(data, opts, solver, group))
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
     labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
-    val_unlabeled = loaded.val_unlabeled
+    val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
     folds = _folds(opts, solver, problem, train_data, group)
     val_levels = val_data.levels if val_data is not None else None
+    val_rows = val_data.n + val_unlabeled if val_data is not None else 0
     # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
     calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
     if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
@@ -170,7 +155,9 @@ def train_in_memory(
         n_features=pre.n_features,
         **levels.report(),
         **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
-        warnings=look_alike_classes(labels.classes) + unlabeled_warning(val_unlabeled, opts.val),
+        warnings=data_warnings
+        + (drift_warnings(val_levels, val_rows) if val_levels is not None else [])
+        + unlabeled_warning(val_unlabeled, opts.val),
     )
     if group is not None:
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
@@ -244,33 +231,34 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
     from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
     collective calls, so ProcessGroup.agree can run it."""
-    if group is None:
+    warnings: list[str] = []
+    if group is None:  # every problem of the table in one message (pipelines/check.py)
         table = reading.read_table(data)
-        schema = table.schema
+        found = survey(table, opts, solver)
+        found.refuse(sources.describe(data))
+        label_column = table.column(opts.label_col)
+        labels, problem, pre, warnings = found.labels, found.problem, found.pre, found.warnings
     elif sources.parquet_files(data) is None:
         raise DmoError(NOT_PARQUET)
     else:
-        schema = reading.schema(data)
-    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
-    label_column = (table if group is None else reading.read_table(data, columns=[opts.label_col])).column(
-        opts.label_col
-    )
-    counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
-    problem = resolve_problem(opts, len(counts))
-    if problem is None and not solver.multiclass:
-        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
-    if problem is not None and problem.kind not in solver.problems:
-        raise DmoError(
-            f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})"
+        plan = plan_columns(reading.schema(data), opts.label_col, opts.drop, opts.embedding_col)
+        label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
+        counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
+        problem = resolve_problem(opts, len(counts))
+        if problem is None and not solver.multiclass:
+            raise DmoError(
+                f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)"
+            )
+        if problem is not None and problem.kind not in solver.problems:
+            raise DmoError(
+                f"solver {solver.name} does not solve --problem {problem.kind} "
+                f"(it solves: {', '.join(solver.problems)})"
+            )
+        labels = infer_label_spec(
+            label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
         )
-    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-    # Trees route missing values themselves: for gbdt, NaN is kept unless --impute median asks to fill it.
-    impute = "keep" if opts.model == "gbdt" and opts.impute == "none" else opts.impute
-    # ... and split on a categorical column's levels themselves (bench/gbdt_categorical.py: as good as one-hot
-    # columns or better, and 8x faster at 200 levels).
-    pre = Preprocessor.fit(
-        table.to_batches() if group is None else reading.iter_batches(data), plan, impute, opts.model == "gbdt"
-    )
+        pre = Preprocessor.fit(reading.iter_batches(data), plan, opts.impute)
+        warnings = look_alike_classes(labels.classes)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:
@@ -320,15 +308,12 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled)
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings)
 
 
 def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolver) -> None:
     if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
-        raise DmoError(
-            f"{n_unlabeled} rows have no label; solver {solver.name} cannot use unlabeled rows "
-            "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
-        )
+        raise DmoError(unlabeled_problem(n_unlabeled, solver.name))
 
 
 DEFAULT_FOLDS = 5

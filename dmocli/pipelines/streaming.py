@@ -39,7 +39,8 @@ from dmocli.options import TrainOptions
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish
-from dmocli.prep.columns import plan_columns
+from dmocli.prep.columns import refuse_problems, survey_columns
+from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from dmocli.report import envelope, label_fields, unlabeled_warning
@@ -101,8 +102,8 @@ class LabelCounter:
 
 def _prepass(
     data: sources.Source, plan: Any, columns: list[str], counter: LabelCounter, impute: str, stats_rows: int
-) -> tuple[Preprocessor, dict[str, Any]]:
-    """The Preprocessor and the label counts, before learning.
+) -> tuple[Preprocessor, list[str], dict[str, Any]]:
+    """The Preprocessor (with the problems of the values it was fitted on) and the label counts, before learning.
 
     Labels are always counted over every row (the positive class and n
     depend on all of them). With stats_rows > 0, parquet data without
@@ -121,13 +122,14 @@ def _prepass(
     with progress.task("first pass (classes, statistics)", total=lambda: reading.count_rows(data), unit="rows") as bar:
         if sample is None:
             batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns), bar)
-            pre = Preprocessor.fit(counter.tap(batches), plan, impute)
-            return pre, {"statistics": "exact", "statistics_rows": counter.rows}
+            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute)
+            return pre, problems, {"statistics": "exact", "statistics_rows": counter.rows}
         for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, [counter.column]), bar)):
             pass
     batches, sampled = sample
-    pre = Preprocessor.fit(batches, plan, impute)
-    return pre, {"statistics": "exact" if sampled >= counter.rows else "row-group sample", "statistics_rows": sampled}
+    pre, problems = Preprocessor.survey(batches, plan, impute)
+    statistics = "exact" if sampled >= counter.rows else "row-group sample"
+    return pre, problems, {"statistics": statistics, "statistics_rows": sampled}
 
 
 def open_stdin(opts: TrainOptions, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
@@ -205,17 +207,21 @@ def train_streaming(
 
     adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
     stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if sources.is_stdin(data) else None
-    plan = plan_columns(stdin.schema if stdin else reading.schema(data), opts.label_col, opts.drop, opts.embedding_col)
+    schema = stdin.schema if stdin else reading.schema(data)
+    plan, problems = survey_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    if opts.label_col not in schema.names:  # no labels to count: the columns' problems are all there is to say
+        refuse_problems(problems)
     columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
     prepass_started = time.perf_counter()
     if stdin is not None:
         head, rest = _head_of(stdin.batches(columns), params.stats_rows)
-        pre = Preprocessor.fit(counter.tap(iter(head)), plan, opts.impute)
+        pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, opts.impute)
         prepass = {"statistics": "head of standard input", "statistics_rows": counter.rows}
     else:
         with serial_arrow_decoding(data):
-            pre, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
+            pre, found, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
+    problems += found
     # The pre-pass decoded every label batch; arrow's allocator keeps such freed pages for reuse, and the
     # learning pass's own peak would stack on them (the more batches, the more: 1M vs 8M rows differed by
     # 20 MB). Handing them back now keeps peak memory independent of the row count.
@@ -224,17 +230,18 @@ def train_streaming(
     try:
         labels = counter.spec(opts.positive)
     except DmoError as exc:
-        if not stdin:
-            raise
-        raise DmoError(
+        problems.append(
             f"{exc} (the classes are fixed from the first {counter.rows} rows of {NAME}: shuffle the "
             "rows, or raise --param stats-rows)"
-        ) from exc
+            if stdin
+            else str(exc)
+        )
     if counter.missing and not opts.drop_unlabeled:
-        raise DmoError(
+        problems.append(
             f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
             "(pass --drop-unlabeled to ignore them)"
         )
+    refuse_problems(problems)
     n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
 
     levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
@@ -315,6 +322,7 @@ def train_streaming(
             model, opts.val
         )  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
+        report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above

@@ -7,6 +7,7 @@ model applied to new data reproduces training's encoding exactly.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -17,13 +18,13 @@ import pyarrow.compute as pc
 from dmocli.data.arrow_numpy import text_array, to_numpy
 from dmocli.errors import DmoError
 from dmocli.prep.columns import (
-    ID_LIKE_MIN_LEVELS,
     MAX_CATEGORICAL_LEVELS,
     ColumnPlan,
     is_list,
     is_numeric,
     is_string,
-    refuse_decorated_numbers,
+    refuse_problems,
+    text_column_problem,
 )
 
 RESERVOIR_ROWS = 100_000
@@ -31,17 +32,30 @@ RESERVOIR_ROWS = 100_000
 
 @dataclass
 class LevelCounts:
-    """Per categorical column, the rows encoded as all zeros: a level not seen in training, or a missing
-    value. Both are legitimate encodings (the row has none of the known levels), but silent, so the
-    reports say how often each happened."""
+    """Per categorical column, the rows encoded as all zeros: a level not seen in training (with one such level
+    as an example), or a missing value; per numeric column, the missing values that --impute median filled.
+    All are legitimate encodings, but silent, so the reports and warnings say how often each happened
+    (prep/drift.py)."""
 
     unseen: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)
+    imputed: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: "LevelCounts") -> None:
-        for mine, theirs in ((self.unseen, other.unseen), (self.missing, other.missing)):
+        for mine, theirs in ((self.unseen, other.unseen), (self.missing, other.missing), (self.imputed, other.imputed)):
             for name, count in theirs.items():
                 mine[name] = mine.get(name, 0) + count
+        for name, example in other.examples.items():
+            self.examples.setdefault(name, example)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """JSON-able, for a Dask worker's counts."""
+        return {"unseen": self.unseen, "missing": self.missing, "examples": self.examples, "imputed": self.imputed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, dict[str, Any]]) -> "LevelCounts":
+        return cls(data["unseen"], data["missing"], data.get("examples", {}), data.get("imputed", {}))
 
     def report(self, prefix: str = "") -> dict[str, dict[str, int]]:
         """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
@@ -105,13 +119,26 @@ class Preprocessor:
     def fit(
         cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none", categorical_codes: bool = False
     ) -> "Preprocessor":
-        """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir.
+        """survey, refusing every problem it finds in one message."""
+        pre, problems = cls.survey(batches, plan, impute, categorical_codes)
+        refuse_problems(problems)
+        return pre
+
+    @classmethod
+    def survey(
+        cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none", categorical_codes: bool = False
+    ) -> tuple["Preprocessor", list[str]]:
+        """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir; and every
+        problem of the columns' values (missing values without --impute, ids, dates or amounts as text, ...),
+        each with its fix. With problems, the Preprocessor is not fit to use. `impute` "keep" (gbdt) leaves
+        missing values to the model; `categorical_codes`: see the field.
 
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
         """
         if impute not in {"none", "median", "keep"}:  # keep: NaN stays NaN for models that route it (gbdt)
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
+        problems: list[str] = []
         pre = cls(
             numeric=list(plan.numeric), embedding=plan.embedding, impute=impute, categorical_codes=categorical_codes
         )
@@ -128,12 +155,8 @@ class Preprocessor:
             views = pre._float32_views(batch) if impute == "none" else None
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
-                levels[col].update(pc.unique(level_text(batch.column(col)).drop_null()).to_pylist())
-                if len(levels[col]) > MAX_CATEGORICAL_LEVELS:
-                    raise DmoError(
-                        f"string column '{col}' has more than {MAX_CATEGORICAL_LEVELS} distinct values "
-                        "(looks like an id or free text); remove it with --drop"
-                    )
+                if len(levels[col]) <= MAX_CATEGORICAL_LEVELS:  # past it the column is refused: stop collecting
+                    levels[col].update(pc.unique(level_text(batch.column(col)).drop_null()).to_pylist())
             columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
             if not columns:
                 continue
@@ -164,22 +187,26 @@ class Preprocessor:
         if moments is not None:
             names = pre.feature_names if pre.embedding else pre.numeric
             bad = bad_nan + bad_inf if impute == "none" else bad_inf if impute == "keep" else np.zeros_like(bad_inf)
-            if bad.any():
-                parts = [f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)" for i in np.flatnonzero(bad)[:8]]
-                raise DmoError(
-                    f"features contain missing or infinite values: {', '.join(parts)}; "
-                    + ("clean them or pass --impute median" if impute == "none" else "replace the infinite values")
-                )
             count = moments.count
+            if bad.any():
+                parts = [
+                    f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)"
+                    for i in np.flatnonzero((bad > 0) & (count > 0))[:8]
+                ]
+                if parts:
+                    problems.append(
+                        f"features contain missing or infinite values: {', '.join(parts)}; "
+                        + ("clean them or pass --impute median" if impute == "none" else "replace the infinite values")
+                    )
             if (count == 0).any():
                 empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
-                raise DmoError(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
+                problems.append(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
             mean = moments.mean
             with np.errstate(over="ignore", invalid="ignore"):
-                std = np.sqrt(np.maximum(moments.m2 / count, 0.0))
+                std = np.sqrt(np.maximum(moments.m2 / np.maximum(count, 1), 0.0))
             huge = ~(np.isfinite(mean) & np.isfinite(std))
             if huge.any():
-                raise DmoError(
+                problems.append(
                     f"feature column(s) {', '.join(names[i] for i in np.flatnonzero(huge)[:8])} hold values too large "
                     "to standardize (squares overflow double precision, beyond about 1e154); rescale them "
                     "(a log, or other units) or remove them with --drop"
@@ -189,19 +216,17 @@ class Preprocessor:
             pre.scale = std.tolist()
             if impute == "median":
                 sample = np.concatenate(reservoir, axis=0)
-                pre.fill = np.nanmedian(sample, axis=0).tolist()
+                with warnings.catch_warnings():  # an all-NaN column: named above
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    pre.fill = np.nanmedian(sample, axis=0).tolist()
         for col in plan.categorical:
-            refuse_decorated_numbers(col, levels[col])
-            if len(levels[col]) > ID_LIKE_MIN_LEVELS and len(levels[col]) > n_rows / 2:
-                raise DmoError(
-                    f"string column '{col}' has {len(levels[col])} distinct values in {n_rows} rows: an id, or numbers "
-                    "made text by a marker such as '?' (one-hot, it would let the model memorize rows); "
-                    "--drop it, or clean it"
-                )
+            found = text_column_problem(col, levels[col], n_rows, capped=len(levels[col]) > MAX_CATEGORICAL_LEVELS)
+            if found:
+                problems.append(found)
         pre.categorical = {c: sorted(levels[c]) for c in plan.categorical}
-        if pre.n_features == 0:
-            raise DmoError("no usable feature columns after encoding")
-        return pre
+        if pre.n_features == 0 and not problems:
+            problems.append("no usable feature columns after encoding")
+        return pre, problems
 
     # ---- transforming --------------------------------------------------------
     def _dense(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
@@ -297,7 +322,10 @@ class Preprocessor:
             return fast, LevelCounts()
         dense = self._dense(batch)
         offset = dense.shape[1]
+        counts = LevelCounts()
         if offset and not np.isfinite(dense).all():
+            if not self.embedding:
+                counts.imputed = dict(zip(self.numeric, np.isnan(dense).sum(axis=0).tolist()))
             dense = self._fill_missing(dense)
         # Column-major result: the numeric block is written column by column without a transposing copy,
         # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
@@ -317,7 +345,6 @@ class Preprocessor:
                     f"feature column(s) {', '.join(names)} hold values too large for the model (beyond float32 once "
                     "standardized with training's mean and scale); check the units of those columns"
                 )
-        counts = LevelCounts()
         for col, levels in self.categorical.items():
             arr = level_text(batch.column(col), self.trim_text)
             index = pc.index_in(arr, value_set=text_array(levels))
@@ -331,6 +358,9 @@ class Preprocessor:
                 offset += len(levels)
             counts.missing[col] = arr.null_count
             counts.unseen[col] = int((idx < 0).sum()) - arr.null_count
+            if counts.unseen[col]:  # an unseen level to name in the warning: the first such row's
+                valid = arr.is_valid().to_numpy(zero_copy_only=False)
+                counts.examples[col] = arr[int(np.flatnonzero((idx < 0) & valid)[0])].as_py()
         return out, counts
 
     def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:

@@ -1,0 +1,152 @@
+"""Every data problem of a training table in one pass: what `dmo check` prints and what the first `dmo train` on a
+messy table refuses, all at once (label column, ids, dates, amounts written as text, missing values, ...), each
+with its fix; and, when there is none, what train would make of the columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from dmocli.data import reading, sources
+from dmocli.errors import DmoError
+from dmocli.operating_point.problems import Problem
+from dmocli.options import TrainOptions, refuse
+from dmocli.prep.columns import ColumnPlan, survey_columns, text_column_warning
+from dmocli.prep.features import Preprocessor
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
+from dmocli.report import envelope
+from dmocli.solvers import get_solver
+from dmocli.solvers.base import InMemorySolver
+
+
+@dataclass
+class Survey:
+    """What the columns of a table become, and every problem and warning found on the way. `labels`,
+    `problem` and `pre` are usable only when `problems` is empty."""
+
+    n_rows: int
+    plan: ColumnPlan
+    labels: LabelSpec | None
+    problem: Problem | None
+    pre: Preprocessor
+    problems: list[str]
+    warnings: list[str]
+
+    def refuse(self, source: object) -> None:
+        """One DmoError naming every problem, each with its fix."""
+        if self.problems:
+            if len(self.problems) == 1:
+                raise DmoError(f"{source} has a problem to fix before training: {self.problems[0]}")
+            listed = "; ".join(f"({i}) {problem}" for i, problem in enumerate(self.problems, 1))
+            raise DmoError(f"{source} has {len(self.problems)} problems to fix before training: {listed}")
+
+
+def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
+    """The binary problem to solve, or None for multi-class (the default for a label of over two classes
+    without --positive)."""
+    kind = opts.problem
+    if kind is None:
+        kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
+    if kind == "multiclass":
+        if opts.target is not None:
+            raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
+        if opts.positive is not None:
+            raise DmoError(
+                "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
+            )
+        if opts.confidence is not None:
+            raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
+        if opts.cv:
+            raise DmoError("--cv cross-fits a binary threshold; --problem multiclass has none: drop --cv")
+        return None
+    return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
+
+
+def effective_impute(opts: TrainOptions) -> str:
+    """--impute as the preprocessing applies it: trees route missing values themselves, so for gbdt NaN is kept
+    unless --impute median asks to fill it."""
+    return "keep" if opts.model == "gbdt" and opts.impute == "none" else opts.impute
+
+
+def survey(table: pa.Table, opts: TrainOptions, solver: InMemorySolver) -> Survey:
+    """Plan the columns, infer the label and fit the preprocessing of `table` as train does, gathering every
+    problem instead of stopping at the first."""
+    plan, problems = survey_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
+    warnings: list[str] = []
+    labels = problem = None
+    if opts.label_col in table.schema.names:
+        column = table.column(opts.label_col)
+        counts = label_counts(column)  # missing and blank labels left out
+        try:
+            problem = resolve_problem(opts, len(counts))
+            if problem is None and not solver.multiclass:
+                raise DmoError(
+                    f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)"
+                )
+            if problem is not None and problem.kind not in solver.problems:
+                raise DmoError(
+                    f"solver {solver.name} does not solve --problem {problem.kind} "
+                    f"(it solves: {', '.join(solver.problems)})"
+                )
+            labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+            warnings += look_alike_classes(labels.classes)
+        except DmoError as exc:
+            problems.append(str(exc))
+        n_unlabeled = table.num_rows - sum(counts.values())
+        if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
+            problems.append(unlabeled_problem(n_unlabeled, solver.name))
+    trees = opts.model == "gbdt"  # one feature of level indices per text column, not one per level
+    pre, found = Preprocessor.survey(table.to_batches(), plan, effective_impute(opts), categorical_codes=trees)
+    problems += found
+    for name, levels in pre.categorical.items():
+        warning = None if trees else text_column_warning(name, len(levels), table.num_rows)
+        if warning and not any(f"'{name}'" in p for p in found):
+            warnings.append(warning)
+    return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings)
+
+
+def unlabeled_problem(n_unlabeled: int, solver: str) -> str:
+    return (
+        f"{n_unlabeled} rows have no label; solver {solver} cannot use unlabeled rows "
+        "(pass --drop-unlabeled to ignore them, or use --solver adsh/fixmatch)"
+    )
+
+
+def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
+    """`dmo check`: the survey of DATA as a report; `ok` is whether `dmo train` with these options would take
+    the data (the caller exits 2 when not)."""
+    refuse(opts.problems())
+    solver = get_solver(opts.solver)
+    if not isinstance(solver, InMemorySolver):
+        raise DmoError(f"dmo check reads DATA as the in-memory solvers do; give --solver {opts.solver} to train only")
+    table = reading.read_table(data)
+    found = survey(table, opts, solver)
+    plan, pre, labels = found.plan, found.pre, found.labels
+    report = envelope(
+        "check",
+        data=sources.describe(data),
+        ok=not found.problems,
+        problems=found.problems,
+        warnings=found.warnings,
+        rows=found.n_rows,
+        label_col=opts.label_col,
+    )
+    if found.problems:
+        return report
+    report.update(
+        classes=labels.classes if labels else None,
+        positive=labels.positive if labels else None,
+        class_counts=labels.counts if labels else None,
+        problem=found.problem.kind if found.problem else "multiclass",
+        n_features=pre.n_features,
+        columns={
+            "numeric": plan.numeric,
+            "categorical": {name: len(levels) for name, levels in pre.categorical.items()},
+            "embedding": plan.embedding,
+            "dropped": list(opts.drop),
+        },
+        impute=opts.impute,
+    )
+    return report
