@@ -164,3 +164,30 @@ def test_extract_on_cuda_matches_cpu_in_fp32_and_stays_close_in_bf16(models, kin
     assert report["dtype"] == ("bfloat16" if torch.cuda.is_bf16_supported() else "float32")
     cosine = (half * cpu).sum(1) / (np.linalg.norm(half, axis=1) * np.linalg.norm(cpu, axis=1))
     assert cosine.min() > 0.99
+
+
+def _xgboost_has_cuda() -> bool:
+    try:
+        import xgboost
+
+        return bool(xgboost.build_info().get("USE_CUDA"))
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _xgboost_has_cuda(), reason="needs XGBoost built with CUDA: pip install 'dmocli[gbdt-gpu]'")
+@pytest.mark.parametrize("solver", ["wce", "ero"])
+def test_gbdt_on_cuda_trains_on_the_gpu_and_matches_the_cpu_quality(tmp_path, solver):
+    """XGBoost's CUDA histogram trees behind `--device cuda`; the model file scores on CPU (evaluate) as well
+    as the CPU-trained trees do."""
+    frame, test = make_binary_frame(3000, d=6, seed=4), make_binary_frame(2000, d=6, seed=5)
+    args = ("--model", "gbdt", "--solver", solver, "--problem", "fpor", "--target", "0.7", "--cv", "0")
+    scores = {}
+    for device in ("cuda", "cpu"):
+        folder = tmp_path / device
+        folder.mkdir()
+        model, report = _train(folder, frame, *args, "--device", device, val=make_binary_frame(1000, d=6, seed=6))
+        trace = report["solver_trace"].get("warm_start", report["solver_trace"])
+        assert trace["device"] == device
+        scores[device] = _evaluate_on_cpu(model, test, folder)["splits"]["data"]["average_precision"]
+    assert scores["cuda"] == pytest.approx(scores["cpu"], abs=0.02)

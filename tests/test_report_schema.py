@@ -59,7 +59,7 @@ def test_the_shipped_schema_is_a_valid_draft_2020_12_schema_of_this_version() ->
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert SCHEMA["version"] == SCHEMA_VERSION
     commands = {branch["if"]["properties"]["command"]["const"] for branch in SCHEMA["allOf"]}
-    assert commands == {"train", "threshold", "evaluate", "predict", "subsample", "extract", "solvers", "info"}
+    assert commands == {"train", "threshold", "evaluate", "predict", "subsample", "extract", "solvers", "info", "check"}
 
 
 def test_binary_reports_validate_and_share_their_keys(files: dict[str, Path], binary: dict) -> None:
@@ -102,6 +102,17 @@ def test_streaming_reports_validate(files: dict[str, Path]) -> None:
     info = report_of("info", model)
     assert info["training"]["solver"] == "fofo" and info["training"]["rows"] == 500
     report_of("evaluate", model, files["val"])
+
+
+def test_check_reports_validate_clean_and_refused(files: dict[str, Path], tmp_path: Path) -> None:
+    clean = report_of("check", files["train"])
+    assert clean["ok"] and clean["problems"] == [] and clean["n_features"] == 4
+    messy = tmp_path / "messy.parquet"
+    make_binary_frame(n=200, seed=3).assign(f0=lambda f: f["f0"].where(f.index % 7 > 0)).to_parquet(messy)
+    refused = report_of("check", messy, code=2)
+    assert not refused["ok"] and any("--impute median" in problem for problem in refused["problems"])
+    trees = report_of("check", messy, "--model", "gbdt")  # trees take the missing values as they are
+    assert trees["ok"]
 
 
 def test_subsample_reports_validate(files: dict[str, Path]) -> None:

@@ -55,7 +55,17 @@ def _cli_type(name: str, annotation: Any) -> Any:
 
 
 # The options of `dmo train` that decide what it makes of DATA's columns and labels: those `dmo check` takes.
-COLUMN_OPTIONS = ("label_col", "drop", "embedding_col", "impute", "positive", "problem", "solver", "drop_unlabeled")
+COLUMN_OPTIONS = (
+    "label_col",
+    "drop",
+    "embedding_col",
+    "impute",
+    "positive",
+    "problem",
+    "solver",
+    "model",
+    "drop_unlabeled",
+)
 
 
 def option_parameters(only: Collection[str] | None = None) -> list[inspect.Parameter]:
