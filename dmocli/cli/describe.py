@@ -59,7 +59,8 @@ def _print_solver(record: dict[str, Any], default: str) -> None:
     yes_no = {True: "yes", False: "no"}
     out.print(f"{record['name']}{' (default)' if record['name'] == default else ''}: {record['summary']}", markup=False)
     out.print(
-        f"problems: {', '.join(record['problems'])}; multi-class: {yes_no[record['multiclass']]}; "
+        f"models: {', '.join(record['models'])}; problems: {', '.join(record['problems'])}; "
+        f"multi-class: {yes_no[record['multiclass']]}; "
         f"streaming: {yes_no[record['streaming']]}; unlabeled rows: {yes_no[record['uses_unlabeled']]}; "
         f"torchrun: {yes_no[record['distributed']]}",
         markup=False,

@@ -47,7 +47,10 @@ def describe(name: str) -> dict:
     help and declared checks."""
     solver = get_solver(name)
     params = []
-    for spec in dataclasses.fields(solver.Params):
+    # the solver's own keys first, then the trees' (--model gbdt) that wce and ero share
+    for spec in sorted(
+        dataclasses.fields(solver.Params), key=lambda spec: spec.metadata.get("help", "")[:5] == "gbdt:"
+    ):
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
         checks = {
             key: spec.metadata[key] for key in ("choices", "min", "max", "below", "positive") if key in spec.metadata
@@ -65,5 +68,6 @@ def describe(name: str) -> dict:
         "uses_offsets": solver.uses_offsets,
         "distributed": solver.distributed,
         "adjust_by_default": solver.adjust_by_default,
+        "models": list(solver.models),
         "params": params,
     }
