@@ -49,7 +49,7 @@ def describe(name: str) -> dict:
     params = []
     # the solver's own keys first, then the trees' (--model gbdt) that wce and ero share
     for spec in sorted(
-        dataclasses.fields(solver.Params), key=lambda spec: spec.metadata.get("help", "")[:5] == "gbdt:"
+        dataclasses.fields(solver.Params), key=lambda spec: spec.metadata.get("help", "").startswith("gbdt")
     ):
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
         checks = {
