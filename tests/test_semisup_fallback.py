@@ -121,6 +121,22 @@ def test_helpful_unlabeled_rows_keep_the_semi_supervised_model_without_a_warning
     assert runs["net"]["score"] > runs["wce"]["score"] + 0.02
     assert "did not help" not in runs["net"]["stderr"]
     assert runs["net"]["report"]["warnings"] == []
+    assert 0 < verdict["standard_error"] < verdict["difference"]
+
+
+def test_a_gain_within_the_margin_of_noise_keeps_the_supervised_model(tmp_path):
+    """The same helpful rows, but the gain must exceed 1000 standard errors: the supervised model is saved."""
+    data, val = cluster_gap()
+    data_path, val_path, report = tmp_path / "d.parquet", tmp_path / "v.parquet", tmp_path / "r.json"
+    data.to_parquet(data_path)
+    val.to_parquet(val_path)
+    proc = run_dmo(
+        "train", data_path, "--solver", "adsh", "--val", val_path, "--problem", "multiclass",
+        "--param", "fallback-margin=1000", "-o", tmp_path / "m.safetensors", "--report", report, check=True,
+    )  # fmt: skip
+    verdict = json.loads(report.read_text())["solver_trace"]["fallback"]
+    assert verdict["difference"] > 0 and verdict["saved"] == "wce" and verdict["margin"] == 1000
+    assert "did not help" in proc.stderr and "1000 x" in proc.stderr
 
 
 def test_binary_semi_supervised_through_the_cli_fits_the_exact_threshold(tmp_path):

@@ -95,6 +95,14 @@ class SemiParams(SolverParams):
     fallback_folds: int = field(
         default=3, metadata={"min": 2, "help": "fallback without --val/--val-frac: folds of the labeled rows"}
     )
+    fallback_margin: float = field(
+        default=1.0,
+        metadata={
+            "min": 0,
+            "help": "fallback: standard errors (paired bootstrap of the held-out rows) by which the fit must beat "
+            "wce to be kept (0: any gain)",
+        },
+    )
 
 
 def log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -219,7 +227,8 @@ class SemiSupervisedSolver(InMemorySolver):
         """The semi-supervised fit, or with fallback=true the better of it and wce (solvers/fallback.py)."""
         if not ctx.params.fallback:
             return self.fit_semi(train, val, ctx)
-        return fit_with_fallback(self.name, self.fit_semi, train, val, ctx, ctx.params.fallback_folds)
+        p = ctx.params
+        return fit_with_fallback(self.name, self.fit_semi, train, val, ctx, p.fallback_folds, p.fallback_margin)
 
     def fit_semi(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
