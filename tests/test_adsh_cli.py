@@ -44,8 +44,8 @@ def partly_labeled(seed: int = 0, counts=(150, 50, 20), d: int = 4) -> tuple[pd.
     return frame, truth
 
 
-FAST = ["--param", "epochs=3", "--param", "steps-per-epoch=10"]
-FAST_PARAMS = {"epochs": "3", "steps-per-epoch": "10"}
+FAST = ["--param", "epochs=3", "--param", "steps-per-epoch=10", "--param", "fallback=false"]
+FAST_PARAMS = {"epochs": "3", "steps-per-epoch": "10", "fallback": "false"}
 
 
 def test_adsh_trains_reports_and_saves_a_usable_model(tmp_path):

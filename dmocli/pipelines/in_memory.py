@@ -186,6 +186,7 @@ def train_in_memory(
         report["threshold"] = None
         report["splits"] = split_reports(logits, truth, None, None, labels.classes)
     report["solver_trace"] = result.trace
+    report["warnings"] += result.warnings
     report["fit_seconds"] = fit_seconds
     if crossed is not None:
         report["cv"] = {

@@ -74,6 +74,7 @@ class FitResult:
     network: torch.nn.Module
     trace: dict[str, Any] = field(default_factory=dict)
     threshold: float | None = None  # the solver's own decision threshold on the logit scale, if it learns one
+    warnings: list[str] = field(default_factory=list)  # for the report's warnings (and stderr), e.g. a fallback
 
 
 class SolverParams:

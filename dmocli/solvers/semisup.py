@@ -21,6 +21,7 @@ z) use the two-class distribution (1 - sigmoid z, sigmoid z).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ from dmocli.solvers.base import (
     inverse_frequency_weights,
     seed_everything,
 )
+from dmocli.solvers.fallback import fit_with_fallback, subset
 from dmocli.solvers.loop import adam
 from dmocli.solvers.views import VIEW_MODES, FeatureViews
 
@@ -58,16 +60,16 @@ class SemiParams(SolverParams):
     ema: float = field(
         default=0.999, metadata={"min": 0, "below": 1, "help": "EMA decay of the weights (saved model = EMA weights)"}
     )
-    epochs: int = field(default=50, metadata={"min": 1, "help": "epochs; thresholds are updated after each"})
-    steps_per_epoch: int = field(default=100, metadata={"min": 1, "help": "optimizer steps per epoch"})
+    epochs: int = field(default=20, metadata={"min": 1, "help": "epochs; thresholds are updated after each"})
+    steps_per_epoch: int = field(default=50, metadata={"min": 1, "help": "optimizer steps per epoch"})
     weak_noise: float = field(
         default=0.1, metadata={"min": 0, "help": "weak view: Gaussian noise, in units of each feature's std"}
     )
     strong_noise: float = field(
-        default=0.5, metadata={"min": 0, "help": "strong view: Gaussian noise, in units of each feature's std"}
+        default=0.2, metadata={"min": 0, "help": "strong view: Gaussian noise, in units of each feature's std"}
     )
     strong_mask: float = field(
-        default=0.3,
+        default=0.1,
         metadata={"min": 0, "below": 1, "help": "strong view: probability of dropping a feature (inverted dropout)"},
     )
     views: str = field(
@@ -78,8 +80,29 @@ class SemiParams(SolverParams):
         },
     )
     balanced: bool = field(
-        default=False,
+        default=True,
         metadata={"help": "weight L_s by inverse labeled class frequency, as wce (false: plain CE, the paper's)"},
+    )
+    warm_start: bool = field(
+        default=True, metadata={"help": "start from the supervised wce fit on the labeled rows (false: random weights)"}
+    )
+    fallback: bool = field(
+        default=True,
+        metadata={
+            "help": "judge the fit against wce on held-out labeled rows (--val/--val-frac, else folds) and save "
+            "the better model, warning when the unlabeled rows did not help"
+        },
+    )
+    fallback_folds: int = field(
+        default=3, metadata={"min": 2, "help": "fallback without --val/--val-frac: folds of the labeled rows"}
+    )
+    fallback_margin: float = field(
+        default=1.0,
+        metadata={
+            "min": 0,
+            "help": "fallback: standard errors (paired bootstrap of the held-out rows) by which the fit must beat "
+            "wce to be kept (0: any gain)",
+        },
     )
 
 
@@ -177,6 +200,15 @@ def pseudo_label_quality(
     }
 
 
+def supervised_start(train: SplitData, labeled: torch.Tensor, ctx: FitContext) -> torch.nn.Module:
+    """wce's network on the labeled rows (the linear model's exact optimum): where the FixMatch loop starts, so
+    the first pseudo-labels are the supervised model's and the loop need not re-learn what wce finds directly."""
+    from dmocli.solvers.wce import WeightedCrossEntropy  # same layer; only the warm start needs it
+
+    sup_ctx = dataclasses.replace(ctx, params=WeightedCrossEntropy.Params())
+    return WeightedCrossEntropy().fit(subset(train, labeled), None, sup_ctx).network
+
+
 class SemiSupervisedSolver(InMemorySolver):
     """FixMatch loop; subclasses say where thresholds start and how they move after each epoch."""
 
@@ -193,6 +225,13 @@ class SemiSupervisedSolver(InMemorySolver):
         raise NotImplementedError
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        """The semi-supervised fit, or with fallback=true the better of it and wce (solvers/fallback.py)."""
+        if not ctx.params.fallback:
+            return self.fit_semi(train, val, ctx)
+        p = ctx.params
+        return fit_with_fallback(self.name, self.fit_semi, train, val, ctx, p.fallback_folds, p.fallback_margin)
+
+    def fit_semi(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
         seed_everything(ctx.seed)
         generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
@@ -211,6 +250,8 @@ class SemiSupervisedSolver(InMemorySolver):
         truth_u = truth[unlabeled].cpu().numpy() if truth is not None else None
 
         network = build_network(ctx.architecture).to(ctx.device)
+        if p.warm_start:
+            network.load_state_dict(supervised_start(train, labeled, ctx).state_dict())
         ema = WeightEMA(network, p.ema)
         optimizer = adam(network.parameters(), lr=p.lr, weight_decay=p.weight_decay)
         lab_stream = IndexStream(labeled, p.batch_size, generator)
