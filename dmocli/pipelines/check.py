@@ -64,6 +64,18 @@ def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
 
+def solved_problem(opts: TrainOptions, n_classes: int, solver: InMemorySolver) -> Problem | None:
+    """resolve_problem, refused when the solver does not solve it."""
+    problem = resolve_problem(opts, n_classes)
+    if problem is None and not solver.multiclass:
+        raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
+    if problem is not None and problem.kind not in solver.problems:
+        raise DmoError(
+            f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})"
+        )
+    return problem
+
+
 def effective_impute(opts: TrainOptions) -> str:
     """--impute as the preprocessing applies it: trees route missing values themselves, so for gbdt NaN is kept
     unless --impute median asks to fill it."""
@@ -80,16 +92,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: InMemorySolver) -> Surve
         column = table.column(opts.label_col)
         counts = label_counts(column)  # missing and blank labels left out
         try:
-            problem = resolve_problem(opts, len(counts))
-            if problem is None and not solver.multiclass:
-                raise DmoError(
-                    f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)"
-                )
-            if problem is not None and problem.kind not in solver.problems:
-                raise DmoError(
-                    f"solver {solver.name} does not solve --problem {problem.kind} "
-                    f"(it solves: {', '.join(solver.problems)})"
-                )
+            problem = solved_problem(opts, len(counts), solver)
             labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
             warnings += look_alike_classes(labels.classes)
         except DmoError as exc:

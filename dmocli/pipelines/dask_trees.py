@@ -30,12 +30,12 @@ from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
-from dmocli.pipelines.saving import finish, refuse_with_report
+from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import prepare
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
-from dmocli.report import envelope, label_fields, model_summary
+from dmocli.report import envelope, label_fields
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
 from dmocli.solvers.trees import TreeParams, library_params, stop_metric
 
@@ -226,14 +226,7 @@ def train_trees_on_dask(
         solver=solver.name,
         problem=problem,
         threshold=threshold,
-        info={
-            "seed": opts.seed,
-            "confidence": opts.confidence,
-            "params": vars(params),
-            "engine": "dask",
-            "summary": model_summary(report.get("splits", {})),
-            **({"calibration": settled.calibration.to_dict()} if settled is not None and settled.calibration else {}),
-        },
+        info=training_info(opts, params, report, settled.calibration if settled is not None else None, engine="dask"),
     )
     return finish(model, report, output, report_path, started)
 

@@ -23,17 +23,17 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.check import resolve_problem, survey, unlabeled_problem
+from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
-from dmocli.pipelines.saving import finish, refuse_with_report
+from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
-from dmocli.report import envelope, label_fields, model_summary, unlabeled_warning
+from dmocli.report import envelope, label_fields, unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
@@ -206,14 +206,9 @@ def train_in_memory(
         solver=solver.name,
         problem=problem,
         threshold=threshold,
-        info={
-            "seed": opts.seed,
-            "confidence": opts.confidence,
-            "params": vars(params),
-            "rows": int(truth["train"].size),
-            "summary": model_summary(report.get("splits", {})),
-            **({"calibration": settled.calibration.to_dict()} if problem is not None and settled.calibration else {}),
-        },
+        info=training_info(
+            opts, params, report, settled.calibration if problem is not None else None, rows=int(truth["train"].size)
+        ),
     )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
@@ -245,16 +240,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         plan = plan_columns(reading.schema(data), opts.label_col, opts.drop, opts.embedding_col)
         label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
         counts = label_counts(label_column)  # as the label spec counts them: missing and blank labels left out
-        problem = resolve_problem(opts, len(counts))
-        if problem is None and not solver.multiclass:
-            raise DmoError(
-                f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)"
-            )
-        if problem is not None and problem.kind not in solver.problems:
-            raise DmoError(
-                f"solver {solver.name} does not solve --problem {problem.kind} "
-                f"(it solves: {', '.join(solver.problems)})"
-            )
+        problem = solved_problem(opts, len(counts), solver)
         labels = infer_label_spec(
             label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
         )

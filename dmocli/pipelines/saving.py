@@ -10,7 +10,23 @@ from typing import Any
 from dmocli.data import outputs
 from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
-from dmocli.report import dumps
+from dmocli.operating_point.calibration import Calibration
+from dmocli.options import TrainOptions
+from dmocli.report import dumps, model_summary
+
+
+def training_info(
+    opts: TrainOptions, params: Any, report: dict[str, Any], calibration: Calibration | None, **extra: Any
+) -> dict[str, Any]:
+    """The model file's `info`: how it was trained, the summary of its report's splits, its probability map."""
+    return {
+        "seed": opts.seed,
+        "confidence": opts.confidence,
+        "params": vars(params),
+        **extra,
+        "summary": model_summary(report.get("splits", {})),
+        **({"calibration": calibration.to_dict()} if calibration is not None else {}),
+    }
 
 
 def finish(
