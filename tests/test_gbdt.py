@@ -81,6 +81,9 @@ def test_model_file_holds_the_booster_as_bytes_and_predict_streams_the_same_scor
     booster = xgb.Booster(model_file=bytearray(raw.tobytes()))  # XGBoost's own UBJSON: no pickle anywhere
     # the categorical column is one feature of level indices the trees split on by level sets, not 3 one-hot columns
     assert meta["preprocessing"]["categorical_codes"] and booster.feature_types == ["q"] * 4 + ["c"]
+    info = json.loads(run_dmo("info", model, "--json", check=True).stdout)
+    assert schema_problems(info) == [] and info["n_trees"] == booster.num_boosted_rounds() > 0
+    assert "trees" in run_dmo("info", model, check=True).stdout
     out = tmp_path / "pred.parquet"
     run_dmo("predict", model, tree_data["test"], "-o", out, check=True)
     predicted = pq.read_table(out).to_pandas()

@@ -114,8 +114,11 @@ def _info_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"label: column {report['label_col']!r}, classes {report['classes']!r}{positive}")
     kinds = [col["name"] + ("" if col["kind"] == "numeric" else f" ({col['kind']})") for col in features["columns"]]
     lines.append(f"features: {features['n_columns']} columns, {features['n_inputs']} inputs: {', '.join(kinds)}")
-    shape = "" if arch["kind"] == "linear" else f", width {arch['width']}, depth {arch['depth']}"
-    lines.append(f"network: {arch['kind']}{shape}, {report['n_parameters']:,} parameters")
+    if arch["kind"] == "gbdt":
+        lines.append(f"model: gbdt (boosted trees), {report['n_trees']:,} trees, {report['n_parameters']:,} nodes")
+    else:
+        shape = "" if arch["kind"] == "linear" else f", width {arch['width']}, depth {arch['depth']}"
+        lines.append(f"network: {arch['kind']}{shape}, {report['n_parameters']:,} parameters")
     rows = "" if training["rows"] is None else f", {training['rows']:,} rows"
     lines.append(f"training: solver {training['solver']}{rows}, seed {training['seed']}")
     for split, figures in training["summary"].items():

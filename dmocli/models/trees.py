@@ -73,9 +73,13 @@ class BoostedTrees(nn.Module):
             self._booster.set_param({"device": self.predict_device, "nthread": 0})
         return self._booster
 
-    @property
-    def n_features(self) -> int:
-        return int(self.xgb_booster().num_features())
+    def size(self) -> tuple[int, int]:
+        """(trees, nodes) of the booster: what `dmo info` gives as a tree model's size."""
+        import json
+
+        trees = json.loads(bytes(self.xgb_booster().save_raw(raw_format="json")))["learner"]["gradient_booster"]
+        trees = trees.get("model", trees.get("gbtree", {}).get("model", {})).get("trees", [])
+        return len(trees), sum(len(tree["split_indices"]) for tree in trees)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         data = features.detach().cpu().numpy()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.models.modelfile import load_model, read_metadata
+from dmocli.models.modelfile import DmoModel, load_model, read_metadata
 from dmocli.pipelines.operating_point import problem_fields
 from dmocli.prep.features import Preprocessor
 from dmocli.report import envelope, label_fields
@@ -39,7 +39,7 @@ def model_info(path: str | Path) -> dict[str, Any]:
         decision_rule=meta.get("decision_rule"),
         features=_features(model.preprocessor),
         architecture=model.architecture.to_dict(),
-        n_parameters=model.architecture.parameters,
+        **_size(model),
         training={
             "solver": model.solver,
             "rows": info.get("rows"),  # None in files written before it was stored
@@ -53,6 +53,14 @@ def model_info(path: str | Path) -> dict[str, Any]:
             "summary": info.get("summary", {}),
         },
     )
+
+
+def _size(model: DmoModel) -> dict[str, int]:
+    """The network's weights; a tree model's nodes, and its trees."""
+    if model.architecture.kind != "gbdt":
+        return {"n_parameters": model.architecture.parameters}
+    trees, nodes = model.module().size()
+    return {"n_parameters": nodes, "n_trees": trees}
 
 
 def _features(pre: Preprocessor) -> dict[str, Any]:
