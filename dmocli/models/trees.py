@@ -74,12 +74,9 @@ class BoostedTrees(nn.Module):
         return self._booster
 
     def size(self) -> tuple[int, int]:
-        """(trees, nodes) of the booster: what `dmo info` gives as a tree model's size."""
-        import json
-
-        trees = json.loads(bytes(self.xgb_booster().save_raw(raw_format="json")))["learner"]["gradient_booster"]
-        trees = trees.get("model", trees.get("gbtree", {}).get("model", {})).get("trees", [])
-        return len(trees), sum(len(tree["split_indices"]) for tree in trees)
+        """(trees, nodes) of the booster: what `dmo info` gives as a tree model's size (one dump line per node)."""
+        dump = self.xgb_booster().get_dump()
+        return len(dump), sum(len(tree.splitlines()) for tree in dump)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         data = features.detach().cpu().numpy()

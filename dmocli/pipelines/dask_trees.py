@@ -37,7 +37,7 @@ from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
 from dmocli.report import envelope, label_fields
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
-from dmocli.solvers.trees import TreeParams, library_params, stop_metric
+from dmocli.solvers.trees import TreeParams, library_params, monitor_weighted
 
 
 @dataclass
@@ -136,7 +136,6 @@ def train_trees_on_dask(
         dtrain = dxgb.DaskQuantileDMatrix(
             client, fit[rows.columns], fit["label"], weight=fit["weight"], missing=np.nan, max_bin=p.max_bin, **types
         )
-        ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
         if opts.val is not None:
             val = prepare(reading.read_table(opts.val, text_columns=list(pre.categorical)), pre, labels).labeled()
             monitor_X, monitor_y = val.X, val.y
@@ -152,7 +151,11 @@ def train_trees_on_dask(
             monitor_X = local_held[rows.columns].to_numpy(np.float32)
             monitor_y = local_held["label"].to_numpy(np.int64)
             dmonitor = dxgb.DaskDMatrix(
-                client, held[rows.columns], held["label"], weight=None if ranked else held["weight"], missing=np.nan
+                client,
+                held[rows.columns],
+                held["label"],
+                weight=held["weight"] if monitor_weighted(p, n_classes) else None,
+                missing=np.nan,
             )
         fit_started = time.perf_counter()
         stopping = p.early_stopping or None

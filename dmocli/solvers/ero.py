@@ -63,7 +63,7 @@ from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData, seed_everything
-from dmocli.solvers.ero_penalty import RowAdam, inner_solve
+from dmocli.solvers.ero_penalty import Penalties, RowAdam, inner_solve
 from dmocli.solvers.ero_settings import EroParams, Settings, settings_for
 from dmocli.solvers.ero_trees import fit_ero_trees
 from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
@@ -163,15 +163,7 @@ class ERO(InMemorySolver):
         s = _initial_s(network, train, problem, cfg.init, generator, rows)
         warm_seconds = time.perf_counter() - started
 
-        # Per-row class weights of the penalty (rare class weighs more) and of the regularizer.
-        w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
-        rw = (
-            torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
-            if cfg.reg_weighting == "balanced"
-            else torch.ones_like(w)
-        )
-        mu = torch.full((train.n,), cfg.mu_init, device=ctx.device)  # this process's rows
-        mu0, lam = cfg.mu0, cfg.lam
+        penalties = Penalties(positive, n, n_pos, cfg)
         s_adam = RowAdam(train.n, ctx.device)
 
         best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
@@ -182,9 +174,9 @@ class ERO(InMemorySolver):
         with progress.task(self.name, total=cfg.outer, unit="outer iterations") as bar:
             for outer in range(1, cfg.outer + 1):
                 outer_started = time.perf_counter()
-                weights = (mu * w, lam * rw)
+                weights = penalties.row_weights()
                 steps = inner_solve(
-                    network, s, s_adam, train, problem, weights, mu0, cfg, batch, generator, rows, n, n_pos
+                    network, s, s_adam, train, problem, weights, penalties.mu0, cfg, batch, generator, rows, n, n_pos
                 )
                 steps_total += steps
                 rows.broadcast_parameters(network)
@@ -199,10 +191,7 @@ class ERO(InMemorySolver):
                     gap_value = float(gap) if gap is not None else 0.0
                     n_violating = rows.sum_int(int(violating.sum()))
                     max_violation = float(rows.max(c.max()))
-                    mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
-                if gap_value > 0:
-                    mu0 *= cfg.growth
-                lam *= cfg.growth
+                penalties.update(violating, gap_value)
                 with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection, rows):
                     train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
                     monitored = _evaluate(network, monitor, train, problem, ctx.group)
@@ -232,7 +221,6 @@ class ERO(InMemorySolver):
         best.restore()
         network.eval()
         final = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
-        mu_all = rows.gather_rows(mu)
         trace = {
             "protocol": p.protocol,
             "settings": vars(cfg),
@@ -254,13 +242,7 @@ class ERO(InMemorySolver):
                 "max_row_violation": history[-1]["max_violation"] if history else None,
                 "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None,
             },
-            "penalty_parameters": {
-                "mu0": mu0,
-                "lam": lam,
-                "mu_min": float(mu_all.min()),
-                "mu_median": float(mu_all.median()),
-                "mu_max": float(mu_all.max()),
-            },
+            "penalty_parameters": penalties.summary(rows.gather_rows(penalties.mu)),
             "train_before_ta": final.to_dict(),
             "warm_start_seconds": warm_seconds,
             "seconds": time.perf_counter() - started,

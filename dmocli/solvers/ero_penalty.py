@@ -18,6 +18,48 @@ if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
 
 
+class Penalties:
+    """The exact penalty's parameters and the authors' outer update rule (docs/algorithms.md#ero), one copy for the
+    network solver and the tree solver.
+
+    Per row: the class weight of the penalty w_i (the rare class weighs more) and of the agreement regularizer
+    r_i, and the penalty mu_i on the row's one-sided identities; mu0 on the metric constraint, lam on the
+    regularizer. `positive` holds this process's rows; n and n_pos count every process's.
+    """
+
+    def __init__(self, positive: torch.Tensor, n: int, n_pos: int, cfg: Settings):
+        self.w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
+        self.rw = (
+            torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
+            if cfg.reg_weighting == "balanced"
+            else torch.ones_like(self.w)
+        )
+        self.mu = torch.full(positive.shape, cfg.mu_init, device=positive.device)
+        self.mu0, self.lam, self.growth = cfg.mu0, cfg.lam, cfg.growth
+
+    def row_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu_i w_i, lam r_i): the per-row weights of the penalty and of the regularizer in F."""
+        return self.mu * self.w, self.lam * self.rw
+
+    @torch.no_grad()
+    def update(self, violating: torch.Tensor, gap: float) -> None:
+        """mu_i grows on violating rows and shrinks elsewhere; mu0 grows while the metric gap is positive; lam grows."""
+        self.mu = torch.where(violating, self.mu * self.growth, self.mu / self.growth)
+        if gap > 0:
+            self.mu0 *= self.growth
+        self.lam *= self.growth
+
+    def summary(self, mu: torch.Tensor) -> dict[str, float]:
+        """The trace's penalty parameters; `mu`: every process's rows."""
+        return {
+            "mu0": self.mu0,
+            "lam": self.lam,
+            "mu_min": float(mu.min()),
+            "mu_median": float(mu.median()),
+            "mu_max": float(mu.max()),
+        }
+
+
 class RowAdam:
     """Adam on the per-row vector s that touches only the given rows (their moments and step counts).
 

@@ -33,7 +33,7 @@ from dmocli.models.trees import BoostedTrees
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, SplitData
-from dmocli.solvers.ero_penalty import RowAdam, penalty_value
+from dmocli.solvers.ero_penalty import Penalties, RowAdam, penalty_value
 from dmocli.solvers.ero_settings import Settings
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import Evaluation
@@ -43,15 +43,7 @@ from dmocli.solvers.trees import boost_weighted, held_out
 def _at_best_cut(scores: np.ndarray, y: np.ndarray, problem: Problem) -> Evaluation:
     """The metrics of the exact best cut of these scores (docs/operating-points.md)."""
     point = search(scores, y, problem)
-    constrained = problem.constrained_metric(point.tp, point.fp, point.tp + point.fn)
-    return Evaluation(
-        point.tp,
-        point.fp,
-        point.tp + point.fn,
-        float(point.objective),
-        None if constrained is None else float(constrained),
-        point.feasible,
-    )
+    return Evaluation.from_counts(point.tp, point.fp, point.tp + point.fn, problem)
 
 
 def _clearly_better(
@@ -63,9 +55,7 @@ def _clearly_better(
     add its own optimism to the search's."""
     if evaluation.feasible is False or best.feasible is False:
         return key > best_key
-    rows = best.tp + best.fp if problem.objective_name == "precision" else best.n_pos
-    p = min(max(best.objective, 0.0), 1.0)
-    return evaluation.objective > best.objective + (p * (1.0 - p) / max(rows, 1)) ** 0.5
+    return evaluation.objective > best.objective + best.standard_error(problem)
 
 
 def round_gradients(
@@ -109,14 +99,7 @@ def fit_ero_trees(
 
     positive = torch.as_tensor(y == 1)
     s = torch.as_tensor((margins >= shift).astype(np.float32))
-    w = torch.where(positive, (n - n_pos) / n, n_pos / n).to(torch.float32)
-    rw = (
-        torch.where(positive, n / (2 * n_pos), n / (2 * (n - n_pos))).to(torch.float32)
-        if cfg.reg_weighting == "balanced"
-        else torch.ones(n)
-    )
-    mu = torch.full((n,), cfg.mu_init)
-    mu0, lam = cfg.mu0, cfg.lam
+    penalties = Penalties(positive, n, n_pos, cfg)
     s_adam = RowAdam(n, torch.device("cpu"))
 
     def judged(train_margins: np.ndarray) -> tuple[tuple[float, ...], Evaluation, Evaluation]:
@@ -139,14 +122,24 @@ def fit_ero_trees(
             for step in range(rounds_per_outer):
                 decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
                 logits = torch.as_tensor(margins - shift, dtype=torch.float32)
+                row_penalty, row_reg = penalties.row_weights()
                 for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
                     s_rows = s.detach().requires_grad_(True)
                     loss, _ = penalty_value(
-                        logits, s_rows, positive, soft_counts(s, positive), 1.0, problem, n_pos, mu * w, lam * rw, mu0
+                        logits,
+                        s_rows,
+                        positive,
+                        soft_counts(s, positive),
+                        1.0,
+                        problem,
+                        n_pos,
+                        row_penalty,
+                        row_reg,
+                        penalties.mu0,
                     )
                     loss.backward()
                     s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
-                grad, hess = round_gradients(logits, s, positive, problem, n_pos, mu * w, lam * rw, mu0)
+                grad, hess = round_gradients(logits, s, positive, problem, n_pos, row_penalty, row_reg, penalties.mu0)
                 booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
                 margins = booster.predict(dtrain, output_margin=True, training=True)
             with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
@@ -155,10 +148,7 @@ def fit_ero_trees(
                 violating = c > cfg.violation_tol
                 objective, gap = metric_terms(problem, *soft_counts(s, positive), n_pos)
                 gap_value = float(gap) if gap is not None else 0.0
-                mu = torch.where(violating, mu * cfg.growth, mu / cfg.growth)
-            if gap_value > 0:
-                mu0 *= cfg.growth
-            lam *= cfg.growth
+            penalties.update(violating, gap_value)
             key, train_eval, monitored = judged(margins)
             improved = _clearly_better(key, monitored, best["key"], best["eval"], problem)
             if improved:
@@ -192,13 +182,7 @@ def fit_ero_trees(
         "selected_outer": best["outer"],
         "selected_rounds": best["rounds"],
         "selected": best["eval"].to_dict(),
-        "penalty_parameters": {
-            "mu0": mu0,
-            "lam": lam,
-            "mu_min": float(mu.min()),
-            "mu_median": float(mu.median()),
-            "mu_max": float(mu.max()),
-        },
+        "penalty_parameters": penalties.summary(penalties.mu),
         "seconds": time.perf_counter() - started,
         "history": history,
     }

@@ -33,6 +33,25 @@ class Evaluation:
     constrained: float | None
     feasible: bool | None
 
+    @classmethod
+    def from_counts(cls, tp: int, fp: int, n_pos: int, problem: Problem) -> "Evaluation":
+        """The problem's objective, constrained metric and feasibility of these counts."""
+        constrained = problem.constrained_metric(tp, fp, n_pos)
+        return cls(
+            tp,
+            fp,
+            n_pos,
+            float(problem.objective(tp, fp, n_pos)),
+            None if constrained is None else float(constrained),
+            problem.feasible(tp, fp, n_pos),
+        )
+
+    def standard_error(self, problem: Problem) -> float:
+        """Binomial standard error of the objective (precision: over predicted positives, else positives)."""
+        rows = self.tp + self.fp if problem.objective_name == "precision" else self.n_pos
+        p = min(max(self.objective, 0.0), 1.0)
+        return (p * (1.0 - p) / max(rows, 1)) ** 0.5
+
     def rank_key(self) -> tuple[float, ...]:
         """Larger is better: feasible first by objective, infeasible by how close the constraint is."""
         if self.constrained is None:
@@ -70,15 +89,7 @@ def evaluate_decision(
     if group is not None:
         counts = group.sum(counts) if sharded else group.from_rank_zero(counts)
     tp, fp, n_pos = (int(c) for c in counts.tolist())
-    constrained = problem.constrained_metric(tp, fp, n_pos)
-    return Evaluation(
-        tp,
-        fp,
-        n_pos,
-        float(problem.objective(tp, fp, n_pos)),
-        None if constrained is None else float(constrained),
-        problem.feasible(tp, fp, n_pos),
-    )
+    return Evaluation.from_counts(tp, fp, n_pos, problem)
 
 
 class BestIterate:
@@ -138,17 +149,11 @@ class WithinNoiseIterate(BestIterate):
         self.candidates.append((key, evaluation, step, train_objective, copy.deepcopy(self.network.state_dict())))
         return improved
 
-    def standard_error(self, evaluation: Evaluation) -> float:
-        """Binomial standard error of the monitored objective (precision: over predicted positives, else positives)."""
-        rows = evaluation.tp + evaluation.fp if self.problem.objective_name == "precision" else evaluation.n_pos
-        p = min(max(evaluation.objective, 0.0), 1.0)
-        return (p * (1.0 - p) / max(rows, 1)) ** 0.5
-
     def restore(self) -> None:
         if self.best is None or self.best.feasible is False:
             super().restore()
             return
-        floor = self.best.objective - self.standard_error(self.best)
+        floor = self.best.objective - self.best.standard_error(self.problem)
         same_class = [c for c in self.candidates if c[0][:2] == self.best_key[:2] and c[1].objective >= floor]
         key, evaluation, step, _, state = max(same_class, key=lambda c: (c[3], c[2]))
         self.best, self.best_step, self.best_key, self.best_state = evaluation, step, key, state

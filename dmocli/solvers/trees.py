@@ -132,6 +132,11 @@ def stop_metric(p: TreeParams, n_classes: int) -> str:
     return "logloss" if p.stop_metric == "logloss" else "aucpr"
 
 
+def monitor_weighted(p: TreeParams, n_classes: int) -> bool:
+    """Whether the held-out rows carry the class weights: for a loss, as trained; a ranking (AUC) needs none."""
+    return not stop_metric(p, n_classes).startswith("auc")
+
+
 def numpy_split(split: SplitData) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(X (n, d) float32, y (n,) int64, offsets (n, K) or None) of a split, on the host."""
     offsets = split.extra.get("offsets")
@@ -212,13 +217,12 @@ def boost_weighted(
     evals = []
     if held.monitor is not None:
         X_mon, y_mon, off_mon = held.monitor
-        ranked = stop_metric(p, n_classes).startswith("auc")  # a ranking needs no class weights
         evals = [
             (
                 matrix(
                     X_mon,
                     y_mon,
-                    None if ranked else weight(y_mon),
+                    weight(y_mon) if monitor_weighted(p, n_classes) else None,
                     base_margin(off_mon, n_classes),
                     ctx.feature_types,
                     ref=dtrain,
@@ -238,7 +242,7 @@ def boost_weighted(
             early_stopping_rounds=stopping,
             evals_result=history,
             verbose_eval=False,
-            callbacks=[_Shown(bar, xgb.callback.TrainingCallback)()],
+            callbacks=[_progress_callback(bar, xgb)],
         )
     rounds = booster.best_iteration + 1 if stopping else booster.num_boosted_rounds()
     losses = next(iter(history["monitor"].values())) if evals else None
@@ -253,17 +257,17 @@ def boost_weighted(
     return booster[:rounds], dtrain, trace
 
 
-def _Shown(bar: progress.Task, base: type) -> type:
-    """A training callback that advances `bar` by one round and shows the held-out score (built on first use:
-    xgboost is an optional import)."""
+def _progress_callback(bar: progress.Task, xgb: Any) -> Any:
+    """A training callback that advances `bar` by one round and shows the held-out score (defined on use: xgboost
+    is an optional import)."""
 
-    class Shown(base):  # type: ignore[misc, valid-type]
+    class Shown(xgb.callback.TrainingCallback):  # type: ignore[misc, name-defined]
         def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
             scores = {name: values[-1] for split in evals_log.values() for name, values in split.items()}
             bar.advance(1, **scores)
             return False
 
-    return Shown
+    return Shown()
 
 
 def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balanced: bool = True) -> FitResult:
