@@ -74,3 +74,25 @@ def test_what_dask_training_does_not_cover_is_refused_in_one_message(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     line = proc.stderr.strip()
     assert "trains --model gbdt --solver wce" in line and "drop --cv" in line and "drop --val-frac" in line
+
+
+def test_multiclass_trees_on_dask_with_a_validation_file(scheduler, tmp_path):
+    """K-class margins (n, K) come back from the workers as the pipelines' logits; --val judges early stopping."""
+    rng = np.random.default_rng(7)
+
+    def three_classes(n: int) -> pd.DataFrame:
+        X = rng.normal(size=(n, 3))
+        label = np.where(X[:, 0] > 0.5, "a", np.where(X[:, 1] > 0.8, "b", "c"))
+        return pd.DataFrame(X, columns=["p", "q", "r"]).assign(kind=rng.choice(["u", "v"], n), label=label)
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(3):
+        three_classes(1_000).to_parquet(parts / f"part-{i}.parquet")
+    val, model, report = tmp_path / "val.parquet", tmp_path / "m.safetensors", tmp_path / "r.json"
+    three_classes(600).to_parquet(val)
+    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", scheduler, "--val", val,
+            "-o", model, "--report", report, check=True)  # fmt: skip
+    trained = json.loads(report.read_text())
+    assert schema_problems(trained) == [] and trained["solver_trace"]["monitored_split"] == "val"
+    assert trained["splits"]["val"]["n"] == 600 and trained["splits"]["val"]["balanced_accuracy"] > 0.9

@@ -95,7 +95,7 @@ def train_trees_on_dask(
     report_path: str | Path | None,
     started: float,
 ) -> tuple[DmoModel, dict[str, Any]]:
-    xgb = import_xgboost()
+    import_xgboost()  # the optional dependency, named in one line when missing
     import xgboost.dask as dxgb
 
     choice = EngineChoice("dask", opts.scheduler, opts.workers)
@@ -139,24 +139,20 @@ def train_trees_on_dask(
         if opts.val is not None:
             val = prepare(reading.read_table(opts.val, text_columns=list(pre.categorical)), pre, labels).labeled()
             monitor_X, monitor_y = val.X, val.y
-            dmonitor = xgb.dask.DaskDMatrix(
-                client,
-                engine.dd.from_pandas(pd.DataFrame(monitor_X, columns=rows.columns), npartitions=1),
-                engine.dd.from_pandas(pd.Series(monitor_y), npartitions=1),
-                missing=np.nan,
-                **types,
-            )
-        else:
+        else:  # read once: the rows judge early stopping here and the threshold after training
             local_held = held.compute()
             monitor_X = local_held[rows.columns].to_numpy(np.float32)
             monitor_y = local_held["label"].to_numpy(np.int64)
-            dmonitor = dxgb.DaskDMatrix(
-                client,
-                held[rows.columns],
-                held["label"],
-                weight=held["weight"] if monitor_weighted(p, n_classes) else None,
-                missing=np.nan,
-            )
+        one_part = lambda values: engine.dd.from_pandas(values, npartitions=1)  # noqa: E731
+        monitor_weights = np.asarray(weights, np.float32)[monitor_y] if monitor_weighted(p, n_classes) else None
+        dmonitor = dxgb.DaskDMatrix(
+            client,
+            one_part(pd.DataFrame(monitor_X, columns=rows.columns)),
+            one_part(pd.Series(monitor_y)),
+            weight=None if monitor_weights is None else one_part(pd.Series(monitor_weights)),
+            missing=np.nan,
+            **types,
+        )
         fit_started = time.perf_counter()
         stopping = p.early_stopping or None
         trained = dxgb.train(
@@ -180,8 +176,10 @@ def train_trees_on_dask(
             levels.add(counted)
 
     network = BoostedTrees.from_booster(booster, labels.n_outputs)
-    margins = lambda values: np.asarray(values, dtype=np.float32).reshape(len(values), -1).squeeze(-1)  # noqa: E731
-    logits = {"train": margins(train_logits), "val": margins(booster.inplace_predict(monitor_X, predict_type="margin"))}
+    logits = {
+        "train": _as_logits(train_logits, labels.n_outputs),
+        "val": _as_logits(booster.inplace_predict(monitor_X, predict_type="margin"), labels.n_outputs),
+    }
     truth = {"train": train_y, "val": monitor_y}
     report: dict[str, Any] = envelope(
         "train",
@@ -210,7 +208,8 @@ def train_trees_on_dask(
         threshold = settled.threshold
         report.update(settled.report)
         report["warnings"] += settled.warnings
-    else:
+    else:  # arg-max over the class logits: no threshold
+        report["threshold"] = None
         report["splits"] = split_reports(logits, truth, None, None, labels.classes)
     report["solver_trace"] = {
         "rounds": rounds,
@@ -232,6 +231,12 @@ def train_trees_on_dask(
         info=training_info(opts, params, report, settled.calibration if settled is not None else None, engine="dask"),
     )
     return finish(model, report, output, report_path, started)
+
+
+def _as_logits(margins: Any, n_outputs: int) -> np.ndarray:
+    """XGBoost's margins as the pipelines' logits: (n,) for a binary model, (n, K) for K classes."""
+    values = np.asarray(margins, dtype=np.float32).reshape(len(margins), n_outputs)
+    return values[:, 0] if n_outputs == 1 else values
 
 
 def _device(opts: TrainOptions) -> Any:
