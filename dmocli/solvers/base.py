@@ -42,16 +42,19 @@ class SplitData:
     def n(self) -> int:
         return int(self.X.shape[0])
 
-    def labeled(self) -> "SplitData":
-        """The labeled rows; itself when every row is (no copy of a large X)."""
+    def take(self, rows: torch.Tensor) -> "SplitData":
+        """The rows `rows` (indices or a boolean mask), with every per-row extra array."""
         import torch
 
+        extra = {
+            k: v[rows] for k, v in self.extra.items() if isinstance(v, torch.Tensor) and v.shape[:1] == self.y.shape
+        }
+        return SplitData(self.X[rows], self.y[rows], extra)
+
+    def labeled(self) -> "SplitData":
+        """The labeled rows; itself when every row is (no copy of a large X)."""
         mask = self.y >= 0
-        if bool(mask.all()):
-            return self
-        return SplitData(
-            self.X[mask], self.y[mask], {k: v[mask] for k, v in self.extra.items() if isinstance(v, torch.Tensor)}
-        )
+        return self if bool(mask.all()) else self.take(mask)
 
 
 @dataclass

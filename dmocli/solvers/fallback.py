@@ -47,12 +47,6 @@ from dmocli.solvers.base import FitContext, FitResult, SplitData
 Fit = Callable[[SplitData, "SplitData | None", FitContext], FitResult]
 
 
-def subset(split: SplitData, rows: torch.Tensor) -> SplitData:
-    """The rows `rows` of a split, with every per-row extra array."""
-    extra = {k: v[rows] for k, v in split.extra.items() if isinstance(v, torch.Tensor) and v.shape[:1] == split.y.shape}
-    return SplitData(split.X[rows], split.y[rows], extra)
-
-
 def labeled_folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
     """A fold in [0, k) for each labeled row, -1 for unlabeled rows and for rows of classes with fewer than 2
     labeled rows (never held out). Each class is dealt round-robin in a seeded random order, continuing where the
@@ -112,7 +106,7 @@ def fit_with_fallback(
 
     supervised = WeightedCrossEntropy()
     sup_ctx = dataclasses.replace(ctx, params=WeightedCrossEntropy.Params())
-    labeled = subset(train, torch.nonzero(train.y >= 0).flatten())
+    labeled = train.labeled()
     n_out = ctx.architecture.n_outputs
     if val is not None and val.n:
         semi = fit_semi(train, val, ctx)
@@ -133,10 +127,10 @@ def fit_with_fallback(
             if held.size == 0:
                 continue
             keep = torch.as_tensor(np.flatnonzero(folds != fold), device=train.y.device)
-            part = subset(train, keep)
+            part = train.take(keep)
             held_X = train.X[torch.as_tensor(held, device=train.X.device)]
             semi_logits[position[held]] = held_out_logits(fit_semi(part, None, ctx), held_X, n_out)
-            sup_part = subset(part, torch.nonzero(part.y >= 0).flatten())
+            sup_part = part.labeled()
             sup_logits[position[held]] = held_out_logits(supervised.fit(sup_part, None, sup_ctx), held_X, n_out)
         y_held = train.y.cpu().numpy()[judged]
         judged_on = f"{k} folds of the labeled rows ({judged.size} rows scored out of fold)"

@@ -43,7 +43,7 @@ from dmocli.solvers.base import (
     inverse_frequency_weights,
     seed_everything,
 )
-from dmocli.solvers.fallback import fit_with_fallback, subset
+from dmocli.solvers.fallback import fit_with_fallback
 from dmocli.solvers.loop import adam
 from dmocli.solvers.views import VIEW_MODES, FeatureViews
 
@@ -206,7 +206,7 @@ def supervised_start(train: SplitData, labeled: torch.Tensor, ctx: FitContext) -
     from dmocli.solvers.wce import WeightedCrossEntropy  # same layer; only the warm start needs it
 
     sup_ctx = dataclasses.replace(ctx, params=WeightedCrossEntropy.Params())
-    return WeightedCrossEntropy().fit(subset(train, labeled), None, sup_ctx).network
+    return WeightedCrossEntropy().fit(train.take(labeled), None, sup_ctx).network
 
 
 class SemiSupervisedSolver(InMemorySolver):
