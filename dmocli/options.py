@@ -194,6 +194,14 @@ class TrainOptions:
         help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at "
         "this level (e.g. 0.95).",
     )
+    new_rows: int | None = option(
+        None,
+        "--new-rows",
+        estimator=True,
+        min=1,
+        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
+        "test split, a day of traffic), not its population value (docs/operating-points.md).",
+    )
     adjust: bool | None = option(
         None,
         "--adjust/--no-adjust",
@@ -247,6 +255,8 @@ class TrainOptions:
             problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
             if problem is not None:
                 problems.append(problem)
+        if self.new_rows is not None and self.confidence is None:
+            problems.append("--new-rows says which sample --confidence is about: give --confidence C with it")
         return problems
 
 

@@ -13,6 +13,7 @@ from conftest import make_binary_frame, run_dmo
 from dmocli import TrainOptions, train
 from dmocli.pipelines.cross_fit import transfer_threshold
 from dmocli.prep.dataset import stratified_folds
+from dmocli.solvers.wce import WeightedCrossEntropy
 
 
 def _overfitting_frame(n: int, seed: int, d: int = 60) -> pd.DataFrame:
@@ -119,3 +120,24 @@ def test_cross_fitting_holds_the_target_on_new_data_where_training_rows_flatter(
     print({k: np.round(v, 3).tolist() for k, v in recall.items()})
     assert np.mean(recall[5]) > np.mean(recall[0]) + 0.03
     assert np.mean(recall[0]) < 0.8 and np.mean(recall[5]) > 0.75
+
+
+def test_the_mlp_stops_on_held_out_rows_and_after_cross_fitting_trains_for_the_folds_median_epochs():
+    """Without --val each wce MLP fit holds out a stratified tenth of its rows to stop on; the final model after
+    --cv has no rows to spare, so it trains on all of them for the folds' median best epoch."""
+    frame = _overfitting_frame(400, seed=1, d=20)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    alone = TrainOptions(problem="ofbs", model="mlp", width=16, cv=0, seed=0, device="cpu")
+    _, report = train(table, alone)
+    trace = report["solver_trace"]
+    assert trace["monitored_split"] == "0.1 of train" and 1 <= trace["best_epoch"] <= trace["epochs"] < 300
+
+    solver = WeightedCrossEntropy()
+    folds = [{"best_epoch": 7, "epochs": 27}, {"best_epoch": 12, "epochs": 32}, {"best_epoch": 30, "epochs": 50}]
+    refit = solver.refit_params(solver.parse_params({}), folds)
+    assert (refit.max_epochs, refit.stop_frac) == (12, 0.0)
+    crossed = TrainOptions(problem="ofbs", model="mlp", width=16, cv=3, seed=0, device="cpu")
+    _, report = train(table, crossed)
+    assert report["params"]["stop_frac"] == 0.0 and report["params"]["max_epochs"] < 300
+    assert report["solver_trace"]["monitored_split"] == "train"
+    assert report["solver_trace"]["epochs"] <= report["params"]["max_epochs"]

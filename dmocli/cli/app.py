@@ -217,6 +217,12 @@ def threshold(
     confidence: Optional[float] = typer.Option(
         None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."
     ),
+    new_rows: Optional[int] = typer.Option(
+        None,
+        "--new-rows",
+        min=1,
+        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows.",
+    ),
     allow_infeasible: bool = typer.Option(
         False, "--allow-infeasible", help="Keep the closest threshold when unreachable."
     ),
@@ -238,11 +244,21 @@ def threshold(
     if problem is None and (target is not None or beta is not None):
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
         raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
+    if new_rows is not None and confidence is None:
+        raise DmoError("--new-rows says which sample --confidence is about: give --confidence C with it")
     beta = 1.0 if beta is None else beta
     asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):
         result = refit_threshold(
-            model, data, asked, output, confidence, allow_infeasible, report, EngineChoice(engine, scheduler, workers)
+            model,
+            data,
+            asked,
+            output,
+            confidence,
+            allow_infeasible,
+            report,
+            EngineChoice(engine, scheduler, workers),
+            new_rows,
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"

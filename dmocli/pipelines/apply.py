@@ -104,12 +104,14 @@ def refit_threshold(
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
+    new_rows: int | None = None,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically).
 
-    Without a problem, the one stored in the model (and its --confidence, unless one is given) is searched again:
-    re-fitting on fresh rows is the common case, and the model already says what it was trained for."""
+    Without a problem, the one stored in the model (and its --confidence and --new-rows, unless a confidence is
+    given) is searched again: re-fitting on fresh rows is the common case, and the model already says what it was
+    trained for."""
     started = time.perf_counter()
     outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
     outputs.refuse_misnamed_model(output)
@@ -121,9 +123,9 @@ def refit_threshold(
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
         if confidence is None and problem.kind != "ofbs":
-            confidence = model.info.get("confidence")
+            confidence, new_rows = model.info.get("confidence"), model.info.get("new_rows")
     logits, y, _, unlabeled = collect_logits(model, data, engine)
-    point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data))
+    point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data), new_rows)
     settled = judge_reachability(point, unreachable, allow_infeasible)
     previous = model.threshold
     model.threshold = point.threshold
@@ -135,6 +137,7 @@ def refit_threshold(
     model.info = {
         **model.info,
         "confidence": confidence,
+        "new_rows": new_rows,
         "threshold_fitted_on": sources.describe(data),
         "summary": model_summary(splits),
         **({"calibration": calibration.to_dict()} if calibration else {}),

@@ -43,7 +43,7 @@ class CrossFitted:
     y: np.ndarray
     folds: np.ndarray
     seconds: float
-    rounds: list[int]  # boosted trees: each fold's early-stopped number of rounds (none for other models)
+    traces: list[dict[str, Any]]  # each fold's solver trace: where it stopped early (InMemorySolver.refit_params)
 
 
 def cross_fit(
@@ -63,18 +63,17 @@ def cross_fit(
     started = time.perf_counter()
     folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
     logits = np.empty(data.n, dtype=np.float32)
-    rounds: list[int] = []
+    traces: list[dict[str, Any]] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
         for fold in range(k):
             held = folds == fold
             result = solver.fit(to_tensors(data.take(np.flatnonzero(~held))), None, ctx)
             scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
             logits[held] = scores.float().cpu().numpy()
-            if "rounds" in result.trace:
-                rounds.append(int(result.trace["rounds"]))
+            traces.append(result.trace)
             del result
             bar.advance(1)
-    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, rounds)
+    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, traces)
 
 
 def transfer_threshold(
@@ -89,10 +88,12 @@ def transfer_threshold(
     return float(np.sort(final_logits)[::-1][predicted - 1])
 
 
-def cv_report(crossed: CrossFitted, problem: Problem, confidence: float | None) -> dict[str, Any]:
+def cv_report(
+    crossed: CrossFitted, problem: Problem, confidence: float | None, new_rows: int | None = None
+) -> dict[str, Any]:
     """The report's `cv` section: the folds, each fold's own exact operating point on its out-of-fold scores (the
     spread one validation split of that size would have shown), and the range of their thresholds."""
-    per_fold = _fold_points(crossed, problem, confidence)
+    per_fold = _fold_points(crossed, problem, confidence, new_rows)
     thresholds = [fold["threshold"] for fold in per_fold]
     return {
         "folds": int(crossed.folds.max()) + 1,
@@ -102,13 +103,15 @@ def cv_report(crossed: CrossFitted, problem: Problem, confidence: float | None) 
     }
 
 
-def _fold_points(crossed: CrossFitted, problem: Problem, confidence: float | None) -> list[dict[str, Any]]:
+def _fold_points(
+    crossed: CrossFitted, problem: Problem, confidence: float | None, new_rows: int | None
+) -> list[dict[str, Any]]:
     out = []
     for fold in range(int(crossed.folds.max()) + 1):
         held = crossed.folds == fold
         if not crossed.y[held].any():
             continue
-        point = search(crossed.logits[held], crossed.y[held], problem, confidence)
+        point = search(crossed.logits[held], crossed.y[held], problem, confidence, new_rows)
         out.append(
             {
                 "fold": fold,

@@ -203,7 +203,14 @@ def train_trees_on_dask(
     settled = None
     if problem is not None:
         settled = settle_threshold(
-            logits, truth, problem, 0.0, opts.adjust is not False, opts.confidence, opts.allow_infeasible
+            logits,
+            truth,
+            problem,
+            0.0,
+            opts.adjust is not False,
+            opts.confidence,
+            opts.allow_infeasible,
+            new_rows=opts.new_rows,
         )
         threshold = settled.threshold
         report.update(settled.report)

@@ -117,9 +117,8 @@ def train_in_memory(
     crossed = None
     if folds:
         crossed = cross_fit(solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device)
-        if len(crossed.rounds) == folds:  # trees: the folds' early stopping sets the final model's rounds
-            params = dataclasses.replace(params, rounds=int(np.median(crossed.rounds)), early_stopping=0)
-            ctx = dataclasses.replace(ctx, params=params)
+        params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
+        ctx = dataclasses.replace(ctx, params=params)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
@@ -178,6 +177,7 @@ def train_in_memory(
             opts.allow_infeasible,
             transfer,
             calibrate,
+            opts.new_rows,
         )
         threshold = settled.threshold
         report.update(settled.report)
@@ -190,7 +190,7 @@ def train_in_memory(
     report["fit_seconds"] = fit_seconds
     if crossed is not None:
         report["cv"] = {
-            **cv_report(crossed, problem, opts.confidence),
+            **cv_report(crossed, problem, opts.confidence, opts.new_rows),
             "transfer": opts.cv_transfer,
             "pooled_val": opts.val is not None,
             "oof_threshold": report["operating_point"]["threshold"],

@@ -30,11 +30,16 @@ def problem_fields(problem: Problem | None) -> dict[str, Any]:
 
 
 def fit_threshold(
-    scores: np.ndarray, labels: np.ndarray, problem: Problem, confidence: float | None, where: str
+    scores: np.ndarray,
+    labels: np.ndarray,
+    problem: Problem,
+    confidence: float | None,
+    where: str,
+    new_rows: int | None = None,
 ) -> tuple[OperatingPoint, str | None]:
     """The exact operating point on (scores, labels), and why the target is out of reach when it is (else None).
     `where` names the data in that message ("the val split")."""
-    point = search(scores, labels, problem, confidence)
+    point = search(scores, labels, problem, confidence, new_rows)
     if point.feasible is not False:
         return point, None
     what = problem.constraint_name
@@ -42,6 +47,9 @@ def fit_threshold(
         f"target {what} >= {problem.target:g} is not {'certified' if confidence else 'reachable'} on {where} "
         f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f})"
     )
+    if new_rows is not None:
+        needed = "no rate would do" if point.required_rate is None else f"it had to reach {point.required_rate:.4f}"
+        message += f"; for the {what} measured on {new_rows} new rows to hold, {needed} there"
     if point.rows_needed is not None:
         counted = "predicted positives" if problem.kind == "fpor" else "positives"
         message += (
@@ -109,6 +117,7 @@ def settle_threshold(
     allow_infeasible: bool,
     transfer: Callable[[float], float] | None = None,
     calibrate: bool = True,
+    new_rows: int | None = None,
 ) -> Settled:
     """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
     search on the out-of-fold scores ("cv", carried to the final model by `transfer`), else on the val split,
@@ -128,7 +137,7 @@ def settle_threshold(
     if adjust or own is None:
         split = held_out  # searched on the same scores the probability map is fitted on
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
-        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where)
+        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where, new_rows)
         settled = judge_reachability(point, unreachable, allow_infeasible)
         if split == "cv" and transfer is not None:
             settled.threshold = transfer(point.threshold)

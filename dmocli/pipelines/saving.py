@@ -22,6 +22,7 @@ def training_info(
     return {
         "seed": opts.seed,
         "confidence": opts.confidence,
+        **({"new_rows": opts.new_rows} if opts.new_rows is not None else {}),
         "params": vars(params),
         **extra,
         "summary": model_summary(report.get("splits", {})),

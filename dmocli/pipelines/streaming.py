@@ -326,7 +326,9 @@ def train_streaming(
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
-    settled = settle_threshold(logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible)
+    settled = settle_threshold(
+        logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible, new_rows=opts.new_rows
+    )
     model.threshold = settled.threshold
     report["warnings"] += settled.warnings
     report["online"] = online

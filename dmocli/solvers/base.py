@@ -153,6 +153,13 @@ class InMemorySolver(Solver, abc.ABC):
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         """Train on `train` (selecting or stopping on `val` where the solver does); return the network."""
 
+    def refit_params(self, params: Any, fold_traces: list[dict[str, Any]]) -> Any:
+        """The final model's parameters after cross-fitting (`--cv`), from the fold fits' traces. A fold that
+        stopped early on rows it held out tells how long a fit of this size should run; the final fit on all rows
+        has none to hold out, so a solver that stops early runs it for the folds' median length instead. Default:
+        the parameters as given."""
+        return params
+
 
 Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # a fresh pass of (X float32, y 0/1) per call
 Progress = Callable[[int, float], None]  # (rows seen, online F so far)

@@ -84,13 +84,17 @@ class EarlyStopping:
         self.min_delta = min_delta
         self.best = float("inf")
         self.bad_steps = 0
+        self.steps = 0
+        self.best_step = 0  # 1-based: the step whose weights restore() brings back
         self.best_state = copy.deepcopy(network.state_dict())
 
     def step(self, value: float) -> bool:
         """Record a value; True when training should stop."""
         improved = value < self.best - self.min_delta * max(1.0, abs(self.best)) if self.best < float("inf") else True
+        self.steps += 1
         if improved:
             self.best = value
+            self.best_step = self.steps
             self.bad_steps = 0
             self.best_state = copy.deepcopy(self.network.state_dict())
             return False

@@ -54,8 +54,8 @@ class TreeParams(SolverParams):
         metadata={
             "min": 0.0,
             "below": 1.0,
-            "help": "gbdt without --val: stratified share of the training rows held out for early stopping "
-            "(0: none, every round is kept)",
+            "help": "gbdt (and wce's adam) without --val: stratified share of the training rows held out for "
+            "early stopping (0: none; trees keep every round, adam stops on the training loss)",
         },
     )
     subsample: float = field(
@@ -83,13 +83,16 @@ class TreeParams(SolverParams):
 TREE_KEYS = tuple(f.name for f in dataclasses.fields(TreeParams))
 
 
-def check_model_params(params: SolverParams, model: str, torch_only: tuple[str, ...]) -> None:
+def check_model_params(
+    params: SolverParams, model: str, torch_only: tuple[str, ...], shared: tuple[str, ...] = ()
+) -> None:
     """A parameter of the other model family would be silently ignored: refuse it (all of them in one message).
-    Only values that differ from the default are seen here, which is what a user changing one means."""
+    Only values that differ from the default are seen here, which is what a user changing one means. `shared`:
+    tree parameters the solver also applies to the torch models."""
     defaults = type(params)()
     changed = [f.name for f in dataclasses.fields(params) if getattr(params, f.name) != getattr(defaults, f.name)]
     problems = []
-    trees = [key for key in changed if key in TREE_KEYS]
+    trees = [key for key in changed if key in TREE_KEYS and key not in shared]
     if trees and model != "gbdt":
         problems.append(f"--param {_as_typed(trees)} applies to --model gbdt, not to --model {model}: drop it")
     torch_keys = [key for key in changed if key in torch_only]

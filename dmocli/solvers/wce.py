@@ -8,21 +8,28 @@ the logits during training.
 The linear model's loss is convex, so it is minimized exactly: full-batch
 L-BFGS with scikit-learn's default L2 (C = 1, i.e. l2 = 1/n on the mean
 loss). The MLP uses Adam mini-batches with early stopping on the validation
-loss (train loss if no validation split), best weights restored.
+loss, best weights restored. Without a validation split a stratified
+`stop-frac` of the training rows is held out to stop on (a network judged on
+its own training loss keeps fitting noise); under torchrun, and with
+`stop-frac=0`, the training loss is monitored. After cross-fitting, the final
+model trains on all rows for the folds' median best epoch (refit_params).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
+from dmocli.prep.dataset import stratified_split
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
@@ -80,9 +87,19 @@ class WeightedCrossEntropy(InMemorySolver):
         balanced: bool = field(default=True, metadata={"help": "weight rows by inverse class frequency"})
 
     def check_params(self, params: Params, model: str) -> None:
-        check_model_params(params, model, TORCH_PARAMS)
+        check_model_params(params, model, TORCH_PARAMS, shared=("stop_frac",))
         if model != "gbdt":
             _optimizer(params, model)
+
+    def refit_params(self, params: Params, fold_traces: list[dict[str, Any]]) -> Params:
+        """Trees: the folds' median early-stopped rounds; adam: the folds' median best epoch, on all rows."""
+        if fold_traces and all("rounds" in trace for trace in fold_traces):
+            rounds = int(np.median([trace["rounds"] for trace in fold_traces]))
+            return dataclasses.replace(params, rounds=rounds, early_stopping=0)
+        if fold_traces and all(trace.get("best_epoch") for trace in fold_traces):
+            epochs = int(np.median([trace["best_epoch"] for trace in fold_traces]))
+            return dataclasses.replace(params, max_epochs=max(1, epochs), stop_frac=0.0)
+        return params
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -146,7 +163,7 @@ class WeightedCrossEntropy(InMemorySolver):
 
             model = DistributedDataParallel(network, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
         optimizer = adam(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
-        monitor = val if val is not None and val.n > 0 else train
+        train, monitor, monitor_name = _monitored(train, val, ctx)
         offsets = train.extra.get("offsets")
         stopper = EarlyStopping(network, patience=p.patience)
         epochs = 0
@@ -186,10 +203,27 @@ class WeightedCrossEntropy(InMemorySolver):
             trace={
                 "optimizer": "adam",
                 "epochs": epochs,
+                "best_epoch": stopper.best_step,
                 "best_monitored_loss": stopper.best,
-                "monitored_split": "val" if monitor is val else "train",
+                "monitored_split": monitor_name,
             },
         )
+
+
+def _monitored(train: SplitData, val: SplitData | None, ctx: FitContext) -> tuple[SplitData, SplitData, str]:
+    """(rows to train on, rows early stopping judges, their name): the validation split when given; else a
+    stratified `stop-frac` of the training rows in one process, when every class can spare one; else the
+    training rows themselves (under torchrun each process holds only its share, and with stop-frac=0)."""
+    p = ctx.params
+    if val is not None and val.n > 0:
+        return train, val, "val"
+    y = train.y.cpu().numpy()
+    counts = np.bincount(y[y >= 0])
+    if ctx.group is not None or p.stop_frac <= 0 or counts.size < 2 or counts.min() * p.stop_frac < 1:
+        return train, train, "train"
+    kept, held = stratified_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    as_rows = lambda rows: torch.as_tensor(rows, device=train.X.device)  # noqa: E731
+    return train.take(as_rows(kept)), train.take(as_rows(held)), f"{p.stop_frac:g} of train"
 
 
 OPTIMIZER_PARAMS = {"lbfgs": ("l2", "max_iter"), "adam": ("lr", "weight_decay", "batch_size", "max_epochs", "patience")}

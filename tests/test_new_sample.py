@@ -1,0 +1,103 @@
+"""`--confidence C --new-rows N`: the metric *measured on a new sample of N rows* meets the target with probability
+at least C. Checked two ways: the required population rate against brute-force binomial sums, and a simulation
+with known score distributions in which each draw fits the threshold on one sample and measures it on a fresh
+sample of N rows; a draw fails when that measured metric is below the target (refusing is safe). The population
+certificate alone (no --new-rows) is run beside it, to show that it does not cover the measured value.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_dmo
+from scipy import stats
+from test_confidence_coverage import DRAWS, Gaussian, allowed
+
+from dmocli.errors import DmoError
+from dmocli.operating_point.new_sample import NOISE_SHARE, required_rate
+from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import search
+
+
+def worst_miss(rate: float, fewest: int, target: float, new_rows: int) -> float:
+    """max over every count m in [fewest, new_rows] of P(Binomial(m, rate) < target x m), summed term by term."""
+    worst = 0.0
+    for m in range(fewest, new_rows + 1):
+        pmf = stats.binom.pmf(np.arange(m + 1), m, rate)
+        worst = max(worst, float(pmf[np.arange(m + 1) < target * m - 1e-9].sum()))
+    return worst
+
+
+@pytest.mark.parametrize("fewest, target, new_rows", [(1, 0.8, 40), (7, 0.8, 60), (25, 0.9, 80), (60, 0.75, 150)])
+def test_the_required_rate_is_the_least_that_keeps_every_count_under_the_miss(fewest, target, new_rows):
+    miss = NOISE_SHARE * (1 - 0.95)
+    rate = required_rate(fewest, target, new_rows, 0.95)
+    assert target < rate <= 1
+    assert worst_miss(rate, fewest, target, new_rows) <= miss
+    assert worst_miss(rate - 1e-6, fewest, target, new_rows) > miss  # nothing lower would do
+
+
+def test_no_row_counted_in_the_new_sample_means_no_rate_certifies():
+    assert required_rate(0, 0.8, 100, 0.95) == np.inf
+
+
+def measured_failures(world, problem: Problem, n: int, new_rows: int | None, sample: int, seed: int):
+    """(draws whose fresh sample of `sample` rows misses the target, answered draws)."""
+    rng = np.random.default_rng(seed)
+    wrong = answered = 0
+    for _ in range(DRAWS):
+        scores, y = world.draw(n, rng)
+        point = search(scores, y, problem, 0.95, new_rows)
+        if not point.feasible:
+            continue
+        answered += 1
+        fresh, truth = world.draw(sample, rng)
+        decided = fresh >= point.threshold
+        tp = int((decided & (truth == 1)).sum())
+        counted = int(decided.sum()) if problem.kind == "fpor" else int(truth.sum())
+        wrong += counted == 0 or tp / counted < problem.target
+    return wrong, answered
+
+
+@pytest.mark.parametrize("kind", ["fpor", "frop"])
+def test_the_metric_measured_on_new_rows_meets_the_target_as_certified(kind):
+    world, n, sample = Gaussian(prior=0.1, shift=3.5 if kind == "fpor" else 3.0), 3000, 1000
+    wrong, answered = measured_failures(world, Problem(kind, 0.8), n, sample, sample, seed=5)
+    population_wrong, population_answered = measured_failures(world, Problem(kind, 0.8), n, None, sample, seed=5)
+    print(f"{kind}: new-rows {wrong}/{answered}, population certificate {population_wrong}/{population_answered}")
+    assert wrong <= allowed(0.95) and answered >= 0.8 * DRAWS
+    assert population_wrong > allowed(0.95)  # bounding the population value does not bound the measured one
+
+
+def test_new_rows_without_confidence_is_refused():
+    scores, y = Gaussian(prior=0.2, shift=2.0).draw(200, np.random.default_rng(0))
+    with pytest.raises(DmoError, match="--new-rows says which sample --confidence is about"):
+        search(scores, y, Problem("frop", 0.8), None, 100)
+
+
+def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tmp_path):
+    rng = np.random.default_rng(0)
+    y = (rng.random(3000) < 0.1).astype(np.int64)
+    X = rng.normal(size=(3000, 3))
+    X[:, 0] += 3.0 * y
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y)
+    data = tmp_path / "d.parquet"
+    frame.to_parquet(data)
+    model = tmp_path / "m.safetensors"
+    args = ("--problem", "frop", "--target", "0.8", "--confidence", "0.95")
+    proc = run_dmo("train", data, *args, "--new-rows", "500", "-o", model, "--json", check=True)
+    point = json.loads(proc.stdout)["operating_point"]
+    assert point["new_rows"] == 500 and 0.8 < point["required_rate"] <= point["constraint_bound"]
+    population = json.loads(run_dmo("train", data, *args, "-o", tmp_path / "p.st", "--json", check=True).stdout)
+    assert population["operating_point"]["new_rows"] is None
+    assert point["recall"] > population["operating_point"]["recall"]  # a sample's scatter asks for more recall
+
+    refit = run_dmo("threshold", model, data, "-o", tmp_path / "r.safetensors", "--json", check=True)
+    assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 500  # the model's own guarantee
+
+    refused = run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--new-rows", "500", "-o", model)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "--new-rows says which sample --confidence is about" in refused.stderr
