@@ -139,8 +139,8 @@ def sklearn_runs(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[st
     return out
 
 
-def one_resplit(task: tuple[str, str, int, tuple[str, ...], str]) -> list[dict[str, Any]]:
-    data_dir, name, seed, models, transfer = task
+def one_resplit(task: tuple[str, str, int, tuple[str, ...], str, tuple[str, ...]]) -> list[dict[str, Any]]:
+    data_dir, name, seed, models, transfer, modes = task
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -151,7 +151,7 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...], str]) -> list[dict[s
     for model in models:
         for problem, target in PROBLEMS:
             for mode in ("val25", "cv5", *CERTIFIED):
-                if mode in CERTIFIED and problem == "ofbs":
+                if mode not in modes or mode in CERTIFIED and problem == "ofbs":
                     continue
                 started = time.perf_counter()
                 result = dmo_run(data, test, problem, target, mode, model, seed, transfer)
@@ -167,7 +167,7 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...], str]) -> list[dict[s
                         **result,
                     }
                 )
-    for problem, result in sklearn_runs(data, test, seed).items():
+    for problem, result in (sklearn_runs(data, test, seed) if "sklearn_lr" in modes else {}).items():
         rows.append(
             {
                 "set": name,
@@ -240,10 +240,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--transfer", default="apply", choices=["apply", "rank"], help="--cv-transfer of the runs")
     parser.add_argument("--results-name", default="operating_point")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="the modes to run")
     args = parser.parse_args()
     started = time.perf_counter()
     tasks = [
-        (str(args.data_dir), name, seed, tuple(args.models), args.transfer)
+        (str(args.data_dir), name, seed, tuple(args.models), args.transfer, tuple(args.modes))
         for name in args.sets
         for seed in range(args.resplits)
     ]
