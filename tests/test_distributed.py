@@ -172,6 +172,8 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
         "mode=minibatch",
         "--param",
         "batch-size=128",
+        "--cv",
+        "0",  # the iterate judged on the sharded training rows; cross-fitted ERO is tested below
         "--json",
     )
     assert mlp.returncode == 0, mlp.stderr
@@ -242,8 +244,11 @@ def test_cross_fitting_on_two_processes_is_the_one_process_cross_fitting(tmp_pat
 
 def test_cross_fitted_mlp_and_ero_on_two_processes_finish_and_repeat(tmp_path):
     """Each fold's fit is the distributed one (DDP with join for the uneven shares; ERO's per-row s on each
-    process): the same seed gives the same model and the same cv section."""
-    data = uneven_parquet_dir(make_binary_frame(n=700, seed=23, pos_frac=0.15), tmp_path / "data")
+    process; class weights and counts over both processes): the same seed gives the same model and the same cv
+    section. DATA sorted by label leaves process 1 no positive row in any fold: its fits must neither fail nor
+    wait forever."""
+    frame = make_binary_frame(n=700, seed=23, pos_frac=0.15).sort_values("label", ascending=False, kind="stable")
+    data = uneven_parquet_dir(frame.reset_index(drop=True), tmp_path / "data")
     mlp = ["--model", "mlp", "--width", "8", "--problem", "ofbs", "--cv", "3", "--param", "max-epochs=8", "--json"]
     runs = [torchrun_dmo("train", data, "-o", tmp_path / f"mlp{i}.safetensors", *mlp) for i in (1, 2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
@@ -446,5 +451,5 @@ def test_a_fold_that_leaves_a_process_too_few_training_rows_is_refused_alike_eve
         placement = Placement(SimpleNamespace(rank=rank, world_size=2), np.arange(8), [2, 6])
         with pytest.raises(DmoError, match="--cv 3: without fold 0, process 0 of 2 keeps 1 of its 2 rows to train on"):
             placement.own_folds(folds, 3)
-    shared = Placement(SimpleNamespace(rank=1, world_size=2), np.arange(8), [4, 4])
+    shared = Placement(SimpleNamespace(rank=1, world_size=2), None, [4, 4])  # no --val pooled: rank order
     assert shared.own_folds(folds, 3).tolist() == [1, 2, 2, 0]

@@ -34,7 +34,9 @@ class Placement:
     pooled --val rows)."""
 
     group: ProcessGroup
-    order: np.ndarray  # the one-process index of each row, the processes' rows concatenated in rank order
+    # the one-process index of each row, the processes' rows concatenated in rank order; None: that order is
+    # one process's already (no --val pooled), and no index array of every row is held
+    order: np.ndarray | None
     counts: list[int]  # rows per process, in rank order
 
     @classmethod
@@ -42,6 +44,9 @@ class Placement:
         """`n_rows`: this process's rows, its DATA rows followed by its share of `pooled_val` --val rows."""
         start, stop = _val_range(pooled_val, group)
         shares = group.gather_json([n_rows - (stop - start), start, stop])
+        counts = [own + stop - start for own, start, stop in shares]
+        if not pooled_val:
+            return cls(group, None, counts)
         data_rows = sum(own for own, _, _ in shares)
         first = np.cumsum([0, *(own for own, _, _ in shares)])
         order = np.concatenate(
@@ -50,23 +55,30 @@ class Placement:
                 for r, (own, start, stop) in enumerate(shares)
             ]
         ).astype(np.int64)
-        return cls(group, order, [own + stop - start for own, start, stop in shares])
+        return cls(group, order, counts)
 
     def gathered(self, values: np.ndarray) -> np.ndarray:
         """Every process's `values` of its rows (first axis), in one process's order, on every process."""
         import torch
 
         parts = self.group.gather_rows(torch.from_numpy(np.ascontiguousarray(values))).numpy()
+        if self.order is None:
+            return parts
         out = np.empty_like(parts)
         out[self.order] = parts
         return out
 
+    def _rows_of(self, rank: int) -> np.ndarray | slice:
+        """The one-process indices of process `rank`'s rows."""
+        start = sum(self.counts[:rank])
+        rows = slice(start, start + self.counts[rank])
+        return rows if self.order is None else self.order[rows]
+
     def own_folds(self, every_fold: np.ndarray, k: int) -> np.ndarray:
         """This process's rows' folds. Refused alike on every process (each sees every fold): a fold whose
         training part leaves some process fewer than MIN_TRAINING_ROWS rows, which its fit cannot train on."""
-        bounds = np.cumsum([0, *self.counts])
         for rank in range(self.group.world_size):
-            folds = every_fold[self.order[bounds[rank] : bounds[rank + 1]]]
+            folds = every_fold[self._rows_of(rank)]
             training = self.counts[rank] - np.bincount(folds, minlength=k)
             if training.min() < MIN_TRAINING_ROWS:
                 fold = int(np.argmin(training))
@@ -75,8 +87,7 @@ class Placement:
                     f"{int(training[fold])} of its {self.counts[rank]} rows to train on (each process needs "
                     f"{MIN_TRAINING_ROWS}); lower --cv, or start fewer processes"
                 )
-        rank = self.group.rank
-        return every_fold[self.order[bounds[rank] : bounds[rank + 1]]]
+        return every_fold[self._rows_of(self.group.rank)]
 
 
 def val_share(val: Prepared, group: ProcessGroup | None) -> Prepared:
