@@ -172,6 +172,8 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
         "mode=minibatch",
         "--param",
         "batch-size=128",
+        "--cv",
+        "0",  # the iterate judged on the sharded training rows; cross-fitted ERO is tested below
         "--json",
     )
     assert mlp.returncode == 0, mlp.stderr
@@ -197,12 +199,82 @@ def test_the_smoothed_baselines_on_two_processes_take_the_one_process_steps(tmp_
     _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-3)
 
 
-@pytest.mark.parametrize("case", ["solver", "csv", "val-frac"])
+def _cv_matches(dist: dict, single: dict) -> None:
+    """The same out-of-fold operating point, counts and per-fold points as one process (thresholds up to the
+    L-BFGS optimum's float noise)."""
+    assert dist["operating_point"]["split"] == single["operating_point"]["split"] == "cv"
+    assert dist["threshold"] == pytest.approx(single["threshold"], abs=1e-5)
+    for split in ("cv", "train"):
+        for key in ("n", "n_pos", "tp", "fp"):
+            assert dist["splits"][split][key] == single["splits"][split][key], (split, key)
+    assert dist["cv"]["folds"] == single["cv"]["folds"]
+    assert dist["cv"]["threshold_spread"] == pytest.approx(single["cv"]["threshold_spread"], abs=1e-5)
+    for ours, theirs in zip(dist["cv"]["per_fold"], single["cv"]["per_fold"], strict=True):
+        assert {k: ours[k] for k in ("fold", "n", "n_pos", "precision", "recall", "feasible")} == {
+            k: theirs[k] for k in ("fold", "n", "n_pos", "precision", "recall", "feasible")
+        }
+        assert ours["threshold"] == pytest.approx(theirs["threshold"], abs=1e-5)
+
+
+def test_cross_fitting_on_two_processes_is_the_one_process_cross_fitting(tmp_path):
+    """The folds are dealt from every process's labels as one process deals them, so with the linear model (each
+    fold's fit the same L-BFGS optimum) two processes give one process's out-of-fold threshold, counts and cv
+    section. Without --val the default --cv 5 applies under torchrun too; with --val and --cv its rows are
+    shared between the processes and pooled into the folds, as one process pools them."""
+    from jsonschema import Draft202012Validator
+
+    import dmocli
+
+    frame = with_category(make_binary_frame(n=900, seed=21, pos_frac=0.12), 3)
+    data = uneven_parquet_dir(frame, tmp_path / "data")
+    val = tmp_path / "val.parquet"
+    with_category(make_binary_frame(n=301, seed=22, pos_frac=0.12), 4).to_parquet(val)
+    for name, extra in (("default", []), ("pooled", ["--cv", "3", "--val", val])):
+        common = ["--problem", "fpor", "--target", "0.7", "--json", *extra]
+        one = run_dmo("train", data, "-o", tmp_path / f"{name}1.safetensors", *common, check=True)
+        two = torchrun_dmo("train", data, "-o", tmp_path / f"{name}2.safetensors", *common)
+        assert two.returncode == 0, two.stderr
+        single, dist = json.loads(one.stdout), json.loads(two.stdout)
+        Draft202012Validator(dmocli.report_schema()).validate(dist)
+        _cv_matches(dist, single)
+        _weights_close(tmp_path / f"{name}1.safetensors", tmp_path / f"{name}2.safetensors", 1e-6)
+        assert dist["splits"]["cv"]["n"] == (900 if name == "default" else 1201)  # --val's rows counted once
+        assert dist["cv"]["folds"] == (5 if name == "default" else 3) and dist["cv"]["pooled_val"] == bool(extra)
+
+
+def test_cross_fitted_mlp_and_ero_on_two_processes_finish_and_repeat(tmp_path):
+    """Each fold's fit is the distributed one (DDP with join for the uneven shares; ERO's per-row s on each
+    process; class weights and counts over both processes): the same seed gives the same model and the same cv
+    section. DATA sorted by label leaves process 1 no positive row in any fold: its fits must neither fail nor
+    wait forever."""
+    frame = make_binary_frame(n=700, seed=23, pos_frac=0.15).sort_values("label", ascending=False, kind="stable")
+    data = uneven_parquet_dir(frame.reset_index(drop=True), tmp_path / "data")
+    mlp = ["--model", "mlp", "--width", "8", "--problem", "ofbs", "--cv", "3", "--param", "max-epochs=8", "--json"]
+    runs = [torchrun_dmo("train", data, "-o", tmp_path / f"mlp{i}.safetensors", *mlp) for i in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert (tmp_path / "mlp1.safetensors").read_bytes() == (tmp_path / "mlp2.safetensors").read_bytes()
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first["cv"]["per_fold"] == second["cv"]["per_fold"] and first["threshold"] == second["threshold"]
+    assert sum(fold["n"] for fold in first["cv"]["per_fold"]) == 700
+
+    ero = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--cv", "3", "--json"]
+    run = torchrun_dmo("train", data, "-o", tmp_path / "ero.safetensors", *ero)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["operating_point"]["split"] == "cv" and report["splits"]["cv"]["n"] == 700
+    assert report["splits"]["cv"]["recall"] >= 0.75
+
+
+@pytest.mark.parametrize("case", ["solver", "csv", "val-frac", "cv"])
 def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, case):
     frame = make_binary_frame(n=200)
     data = tmp_path / "data.parquet"
     frame.to_parquet(data)
-    args = {"solver": [data, "--solver", "fofo"], "val-frac": [data, "--val-frac", "0.2"]}.get(case)
+    args = {
+        "solver": [data, "--solver", "fofo"],
+        "val-frac": [data, "--val-frac", "0.2"],
+        "cv": [data, "--cv", "150"],
+    }.get(case)
     if args is None:
         frame.to_csv(tmp_path / "data.csv", index=False)
         args = [tmp_path / "data.csv"]
@@ -213,6 +285,7 @@ def test_what_cannot_train_distributed_is_one_line_from_process_zero(tmp_path, c
         "solver": "under torchrun only these train on several: ero, lagrangian, sigmoid-f1, wce",
         "csv": "convert DATA to parquet",
         "val-frac": "give --val FILE",
+        "cv": "--cv 150 needs at least 150 rows of every class; class 1 has",  # counted over both processes
     }[case]
     assert len(lines) == 1 and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr.split("dmo: error:")[0]  # torchrun's own report comes after ours
@@ -326,3 +399,57 @@ def test_a_failure_on_one_process_stops_every_process_with_its_message(tmp_path)
         assert out["rows"] == [0, 1, 0, 1, 2, 0, 1, 2, 3]
         assert out["sum"] == 6
         assert out["dtypes"] == ["torch.float64", "torch.float32"]  # every process sums in one dtype
+
+
+def _placement_worker(rank: int, world: int, store: str, results: str) -> None:
+    """One process's share of 40 DATA rows and of 5 pooled --val rows (1, 2, 2), as in_memory makes them."""
+    import torch
+    import torch.distributed as dist
+
+    from dmocli.engines.torch_distributed import ProcessGroup
+    from dmocli.pipelines.shared_folds import Placement, val_share
+    from dmocli.prep.dataset import Prepared, stratified_folds
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    group = ProcessGroup(rank=rank, world_size=world, backend="gloo", device=torch.device("cpu"))
+    start, stop = group.row_range(np.ones(40, dtype=bool))
+    val = val_share(Prepared(np.zeros((5, 1), np.float32), np.arange(100, 105)), group)
+    own = np.concatenate([np.arange(start, stop), val.y])  # each row's value: its one-process index (val: 100+)
+    placement = Placement.of(own.size, 5, group)
+    y = np.arange(45) % 3 % 2
+    folds = stratified_folds(y, 4, 7)
+    out = {
+        "gathered": placement.gathered(own).tolist(),
+        "folds": placement.own_folds(folds, 4).tolist(),
+        "expected": folds[np.concatenate([np.arange(start, stop), 40 + val.y - 100])].tolist(),
+    }
+    Path(results, f"{rank}.json").write_text(json.dumps(out))
+    group.close()
+
+
+def test_the_processes_rows_take_one_process_order_and_folds(tmp_path):
+    """DATA's rows in rank order, then --val's shares: gathered values come back in one process's order, and
+    each process's folds are its rows' folds in one process's dealing."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_placement_worker, args=(3, str(tmp_path / "store"), str(tmp_path)), nprocs=3, join=True)
+    outcomes = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(3)]
+    for out in outcomes:
+        assert out["gathered"] == [*range(40), *range(100, 105)]
+        assert out["folds"] == out["expected"]
+    assert sum(len(out["folds"]) for out in outcomes) == 45
+
+
+def test_a_fold_that_leaves_a_process_too_few_training_rows_is_refused_alike_everywhere():
+    from types import SimpleNamespace
+
+    from dmocli.errors import DmoError
+    from dmocli.pipelines.shared_folds import Placement
+
+    folds = np.array([0, 1, 1, 0, 1, 2, 2, 0])  # process 0 holds rows 0 and 1, one of them in fold 0
+    for rank in (0, 1):
+        placement = Placement(SimpleNamespace(rank=rank, world_size=2), np.arange(8), [2, 6])
+        with pytest.raises(DmoError, match="--cv 3: without fold 0, process 0 of 2 keeps 1 of its 2 rows to train on"):
+            placement.own_folds(folds, 3)
+    shared = Placement(SimpleNamespace(rank=1, world_size=2), None, [4, 4])  # no --val pooled: rank order
+    assert shared.own_folds(folds, 3).tolist() == [1, 2, 2, 0]

@@ -14,7 +14,8 @@ measurements behind the default):
   that the out-of-fold threshold gave (the threshold is that quantile of the
   final model's training scores).
 
-Folds run one after the other, each within the memory of one fit.
+Folds run one after the other, each within the memory of one fit. Under torchrun each fold's fit is the
+distributed fit, and the folds are one process's (pipelines/shared_folds.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from dmocli import progress
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
+from dmocli.pipelines.shared_folds import Placement
 from dmocli.prep.dataset import Prepared, stratified_folds
 from dmocli.solvers.base import FitContext, InMemorySolver, SplitData
 
@@ -53,15 +55,21 @@ def cross_fit(
     ctx: FitContext,
     to_tensors: Callable[[Prepared], SplitData],
     device: torch.device,
+    pooled_val: int = 0,
 ) -> CrossFitted:
     """K fits, each scoring the fold it did not see; the folds' models are fitted as the final one is (no
-    validation split), so the out-of-fold scores stand for the final model's scores on new rows."""
+    validation split), so the out-of-fold scores stand for the final model's scores on new rows. Under torchrun
+    (`ctx.group`) `data` is this process's rows, the last `pooled_val` rows over all processes being --val's, and
+    what is returned is every process's, in one process's order."""
     import torch
 
     from dmocli.models.networks import logits_of
 
     started = time.perf_counter()
-    folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
+    placement = None if ctx.group is None else Placement.of(data.n, pooled_val, ctx.group)
+    y = data.y if placement is None else placement.gathered(data.y)
+    every_fold = stratified_folds(y, k, ctx.seed, ctx.class_names)
+    folds = every_fold if placement is None else placement.own_folds(every_fold, k)
     logits = np.empty(data.n, dtype=np.float32)
     traces: list[dict[str, Any]] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
@@ -73,7 +81,9 @@ def cross_fit(
             traces.append(result.trace)
             del result
             bar.advance(1)
-    return CrossFitted(logits, data.y, folds, time.perf_counter() - started, traces)
+    if placement is not None:
+        logits = placement.gathered(logits)
+    return CrossFitted(logits, y, every_fold, time.perf_counter() - started, traces)
 
 
 def transfer_threshold(

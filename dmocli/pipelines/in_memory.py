@@ -27,6 +27,7 @@ from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
+from dmocli.pipelines.shared_folds import val_share
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
@@ -100,8 +101,10 @@ def train_in_memory(
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
     # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
     calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
+    pooled_val = 0
     if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
-        train_data, val_data = concatenated(train_data, val_data), None
+        pooled_val = val_data.n
+        train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
@@ -116,7 +119,9 @@ def train_in_memory(
     )
     crossed = None
     if folds:
-        crossed = cross_fit(solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device)
+        crossed = cross_fit(
+            solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device, pooled_val
+        )
         params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
         ctx = dataclasses.replace(ctx, params=params)
     train_split = _split_tensors(train_data, device)
@@ -310,13 +315,17 @@ def _folds(
     opts: TrainOptions, solver: InMemorySolver, problem: Problem | None, data: Prepared, group: ProcessGroup | None
 ) -> int:
     """How many folds cross-fit the threshold: --cv as given, else DEFAULT_FOLDS where the threshold would
-    otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, one process,
-    a solver that trains on labeled rows), as many as the smallest class allows. 0: no cross-fitting."""
+    otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, a solver that
+    trains on labeled rows), as many as the smallest class allows (over every process's rows under torchrun).
+    0: no cross-fitting."""
     if opts.cv is not None:  # with --problem multiclass, resolve_problem has refused any but 0
         return opts.cv
     if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0
-    if solver.uses_unlabeled or group is not None or opts.folding or opts.params.get("folding"):
+    if solver.uses_unlabeled or opts.folding or opts.params.get("folding"):
         return 0  # ERO's --folding holds out its own fold of DATA instead
-    smallest = int(np.bincount(data.y[data.y >= 0]).min())
+    counts = np.bincount(data.y[data.y >= 0], minlength=2)
+    if group is not None:
+        counts = np.array([group.sum_int(int(count)) for count in counts])
+    smallest = int(counts.min())
     return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0

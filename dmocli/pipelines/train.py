@@ -155,7 +155,10 @@ def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver)
     if isinstance(data, pa.Table):
         raise DmoError(NOT_PARQUET)
     if opts.val_frac:
-        raise DmoError("--val-frac holds out rows spread over every process; under torchrun give --val FILE")
+        raise DmoError(
+            "--val-frac holds out rows spread over every process; under torchrun give --val FILE, or --cv K "
+            "(the default without --val)"
+        )
 
 
 def _check_dask(opts: TrainOptions, solver: Solver) -> None:
@@ -189,5 +192,3 @@ def _check_cv(opts: TrainOptions, solver: Solver) -> None:
         raise DmoError("give either --cv K or --val-frac, not both (--cv already holds out every row once)")
     if opts.adjust is False:
         raise DmoError("--cv fits the threshold on out-of-fold scores; --no-adjust keeps the solver's own: drop one")
-    if torchrun.launched():
-        raise DmoError("--cv under torchrun is not supported yet; give --val FILE (the threshold is fitted on it)")
