@@ -133,9 +133,12 @@ def test_the_mlp_stops_on_held_out_rows_and_after_cross_fitting_trains_for_the_f
     assert trace["monitored_split"] == "0.1 of train" and 1 <= trace["best_epoch"] <= trace["epochs"] < 300
 
     solver = WeightedCrossEntropy()
-    folds = [{"best_epoch": 7, "epochs": 27}, {"best_epoch": 12, "epochs": 32}, {"best_epoch": 30, "epochs": 50}]
+    held = "0.1 of train"
+    folds = [{"best_epoch": e, "epochs": e + 20, "monitored_split": held} for e in (7, 12, 30)]
     refit = solver.refit_params(solver.parse_params({}), folds)
     assert (refit.max_epochs, refit.stop_frac) == (12, 0.0)
+    on_train_loss = [{**fold, "monitored_split": "train"} for fold in folds]  # torchrun, stop-frac=0: as given
+    assert solver.refit_params(solver.parse_params({}), on_train_loss) == solver.parse_params({})
     crossed = TrainOptions(problem="ofbs", model="mlp", width=16, cv=3, seed=0, device="cpu")
     _, report = train(table, crossed)
     assert report["params"]["stop_frac"] == 0.0 and report["params"]["max_epochs"] < 300

@@ -96,9 +96,8 @@ class WeightedCrossEntropy(InMemorySolver):
         if fold_traces and all("rounds" in trace for trace in fold_traces):
             rounds = int(np.median([trace["rounds"] for trace in fold_traces]))
             return dataclasses.replace(params, rounds=rounds, early_stopping=0)
-        if fold_traces and all(
-            trace.get("best_epoch") and trace["monitored_split"] != "train" for trace in fold_traces
-        ):
+        stopped_on_held_out = [trace.get("monitored_split") not in (None, "train") for trace in fold_traces]
+        if fold_traces and all(stopped_on_held_out):
             epochs = int(np.median([trace["best_epoch"] for trace in fold_traces]))
             return dataclasses.replace(params, max_epochs=max(1, epochs), stop_frac=0.0)
         return params
