@@ -135,19 +135,21 @@ class ERO(InMemorySolver):
 
         if cfg.warm_start == "wce":
             wce = WeightedCrossEntropy()
-            wce_params = (
-                wce.Params(
-                    patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs
-                )  # epochs; wce's defaults 20, 300
-                if ctx.architecture.kind != "linear"
-                else wce.Params()
-            )  # linear: the exact optimum
             if cfg.warm_monitor == "val" and monitor is train:
                 raise DmoError(
                     "--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
                     "--val-frac or --folding, or drop it"
                 )
             on_val = cfg.warm_monitor == "val" or (cfg.warm_monitor == "auto" and monitor is not train)
+            # Without a monitored split the warm start watches the training loss, as the authors' does: wce's own
+            # held-out stop-frac would fit the warm start on fewer rows than ERO then trains on.
+            wce_params = (
+                wce.Params(
+                    patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs, stop_frac=0.0
+                )  # epochs; wce's defaults 20, 300
+                if ctx.architecture.kind != "linear"
+                else wce.Params()
+            )  # linear: the exact optimum
             fitted = wce.fit(train, monitor if on_val else None, replace(ctx, params=wce_params))
             network, warm = (
                 fitted.network,
