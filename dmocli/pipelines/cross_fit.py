@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class CrossFitted:
-    """Out-of-fold logits of the labeled rows, their labels, and each row's fold."""
+    """Out-of-fold logits of the labeled rows ((n,), or (n, K) for a multi-class model), their labels, and each
+    row's fold."""
 
     logits: np.ndarray
     y: np.ndarray
@@ -62,7 +63,8 @@ def cross_fit(
 
     started = time.perf_counter()
     folds = stratified_folds(data.y, k, ctx.seed, ctx.class_names)
-    logits = np.empty(data.n, dtype=np.float32)
+    outputs = ctx.architecture.n_outputs  # one logit for a binary model, one per class for a multi-class one
+    logits = np.empty(data.n if outputs == 1 else (data.n, outputs), dtype=np.float32)
     rounds: list[int] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
         for fold in range(k):
