@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import Tags, get_tags
 from sklearn.utils.multiclass import check_classification_targets
@@ -148,10 +147,12 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         return spec_order[np.asarray(decision, dtype=np.int64)]
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Model probabilities (columns in classes_ order); note the binary decision uses threshold_, not 0.5."""
+        """Model probabilities (columns in classes_ order), calibrated where the model says how. The decision is not
+        their arg-max: a binary one is threshold_, not 0.5, and a multi-class one the arg-max of the class-weighted
+        logits (the balanced decision), while the probabilities estimate each class at its training rate."""
         logits = self._logits(X).astype(np.float64)
         if not self.model_.binary:
-            return softmax(logits, axis=1)
+            return self.model_.class_probabilities(logits)
         positive = self.model_.probability(logits)  # calibrated to P(positive | x) where the model says how
         proba = np.column_stack([1.0 - positive, positive])  # [negative, positive]
         return proba[:, ::-1] if self._positive_first() else proba

@@ -22,13 +22,18 @@ from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import Calibration, calibration_figures, probability
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
+from dmocli.operating_point.multiclass_calibration import (
+    MulticlassCalibration,
+    class_probabilities,
+    multiclass_calibration_figures,
+)
 from dmocli.operating_point.problems import Problem
 from dmocli.version import __version__
 
 if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
-SCHEMA_VERSION = "1.0"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+SCHEMA_VERSION = "1.1"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def binary_split_report(
@@ -61,12 +66,16 @@ def binary_split_report(
     }
 
 
-def multiclass_split_report(logits: np.ndarray, y: np.ndarray, classes: list[Any]) -> dict[str, Any]:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    proba = np.exp(shifted)
-    proba /= proba.sum(axis=1, keepdims=True)
-    out = multiclass_scores(y, logits.argmax(axis=1), len(classes), proba)
+def multiclass_split_report(
+    logits: np.ndarray, y: np.ndarray, classes: list[Any], calibration: MulticlassCalibration | None = None
+) -> dict[str, Any]:
+    """Arg-max metrics of the raw logits (the decision), and log loss and calibration figures of the class
+    probabilities (through `calibration` where there is one)."""
+    proba = class_probabilities(logits, calibration)
+    predicted = logits.argmax(axis=1)
+    out = multiclass_scores(y, predicted, len(classes), proba)
     out["classes"] = classes
+    out["calibration"] = multiclass_calibration_figures(proba, y, predicted)
     return out
 
 

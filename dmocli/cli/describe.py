@@ -119,9 +119,22 @@ def _info_lines(report: dict[str, Any]) -> list[str]:
     else:
         shape = "" if arch["kind"] == "linear" else f", width {arch['width']}, depth {arch['depth']}"
         lines.append(f"network: {arch['kind']}{shape}, {report['n_parameters']:,} parameters")
+    lines.append(_probability_line(training["calibration"]))
     rows = "" if training["rows"] is None else f", {training['rows']:,} rows"
     lines.append(f"training: solver {training['solver']}{rows}, seed {training['seed']}")
     for split, figures in training["summary"].items():
         shown = ", ".join(f"{key} {value:.4f}" for key, value in figures.items() if isinstance(value, float))
         lines.append(f"  {split}: {shown}")
     return lines
+
+
+def _probability_line(calibration: dict[str, Any] | None) -> str:
+    """How the model's probabilities are made from its logits, and on which rows the map was fitted."""
+    if calibration is None:
+        return "probabilities: uncalibrated (the logits' sigmoid or softmax)"
+    if calibration["method"] == "platt":
+        mapping = f"sigmoid({calibration['slope']:.4g} x logit {calibration['intercept']:+.4g})"
+    else:
+        bias = ", ".join(f"{b:+.3g}" for b in calibration["bias"])
+        mapping = f"softmax(logits / {calibration['temperature']:.4g} + [{bias}])"
+    return f"probabilities: {mapping}, fitted on {calibration['fitted_on']}"

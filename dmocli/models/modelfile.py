@@ -21,6 +21,7 @@ from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.operating_point.calibration import Calibration, probability
+from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -72,14 +73,23 @@ class DmoModel:
         return out.float().cpu().numpy(), levels
 
     @property
-    def calibration(self) -> Calibration | None:
-        """The map from a binary model's logit to P(positive | x), when training fitted one (files written before
-        it have none: their probability is the logit's sigmoid, as it was)."""
-        return Calibration.from_dict(self.info.get("calibration")) if self.binary else None
+    def calibration(self) -> Calibration | MulticlassCalibration | None:
+        """The map from a binary model's logit to P(positive | x), or from a multi-class model's logits to
+        P(class | x), when training fitted one (files written before it have none: their probabilities are the
+        logit's sigmoid or the logits' softmax, as they were)."""
+        stored = self.info.get("calibration")
+        if self.binary:
+            return Calibration.from_dict(stored)
+        return MulticlassCalibration.from_dict(stored, len(self.labels.classes))
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
         """P(positive | x) of a binary model's logits (calibrated where the model file says how)."""
         return probability(logits, self.calibration)
+
+    def class_probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """P(class | x), (n, K), of a multi-class model's logits (calibrated where the model file says how). Its
+        arg-max may differ from decide's, which stays the arg-max of the logits."""
+        return class_probabilities(logits, self.calibration)
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
         if self.binary:
@@ -211,8 +221,10 @@ def _check_consistent(model: DmoModel) -> None:
     if labels.binary and not (isinstance(model.threshold, (int, float)) and math.isfinite(model.threshold)):
         raise ValueError(f"threshold {model.threshold!r} is not a number")
     stored = model.info.get("calibration") if isinstance(model.info, dict) else None
-    if stored is not None:
-        if not isinstance(stored, dict):
+    if stored is not None and not labels.binary:
+        MulticlassCalibration.from_dict(stored, len(labels.classes))  # raises on any malformed stored value
+    elif stored is not None:
+        if not isinstance(stored, dict) or stored.get("method", "platt") != "platt":
             raise ValueError("the probability calibration is malformed")
         calibration = Calibration.from_dict(stored)  # a slope or intercept that is not a number raises here
         if not (math.isfinite(calibration.slope) and math.isfinite(calibration.intercept)):

@@ -364,10 +364,10 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: b
             pa.array(decision, pa.int8()),
             predicted,
         ]
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    proba = np.exp(shifted)
-    proba /= proba.sum(axis=1, keepdims=True)
-    best = proba.argmax(axis=1)
+    # The predicted class is the logits' arg-max, as the model decides; its probability (and every class's) is the
+    # calibrated one, whose own arg-max may differ (the calibration's per-class bias undoes the class weighting).
+    best = logits.argmax(axis=1)
+    proba = model.class_probabilities(logits)
     classes = model.labels.classes
     predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes))
     proba = proba.astype(np.float32)

@@ -58,8 +58,6 @@ def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
             )
         if opts.confidence is not None:
             raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
-        if opts.cv:
-            raise DmoError("--cv cross-fits a binary threshold; --problem multiclass has none: drop --cv")
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class CrossFitted:
-    """Out-of-fold logits of the labeled rows, their labels, and each row's fold."""
+    """Out-of-fold logits of the labeled rows ((n,), or (n, K) for a multi-class model), their labels, and each
+    row's fold."""
 
     logits: np.ndarray
     y: np.ndarray
@@ -70,7 +71,8 @@ def cross_fit(
     y = data.y if placement is None else placement.gathered(data.y)
     every_fold = stratified_folds(y, k, ctx.seed, ctx.class_names)
     folds = every_fold if placement is None else placement.own_folds(every_fold, k)
-    logits = np.empty(data.n, dtype=np.float32)
+    outputs = ctx.architecture.n_outputs  # one logit for a binary model, one per class for a multi-class one
+    logits = np.empty(data.n if outputs == 1 else (data.n, outputs), dtype=np.float32)
     traces: list[dict[str, Any]] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
         for fold in range(k):

@@ -29,7 +29,8 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem
-from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
+from dmocli.pipelines.multiclass import settle_classes
+from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import prepare
@@ -200,7 +201,6 @@ def train_trees_on_dask(
         engine={"name": "dask", "workers": workers, "scheduler": opts.scheduler},
     )
     threshold = None
-    settled = None
     if problem is not None:
         settled = settle_threshold(
             logits,
@@ -215,9 +215,10 @@ def train_trees_on_dask(
         threshold = settled.threshold
         report.update(settled.report)
         report["warnings"] += settled.warnings
-    else:  # arg-max over the class logits: no threshold
-        report["threshold"] = None
-        report["splits"] = split_reports(logits, truth, None, None, labels.classes)
+    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out rows
+        settled = settle_classes(logits, truth, labels.classes)
+        report.update(settled.report)
+        report["warnings"] += settled.warnings
     report["solver_trace"] = {
         "rounds": rounds,
         "rounds_run": trained["booster"].num_boosted_rounds(),
@@ -225,7 +226,7 @@ def train_trees_on_dask(
         "engine": "dask",
     }
     report["fit_seconds"] = fit_seconds
-    if settled is not None and settled.refusal is not None:
+    if problem is not None and settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path, started)
     model = DmoModel(
         network=network,
@@ -235,7 +236,7 @@ def train_trees_on_dask(
         solver=solver.name,
         problem=problem,
         threshold=threshold,
-        info=training_info(opts, params, report, settled.calibration if settled is not None else None, engine="dask"),
+        info=training_info(opts, params, report, settled.calibration, engine="dask"),
     )
     return finish(model, report, output, report_path, started)
 

@@ -25,7 +25,8 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
-from dmocli.pipelines.operating_point import problem_fields, settle_threshold, split_reports
+from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
+from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.shared_folds import val_share
 from dmocli.prep.columns import plan_columns
@@ -96,7 +97,7 @@ def train_in_memory(
     val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
-    folds = _folds(opts, solver, problem, train_data, group)
+    folds = _folds(opts, solver, train_data, group)
     val_levels = val_data.levels if val_data is not None else None
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
     # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
@@ -187,13 +188,16 @@ def train_in_memory(
         threshold = settled.threshold
         report.update(settled.report)
         report["warnings"] += settled.warnings
-    else:  # arg-max over the class logits: no threshold
-        report["threshold"] = None
-        report["splits"] = split_reports(logits, truth, None, None, labels.classes)
+    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
+        settled = settle_classes(logits, truth, labels.classes, calibrate)
+        report.update(settled.report)
+        report["warnings"] += settled.warnings
     report["solver_trace"] = result.trace
     report["warnings"] += result.warnings
     report["fit_seconds"] = fit_seconds
-    if crossed is not None:
+    if crossed is not None and problem is None:
+        report["cv"] = multiclass_cv_report(crossed, labels.classes, pooled_val=opts.val is not None)
+    elif crossed is not None:
         report["cv"] = {
             **cv_report(crossed, problem, opts.confidence, opts.new_rows),
             "transfer": opts.cv_transfer,
@@ -211,9 +215,7 @@ def train_in_memory(
         solver=solver.name,
         problem=problem,
         threshold=threshold,
-        info=training_info(
-            opts, params, report, settled.calibration if problem is not None else None, rows=int(truth["train"].size)
-        ),
+        info=training_info(opts, params, report, settled.calibration, rows=int(truth["train"].size)),
     )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
@@ -311,16 +313,14 @@ def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolve
 DEFAULT_FOLDS = 5
 
 
-def _folds(
-    opts: TrainOptions, solver: InMemorySolver, problem: Problem | None, data: Prepared, group: ProcessGroup | None
-) -> int:
-    """How many folds cross-fit the threshold: --cv as given, else DEFAULT_FOLDS where the threshold would
-    otherwise be fitted on the training rows (a binary problem, no --val/--val-frac, adjusting, a solver that
-    trains on labeled rows), as many as the smallest class allows (over every process's rows under torchrun).
-    0: no cross-fitting."""
-    if opts.cv is not None:  # with --problem multiclass, resolve_problem has refused any but 0
+def _folds(opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: ProcessGroup | None) -> int:
+    """How many folds cross-fit the threshold (or a multi-class model's probability map): --cv as given, else
+    DEFAULT_FOLDS where it would otherwise be fitted on the training rows (no --val/--val-frac, adjusting, a
+    solver that trains on labeled rows), as many as the smallest class allows (over every process's rows under
+    torchrun). 0: no cross-fitting."""
+    if opts.cv is not None:
         return opts.cv
-    if problem is None or opts.val is not None or opts.val_frac or opts.adjust is False:
+    if opts.val is not None or opts.val_frac or opts.adjust is False:
         return 0
     if solver.uses_unlabeled or opts.folding or opts.params.get("folding"):
         return 0  # ERO's --folding holds out its own fold of DATA instead

@@ -17,6 +17,7 @@ import numpy as np
 
 from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.calibration import Calibration, fit_platt
+from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
 from dmocli.report import binary_split_report, multiclass_split_report
@@ -66,11 +67,12 @@ def split_reports(
     threshold: float | None,
     problem: Problem | None,
     classes: list[Any],
-    calibration: Calibration | None = None,
+    calibration: Calibration | MulticlassCalibration | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each split's metrics: at `threshold` for a binary problem, by arg-max for a multi-class one."""
+    """Each split's metrics: at `threshold` for a binary problem, by arg-max for a multi-class one; their
+    probabilities through `calibration` (of the model's kind) where there is one."""
     if problem is None:
-        return {name: multiclass_split_report(logits[name], truth[name], classes) for name in logits}
+        return {name: multiclass_split_report(logits[name], truth[name], classes, calibration) for name in logits}
     return {
         name: binary_split_report(logits[name], truth[name], threshold, problem, calibration=calibration)
         for name in logits
