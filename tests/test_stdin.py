@@ -228,7 +228,9 @@ def test_predict_writes_csv_to_standard_output(piped, tmp_path):
     assert table.column_names == ["predicted", "probability", "probability_0", "probability_1", "probability_2"]
     per_class = np.column_stack([table.column(f"probability_{k}").to_numpy() for k in range(3)])
     assert np.allclose(per_class.sum(axis=1), 1.0, atol=1e-5)
-    assert np.allclose(per_class.max(axis=1), table.column("probability").to_numpy())
+    # `probability` is the predicted class's (the raw logits' arg-max), read from its own column
+    predicted = table.column("predicted").to_numpy()
+    assert np.allclose(per_class[np.arange(600), predicted], table.column("probability").to_numpy())
 
 
 def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
