@@ -40,7 +40,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     def fmt(v: Any) -> str:
         return f"{v:.4g}" if isinstance(v, float) else str(v)
 
-    widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in columns}
+    widths = {c: max([len(c), *(len(fmt(r.get(c, ""))) for r in rows)]) for c in columns}  # rows may be empty
     print("  ".join(c.rjust(widths[c]) for c in columns))
     for r in rows:
         print("  ".join(fmt(r.get(c, "")).rjust(widths[c]) for c in columns))
