@@ -111,6 +111,19 @@ def offsets_of(table: pa.Table, labels: LabelSpec) -> dict[str, np.ndarray]:
     return {"offsets": offsets}
 
 
+def stopping_split(
+    y: np.ndarray, share: float, seed: int, class_names: list[Any] | None = None, fewest: int = 1
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Row indices (kept, held out) for early stopping without a validation split: a stratified `share` of the
+    labeled rows, when there are two classes or more and every one can spare a row for it (and has at least
+    `fewest` rows); else None, and the solver stops without held-out rows. Shared by the solvers that stop early
+    (wce's adam, the boosted trees), so both hold out the same rows for the same `stop-frac` and seed."""
+    counts = np.bincount(y[y >= 0])
+    if share <= 0 or counts.size < 2 or counts.min() * share < 1 or counts.min() < fewest:
+        return None
+    return stratified_split(y, share, seed, class_names)
+
+
 def stratified_split(
     y: np.ndarray, fraction: float, seed: int, class_names: list[Any] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import refuse
-from dmocli.prep.dataset import stratified_split
+from dmocli.prep.dataset import stopping_split
 from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData
 
 if TYPE_CHECKING:
@@ -198,10 +198,10 @@ def held_out(train: SplitData, val: SplitData | None, p: TreeParams, ctx: FitCon
         raise DmoError("gbdt training needs rows of at least two classes")
     if val is not None and val.n > 0:
         return Held(X, y, offsets, numpy_split(val), "val")
-    smallest = int(np.bincount(y).min())
-    if not p.early_stopping or p.stop_frac <= 0 or smallest * p.stop_frac < 1 or smallest < 4:
+    split = stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names, fewest=4) if p.early_stopping else None
+    if split is None:
         return Held(X, y, offsets, None, None)
-    kept, held = stratified_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    kept, held = split
     part = lambda rows: None if offsets is None else offsets[rows]  # noqa: E731
     return Held(X[kept], y[kept], part(kept), (X[held], y[held], part(held)), f"{p.stop_frac:g} of train")
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
-from dmocli.prep.dataset import stratified_split
+from dmocli.prep.dataset import stopping_split
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
@@ -219,10 +219,10 @@ def _monitored(train: SplitData, val: SplitData | None, ctx: FitContext) -> tupl
     if val is not None and val.n > 0:
         return train, val, "val"
     y = train.y.cpu().numpy()
-    counts = np.bincount(y[y >= 0])
-    if ctx.group is not None or p.stop_frac <= 0 or counts.size < 2 or counts.min() * p.stop_frac < 1:
+    split = None if ctx.group is not None else stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    if split is None:
         return train, train, "train"
-    kept, held = stratified_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    kept, held = split
     as_rows = lambda rows: torch.as_tensor(rows, device=train.X.device)  # noqa: E731
     return train.take(as_rows(kept)), train.take(as_rows(held)), f"{p.stop_frac:g} of train"
 
