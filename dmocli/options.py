@@ -256,7 +256,7 @@ class TrainOptions:
             if problem is not None:
                 problems.append(problem)
         if self.new_rows is not None and self.confidence is None:
-            problems.append("--new-rows says which sample --confidence is about: give --confidence C with it")
+            problems.append(NEW_ROWS_WITHOUT_CONFIDENCE)
         return problems
 
 
@@ -278,6 +278,15 @@ def _declared(name: str) -> Mapping[str, Any]:
 def check_seed(seed: int) -> None:
     """The seed check of the commands that have no TrainOptions (subsample, extract)."""
     refuse([problem for problem in [check_value(f"--seed {seed}", seed, _declared("seed"))] if problem])
+
+
+NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
+
+
+def check_new_rows(new_rows: int | None, confidence: float | None) -> None:
+    """--new-rows names the sample a --confidence guarantee is about: without a confidence it means nothing."""
+    if new_rows is not None and confidence is None:
+        raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
 
 
 def check_confidence(confidence: float | None) -> None:

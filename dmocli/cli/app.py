@@ -15,7 +15,7 @@ from dmocli.cli import describe
 from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
-from dmocli.options import TrainOptions
+from dmocli.options import TrainOptions, check_new_rows
 
 app = typer.Typer(
     name="dmo",
@@ -244,8 +244,7 @@ def threshold(
     if problem is None and (target is not None or beta is not None):
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
         raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
-    if new_rows is not None and confidence is None:
-        raise DmoError("--new-rows says which sample --confidence is about: give --confidence C with it")
+    check_new_rows(new_rows, confidence)
     beta = 1.0 if beta is None else beta
     asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):

@@ -26,7 +26,7 @@ from dmocli.operating_point.bounds import (
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.new_sample import certificate_confidence, fewest_positives, fewest_predicted, required_rates
 from dmocli.operating_point.problems import Problem, f_beta, precision, recall
-from dmocli.options import check_confidence
+from dmocli.options import check_confidence, check_new_rows
 
 
 @dataclass
@@ -84,8 +84,7 @@ def search_curve(
     n_pos = curve.n_pos
     if n_pos == 0:
         raise DmoError("no positive rows in the data used for the threshold; it needs both classes")
-    if new_rows is not None and confidence is None:
-        raise DmoError("--new-rows says which sample --confidence is about: give --confidence C with it")
+    check_new_rows(new_rows, confidence)
     # Candidate cuts: the empty cut (index -1) plus every distinct score.
     tp = np.concatenate(([0], curve.tp))
     fp = np.concatenate(([0], curve.fp))
