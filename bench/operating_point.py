@@ -4,7 +4,10 @@ Every binary set of ../shared/data is pooled (train + val + test) and re-split m
 80 % DATA and 20 % test. On each resplit, for FPOR 0.8, FROP 0.8 and OFBS:
 
 - `val25`: `dmo train` with a stratified 25 % validation split of DATA (`--val-frac 0.25`), as before --cv;
-- `cv5`: `dmo train --cv 5` (the default without a validation split);
+- `cv5`: `dmo train --cv 5` (the default without a validation split), with `--transfer` (default: dmo's
+  default `--cv-transfer`, which keeps the 5 fold models as an averaged ensemble);
+- `cv5_refit`: `--cv 5 --cv-transfer apply`: one model refitted on all of DATA at the out-of-fold threshold
+  (scikit-learn's refit-and-apply), against which `ensemble` was chosen;
 - `cv5_conf95`: `--cv 5 --confidence 0.95` (FPOR and FROP): the population value is certified;
 - `cv5_conf95_new`: `--cv 5 --confidence 0.95 --new-rows T`, T the test split's row count: the value measured on
   a new sample of that size (what the test split is) is certified;
@@ -16,6 +19,7 @@ metric still meets the target (test feasibility) and what the objective is (reca
 F1 for OFBS). The calibration columns give the mean predicted probability against the test positive rate.
 
     python bench/operating_point.py --resplits 20 --models linear      # writes bench/results/operating_point.json
+    python bench/operating_point.py --models mlp gbdt --modes val25 cv5 cv5_refit --results-name transfer
 """
 
 from __future__ import annotations
@@ -35,8 +39,13 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
 
+from dmocli import TrainOptions  # noqa: E402
+
+DEFAULT_TRANSFER = TrainOptions.__dataclass_fields__["cv_transfer"].default  # what `dmo train --cv` does
+
 PROBLEMS = [("fpor", 0.8), ("frop", 0.8), ("ofbs", None)]
-MODES = ("val25", "cv5", "cv5_conf95", "cv5_conf95_new", "sklearn_lr")
+MODES = ("val25", "cv5", "cv5_refit", "cv5_conf95", "cv5_conf95_new", "sklearn_lr")
+MODELS = ("linear", "mlp", "ero_linear", "gbdt")
 CERTIFIED = ("cv5_conf95", "cv5_conf95_new")
 
 
@@ -90,6 +99,7 @@ def dmo_run(
         opts.val_frac, opts.cv = 0.25, 0
     else:
         opts.cv = 5
+        opts.cv_transfer = "apply" if mode == "cv5_refit" else transfer
         opts.confidence = 0.95 if mode in CERTIFIED else None
         opts.new_rows = test.num_rows if mode == "cv5_conf95_new" else None
     try:
@@ -150,7 +160,7 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...], str, tuple[str, ...]
     rows = []
     for model in models:
         for problem, target in PROBLEMS:
-            for mode in ("val25", "cv5", *CERTIFIED):
+            for mode in ("val25", "cv5", "cv5_refit", *CERTIFIED):
                 if mode not in modes or mode in CERTIFIED and problem == "ofbs":
                     continue
                 started = time.perf_counter()
@@ -206,8 +216,8 @@ def summarize(runs: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[st
 
 
 def paired(runs: list[dict[str, Any]], model: str, a: str, b: str) -> dict[str, Any]:
-    """Mode a against mode b on the same (set, seed, problem) where both answered: mean objective difference and
-    test-feasibility of each, pooled over sets and problems."""
+    """Mode a against mode b on the same (set, seed, problem) where both answered: mean objective difference (with
+    its standard error over the pairs) and test-feasibility of each, pooled over sets and problems."""
     index = {(r["set"], r["seed"], r["problem"], r["mode"]): r for r in runs if r["model"] in (model, "sklearn")}
     diffs, feas = [], {a: [], b: []}
     for (name, seed, problem, mode), run in index.items():
@@ -226,6 +236,7 @@ def paired(runs: list[dict[str, Any]], model: str, a: str, b: str) -> dict[str, 
         "b": b,
         "pairs": len(diffs),
         "mean_objective_a_minus_b": float(np.mean(diffs)) if diffs else None,
+        "standard_error": float(np.std(diffs, ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else None,
         "test_feasible_a": float(np.mean(feas[a])) if feas[a] else None,
         "test_feasible_b": float(np.mean(feas[b])) if feas[b] else None,
     }
@@ -235,10 +246,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--resplits", type=int, default=20)
-    parser.add_argument("--models", nargs="+", default=["linear"], choices=["linear", "mlp", "ero_linear"])
+    parser.add_argument("--models", nargs="+", default=["linear"], choices=MODELS)
     parser.add_argument("--sets", nargs="+", default=list(BINARY_SETS))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--transfer", default="apply", choices=["apply", "rank"], help="--cv-transfer of the runs")
+    parser.add_argument(
+        "--transfer",
+        default=DEFAULT_TRANSFER,
+        choices=["ensemble", "apply", "rank"],
+        help="--cv-transfer of the cv5 runs",
+    )
     parser.add_argument("--results-name", default="operating_point")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="the modes to run")
     args = parser.parse_args()
@@ -259,7 +275,14 @@ def main() -> None:
     comparisons = [
         paired(runs, model, a, b)
         for model in args.models
-        for a, b in (("cv5", "val25"), ("cv5_conf95", "cv5"), ("cv5_conf95_new", "cv5"), ("cv5", "sklearn_lr"))
+        for a, b in (
+            ("cv5", "val25"),
+            ("cv5_refit", "val25"),
+            ("cv5", "cv5_refit"),
+            ("cv5_conf95", "cv5"),
+            ("cv5_conf95_new", "cv5"),
+            ("cv5", "sklearn_lr"),
+        )
     ]
     calibration = summarize_calibration(runs)
     print_table(per_set, ["model", "problem", "mode", "set", "runs", "refused", "test_feasible", "mean_objective"])
@@ -271,7 +294,9 @@ def main() -> None:
     print_table(constrained, ["model", "mode", "runs", "refused", "test_feasible", "mean_objective"])
     print()
     print_table(
-        comparisons, ["model", "a", "b", "pairs", "mean_objective_a_minus_b", "test_feasible_a", "test_feasible_b"]
+        comparisons,
+        ["model", "a", "b", "pairs", "mean_objective_a_minus_b", "standard_error"]
+        + ["test_feasible_a", "test_feasible_b"],
     )
     print()
     print_table(

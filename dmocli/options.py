@@ -178,12 +178,13 @@ class TrainOptions:
         "on the training rows, which is optimistic).",
     )
     cv_transfer: str = option(
-        "apply",
+        "ensemble",
         "--cv-transfer",
         estimator=True,
-        choices=("apply", "rank"),
-        help="How --cv carries the out-of-fold threshold to the model trained on all rows: apply it as it is, or "
-        "keep the share of rows it predicts positive (rank).",
+        choices=("ensemble", "apply", "rank"),
+        help="What --cv saves: the K fold models with their logits averaged, at the out-of-fold threshold "
+        "(ensemble), or a model trained on all rows at that threshold (apply) or keeping the share of rows it "
+        "predicts positive (rank).",
     )
     confidence: float | None = option(
         None,

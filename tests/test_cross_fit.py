@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+import torch
 from conftest import make_binary_frame, run_dmo
 
-from dmocli import TrainOptions, train
+from dmocli import Problem, TrainOptions, search_threshold, train
+from dmocli.models.modelfile import load_model, read_metadata
+from dmocli.models.networks import FoldEnsemble
 from dmocli.pipelines.cross_fit import transfer_threshold
 from dmocli.prep.dataset import stratified_folds
 from dmocli.solvers.wce import WeightedCrossEntropy
@@ -54,7 +58,7 @@ def test_without_val_the_threshold_is_cross_fitted_and_every_row_counts(tmp_path
     assert cv["threshold_spread"][0] <= cv["threshold_spread"][1]
     assert report["splits"]["cv"]["n"] == 500 and report["splits"]["cv"]["recall"] >= 0.8
     assert report["splits"]["cv"]["threshold"] == report["operating_point"]["threshold"] == cv["oof_threshold"]
-    assert report["threshold"] == cv["oof_threshold"]  # transfer "apply" keeps it
+    assert report["threshold"] == cv["oof_threshold"]  # the default transfer, ensemble, keeps it
     assert report["warnings"] == []
 
 
@@ -139,8 +143,60 @@ def test_the_mlp_stops_on_held_out_rows_and_after_cross_fitting_trains_for_the_f
     assert (refit.max_epochs, refit.stop_frac) == (12, 0.0)
     on_train_loss = [{**fold, "monitored_split": "train"} for fold in folds]  # torchrun, stop-frac=0: as given
     assert solver.refit_params(solver.parse_params({}), on_train_loss) == solver.parse_params({})
-    crossed = TrainOptions(problem="ofbs", model="mlp", width=16, cv=3, seed=0, device="cpu")
-    _, report = train(table, crossed)
+    refitted = TrainOptions(problem="ofbs", model="mlp", width=16, cv=3, cv_transfer="apply", seed=0, device="cpu")
+    _, report = train(table, refitted)
     assert report["params"]["stop_frac"] == 0.0 and report["params"]["max_epochs"] < 300
     assert report["solver_trace"]["monitored_split"] == "train"
     assert report["solver_trace"]["epochs"] <= report["params"]["max_epochs"]
+    _, report = train(table, dataclasses.replace(refitted, cv_transfer="ensemble"))  # no final fit to shorten
+    assert report["params"]["stop_frac"] == 0.1 and report["params"]["max_epochs"] == 300
+    assert all(fold["monitored_split"] == held for fold in report["solver_trace"]["fold_traces"])
+
+
+def test_the_ensemble_is_the_fold_models_each_scoring_the_fold_it_never_saw():
+    """--cv-transfer ensemble (the default) saves the K fold models. Checked from outside: dealing the same folds,
+    member f's scores on fold f are the out-of-fold scores (the exact search on them gives the report's threshold
+    and counts), and the saved model's logits are the mean of the members'."""
+    frame = make_binary_frame(n=400, d=5, seed=4, sep=1.0)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    model, report = train(table, TrainOptions(problem="frop", target=0.8, cv=4, seed=3, device="cpu"))
+    assert isinstance(model.network, FoldEnsemble) and model.architecture.members == 4
+    assert report["cv"]["transfer"] == "ensemble" and report["solver_trace"]["ensemble_of_folds"] == 4
+
+    y = frame.label.to_numpy()
+    features = torch.from_numpy(np.ascontiguousarray(model.preprocessor.transform(table)[0]))
+    with torch.no_grad():
+        members = np.stack([member(features).squeeze(-1).numpy() for member in model.network.members])
+    folds = stratified_folds(y, 4, seed=3)
+    oof = members[folds, np.arange(y.size)]
+    point = search_threshold(oof, y, Problem("frop", 0.8))
+    assert point.threshold == report["cv"]["oof_threshold"] == model.threshold
+    assert point.recall == report["splits"]["cv"]["recall"] and point.precision == report["splits"]["cv"]["precision"]
+    assert np.allclose(model.logits(table)[0], members.mean(axis=0), atol=1e-6)
+    assert not np.allclose(members[0], members[1])  # four different fits, not one copied
+
+
+@pytest.mark.parametrize("kind", ["mlp", "gbdt"])
+def test_an_ensemble_model_file_loads_as_tensors_and_scores_as_saved(tmp_path, kind):
+    if kind == "gbdt":
+        pytest.importorskip("xgboost")  # the test extra installs it; a bare clone says so here
+    data = tmp_path / "train.parquet"
+    make_binary_frame(n=300, seed=5).to_parquet(data)
+    path = tmp_path / "m.safetensors"
+    opts = TrainOptions(problem="fpor", target=0.6, model=kind, width=8, cv=3, seed=2, device="cpu")
+    model, _ = train(data, opts, output=path)
+    assert read_metadata(path)["architecture"]["members"] == 3
+    loaded = load_model(path)
+    table = pa.Table.from_pandas(make_binary_frame(n=200, seed=6), preserve_index=False)
+    assert np.array_equal(model.logits(table)[0], loaded.logits(table)[0]) and loaded.threshold == model.threshold
+    proc = run_dmo("evaluate", path, data, "--json", check=True)
+    assert json.loads(proc.stdout)["splits"]["data"]["threshold"] == model.threshold
+
+
+def test_a_refitted_model_is_one_network_trained_on_all_rows():
+    frame = make_binary_frame(n=300, seed=7)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    opts = TrainOptions(problem="frop", target=0.8, cv=3, cv_transfer="apply", seed=0, device="cpu")
+    model, report = train(table, opts)
+    assert not isinstance(model.network, FoldEnsemble) and "members" not in report["architecture"]
+    assert report["cv"]["transfer"] == "apply" and "ensemble_of_folds" not in report["solver_trace"]

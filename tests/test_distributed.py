@@ -132,7 +132,9 @@ def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
     assert (tmp_path / "mlp1.safetensors").read_bytes() == (tmp_path / "mlp2.safetensors").read_bytes()
     report = json.loads(runs[0].stdout)
     all_positive_f1 = 2 * 0.15 / 1.15
-    assert report["solver_trace"]["epochs"] == 15 and report["splits"]["train"]["f1"] > 2 * all_positive_f1
+    folds = report["solver_trace"]["fold_traces"]  # the saved model is the 5 fold models (--cv-transfer ensemble)
+    assert len(folds) == report["architecture"]["members"] == 5 and all(fold["epochs"] == 15 for fold in folds)
+    assert report["splits"]["train"]["f1"] > 2 * all_positive_f1
 
 
 def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
@@ -186,6 +188,7 @@ def test_the_smoothed_baselines_on_two_processes_take_the_one_process_steps(tmp_
     frame = make_binary_frame(n=1200, seed=11, pos_frac=0.15)
     data = uneven_parquet_dir(frame, tmp_path / "data")
     common = ["--solver", "lagrangian", "--problem", "frop", "--target", "0.75", "--param", "steps=200", "--json"]
+    common += ["--cv-transfer", "apply"]  # the steps of the fit on all rows, after the folds
     one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
     two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
     assert two.returncode == 0, two.stderr

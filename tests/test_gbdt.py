@@ -100,9 +100,16 @@ def test_same_seed_same_trees_and_cv_sets_the_rounds_without_val(tree_data, tmp_
     first, second = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     for path in (first, second):
         run_dmo("train", tree_data["train"], "--model", "gbdt", "--problem", "ofbs", "--seed", "3", "-o", path,
-                "--report", path.with_suffix(".json"), check=True)  # fmt: skip
+                "--report", path.with_suffix(".json"), "--cv-transfer", "apply", check=True)  # fmt: skip
     with safe_open(str(first), framework="numpy") as a, safe_open(str(second), framework="numpy") as b:
         assert np.array_equal(a.get_tensor("booster"), b.get_tensor("booster"))
+    ensembles = [tmp_path / "e1.safetensors", tmp_path / "e2.safetensors"]  # the default keeps the 5 fold models
+    for path in ensembles:
+        run_dmo("train", tree_data["train"], "--model", "gbdt", "--problem", "ofbs", "--seed", "3", "-o", path,
+                check=True)  # fmt: skip
+    with safe_open(str(ensembles[0]), framework="numpy") as a, safe_open(str(ensembles[1]), framework="numpy") as b:
+        assert sorted(a.keys()) == [f"members.{i}.booster" for i in range(5)] == sorted(b.keys())
+        assert all(np.array_equal(a.get_tensor(key), b.get_tensor(key)) for key in a.keys())
     report = json.loads(first.with_suffix(".json").read_text())
     assert schema_problems(report) == []
     # each fold early-stops on its own held-out tenth; the final trees take the folds' median round count

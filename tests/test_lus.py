@@ -237,7 +237,8 @@ def test_baselines_match_lus_size(sim, tmp_path):
 
 def test_cli_train_lus_with_gamma_in_one_command(sim, tmp_path):
     model, rep = tmp_path / "m.safetensors", tmp_path / "r.json"
-    run_dmo("train", "--solver", "lus", "--gamma", "3", sim["train"], "-o", model, "--report", rep, check=True)
+    args = ["--solver", "lus", "--gamma", "3", "--cv-transfer", "apply"]  # the trace of the fit on all rows
+    run_dmo("train", *args, sim["train"], "-o", model, "--report", rep, check=True)
     trace = json.loads(rep.read_text())["solver_trace"]
     assert trace["gamma"] == 3.0 and trace["kept_rows"] < N_SIM / 3
     assert trace["fraction_used"] == pytest.approx((trace["pilot_rows"] + trace["kept_rows"]) / N_SIM)
@@ -250,7 +251,8 @@ def test_two_class_subsample_trains_a_binary_model_with_log_odds_offsets(tmp_pat
     for solver in ("lus", "wce"):
         _, report = train(sub, TrainOptions(solver=solver, val=data), output=tmp_path / f"{solver}.safetensors")
         assert report["problem"] == "ofbs" and report["splits"]["val"]["f1"] > 0.6
-    _, report = train(data, TrainOptions(solver="lus", gamma=2.0), output=tmp_path / "g.safetensors")
+    opts = TrainOptions(solver="lus", gamma=2.0, cv_transfer="apply")
+    _, report = train(data, opts, output=tmp_path / "g.safetensors")
     assert report["solver_trace"]["kept_rows"] < 2000
 
 

@@ -88,3 +88,8 @@ def test_a_linear_record_leaves_the_mlp_fields_out_and_reads_back():
     assert Architecture.from_dict(older) == linear  # a file written before this change
     mlp = Architecture("mlp", 5, 1, width=8, depth=3)
     assert Architecture.from_dict(mlp.to_dict()) == mlp and mlp.to_dict()["width"] == 8
+    assert "members" not in mlp.to_dict()  # one network: files read as before ensembles
+    ensemble = Architecture("linear", 5, 1, members=4)
+    assert ensemble.to_dict()["members"] == 4 and Architecture.from_dict(ensemble.to_dict()) == ensemble
+    with pytest.raises(DmoError, match="at least 1"):
+        Architecture.from_dict({"kind": "linear", "n_inputs": 5, "n_outputs": 1, "members": 0})

@@ -76,7 +76,7 @@ def train_three(tmp_path: Path, data: pd.DataFrame, val: pd.DataFrame, *extra: s
     data.to_parquet(data_path)
     val.to_parquet(val_path)
     runs = {
-        "wce": ["--solver", "wce", "--drop-unlabeled"],
+        "wce": ["--solver", "wce", "--drop-unlabeled", "--cv-transfer", "apply"],  # one fit, as the fallback's
         "semi": ["--solver", "adsh", "--param", "fallback=false", *extra],
         "net": ["--solver", "adsh", "--val", val_path, *extra],
     }

@@ -20,7 +20,9 @@ MAX_DEPTH = 1000
 @dataclass
 class Architecture:
     """linear: one affine layer; mlp: `depth` hidden layers of `width` units (Linear, BatchNorm, ReLU); gbdt:
-    gradient-boosted trees (their settings are the solver's `--param`s, kept in the model file's info)."""
+    gradient-boosted trees (their settings are the solver's `--param`s, kept in the model file's info).
+    `members` > 1: that many networks of this shape whose logits are averaged (`--cv-transfer ensemble` keeps
+    the K fold models so); `parameters` counts one of them."""
 
     kind: str
     n_inputs: int
@@ -28,12 +30,15 @@ class Architecture:
     width: int = 100
     depth: int = 2
     batchnorm: bool = True
+    members: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in ("linear", "mlp", "gbdt"):
             raise DmoError(f"--model {self.kind!r} is not known (use linear, mlp or gbdt)")
         if self.width < 1 or self.depth < 1:
             raise DmoError("--width and --depth must be at least 1")
+        if not isinstance(self.members, int) or self.members < 1:
+            raise DmoError(f"an ensemble of {self.members!r} members is not a network (it needs at least 1)")
         if self.kind == "mlp" and (self.depth > MAX_DEPTH or self.parameters > MAX_PARAMETERS):
             raise DmoError(
                 f"--width {self.width} --depth {self.depth} make a network of {self.parameters:,} weights; "
@@ -50,8 +55,11 @@ class Architecture:
 
     def to_dict(self) -> dict:
         """The record the model file and the report keep; only the MLP has hidden layers, so the others leave
-        width, depth and batchnorm out (from_dict fills their defaults back in)."""
+        width, depth and batchnorm out, and a single network leaves `members` out (from_dict fills their defaults
+        back in, so files written before ensembles load as before)."""
         record = asdict(self)
+        if self.members == 1:
+            del record["members"]
         if self.kind != "mlp":
             for unused in ("width", "depth", "batchnorm"):
                 del record[unused]

@@ -6,6 +6,9 @@ file can rebuild the network without pickled code.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Mapping
+
 import torch
 from torch import nn
 
@@ -14,6 +17,9 @@ from dmocli.models.architecture import Architecture
 
 
 def build_network(arch: Architecture) -> nn.Module:
+    if arch.members > 1:
+        member = dataclasses.replace(arch, members=1)
+        return FoldEnsemble([build_network(member) for _ in range(arch.members)])
     if arch.kind == "gbdt":  # an empty booster, filled by load_state_dict (a model file) or by a tree solver
         from dmocli.models.trees import BoostedTrees
 
@@ -41,6 +47,37 @@ def resolve_device(name: str) -> torch.device:
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise DmoError(f"--device {name!r} is not known (use auto, cpu or cuda)")
     return torch.device(name)
+
+
+class FoldEnsemble(nn.Module):
+    """The K fold models of `--cv K --cv-transfer ensemble` kept as one model: its logits are the mean of theirs.
+
+    The out-of-fold threshold was searched on these models' own scores, so no refit on all rows moves the score
+    scale under it (docs/operating-points.md measures what that refit cost); averaging also lowers the variance of
+    one model trained on K-1 folds.
+
+    Attributes
+    ----------
+    members : nn.ModuleList of K modules, each mapping X (n, d) to logits (n, n_outputs)
+    """
+
+    def __init__(self, members: list[nn.Module]):
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return torch.stack([member(features) for member in self.members]).mean(dim=0)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> None:
+        """Each member takes its own `members.<i>.` keys through its own load_state_dict (boosted trees take
+        their stored bytes whatever their length, which a plain buffer load would refuse)."""
+        prefixes = [f"members.{index}." for index in range(len(self.members))]
+        stray = sorted(key for key in state_dict if not any(key.startswith(prefix) for prefix in prefixes))
+        if stray and strict:
+            raise KeyError(f"an ensemble of {len(self.members)} members has no tensors {stray[:3]}")
+        for prefix, member in zip(prefixes, self.members):
+            own = {key[len(prefix) :]: value for key, value in state_dict.items() if key.startswith(prefix)}
+            member.load_state_dict(own, strict=strict)
 
 
 @torch.inference_mode()

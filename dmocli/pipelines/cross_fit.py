@@ -4,15 +4,16 @@ threshold search counts every positive instead of the few of a validation split.
 DATA's labeled rows are dealt into K stratified folds; the solver is fitted K
 times, each time without one fold, and that fold's rows are scored by the model
 that never saw them. The exact search then runs on these out-of-fold scores,
-and the final model is fitted on all rows. How the out-of-fold threshold is
-carried to the final model is `transfer` (docs/operating-points.md has the
-measurements behind the default):
+and the model that is saved comes from one of three `transfer`s
+(docs/operating-points.md has the measurements behind the default):
 
-- `apply`: the out-of-fold threshold is used as it is (scikit-learn's
-  refit-and-apply);
-- `rank`: the final model keeps the share of training rows predicted positive
-  that the out-of-fold threshold gave (the threshold is that quantile of the
-  final model's training scores).
+- `ensemble`: no final fit; the K fold models are kept, their logits averaged
+  (models/networks.FoldEnsemble), and the out-of-fold threshold is used as it is;
+- `apply`: a final model is fitted on all rows and the out-of-fold threshold is
+  used as it is (scikit-learn's refit-and-apply);
+- `rank`: as `apply`, but the final model keeps the share of training rows
+  predicted positive that the out-of-fold threshold gave (the threshold is that
+  quantile of the final model's training scores).
 
 Folds run one after the other, each within the memory of one fit. Under torchrun each fold's fit is the
 distributed fit, and the folds are one process's (pipelines/shared_folds.py).
@@ -21,7 +22,7 @@ distributed fit, and the folds are one process's (pipelines/shared_folds.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -31,7 +32,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.pipelines.shared_folds import Placement
 from dmocli.prep.dataset import Prepared, stratified_folds
-from dmocli.solvers.base import FitContext, InMemorySolver, SplitData
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
 
 if TYPE_CHECKING:
     import torch
@@ -47,6 +48,21 @@ class CrossFitted:
     folds: np.ndarray
     seconds: float
     traces: list[dict[str, Any]]  # each fold's solver trace: where it stopped early (InMemorySolver.refit_params)
+    models: list[FitResult] = field(default_factory=list)  # each fold's fit, when kept for an ensemble
+
+    def ensemble(self) -> FitResult:
+        """The kept fold models as one fit: their averaged logits, and the mean of their own thresholds (where
+        every fold's solver learned one) as the ensemble's own."""
+        from dmocli.models.networks import FoldEnsemble
+
+        own = [fit.threshold for fit in self.models]
+        warnings = list(dict.fromkeys(w for fit in self.models for w in fit.warnings))
+        return FitResult(
+            network=FoldEnsemble([fit.network for fit in self.models]),
+            trace={"ensemble_of_folds": len(self.models), "fold_traces": self.traces},
+            threshold=None if None in own else float(np.mean(own)),
+            warnings=warnings,
+        )
 
 
 def cross_fit(
@@ -57,9 +73,11 @@ def cross_fit(
     to_tensors: Callable[[Prepared], SplitData],
     device: torch.device,
     pooled_val: int = 0,
+    keep_models: bool = False,
 ) -> CrossFitted:
     """K fits, each scoring the fold it did not see; the folds' models are fitted as the final one is (no
-    validation split), so the out-of-fold scores stand for the final model's scores on new rows. Under torchrun
+    validation split), so the out-of-fold scores stand for the final model's scores on new rows. `keep_models`
+    keeps the K fits (for `ensemble`; otherwise each is dropped once it has scored its fold). Under torchrun
     (`ctx.group`) `data` is this process's rows, the last `pooled_val` rows over all processes being --val's, and
     what is returned is every process's, in one process's order."""
     import torch
@@ -74,6 +92,7 @@ def cross_fit(
     outputs = ctx.architecture.n_outputs  # one logit for a binary model, one per class for a multi-class one
     logits = np.empty(data.n if outputs == 1 else (data.n, outputs), dtype=np.float32)
     traces: list[dict[str, Any]] = []
+    kept: list[FitResult] = []
     with progress.task("cross-fitting", total=k, unit="folds") as bar:
         for fold in range(k):
             held = folds == fold
@@ -81,18 +100,20 @@ def cross_fit(
             scores = logits_of(result.network.eval(), torch.as_tensor(data.X[held], device=device))
             logits[held] = scores.float().cpu().numpy()
             traces.append(result.trace)
+            if keep_models:
+                kept.append(result)
             del result
             bar.advance(1)
     if placement is not None:
         logits = placement.gathered(logits)
-    return CrossFitted(logits, y, every_fold, time.perf_counter() - started, traces)
+    return CrossFitted(logits, y, every_fold, time.perf_counter() - started, traces, kept)
 
 
 def transfer_threshold(
     transfer: str, oof_threshold: float, *, oof_logits: np.ndarray, final_logits: np.ndarray
 ) -> float:
-    """The final model's threshold from the out-of-fold one (see the module docstring)."""
-    if transfer == "apply":
+    """The saved model's threshold from the out-of-fold one (see the module docstring)."""
+    if transfer in ("apply", "ensemble"):
         return oof_threshold
     predicted = int(np.count_nonzero(oof_logits >= oof_threshold))
     if predicted == 0:

@@ -119,16 +119,28 @@ def train_in_memory(
         feature_types=pre.feature_types,
     )
     crossed = None
+    ensemble = bool(folds) and opts.cv_transfer == "ensemble"
     if folds:
         crossed = cross_fit(
-            solver, train_data.labeled(), folds, ctx, lambda part: _split_tensors(part, device), device, pooled_val
+            solver,
+            train_data.labeled(),
+            folds,
+            ctx,
+            lambda part: _split_tensors(part, device),
+            device,
+            pooled_val,
+            keep_models=ensemble,
         )
+    if crossed is not None and not ensemble:
         params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
         ctx = dataclasses.replace(ctx, params=params)
     train_split = _split_tensors(train_data, device)
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
-    result = solver.fit(train_split, val_split, ctx)
+    if crossed is not None and ensemble:  # the fold models are the model: no final fit
+        result, arch = crossed.ensemble(), dataclasses.replace(arch, members=folds)
+    else:
+        result = solver.fit(train_split, val_split, ctx)
     fit_seconds = time.perf_counter() - fit_started
     network = result.network.eval()
 

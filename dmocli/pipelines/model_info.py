@@ -56,11 +56,12 @@ def model_info(path: str | Path) -> dict[str, Any]:
 
 
 def _size(model: DmoModel) -> dict[str, int]:
-    """The network's weights; a tree model's nodes, and its trees."""
+    """The network's weights; a tree model's nodes, and its trees (an ensemble's: all its members')."""
     if model.architecture.kind != "gbdt":
-        return {"n_parameters": model.architecture.parameters}
-    trees, nodes = model.module().size()
-    return {"n_parameters": nodes, "n_trees": trees}
+        return {"n_parameters": model.architecture.parameters * model.architecture.members}
+    network = model.module()
+    sizes = [member.size() for member in getattr(network, "members", [network])]
+    return {"n_parameters": sum(nodes for _, nodes in sizes), "n_trees": sum(trees for trees, _ in sizes)}
 
 
 def _features(pre: Preprocessor) -> dict[str, Any]:
