@@ -1,5 +1,6 @@
 """`--confidence C --new-rows N`: the metric *measured on a new sample of N rows* meets the target with probability
-at least C. Checked two ways: the required population rate against brute-force binomial sums, and a simulation
+at least C. Checked three ways: the exchangeable test's branch and bound against every count evaluated, its tail
+against a simulation of exchangeable scores, and a simulation
 with known score distributions in which each draw fits the threshold on one sample and measures it on a fresh
 sample of N rows; a draw fails when that measured metric is below the target (refusing is safe). The population
 certificate alone (no --new-rows) is run beside it, to show that it does not cover the measured value.
@@ -17,31 +18,51 @@ from scipy import stats
 from test_confidence_coverage import DRAWS, Gaussian, allowed
 
 from dmocli.errors import DmoError
-from dmocli.operating_point.new_sample import NOISE_SHARE, required_rate
+from dmocli.operating_point.new_sample import exchangeable_level, least_successes, passes
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 
 
-def worst_miss(rate: float, fewest: int, target: float, new_rows: int) -> float:
-    """max over every count m in [fewest, new_rows] of P(Binomial(m, rate) < target x m), summed term by term."""
+def worst_tail(trials: int, successes: int, fewest: int, target: float, new_rows: int) -> float:
+    """max over every count m in [fewest, new_rows] of P(K >= successes), K ~ Hyper(trials + m, successes + x_m,
+    trials), x_m = ceil(target x m) - 1: the exchangeable test evaluated at every count, no block bound."""
     worst = 0.0
     for m in range(fewest, new_rows + 1):
-        pmf = stats.binom.pmf(np.arange(m + 1), m, rate)
-        worst = max(worst, float(pmf[np.arange(m + 1) < target * m - 1e-9].sum()))
+        misses = int(np.ceil(target * m - 1e-9)) - 1
+        worst = max(worst, float(stats.hypergeom.sf(successes - 1, trials + m, successes + misses, trials)))
     return worst
 
 
-@pytest.mark.parametrize("fewest, target, new_rows", [(1, 0.8, 40), (7, 0.8, 60), (25, 0.9, 80), (60, 0.75, 150)])
-def test_the_required_rate_is_the_least_that_keeps_every_count_under_the_miss(fewest, target, new_rows):
-    miss = NOISE_SHARE * (1 - 0.95)
-    rate = required_rate(fewest, target, new_rows, 0.95)
-    assert target < rate <= 1
-    assert worst_miss(rate, fewest, target, new_rows) <= miss
-    assert worst_miss(rate - 1e-6, fewest, target, new_rows) > miss  # nothing lower would do
+@pytest.mark.parametrize(
+    "trials, fewest, target, new_rows", [(40, 5, 0.8, 60), (120, 20, 0.8, 200), (300, 55, 0.8, 400), (90, 30, 0.9, 90)]
+)
+def test_the_branch_and_bound_decides_as_every_count_would(trials, fewest, target, new_rows):
+    level = exchangeable_level(0.95)
+    verdicts = passes(trials, np.arange(trials + 1), fewest, target, new_rows, level)
+    brute = np.array([k > 0 and worst_tail(trials, k, fewest, target, new_rows) <= level for k in range(trials + 1)])
+    assert np.array_equal(verdicts, brute)
+    least = least_successes(trials, fewest, target, new_rows, level)
+    assert least == (int(np.argmax(brute)) if brute.any() else None)
+    assert brute[least:].all() if least is not None else True  # more successes never fail once some pass
 
 
-def test_no_row_counted_in_the_new_sample_means_no_rate_certifies():
-    assert required_rate(0, 0.8, 100, 0.95) == np.inf
+def test_the_tail_is_the_chance_a_recall_cut_at_a_positive_score_misses_on_new_rows():
+    """The distribution-free claim behind the test, by simulation: n positives here and m new ones with
+    exchangeable scores, the cut at the k-th highest score here; the new sample's recall misses the target as
+    often as the hypergeometric tail says (20,000 draws, within 4 standard errors)."""
+    n, m, k, target, draws = 30, 12, 27, 0.8, 20_000
+    rng = np.random.default_rng(0)
+    scores = rng.random((draws, n + m))
+    cut = np.sort(scores[:, :n], axis=1)[:, n - k]
+    caught = (scores[:, n:] >= cut[:, None]).sum(axis=1)
+    missed = float(np.mean(caught < target * m))
+    tail = worst_tail(n, k, m, target, m)
+    assert abs(missed - tail) < 4 * np.sqrt(tail * (1 - tail) / draws)
+
+
+def test_a_new_sample_that_may_count_no_row_certifies_nothing():
+    assert not passes(100, 100, 0, 0.8, 100, exchangeable_level(0.95)).any()
+    assert least_successes(100, 0, 0.8, 100, exchangeable_level(0.95)) is None
 
 
 def measured_failures(world, problem: Problem, n: int, new_rows: int | None, sample: int, seed: int):
@@ -90,7 +111,7 @@ def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tm
     args = ("--problem", "frop", "--target", "0.8", "--confidence", "0.95")
     proc = run_dmo("train", data, *args, "--new-rows", "500", "-o", model, "--json", check=True)
     point = json.loads(proc.stdout)["operating_point"]
-    assert point["new_rows"] == 500 and 0.8 < point["required_rate"] <= point["constraint_bound"]
+    assert point["new_rows"] == 500 and 0.8 < point["required_rate"] <= point["recall"]
     population = json.loads(run_dmo("train", data, *args, "-o", tmp_path / "p.st", "--json", check=True).stdout)
     assert population["operating_point"]["new_rows"] is None
     assert point["recall"] > population["operating_point"]["recall"]  # a sample's scatter asks for more recall

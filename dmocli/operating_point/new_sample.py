@@ -7,41 +7,49 @@ around the population value; with a population value just above the target it
 reads below the target about half the time. `--new-rows N` makes the guarantee
 about that measured value: P(metric on N new rows >= target) >= C.
 
-The error 1 - C is split, in shares fixed in advance, over three events (a
-union bound), none of which may happen:
+The error 1 - C is split, in shares fixed in advance, over two events (a union
+bound), neither of which may happen:
 
-1. the population certificate is wrong (NOISE_SHARE of the error is left for
-   the others; the certificate runs at level 1 - CERTIFICATE_SHARE (1 - C));
-2. the new sample holds fewer than m_lo positives (recall) or predicted
-   positives (precision): m_lo is the COUNT_SHARE / 2 quantile of
+1. the new sample counts fewer than m_lo rows (its positives for recall, its
+   predicted positives for precision): m_lo is the COUNT_SHARE / 2 quantile of
    Binomial(N, rate_lo), where rate_lo is a Clopper-Pearson lower bound, at
    COUNT_SHARE / 2, of the positive rate or of the cut's predicted-positive
    rate (fewest_predicted says why a per-cut bound is enough);
-3. given m >= m_lo counted rows, the binomial true positives fall below
-   target x m although the population rate reaches `required_rate`: at most
-   NOISE_SHARE for every m >= m_lo.
+2. the new sample counts m >= m_lo rows and fewer than target x m of them are
+   successes (true positives), yet the cut passed the exchangeable test below at
+   level TEST_SHARE x (1 - C).
 
-So the population certificate is asked for `required_rate(m_lo)` instead of the
-target. All of it is exact binomial arithmetic over every count, no normal
-approximation. A new sample with no counted row (no positive, or nothing
-predicted positive) counts as a miss.
+**The exchangeable test.** The n rows counted here at a cut and the m counted
+in the new sample are exchangeable, so given the total T of successes among the
+n + m, the successes K here are hypergeometric, Hyper(n + m, T, n). A miss
+(X <= x_m = ceil(target x m) - 1 successes in the new sample) means
+T <= k + x_m, so seeing k or more successes here has probability at most
+P(K >= k | T = k + x_m), which must be at most the test's level for every m
+from m_lo to N. One exact test covers both the scatter here and the new
+sample's, where a population certificate followed by a separate binomial margin
+paid for each on its own. For a recall cut at the k-th highest positive score
+the same number is the exact, distribution-free probability that the new
+sample's recall misses (ranks of exchangeable scores).
+
+Evaluating every m up to N for every cut would be slow; over a block of counts
+[m1, m2], P(K >= k | M = n + m1, T = k + x_{m2}) bounds every m in it (the tail
+grows with T and falls as M grows), so a block is split only where that bound
+is above the level (branch and bound); a single count is evaluated exactly.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-CERTIFICATE_SHARE = 0.5  # of 1 - C: the population certificate
 COUNT_SHARE = 0.25  # of 1 - C: the counted rows of the new sample (half for the rate's bound, half for the draw)
-NOISE_SHARE = 0.25  # of 1 - C: the binomial scatter of the true positives among them
+TEST_SHARE = 0.75  # of 1 - C: the exchangeable test of the successes among them
 
 
-def certificate_confidence(confidence: float) -> float:
-    """The level the population certificate runs at."""
-    return 1.0 - CERTIFICATE_SHARE * (1.0 - confidence)
+def exchangeable_level(confidence: float, sequences: int = 1) -> float:
+    """The error each exchangeable test may make: TEST_SHARE of 1 - C, shared over the fixed sequences."""
+    return TEST_SHARE * (1.0 - confidence) / sequences
 
 
 def fewest_positives(new_rows: int, n_pos: int, n: int, confidence: float) -> int:
@@ -59,9 +67,9 @@ def fewest_predicted(new_rows: int, predicted: np.ndarray, n: int, confidence: f
     COUNT_SHARE / 2 x (1 - C), from each cut's own Clopper-Pearson lower bound of its predicted-positive rate.
 
     The threshold is chosen after looking, yet a per-cut bound is enough: the fixed-sequence tests of precision
-    (search.py) need each test valid at its own level, and a cut's test may wrongly pass only if its precision
-    bound or its rate bound is wrong, so the rate bound's error (COUNT_SHARE / 2 x (1 - C), shared out over the
-    sequences as the precision bound's is) is added to each test's level."""
+    (search.py) need each test valid at its own level, and a cut's test may wrongly pass only if its exchangeable
+    test or its rate bound is wrong, so the rate bound's error (COUNT_SHARE / 2 x (1 - C), shared out over the
+    sequences as the test's is) is added to each test's level."""
     from dmocli.operating_point.bounds import FIXED_SEQUENCE_STARTS, clopper_pearson_lower
 
     half = COUNT_SHARE / 2.0 * (1.0 - confidence)
@@ -77,58 +85,97 @@ def _lower_quantile(trials: int, rates: np.ndarray, share: float) -> np.ndarray:
     return np.where(rates > 0, binom.ppf(share, trials, safe), 0).astype(np.int64)
 
 
-def required_rates(fewest: np.ndarray, target: float, new_rows: int, confidence: float) -> np.ndarray:
-    """required_rate of every count in `fewest` (each distinct count solved once)."""
-    counts = np.asarray(fewest, dtype=np.int64)
-    distinct, where = np.unique(counts, return_inverse=True)
-    solved = np.array([required_rate(int(m), target, new_rows, confidence) for m in distinct])
-    return solved[where].reshape(counts.shape)
+def passes(
+    trials: np.ndarray, successes: np.ndarray, fewest: np.ndarray, target: float, new_rows: int, level: float
+) -> np.ndarray:
+    """Per cut, whether `successes` out of `trials` counted here pass the exchangeable test (module docstring)
+    for every count of the new sample from `fewest` to `new_rows`. A cut with no success, or a new sample that
+    may count no row (`fewest` 0), never passes."""
+    trials, successes, fewest = np.broadcast_arrays(
+        np.asarray(trials, dtype=np.int64), np.asarray(successes, dtype=np.int64), np.asarray(fewest, dtype=np.int64)
+    )
+    shape = trials.shape
+    trials, successes, fewest = trials.ravel(), successes.ravel(), fewest.ravel()
+    out = np.zeros(trials.size, dtype=bool)
+    open_cuts = np.flatnonzero((successes > 0) & (fewest > 0) & (fewest <= new_rows))
+    if open_cuts.size:
+        n, k, m_lo = trials[open_cuts], successes[open_cuts], fewest[open_cuts]
+        exact_first = _tail(n, k, m_lo, m_lo, target) <= level  # the first count, exactly: most failing cuts fail here
+        whole = _tail(n, k, m_lo, np.full_like(m_lo, new_rows), target) <= level  # one block for every count
+        out[open_cuts[exact_first & whole]] = True
+        unsure = exact_first & ~whole
+        out[open_cuts[unsure]] = _every_count_passes(n[unsure], k[unsure], m_lo[unsure], target, new_rows, level)
+    return out.reshape(shape)
 
 
-def required_rate(fewest: int, target: float, new_rows: int, confidence: float) -> float:
-    """The smallest population rate r with P(Binomial(m, r) < target x m) <= NOISE_SHARE x (1 - C) for every
-    count m from `fewest` to `new_rows`; above 1 (nothing certifies) when `fewest` is 0."""
-    if fewest <= 0:
-        return math.inf
-    return _required_rate(_on_grid(int(fewest)), float(target), int(new_rows), NOISE_SHARE * (1.0 - confidence))
-
-
-def _on_grid(count: int) -> int:
-    """`count` rounded down to every integer up to 100, then steps of 2 %: fewer counts to solve for, and a
-    smaller count asks a higher rate, so the rounding errs on the safe side."""
-    if count <= 100:
-        return count
-    return max(100, math.floor(100 * 1.02 ** math.floor(math.log(count / 100) / math.log(1.02) + 1e-9)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _required_rate(fewest: int, target: float, new_rows: int, miss: float) -> float:
-    if _misses(fewest, target, new_rows, np.nextafter(1.0, 0.0), miss):
-        return math.inf  # even a rate of almost 1 misses too often at `fewest` rows
-    low, high = target, 1.0
-    for _ in range(40):  # bisection to about 1e-12
-        middle = (low + high) / 2.0
-        if _misses(fewest, target, new_rows, middle, miss):
-            low = middle
-        else:
+def least_successes(trials: int, fewest: int, target: float, new_rows: int, level: float) -> int | None:
+    """The fewest successes out of `trials` that pass (more successes only pass more easily); None if none do."""
+    if not passes(trials, trials, fewest, target, new_rows, level)[()]:
+        return None
+    low, high = 1, trials
+    while low < high:
+        middle = (low + high) // 2
+        if passes(trials, middle, fewest, target, new_rows, level)[()]:
             high = middle
+        else:
+            low = middle + 1
     return high
 
 
-def _misses(fewest: int, target: float, new_rows: int, rate: float, miss: float) -> bool:
-    """Whether P(Binomial(m, rate) < target x m) exceeds `miss` for some count m in [fewest, new_rows]. Only
-    counts below ln(1/miss) / KL(target || rate) can: the Chernoff bound exp(-m KL) caps the rest."""
-    from scipy.stats import binom
+def fewest_passing_trials(rate: float, fewest: int, target: float, new_rows: int, level: float) -> int | None:
+    """The fewest rows counted here at which a success rate of `rate` passes (the new sample's m_lo held fixed):
+    how many predicted positives or positives a certificate needs at the rate observed. None when no number of
+    rows would do (the new sample's own scatter at m_lo already misses too often)."""
+    if not rate > target:
+        return None
 
-    if rate <= target:
-        return True
-    divergence = target * math.log(target / rate) + (1 - target) * math.log((1 - target) / (1 - rate))
-    last = min(new_rows, max(fewest, math.ceil(math.log(1.0 / miss) / divergence)))
-    start, stop = fewest, fewest
-    while start <= last:  # in doubling blocks: a rate that misses usually does so near `fewest`
-        counts = np.arange(start, min(last, stop) + 1)
-        needed = np.ceil(target * counts - 1e-9)  # true positives that meet the target
-        if float(binom.cdf(needed - 1, counts, rate).max()) > miss:
-            return True
-        start, stop = int(counts[-1]) + 1, 2 * int(counts[-1]) + 1
-    return False
+    def passing(trials: int) -> bool:
+        return bool(passes(trials, math.floor(rate * trials), fewest, target, new_rows, level)[()])
+
+    low, high = 1, 2
+    while not passing(high):
+        low, high = high, high * 2
+        if high > 1 << 24:
+            return None
+    while low < high:
+        middle = (low + high) // 2
+        if passing(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _every_count_passes(
+    n: np.ndarray, k: np.ndarray, fewest: np.ndarray, target: float, new_rows: int, level: float
+) -> np.ndarray:
+    """Branch and bound over the new sample's counts, for many cuts at once: a block whose bound passes is done,
+    a count that fails exactly fails its cut, and the other blocks are halved (one vectorized tail a round)."""
+    alive = np.ones(n.size, dtype=bool)
+    owner = np.arange(n.size)
+    first, last = fewest.copy(), np.full_like(fewest, new_rows)
+    while owner.size:
+        failed = _tail(n[owner], k[owner], first, last, target) > level
+        alive[owner[failed & (first == last)]] = False
+        split = failed & (first < last) & alive[owner]
+        owner, first, last = owner[split], first[split], last[split]
+        middle = (first + last) // 2
+        owner, first, last = (
+            np.concatenate([owner, owner]),
+            np.concatenate([first, middle + 1]),
+            np.concatenate([middle, last]),
+        )
+    return alive
+
+
+def _tail(n: np.ndarray, k: np.ndarray, first: np.ndarray, last: np.ndarray, target: float) -> np.ndarray:
+    """P(K >= k) for K ~ Hyper(n + first, k + x_last, n), x_m = ceil(target x m) - 1: the exact miss bound at
+    one count when first == last, an upper bound over the block otherwise (1 where the block is too wide for
+    the bound to exist: more successes than rows)."""
+    from scipy.stats import hypergeom
+
+    misses = np.ceil(target * last - 1e-9).astype(np.int64) - 1
+    population, successes = n + first, k + misses
+    valid = successes <= population
+    tail = hypergeom.sf(k - 1, population, np.minimum(successes, population), n)
+    return np.where(valid, tail, 1.0)

@@ -5,18 +5,20 @@ returned operating point is the true optimum on the given data, not a grid
 approximation. With `confidence`, a one-sided Clopper-Pearson lower bound of
 the constrained metric must reach the target, so that the target also holds
 on new data from the same distribution with probability at least `confidence`;
-with `new_rows` as well, the metric measured on a new sample of that many rows
-does (new_sample.py says what the bound must then reach).
+with `new_rows` instead, the metric measured on a new sample of that many rows
+does (new_sample.py's exchangeable test decides which cuts are certified).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import numpy as np
 
 from dmocli.errors import DmoError
 from dmocli.operating_point.bounds import (
+    FIXED_SEQUENCE_STARTS,
     clopper_pearson_interval,
     clopper_pearson_lower,
     fewest_certifying_trials,
@@ -24,7 +26,14 @@ from dmocli.operating_point.bounds import (
     fixed_sequence_starts,
 )
 from dmocli.operating_point.curve import ScoreCurve
-from dmocli.operating_point.new_sample import certificate_confidence, fewest_positives, fewest_predicted, required_rates
+from dmocli.operating_point.new_sample import (
+    exchangeable_level,
+    fewest_passing_trials,
+    fewest_positives,
+    fewest_predicted,
+    least_successes,
+    passes,
+)
 from dmocli.operating_point.problems import Problem, f_beta, precision, recall
 from dmocli.options import check_confidence, check_new_rows
 
@@ -50,7 +59,7 @@ class OperatingPoint:
     rows_needed: int | None = None  # infeasible under --confidence: rows a certificate needs at the observed rate
     rows_counted: int | None = None  # ... against the rows it counted here (predicted positives or positives)
     new_rows: int | None = None  # the certificate is about the metric measured on a new sample of this many rows
-    required_rate: float | None = None  # ... so the population metric had to be certified at this rate (None: none)
+    required_rate: float | None = None  # ... so the metric here at that cut had to reach this rate (None: none)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,26 +101,40 @@ def search_curve(
     constrained = problem.constrained_metric(tp, fp, n_pos)
     bound = None
     certificate = None
-    targets = np.full(tp.shape, problem.target if problem.target is not None else np.nan)
+    required = None
     if constrained is not None:
         if confidence is None:
             level = np.asarray(constrained)
             ok = level >= problem.target - 1e-12
-        else:
-            proven = confidence if new_rows is None else certificate_confidence(confidence)
-            if new_rows is not None:
-                targets = _new_sample_targets(problem, tp, tp + fp, n_pos + curve.n_neg, n_pos, confidence, new_rows)
-            if problem.kind == "fpor":
-                level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(proven))
-                starts = _sequence_starts(tp + fp, targets, problem.target, proven, new_rows is not None)
-                ok, stopped = _fixed_sequences(bound, targets, starts)
+        elif problem.kind == "fpor":
+            level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
+            if new_rows is None:
+                ok, stopped = _fixed_sequences(
+                    bound >= problem.target - 1e-12, _sequence_starts(tp + fp, problem, confidence)
+                )
                 certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
             else:
-                level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), proven)
-                ok = level >= targets - 1e-12
+                test = _NewSamplePrecision(tp, tp + fp, n_pos + curve.n_neg, problem.target, confidence, new_rows)
+                ok, stopped = test.sequences()
+                required = test.least_rate
+                certificate = (
+                    f"fixed-sequence exchangeable tests of the precision measured on {new_rows} new rows "
+                    "from two label-free starting cuts (docs)"
+                )
+        else:
+            level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
+            if new_rows is None:
+                ok = level >= problem.target - 1e-12
                 certificate = "Clopper-Pearson recall bound (recall falls with the threshold: no selection effect)"
-            if new_rows is not None:
-                certificate += f", for the metric measured on {new_rows} new rows (union bound, docs)"
+            else:
+                fewest = fewest_positives(new_rows, n_pos, n_pos + curve.n_neg, confidence)
+                least = least_successes(n_pos, fewest, problem.target, new_rows, exchangeable_level(confidence))
+                ok = tp >= (least if least is not None else n_pos + 1)
+                required = _constant_rate(least, n_pos)
+                certificate = (
+                    f"exchangeable test of the recall measured on {new_rows} new rows "
+                    "(recall falls with the threshold: no selection effect; docs)"
+                )
         if problem.kind == "fpor":
             ok &= tp > 0  # recall 0 "meets" precision only vacuously
         if ok.any():
@@ -144,67 +167,102 @@ def search_curve(
         constraint_interval=_constraint_interval(problem, int(tp[best]), int(fp[best]), n_pos),
         certificate=certificate,
         new_rows=new_rows,
-        required_rate=float(targets[best]) if new_rows is not None and np.isfinite(targets[best]) else None,
+        required_rate=required(best) if required is not None else None,
         **(
-            _rows_needed(problem, objective, constrained, tp, fp, n_pos, confidence, targets)
+            _rows_needed(problem, objective, constrained, tp, fp, n_pos, confidence, new_rows, curve.n_neg)
             if feasible is False and confidence
             else {}
         ),
     )
 
 
-def _new_sample_targets(
-    problem: Problem, tp: np.ndarray, predicted: np.ndarray, n: int, n_pos: int, confidence: float, new_rows: int
-) -> np.ndarray:
-    """Per cut, the population rate the certificate must reach for the metric on `new_rows` new rows to meet the
-    target (new_sample.py): recall counts the new sample's positives, bounded from the positive rate here;
-    precision counts its predicted positives, bounded from every cut's predicted-positive rate at once (the
-    threshold is chosen after looking)."""
-    if problem.kind == "frop":
-        fewest = np.full(tp.shape, fewest_positives(new_rows, n_pos, n, confidence))
-    else:
-        fewest = fewest_predicted(new_rows, predicted, n, confidence)
-    return required_rates(fewest, problem.target, new_rows, confidence)
+def _constant_rate(least: int | None, trials: int) -> Callable[[int], float | None]:
+    """required_rate of every cut when one count decides them all (recall: the positives are the trials)."""
+    return lambda cut: None if least is None else least / trials
 
 
-def _sequence_starts(
-    predicted: np.ndarray, targets: np.ndarray, target: float, confidence: float, per_cut: bool
-) -> list[int]:
+def _sequence_starts(predicted: np.ndarray, problem: Problem, confidence: float) -> list[int]:
     """The cuts the fixed sequences start from (bounds.fixed_sequence_starts), found from the predicted-positive
-    counts and the targets alone, never the labels. With per-cut targets (a new sample's), each start is the first
-    cut where its condition holds against that cut's own target: a cut whose target no count can certify (too few
-    rows predicted positive in the new sample) is passed over instead of stopping the sequence at once."""
-    if not per_cut:
-        return [int(np.searchsorted(predicted, count)) for count in fixed_sequence_starts(target, confidence)]
-    level = fixed_sequence_level(confidence)
-    halfway = np.floor(predicted * (1.0 + np.minimum(targets, 1.0)) / 2.0)
-    conditions = (
-        clopper_pearson_lower(predicted, predicted, level) >= targets,  # a perfect record certifies
-        clopper_pearson_lower(halfway, predicted, level) >= targets,  # halfway between the target and 1 does
-    )
-    return [int(np.argmax(met)) if met.any() else predicted.size for met in conditions]
+    counts alone, never the labels."""
+    return [int(np.searchsorted(predicted, count)) for count in fixed_sequence_starts(problem.target, confidence)]
 
 
-def _fixed_sequences(bound: np.ndarray, targets: np.ndarray, starts: list[int]) -> tuple[np.ndarray, int]:
+def _fixed_sequences(passed: np.ndarray, starts: list[int]) -> tuple[np.ndarray, int]:
     """The cuts certified by fixed-sequence tests of "precision >= target", and the cut whose failed test stopped
     the first sequence (the last cut when none failed).
 
-    Precision is not monotone in the threshold, so taking any cut whose own bound reaches the target would
-    select on noise among many cuts. Testing them in a fixed order (from the highest threshold down), each with
-    `bound` (at the level of bounds.fixed_sequence_level), and stopping at the first that fails, keeps the chance
-    that any certified cut is wrong at most that level's error (Learn-Then-Test's fixed-sequence procedure).
-    One sequence runs from each label-free start (_sequence_starts); a cut is certified when any
-    sequence certifies it, and the union bound over the sequences keeps the family-wise error at 1 - C.
+    Precision is not monotone in the threshold, so taking any cut whose own test passes would select on noise
+    among many cuts. Testing them in a fixed order (from the highest threshold down), each at the level of
+    bounds.fixed_sequence_level, and stopping at the first that fails, keeps the chance that any certified cut is
+    wrong at most that level's error (Learn-Then-Test's fixed-sequence procedure). One sequence runs from each
+    label-free start; a cut is certified when any sequence certifies it, and the union bound over the sequences
+    keeps the family-wise error at 1 - C.
     """
-    certified = np.zeros(bound.shape, dtype=bool)
+    certified = np.zeros(passed.shape, dtype=bool)
     first_stop = None
     for start in starts:
-        start = min(start, bound.size - 1)
-        failures = np.flatnonzero(bound[start:] < targets[start:] - 1e-12)
-        stop = start + int(failures[0]) if failures.size else bound.size
+        start = min(start, passed.size - 1)
+        failures = np.flatnonzero(~passed[start:])
+        stop = start + int(failures[0]) if failures.size else passed.size
         certified[start:stop] = True
-        first_stop = min(stop, bound.size - 1) if first_stop is None else first_stop
+        first_stop = min(stop, passed.size - 1) if first_stop is None else first_stop
     return certified, first_stop
+
+
+class _NewSamplePrecision:
+    """The fixed sequences of `--new-rows` precision certificates: each cut's test is new_sample's exchangeable
+    test, at its predicted-positive count's own m_lo. The tests cost far more than a Clopper-Pearson bound, so
+    they run a chunk of cuts at a time and only as far as needed: a sequence ends at its first failing cut, and a
+    start is the first cut where its label-free condition holds."""
+
+    CHUNK = 256
+
+    def __init__(self, tp: np.ndarray, predicted: np.ndarray, n: int, target: float, confidence: float, new_rows: int):
+        self.tp, self.predicted, self.target, self.new_rows = tp, predicted, target, new_rows
+        self.fewest = fewest_predicted(new_rows, predicted, n, confidence)
+        self.level = exchangeable_level(confidence, FIXED_SEQUENCE_STARTS)
+
+    def sequences(self) -> tuple[np.ndarray, int]:
+        """As _fixed_sequences: the certified cuts and the cut that stopped the first sequence."""
+        size = self.tp.size
+        certified = np.zeros(size, dtype=bool)
+        first_stop = None
+        for start in self._starts():
+            start = min(start, size - 1)
+            stop = self._first(start, lambda cuts: ~self._passes(cuts, self.tp[cuts]))
+            certified[start:stop] = True
+            first_stop = min(stop, size - 1) if first_stop is None else first_stop
+        return certified, first_stop
+
+    def least_rate(self, cut: int) -> float | None:
+        """The least precision at `cut` (its predicted positives held) that its test passes: required_rate."""
+        trials = int(self.predicted[cut])
+        least = (
+            least_successes(trials, int(self.fewest[cut]), self.target, self.new_rows, self.level) if trials else None
+        )
+        return None if least is None else least / trials
+
+    def _starts(self) -> list[int]:
+        """The two label-free starts of bounds.fixed_sequence_starts, each against its cut's own m_lo: the first
+        cut that a perfect record would certify, and the first that a precision halfway between the target and 1
+        would. Cuts that predict too few rows positive for any record to certify are passed over."""
+        halfway = (1.0 + self.target) / 2.0
+        return [
+            self._first(0, lambda cuts: self._passes(cuts, self.predicted[cuts])),
+            self._first(0, lambda cuts: self._passes(cuts, np.floor(self.predicted[cuts] * halfway))),
+        ]
+
+    def _passes(self, cuts: np.ndarray, successes: np.ndarray) -> np.ndarray:
+        return passes(self.predicted[cuts], successes, self.fewest[cuts], self.target, self.new_rows, self.level)
+
+    def _first(self, start: int, holds: Callable[[np.ndarray], np.ndarray]) -> int:
+        """The first cut from `start` on where `holds`, a chunk of cuts at a time; the cut count when none."""
+        for first in range(start, self.tp.size, self.CHUNK):
+            cuts = np.arange(first, min(first + self.CHUNK, self.tp.size))
+            hits = np.flatnonzero(holds(cuts))
+            if hits.size:
+                return int(cuts[hits[0]])
+        return self.tp.size
 
 
 def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list[float] | None:
@@ -223,17 +281,27 @@ def _rows_needed(
     fp: np.ndarray,
     n_pos: int,
     confidence: float,
-    targets: np.ndarray,
+    new_rows: int | None,
+    n_neg: int,
 ) -> dict:
     """How many rows a certificate would need at the rate observed at the cut the plain search would choose
-    (the best objective among cuts whose observed constrained metric beats the rate the certificate must reach
-    there): predicted positives for precision, positives for recall. Nothing when no cut beats it even without
-    a bound."""
+    (the best objective among cuts whose observed constrained metric beats the target): predicted positives for
+    precision, positives for recall. With `new_rows`, the rows at which the exchangeable test would pass, the new
+    sample's m_lo held. Nothing when no cut beats the target even without a bound."""
     observed = np.asarray(constrained)
-    beats = (observed > targets) & (tp > 0)
+    beats = (observed > problem.target) & (tp > 0)
     if not beats.any():
         return {}
     cut = _best_index(np.where(beats, objective, -np.inf), observed)
-    needed = fewest_certifying_trials(float(observed[cut]), float(targets[cut]), confidence)
+    rate = float(observed[cut])
     counted = int(tp[cut] + fp[cut]) if problem.kind == "fpor" else int(n_pos)
+    if new_rows is None:
+        needed = fewest_certifying_trials(rate, problem.target, confidence)
+    elif problem.kind == "fpor":
+        fewest = int(fewest_predicted(new_rows, np.array([counted]), n_pos + n_neg, confidence)[0])
+        level = exchangeable_level(confidence, FIXED_SEQUENCE_STARTS)
+        needed = fewest_passing_trials(rate, fewest, problem.target, new_rows, level)
+    else:
+        fewest = fewest_positives(new_rows, n_pos, n_pos + n_neg, confidence)
+        needed = fewest_passing_trials(rate, fewest, problem.target, new_rows, exchangeable_level(confidence))
     return {"rows_needed": needed, "rows_counted": counted}
