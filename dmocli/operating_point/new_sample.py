@@ -47,6 +47,19 @@ COUNT_SHARE = 0.25  # of 1 - C: the counted rows of the new sample (half for the
 TEST_SHARE = 0.75  # of 1 - C: the exchangeable test of the successes among them
 
 
+def sequence_start_rates(target: float) -> list[float]:
+    """The precisions whose records define where the fixed sequences of new-sample precision tests start (the
+    first cut where such a record would pass; search.py): a perfect record, which small validation sets need but
+    one negative among the top rows stops, and two records a model comfortably above the target passes with some
+    negatives among its top-scored rows. Three, not the population certificate's two, because here the new
+    sample's own scatter at a cut's small m_lo keeps any record short of perfect from passing until many rows
+    are predicted positive: halfway between the target and 1 alone starts too late for a strong model."""
+    return [1.0, (3.0 + target) / 4.0, (1.0 + target) / 2.0]
+
+
+SEQUENCES = 3  # len(sequence_start_rates(...)): each sequence's tests and rate bounds get an equal share
+
+
 def exchangeable_level(confidence: float, sequences: int = 1) -> float:
     """The error each exchangeable test may make: TEST_SHARE of 1 - C, shared over the fixed sequences."""
     return TEST_SHARE * (1.0 - confidence) / sequences
@@ -70,10 +83,10 @@ def fewest_predicted(new_rows: int, predicted: np.ndarray, n: int, confidence: f
     (search.py) need each test valid at its own level, and a cut's test may wrongly pass only if its exchangeable
     test or its rate bound is wrong, so the rate bound's error (COUNT_SHARE / 2 x (1 - C), shared out over the
     sequences as the test's is) is added to each test's level."""
-    from dmocli.operating_point.bounds import FIXED_SEQUENCE_STARTS, clopper_pearson_lower
+    from dmocli.operating_point.bounds import clopper_pearson_lower
 
     half = COUNT_SHARE / 2.0 * (1.0 - confidence)
-    rates = clopper_pearson_lower(predicted, np.full_like(predicted, n), 1.0 - half / FIXED_SEQUENCE_STARTS)
+    rates = clopper_pearson_lower(predicted, np.full_like(predicted, n), 1.0 - half / SEQUENCES)
     return _lower_quantile(new_rows, rates, half)
 
 

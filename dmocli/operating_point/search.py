@@ -18,7 +18,6 @@ import numpy as np
 
 from dmocli.errors import DmoError
 from dmocli.operating_point.bounds import (
-    FIXED_SEQUENCE_STARTS,
     clopper_pearson_interval,
     clopper_pearson_lower,
     fewest_certifying_trials,
@@ -27,12 +26,14 @@ from dmocli.operating_point.bounds import (
 )
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.new_sample import (
+    SEQUENCES,
     exchangeable_level,
     fewest_passing_trials,
     fewest_positives,
     fewest_predicted,
     least_successes,
     passes,
+    sequence_start_rates,
 )
 from dmocli.operating_point.problems import Problem, f_beta, precision, recall
 from dmocli.options import check_confidence, check_new_rows
@@ -220,7 +221,7 @@ class _NewSamplePrecision:
     def __init__(self, tp: np.ndarray, predicted: np.ndarray, n: int, target: float, confidence: float, new_rows: int):
         self.tp, self.predicted, self.target, self.new_rows = tp, predicted, target, new_rows
         self.fewest = fewest_predicted(new_rows, predicted, n, confidence)
-        self.level = exchangeable_level(confidence, FIXED_SEQUENCE_STARTS)
+        self.level = exchangeable_level(confidence, SEQUENCES)
 
     def sequences(self) -> tuple[np.ndarray, int]:
         """As _fixed_sequences: the certified cuts and the cut that stopped the first sequence."""
@@ -243,13 +244,12 @@ class _NewSamplePrecision:
         return None if least is None else least / trials
 
     def _starts(self) -> list[int]:
-        """The two label-free starts of bounds.fixed_sequence_starts, each against its cut's own m_lo: the first
-        cut that a perfect record would certify, and the first that a precision halfway between the target and 1
-        would. Cuts that predict too few rows positive for any record to certify are passed over."""
-        halfway = (1.0 + self.target) / 2.0
+        """The label-free starts (new_sample.sequence_start_rates), each the first cut where a record at its rate
+        would pass against the cut's own m_lo: cuts that predict too few rows positive for any record to pass
+        are passed over."""
         return [
-            self._first(0, lambda cuts: self._passes(cuts, self.predicted[cuts])),
-            self._first(0, lambda cuts: self._passes(cuts, np.floor(self.predicted[cuts] * halfway))),
+            self._first(0, lambda cuts, rate=rate: self._passes(cuts, np.floor(self.predicted[cuts] * rate + 1e-9)))
+            for rate in sequence_start_rates(self.target)
         ]
 
     def _passes(self, cuts: np.ndarray, successes: np.ndarray) -> np.ndarray:
@@ -299,7 +299,7 @@ def _rows_needed(
         needed = fewest_certifying_trials(rate, problem.target, confidence)
     elif problem.kind == "fpor":
         fewest = int(fewest_predicted(new_rows, np.array([counted]), n_pos + n_neg, confidence)[0])
-        level = exchangeable_level(confidence, FIXED_SEQUENCE_STARTS)
+        level = exchangeable_level(confidence, SEQUENCES)
         needed = fewest_passing_trials(rate, fewest, problem.target, new_rows, level)
     else:
         fewest = fewest_positives(new_rows, n_pos, n_pos + n_neg, confidence)

@@ -102,9 +102,9 @@ def train_in_memory(
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
     # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
     calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
-    pooled_val = 0
+    pooled_val_rows = 0  # --val rows pooled into the folds (the report says whether, as pooled_val)
     if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
-        pooled_val = val_data.n
+        pooled_val_rows = val_data.n
         train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
 
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
@@ -128,7 +128,7 @@ def train_in_memory(
             ctx,
             lambda part: _split_tensors(part, device),
             device,
-            pooled_val,
+            pooled_val_rows,
             keep_models=ensemble,
         )
     if crossed is not None and not ensemble:
