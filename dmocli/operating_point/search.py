@@ -120,7 +120,7 @@ def search_curve(
                 required = test.least_rate
                 certificate = (
                     f"fixed-sequence exchangeable tests of the precision measured on {new_rows} new rows "
-                    "from two label-free starting cuts (docs)"
+                    "from three label-free starting cuts (docs)"
                 )
         else:
             level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
