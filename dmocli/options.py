@@ -174,8 +174,8 @@ class TrainOptions:
         estimator=True,
         min=0,
         help="Fit the threshold on out-of-fold scores of K stratified folds of DATA (with --val, its rows are "
-        "pooled in), then train the model on all rows (default: 5 without --val/--val-frac; 0: fit the threshold "
-        "on the training rows, which is optimistic).",
+        "pooled in), then save the K fold models averaged, or see --cv-transfer (default: 5 without "
+        "--val/--val-frac; 0: fit the threshold on the training rows, which is optimistic).",
     )
     cv_transfer: str = option(
         "ensemble",

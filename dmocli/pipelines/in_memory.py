@@ -181,7 +181,7 @@ def train_in_memory(
     threshold: float | None = None
     if problem is not None:
         transfer = None
-        if crossed is not None:  # the out-of-fold threshold, carried to the model trained on all rows
+        if crossed is not None:  # the out-of-fold threshold, carried to the saved model (--cv-transfer)
             transfer = functools.partial(
                 transfer_threshold, opts.cv_transfer, oof_logits=crossed.logits, final_logits=logits["train"]
             )
