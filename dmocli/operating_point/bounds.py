@@ -9,6 +9,7 @@ same distribution. docs/operating-points.md explains how the search uses them.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -49,14 +50,29 @@ def fewest_certifying_trials(rate: float, target: float, confidence: float) -> i
     observed. None when the rate does not exceed the target (no number of rows would certify it)."""
     if not rate > target:
         return None
+    # the bound grows with the trials at a fixed rate, up to the flooring of successes
+    return fewest_passing(
+        lambda trials: float(clopper_pearson_lower(math.floor(rate * trials), trials, confidence)) >= target, 1 << 40
+    )
+
+
+def fewest_passing(passing: Callable[[int], bool], limit: int) -> int | None:
+    """The least n >= 1 with `passing(n)`, for a predicate that stays true once it holds: doubling until it
+    holds (None past `limit`), then bisection."""
     low, high = 1, 2
-    while float(clopper_pearson_lower(math.floor(rate * high), high, confidence)) < target:
+    while not passing(high):
         low, high = high, high * 2
-        if high > 1 << 40:
+        if high > limit:
             return None
-    while low < high:  # the bound grows with the trials at a fixed rate, up to the flooring of successes
+    return least_passing(passing, low, high)
+
+
+def least_passing(passing: Callable[[int], bool], low: int, high: int) -> int:
+    """The least n in [low, high] with `passing(n)`, given that `passing(high)` holds and stays true above its
+    least n (bisection)."""
+    while low < high:
         middle = (low + high) // 2
-        if float(clopper_pearson_lower(math.floor(rate * middle), middle, confidence)) >= target:
+        if passing(middle):
             high = middle
         else:
             low = middle + 1

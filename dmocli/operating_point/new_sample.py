@@ -57,7 +57,7 @@ def sequence_start_rates(target: float) -> list[float]:
     return [1.0, (3.0 + target) / 4.0, (1.0 + target) / 2.0]
 
 
-SEQUENCES = 3  # len(sequence_start_rates(...)): each sequence's tests and rate bounds get an equal share
+SEQUENCES = len(sequence_start_rates(0.5))  # each sequence's tests and rate bounds get an equal share
 
 
 def exchangeable_level(confidence: float, sequences: int = 1) -> float:
@@ -113,57 +113,42 @@ def passes(
     open_cuts = np.flatnonzero((successes > 0) & (fewest > 0) & (fewest <= new_rows))
     if open_cuts.size:
         n, k, m_lo = trials[open_cuts], successes[open_cuts], fewest[open_cuts]
-        exact_first = _tail(n, k, m_lo, m_lo, target) <= level  # the first count, exactly: most failing cuts fail here
-        whole = _tail(n, k, m_lo, np.full_like(m_lo, new_rows), target) <= level  # one block for every count
-        out[open_cuts[exact_first & whole]] = True
-        unsure = exact_first & ~whole
-        out[open_cuts[unsure]] = _every_count_passes(n[unsure], k[unsure], m_lo[unsure], target, new_rows, level)
+        first = _tail(n, k, m_lo, m_lo, target) <= level  # the first count, exactly: most failing cuts fail here
+        out[open_cuts[first]] = _every_count_passes(n[first], k[first], m_lo[first], target, new_rows, level)
     return out.reshape(shape)
 
 
 def least_successes(trials: int, fewest: int, target: float, new_rows: int, level: float) -> int | None:
     """The fewest successes out of `trials` that pass (more successes only pass more easily); None if none do."""
-    if not passes(trials, trials, fewest, target, new_rows, level)[()]:
-        return None
-    low, high = 1, trials
-    while low < high:
-        middle = (low + high) // 2
-        if passes(trials, middle, fewest, target, new_rows, level)[()]:
-            high = middle
-        else:
-            low = middle + 1
-    return high
+    from dmocli.operating_point.bounds import least_passing
+
+    def passing(successes: int) -> bool:
+        return bool(passes(trials, successes, fewest, target, new_rows, level)[()])
+
+    return least_passing(passing, 1, trials) if passing(trials) else None
 
 
 def fewest_passing_trials(rate: float, fewest: int, target: float, new_rows: int, level: float) -> int | None:
     """The fewest rows counted here at which a success rate of `rate` passes (the new sample's m_lo held fixed):
     how many predicted positives or positives a certificate needs at the rate observed. None when no number of
     rows would do (the new sample's own scatter at m_lo already misses too often)."""
+    from dmocli.operating_point.bounds import fewest_passing
+
     if not rate > target:
         return None
 
     def passing(trials: int) -> bool:
         return bool(passes(trials, math.floor(rate * trials), fewest, target, new_rows, level)[()])
 
-    low, high = 1, 2
-    while not passing(high):
-        low, high = high, high * 2
-        if high > 1 << 24:
-            return None
-    while low < high:
-        middle = (low + high) // 2
-        if passing(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return high
+    return fewest_passing(passing, 1 << 24)
 
 
 def _every_count_passes(
     n: np.ndarray, k: np.ndarray, fewest: np.ndarray, target: float, new_rows: int, level: float
 ) -> np.ndarray:
-    """Branch and bound over the new sample's counts, for many cuts at once: a block whose bound passes is done,
-    a count that fails exactly fails its cut, and the other blocks are halved (one vectorized tail a round)."""
+    """Branch and bound over the new sample's counts, for many cuts at once, from one block of every count: a
+    block whose bound passes is done, a count that fails exactly fails its cut, and the other blocks are halved
+    (one vectorized tail a round)."""
     alive = np.ones(n.size, dtype=bool)
     owner = np.arange(n.size)
     first, last = fewest.copy(), np.full_like(fewest, new_rows)

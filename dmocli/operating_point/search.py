@@ -110,8 +110,11 @@ def search_curve(
         elif problem.kind == "fpor":
             level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
             if new_rows is None:
+                passed = bound >= problem.target - 1e-12
                 ok, stopped = _fixed_sequences(
-                    bound >= problem.target - 1e-12, _sequence_starts(tp + fp, problem, confidence)
+                    passed.size,
+                    _sequence_starts(tp + fp, problem, confidence),
+                    lambda start: _first_false(passed, start),
                 )
                 certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
             else:
@@ -188,7 +191,13 @@ def _sequence_starts(predicted: np.ndarray, problem: Problem, confidence: float)
     return [int(np.searchsorted(predicted, count)) for count in fixed_sequence_starts(problem.target, confidence)]
 
 
-def _fixed_sequences(passed: np.ndarray, starts: list[int]) -> tuple[np.ndarray, int]:
+def _first_false(passed: np.ndarray, start: int) -> int:
+    """The first cut from `start` on whose test failed; the cut count when none did."""
+    failures = np.flatnonzero(~passed[start:])
+    return start + int(failures[0]) if failures.size else passed.size
+
+
+def _fixed_sequences(size: int, starts: list[int], first_failure: Callable[[int], int]) -> tuple[np.ndarray, int]:
     """The cuts certified by fixed-sequence tests of "precision >= target", and the cut whose failed test stopped
     the first sequence (the last cut when none failed).
 
@@ -197,16 +206,16 @@ def _fixed_sequences(passed: np.ndarray, starts: list[int]) -> tuple[np.ndarray,
     bounds.fixed_sequence_level, and stopping at the first that fails, keeps the chance that any certified cut is
     wrong at most that level's error (Learn-Then-Test's fixed-sequence procedure). One sequence runs from each
     label-free start; a cut is certified when any sequence certifies it, and the union bound over the sequences
-    keeps the family-wise error at 1 - C.
+    keeps the family-wise error at 1 - C. `first_failure(start)` is the first cut from `start` on whose test
+    fails (the cut count when none does), so the tests can be run only as far as a sequence needs them.
     """
-    certified = np.zeros(passed.shape, dtype=bool)
+    certified = np.zeros(size, dtype=bool)
     first_stop = None
     for start in starts:
-        start = min(start, passed.size - 1)
-        failures = np.flatnonzero(~passed[start:])
-        stop = start + int(failures[0]) if failures.size else passed.size
+        start = min(start, size - 1)
+        stop = first_failure(start)
         certified[start:stop] = True
-        first_stop = min(stop, passed.size - 1) if first_stop is None else first_stop
+        first_stop = min(stop, size - 1) if first_stop is None else first_stop
     return certified, first_stop
 
 
@@ -224,16 +233,9 @@ class _NewSamplePrecision:
         self.level = exchangeable_level(confidence, SEQUENCES)
 
     def sequences(self) -> tuple[np.ndarray, int]:
-        """As _fixed_sequences: the certified cuts and the cut that stopped the first sequence."""
-        size = self.tp.size
-        certified = np.zeros(size, dtype=bool)
-        first_stop = None
-        for start in self._starts():
-            start = min(start, size - 1)
-            stop = self._first(start, lambda cuts: ~self._passes(cuts, self.tp[cuts]))
-            certified[start:stop] = True
-            first_stop = min(stop, size - 1) if first_stop is None else first_stop
-        return certified, first_stop
+        """_fixed_sequences over these tests: the certified cuts and the cut that stopped the first sequence."""
+        failing = lambda cuts: ~self._passes(cuts, self.tp[cuts])  # noqa: E731
+        return _fixed_sequences(self.tp.size, self._starts(), lambda start: self._first(start, failing))
 
     def least_rate(self, cut: int) -> float | None:
         """The least precision at `cut` (its predicted positives held) that its test passes: required_rate."""
