@@ -288,6 +288,11 @@ def check_new_rows(new_rows: int | None, confidence: float | None) -> None:
     """--new-rows names the sample a --confidence guarantee is about: without a confidence it means nothing."""
     if new_rows is not None and confidence is None:
         raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
+    if new_rows is not None and (isinstance(new_rows, bool) or not float(new_rows).is_integer()):
+        raise DmoError(f"--new-rows {new_rows} must be a whole number of rows, e.g. 2000")
+    problem = check_value(f"--new-rows {new_rows}", new_rows, _declared("new_rows"))
+    if problem is not None:
+        raise DmoError(problem)
 
 
 def check_confidence(confidence: float | None) -> None:

@@ -4,8 +4,10 @@ truth, end to end through `dmo predict`, and with old model files unchanged."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from conftest import make_binary_frame, run_dmo
 
 from dmocli import DmoClassifier, load_model
@@ -36,14 +38,21 @@ def test_brier_and_ece_match_their_definitions():
     assert figures["ece"] == pytest.approx(ece) and figures["positive_rate"] == pytest.approx(y.mean())
 
 
-def test_the_probability_of_a_class_weighted_model_is_no_longer_inflated():
+@pytest.mark.parametrize("transfer", ["ensemble", "apply"])
+def test_the_probability_of_a_class_weighted_model_is_no_longer_inflated(transfer):
     """wce weighs the classes equally, so the raw sigmoid answers as if half the rows were positive; the calibrated
-    probability's mean on fresh rows is within 10 % of their positive rate."""
+    probability's mean on fresh rows is within 10 % of their positive rate, whether --cv keeps the fold models
+    (each member's raw logit is the class-weighted one) or refits one."""
     train, fresh = make_binary_frame(n=3000, pos_frac=0.06, seed=0), make_binary_frame(n=20_000, pos_frac=0.06, seed=9)
-    clf = DmoClassifier(problem="ofbs", seed=0).fit(train.drop(columns="label"), train["label"])
+    clf = DmoClassifier(problem="ofbs", seed=0, cv_transfer=transfer).fit(train.drop(columns="label"), train["label"])
     proba = clf.predict_proba(fresh.drop(columns="label"))[:, list(clf.classes_).index(1)]
     rate = fresh["label"].mean()
-    raw = 1.0 / (1.0 + np.exp(-clf.decision_function(fresh.drop(columns="label"))))
+    network = clf.model_.module()
+    raw_scorer = network.members[0] if transfer == "ensemble" else network
+    fresh_table = pa.Table.from_pandas(fresh.drop(columns="label"), preserve_index=False)
+    features = torch.from_numpy(np.ascontiguousarray(clf.model_.preprocessor.transform(fresh_table)[0]))
+    with torch.no_grad():
+        raw = torch.sigmoid(raw_scorer(features)).numpy()
     assert abs(proba.mean() / rate - 1.0) < 0.10
     assert raw.mean() > 2 * rate  # what the column held before
 

@@ -155,8 +155,11 @@ def test_the_mlp_stops_on_held_out_rows_and_after_cross_fitting_trains_for_the_f
 
 def test_the_ensemble_is_the_fold_models_each_scoring_the_fold_it_never_saw():
     """--cv-transfer ensemble (the default) saves the K fold models. Checked from outside: dealing the same folds,
-    member f's scores on fold f are the out-of-fold scores (the exact search on them gives the report's threshold
-    and counts), and the saved model's logits are the mean of the members'."""
+    member f's scores on fold f are the out-of-fold scores; a logistic fit of the label on them (scikit-learn's,
+    unpenalized) is the members' probability map, the exact search on the mapped scores gives the report's
+    threshold and counts, and the saved model's probability is the mean of the members' mapped probabilities."""
+    from sklearn.linear_model import LogisticRegression
+
     frame = make_binary_frame(n=400, d=5, seed=4, sep=1.0)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     model, report = train(table, TrainOptions(problem="frop", target=0.8, cv=4, seed=3, device="cpu"))
@@ -169,11 +172,40 @@ def test_the_ensemble_is_the_fold_models_each_scoring_the_fold_it_never_saw():
         members = np.stack([member(features).squeeze(-1).numpy() for member in model.network.members])
     folds = stratified_folds(y, 4, seed=3)
     oof = members[folds, np.arange(y.size)]
-    point = search_threshold(oof, y, Problem("frop", 0.8))
+    platt = LogisticRegression(C=np.inf, max_iter=1000).fit(oof.reshape(-1, 1).astype(np.float64), y)
+    slope, intercept = float(platt.coef_[0, 0]), float(platt.intercept_[0])
+    assert slope > 0 and np.allclose(model.network.member_map.numpy(), [slope, intercept], rtol=1e-3, atol=1e-3)
+    slope, intercept = model.network.member_map.tolist()
+    point = search_threshold((slope * oof.astype(np.float64) + intercept).astype(np.float32), y, Problem("frop", 0.8))
     assert point.threshold == report["cv"]["oof_threshold"] == model.threshold
     assert point.recall == report["splits"]["cv"]["recall"] and point.precision == report["splits"]["cv"]["precision"]
-    assert np.allclose(model.logits(table)[0], members.mean(axis=0), atol=1e-6)
+    mean_probability = (1.0 / (1.0 + np.exp(-(slope * members.astype(np.float64) + intercept)))).mean(axis=0)
+    assert np.allclose(model.probability(model.logits(table)[0]), mean_probability, atol=1e-4)
     assert not np.allclose(members[0], members[1])  # four different fits, not one copied
+
+
+def test_the_ensemble_probability_is_the_mean_of_its_members_and_keeps_the_positive_rate():
+    """Averaging the members' logits would pull a rare class's probability down (the mean of disagreeing logits
+    is less extreme than each); averaging their mapped probabilities keeps the mean probability on new rows near
+    the positive rate. Known truth: rows drawn from one logistic model at a 5 % positive rate, MLP members that
+    disagree; the mean probability on 20,000 new rows is compared with theirs."""
+    rng = np.random.default_rng(0)
+
+    def draw(n: int) -> pd.DataFrame:
+        X = rng.normal(size=(n, 8)).astype(np.float32)
+        logit = -3.6 + X[:, 0] + 0.8 * X[:, 1] * X[:, 2]
+        frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(8)])
+        frame["label"] = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
+        return frame
+
+    train_table = pa.Table.from_pandas(draw(3000), preserve_index=False)
+    new = draw(20000)
+    opts = TrainOptions(problem="ofbs", model="mlp", width=32, cv=5, seed=1, device="cpu")
+    model, _ = train(train_table, opts)
+    logits, _ = model.logits(pa.Table.from_pandas(new, preserve_index=False))
+    rate = new.label.mean()
+    assert abs(model.probability(logits).mean() / rate - 1) < 0.1
+    assert np.all(np.diff(model.probability(np.sort(logits))) >= 0)  # still one increasing map of the decision score
 
 
 @pytest.mark.parametrize("kind", ["mlp", "gbdt"])

@@ -108,7 +108,8 @@ def test_same_seed_same_trees_and_cv_sets_the_rounds_without_val(tree_data, tmp_
         run_dmo("train", tree_data["train"], "--model", "gbdt", "--problem", "ofbs", "--seed", "3", "-o", path,
                 check=True)  # fmt: skip
     with safe_open(str(ensembles[0]), framework="numpy") as a, safe_open(str(ensembles[1]), framework="numpy") as b:
-        assert sorted(a.keys()) == [f"members.{i}.booster" for i in range(5)] == sorted(b.keys())
+        keys = ["member_map"] + [f"members.{i}.booster" for i in range(5)]  # the members' probability map too
+        assert sorted(a.keys()) == keys == sorted(b.keys())
         assert all(np.array_equal(a.get_tensor(key), b.get_tensor(key)) for key in a.keys())
     report = json.loads(first.with_suffix(".json").read_text())
     assert schema_problems(report) == []

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from dmocli.errors import DmoError
@@ -50,34 +51,56 @@ def resolve_device(name: str) -> torch.device:
 
 
 class FoldEnsemble(nn.Module):
-    """The K fold models of `--cv K --cv-transfer ensemble` kept as one model: its logits are the mean of theirs.
+    """The K fold models of `--cv K --cv-transfer ensemble` kept as one model.
 
     The out-of-fold threshold was searched on these models' own scores, so no refit on all rows moves the score
     scale under it (docs/operating-points.md measures what that refit cost); averaging also lowers the variance of
     one model trained on K-1 folds.
 
+    With a `member_map` (slope, intercept), a binary ensemble averages its members' probabilities
+    sigmoid(slope * logit + intercept) and answers the logit of that mean. The map is fitted on the members'
+    out-of-fold logits, so each member's probability has the right mean on new rows and so has their average;
+    the sigmoid of averaged logits would not (the mean of K disagreeing logits is less extreme than each, and at
+    a low positive rate its probability runs low). Without a map (multi-class, or a subsample's logits) the
+    logits are averaged.
+
     Attributes
     ----------
     members : nn.ModuleList of K modules, each mapping X (n, d) to logits (n, n_outputs)
+    member_map : tensor (2,) float64, or None
     """
 
-    def __init__(self, members: list[nn.Module]):
+    member_map: torch.Tensor | None
+
+    def __init__(self, members: list[nn.Module], member_map: tuple[float, float] | None = None):
         super().__init__()
         self.members = nn.ModuleList(members)
+        mapped = None if member_map is None else torch.tensor(member_map, dtype=torch.float64)
+        self.register_buffer("member_map", mapped)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.stack([member(features) for member in self.members]).mean(dim=0)
+        logits = torch.stack([member(features) for member in self.members])
+        if self.member_map is None:
+            return logits.mean(dim=0)
+        slope, intercept = self.member_map.to(device=logits.device, dtype=logits.dtype)
+        mapped = slope * logits + intercept
+        # logit(mean sigmoid) = log(mean p) - log(mean (1 - p)), each a logsumexp of log-sigmoids: no overflow
+        return torch.logsumexp(F.logsigmoid(mapped), dim=0) - torch.logsumexp(F.logsigmoid(-mapped), dim=0)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> None:
         """Each member takes its own `members.<i>.` keys through its own load_state_dict (boosted trees take
-        their stored bytes whatever their length, which a plain buffer load would refuse)."""
+        their stored bytes whatever their length, which a plain buffer load would refuse); `member_map`, when
+        the file has one, is the probability map."""
         prefixes = [f"members.{index}." for index in range(len(self.members))]
-        stray = sorted(key for key in state_dict if not any(key.startswith(prefix) for prefix in prefixes))
+        known = [key for key in state_dict if key == "member_map" or any(key.startswith(p) for p in prefixes)]
+        stray = sorted(set(state_dict) - set(known))
         if stray and strict:
             raise KeyError(f"an ensemble of {len(self.members)} members has no tensors {stray[:3]}")
         for prefix, member in zip(prefixes, self.members):
             own = {key[len(prefix) :]: value for key, value in state_dict.items() if key.startswith(prefix)}
             member.load_state_dict(own, strict=strict)
+        if "member_map" in state_dict:
+            self.member_map = torch.as_tensor(state_dict["member_map"], dtype=torch.float64).clone()
 
 
 @torch.inference_mode()

@@ -33,6 +33,11 @@ class Calibration:
         return {"method": "platt", **asdict(self)}
 
     @classmethod
+    def identity(cls, fitted_on: str) -> "Calibration":
+        """For logits that are calibrated already (an ensemble averaging its members' mapped probabilities)."""
+        return cls(1.0, 0.0, fitted_on)
+
+    @classmethod
     def from_dict(cls, values: dict | None) -> "Calibration | None":
         if not values:
             return None

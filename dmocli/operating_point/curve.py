@@ -39,6 +39,15 @@ def _sort_desc(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.n
     return scores[order], labels[order].astype(np.int8)
 
 
+def _strictly_between(low: float, high: float, dtype: type) -> float:
+    """The midpoint of low < high as a value of `dtype` that is above low and at most high: `x >= it` then tells
+    high from low in that type and in float64 alike."""
+    middle = dtype(low / 2 + high / 2)  # halves first: no overflow near the largest floats
+    if not middle > dtype(low):  # neighbours: no value of the type lies strictly between them
+        middle = np.nextafter(dtype(low), dtype(np.inf))
+    return float(min(middle, dtype(high)))
+
+
 @dataclass
 class ScoreCurve:
     """Cumulative counts at each distinct score, from the highest score down.
@@ -52,6 +61,7 @@ class ScoreCurve:
     fp: np.ndarray
     n_pos: int
     n_neg: int
+    dtype: type = np.float64  # the scores' own type, in which a decision rule will compare them
 
     @classmethod
     def from_scores(cls, scores: np.ndarray, labels: np.ndarray) -> "ScoreCurve":
@@ -65,6 +75,8 @@ class ScoreCurve:
             raise DmoError("no rows to compute a curve on")
         if not np.isfinite(scores).all():
             raise DmoError("scores contain NaN or infinite values")
+        if not np.isin(labels, (0, 1)).all():
+            raise DmoError("labels must be 0 (negative) or 1 (positive)")
         s, y = _sort_desc(scores, labels)
         tp = np.cumsum(y, dtype=np.int64)
         positions = np.arange(1, s.size + 1, dtype=np.int64)
@@ -74,19 +86,21 @@ class ScoreCurve:
         tp = tp[last_of_group]
         fp = positions[last_of_group] - tp
         n_pos = int(tp[-1])
-        return cls(values=s[last_of_group], tp=tp, fp=fp, n_pos=n_pos, n_neg=int(s.size - n_pos))
+        return cls(s[last_of_group], tp, fp, n_pos, int(s.size - n_pos), scores.dtype.type)
 
     def cut_threshold(self, k: int) -> float:
         """A decision threshold that reproduces cut k (k = -1: predict nothing).
 
         The midpoint to the next lower distinct score, so that the rule
         `score >= threshold` gives exactly these counts here and sits in the
-        gap for new data.
+        gap for new data. It is rounded to the scores' own type (float32
+        logits compare in float32: a float64 midpoint of two neighbouring
+        float32 values would round onto the lower one and take it in).
         """
         if k < 0:
             return float(self.values[0] + max(1.0, abs(self.values[0])))
         if k + 1 < self.values.size:
-            return float((self.values[k] + self.values[k + 1]) / 2.0)
+            return _strictly_between(self.values[k + 1], self.values[k], self.dtype)
         return float(self.values[k] - max(1.0, abs(self.values[k])))
 
     def average_precision(self) -> float:

@@ -16,6 +16,10 @@ import numpy as np
 from dmocli.errors import DmoError
 
 ProblemKind = Literal["fpor", "frop", "ofbs"]
+OFBS_HAS_NO_BOUND = (
+    "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); "
+    "ofbs, the problem here, has none"
+)
 PROBLEMS: tuple[str, ...] = ("fpor", "frop", "ofbs")
 
 
@@ -59,10 +63,7 @@ class Problem:
         if kind == "ofbs" and target is not None:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
         if kind == "ofbs" and confidence is not None:
-            raise DmoError(
-                "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); "
-                "ofbs, the problem here, has none"
-            )
+            raise DmoError(OFBS_HAS_NO_BOUND)
         return cls(kind, target, beta)
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ from dmocli.operating_point.new_sample import (
     passes,
     sequence_start_rates,
 )
-from dmocli.operating_point.problems import Problem, f_beta, precision, recall
+from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem, f_beta, precision, recall
 from dmocli.options import check_confidence, check_new_rows
 
 
@@ -95,6 +95,8 @@ def search_curve(
     if n_pos == 0:
         raise DmoError("no positive rows in the data used for the threshold; it needs both classes")
     check_new_rows(new_rows, confidence)
+    if confidence is not None and problem.kind == "ofbs":
+        raise DmoError(OFBS_HAS_NO_BOUND)
     # Candidate cuts: the empty cut (index -1) plus every distinct score.
     tp = np.concatenate(([0], curve.tp))
     fp = np.concatenate(([0], curve.fp))
@@ -111,7 +113,7 @@ def search_curve(
             level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
             if new_rows is None:
                 passed = bound >= problem.target - 1e-12
-                ok, stopped = _fixed_sequences(
+                ok = _fixed_sequences(
                     passed.size,
                     _sequence_starts(tp + fp, problem, confidence),
                     lambda start: _first_false(passed, start),
@@ -119,7 +121,7 @@ def search_curve(
                 certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
             else:
                 test = _NewSamplePrecision(tp, tp + fp, n_pos + curve.n_neg, problem.target, confidence, new_rows)
-                ok, stopped = test.sequences()
+                ok = test.sequences()
                 required = test.least_rate
                 certificate = (
                     f"fixed-sequence exchangeable tests of the precision measured on {new_rows} new rows "
@@ -144,12 +146,10 @@ def search_curve(
         if ok.any():
             best = _best_index(np.where(ok, objective, -np.inf), level)
             feasible = True
-        else:
+        else:  # the closest cut: the best constrained metric (or bound) of any cut that predicts a positive
             best = int(np.argmax(np.where(tp > 0, level, -np.inf))) if problem.kind == "fpor" else int(np.argmax(level))
-            if certificate is not None and problem.kind == "fpor":
-                best = stopped  # the cut whose failed test ended the sequence: what kept every cut uncertified
             feasible = False
-        best_achievable = float(level[best]) if feasible is False else float(np.max(np.where(tp > 0, level, 0.0)))
+        best_achievable = float(np.max(np.where(tp > 0, level, 0.0)))
     else:
         best = int(np.argmax(objective))
         feasible = None
@@ -197,9 +197,8 @@ def _first_false(passed: np.ndarray, start: int) -> int:
     return start + int(failures[0]) if failures.size else passed.size
 
 
-def _fixed_sequences(size: int, starts: list[int], first_failure: Callable[[int], int]) -> tuple[np.ndarray, int]:
-    """The cuts certified by fixed-sequence tests of "precision >= target", and the cut whose failed test stopped
-    the first sequence (the last cut when none failed).
+def _fixed_sequences(size: int, starts: list[int], first_failure: Callable[[int], int]) -> np.ndarray:
+    """The cuts certified by fixed-sequence tests of "precision >= target".
 
     Precision is not monotone in the threshold, so taking any cut whose own test passes would select on noise
     among many cuts. Testing them in a fixed order (from the highest threshold down), each at the level of
@@ -210,13 +209,10 @@ def _fixed_sequences(size: int, starts: list[int], first_failure: Callable[[int]
     fails (the cut count when none does), so the tests can be run only as far as a sequence needs them.
     """
     certified = np.zeros(size, dtype=bool)
-    first_stop = None
     for start in starts:
         start = min(start, size - 1)
-        stop = first_failure(start)
-        certified[start:stop] = True
-        first_stop = min(stop, size - 1) if first_stop is None else first_stop
-    return certified, first_stop
+        certified[start : first_failure(start)] = True
+    return certified
 
 
 class _NewSamplePrecision:
@@ -232,8 +228,8 @@ class _NewSamplePrecision:
         self.fewest = fewest_predicted(new_rows, predicted, n, confidence)
         self.level = exchangeable_level(confidence, SEQUENCES)
 
-    def sequences(self) -> tuple[np.ndarray, int]:
-        """_fixed_sequences over these tests: the certified cuts and the cut that stopped the first sequence."""
+    def sequences(self) -> np.ndarray:
+        """_fixed_sequences over these tests: the certified cuts."""
         failing = lambda cuts: ~self._passes(cuts, self.tp[cuts])  # noqa: E731
         return _fixed_sequences(self.tp.size, self._starts(), lambda start: self._first(start, failing))
 
@@ -297,8 +293,9 @@ def _rows_needed(
     cut = _best_index(np.where(beats, objective, -np.inf), observed)
     rate = float(observed[cut])
     counted = int(tp[cut] + fp[cut]) if problem.kind == "fpor" else int(n_pos)
-    if new_rows is None:
-        needed = fewest_certifying_trials(rate, problem.target, confidence)
+    if new_rows is None:  # at the level the search tested: precision's fixed sequences share 1 - C
+        level = fixed_sequence_level(confidence) if problem.kind == "fpor" else confidence
+        needed = fewest_certifying_trials(rate, problem.target, level)
     elif problem.kind == "fpor":
         fewest = int(fewest_predicted(new_rows, np.array([counted]), n_pos + n_neg, confidence)[0])
         level = exchangeable_level(confidence, SEQUENCES)

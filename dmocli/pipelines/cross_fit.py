@@ -7,8 +7,10 @@ that never saw them. The exact search then runs on these out-of-fold scores,
 and the model that is saved comes from one of three `transfer`s
 (docs/operating-points.md has the measurements behind the default):
 
-- `ensemble`: no final fit; the K fold models are kept, their logits averaged
-  (models/networks.FoldEnsemble), and the out-of-fold threshold is used as it is;
+- `ensemble`: no final fit; the K fold models are kept and averaged
+  (models/networks.FoldEnsemble: a binary model's probabilities, through one
+  Platt map of the out-of-fold logits, on whose scale the threshold is
+  searched), and the out-of-fold threshold is used as it is;
 - `apply`: a final model is fitted on all rows and the out-of-fold threshold is
   used as it is (scikit-learn's refit-and-apply);
 - `rank`: as `apply`, but the final model keeps the share of training rows
@@ -21,6 +23,7 @@ distributed fit, and the folds are one process's (pipelines/shared_folds.py).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -50,19 +53,42 @@ class CrossFitted:
     traces: list[dict[str, Any]]  # each fold's solver trace: where it stopped early (InMemorySolver.refit_params)
     models: list[FitResult] = field(default_factory=list)  # each fold's fit, when kept for an ensemble
 
-    def ensemble(self) -> FitResult:
-        """The kept fold models as one fit: their averaged logits, and the mean of their own thresholds (where
-        every fold's solver learned one) as the ensemble's own."""
+    def ensemble(self, member_map: tuple[float, float] | None = None) -> FitResult:
+        """The kept fold models as one fit (their probabilities averaged through `member_map` where there is one,
+        else their logits), and the mean of their own thresholds (where every fold's solver learned one), on
+        the map's scale, as the ensemble's own."""
         from dmocli.models.networks import FoldEnsemble
 
         own = [fit.threshold for fit in self.models]
         warnings = list(dict.fromkeys(w for fit in self.models for w in fit.warnings))
+        threshold = None if None in own else float(np.mean(own))
+        trace: dict[str, Any] = {"ensemble_of_folds": len(self.models), "fold_traces": self.traces}
+        if member_map is not None:
+            slope, intercept = member_map
+            threshold = None if threshold is None else slope * threshold + intercept
+            trace["member_map"] = {"slope": slope, "intercept": intercept}
         return FitResult(
-            network=FoldEnsemble([fit.network for fit in self.models]),
-            trace={"ensemble_of_folds": len(self.models), "fold_traces": self.traces},
-            threshold=None if None in own else float(np.mean(own)),
+            network=FoldEnsemble([fit.network for fit in self.models], member_map),
+            trace=trace,
+            threshold=threshold,
             warnings=warnings,
         )
+
+    def member_map(self) -> tuple[float, float] | None:
+        """The Platt map (slope, intercept) of a binary model's out-of-fold logits, under which the ensemble
+        averages its members' probabilities; None for a multi-class model, or when the logits do not rank the
+        labels the right way round (a slope <= 0 would reverse or flatten them)."""
+        from dmocli.operating_point.calibration import fit_platt
+
+        fit = fit_platt(self.logits, self.y, "cv") if self.logits.ndim == 1 else None
+        return None if fit is None or fit.slope <= 0 else (fit.slope, fit.intercept)
+
+    def mapped(self, member_map: tuple[float, float]) -> "CrossFitted":
+        """These out-of-fold logits on the map's scale: one member's answer there is its own mapped logit, so the
+        threshold searched on them is the ensemble's."""
+        slope, intercept = member_map
+        logits = (slope * self.logits.astype(np.float64) + intercept).astype(np.float32)
+        return dataclasses.replace(self, logits=logits)
 
 
 def cross_fit(

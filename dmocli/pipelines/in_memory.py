@@ -21,6 +21,7 @@ from dmocli.data import reading, sources
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
@@ -118,7 +119,7 @@ def train_in_memory(
         class_names=labels.classes,
         feature_types=pre.feature_types,
     )
-    crossed = None
+    crossed, member_map = None, None
     ensemble = bool(folds) and opts.cv_transfer == "ensemble"
     if folds:
         crossed = cross_fit(
@@ -138,7 +139,9 @@ def train_in_memory(
     val_split = _split_tensors(val_data, device) if val_data is not None else None
     fit_started = time.perf_counter()
     if crossed is not None and ensemble:  # the fold models are the model: no final fit
-        result, arch = crossed.ensemble(), dataclasses.replace(arch, members=folds)
+        member_map = crossed.member_map() if calibrate else None  # a subsample's logits are offset-corrected
+        crossed = crossed if member_map is None else crossed.mapped(member_map)
+        result, arch = crossed.ensemble(member_map), dataclasses.replace(arch, members=folds)
     else:
         result = solver.fit(train_split, val_split, ctx)
     fit_seconds = time.perf_counter() - fit_started
@@ -196,6 +199,7 @@ def train_in_memory(
             transfer,
             calibrate,
             opts.new_rows,
+            Calibration.identity("cv") if member_map is not None else None,  # the members' map is in the model
         )
         threshold = settled.threshold
         report.update(settled.report)

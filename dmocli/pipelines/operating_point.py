@@ -120,6 +120,7 @@ def settle_threshold(
     transfer: Callable[[float], float] | None = None,
     calibrate: bool = True,
     new_rows: int | None = None,
+    calibration: Calibration | None = None,
 ) -> Settled:
     """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
     search on the out-of-fold scores ("cv", carried to the final model by `transfer`), else on the val split,
@@ -128,12 +129,14 @@ def settle_threshold(
     The report keeps the metrics at the solver's own threshold (`before_adjustment`) whenever it has one, and
     every split's metrics at the threshold kept (`splits`; the out-of-fold split at its own threshold).
     With `calibrate`, the probability map is fitted on the same held-out scores; not on rows of a `dmo subsample`
-    file, whose labels are not the population's (the offset-corrected logit's sigmoid already estimates it).
+    file, whose labels are not the population's (the offset-corrected logit's sigmoid already estimates it). A
+    given `calibration` is kept instead (logits that are probabilities already: Calibration.identity).
     """
     report: dict[str, Any] = {}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
-    calibration = fit_platt(logits[held_out], truth[held_out], held_out) if held_out and calibrate else None
+    if calibration is None and held_out and calibrate:
+        calibration = fit_platt(logits[held_out], truth[held_out], held_out)
     if own is not None:
         report["before_adjustment"] = split_reports(fitted, truth, own, problem, [], calibration)
     if adjust or own is None:
