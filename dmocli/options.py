@@ -182,9 +182,9 @@ class TrainOptions:
         "--cv-transfer",
         estimator=True,
         choices=("ensemble", "apply", "rank"),
-        help="What --cv saves: the K fold models with their logits averaged, at the out-of-fold threshold "
-        "(ensemble), or a model trained on all rows at that threshold (apply) or keeping the share of rows it "
-        "predicts positive (rank).",
+        help="What --cv saves: the K fold models averaged (a binary model's calibrated probabilities), at the "
+        "out-of-fold threshold (ensemble), or a model trained on all rows at that threshold (apply) or keeping the "
+        "share of rows it predicts positive (rank).",
     )
     confidence: float | None = option(
         None,

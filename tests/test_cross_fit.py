@@ -232,3 +232,26 @@ def test_a_refitted_model_is_one_network_trained_on_all_rows():
     model, report = train(table, opts)
     assert not isinstance(model.network, FoldEnsemble) and "members" not in report["architecture"]
     assert report["cv"]["transfer"] == "apply" and "ensemble_of_folds" not in report["solver_trace"]
+
+
+def test_the_default_cv_says_when_the_rarest_class_allows_fewer_folds():
+    """Three positives: the default --cv takes 3 folds, and says so; an explicit --cv 3 is what was asked."""
+    frame = make_binary_frame(n=400, seed=8)
+    positives = np.flatnonzero(frame.label.to_numpy() == 1)
+    frame = frame.drop(index=positives[3:]).reset_index(drop=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    _, report = train(table, TrainOptions(problem="ofbs", seed=0, device="cpu"))
+    assert report["cv"]["folds"] == 3
+    assert any("cross-fitted on 3 folds, not 5" in warning for warning in report["warnings"])
+    _, asked = train(table, TrainOptions(problem="ofbs", cv=3, seed=0, device="cpu"))
+    assert not any("folds, not" in warning for warning in asked["warnings"])
+
+
+def test_val_naming_the_training_file_is_warned_about(tmp_path):
+    data = tmp_path / "train.csv"
+    make_binary_frame(n=300, seed=9).to_csv(data, index=False)
+    proc = run_dmo("train", data, "--val", data, "-o", tmp_path / "m.st", check=True)
+    assert "--val" in proc.stderr and "is DATA's own file" in proc.stderr
+    other = tmp_path / "val.csv"
+    make_binary_frame(n=300, seed=10).to_csv(other, index=False)
+    assert "own file" not in run_dmo("train", data, "--val", other, "-o", tmp_path / "n.st", check=True).stderr

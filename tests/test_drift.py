@@ -88,11 +88,27 @@ def test_drift_is_summed_over_every_batch_of_a_stream(model, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left either
 
 
-def test_a_numeric_column_missing_in_every_row_is_drift_too(model, tmp_path):
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_a_numeric_column_missing_in_every_row_is_drift_too(model, tmp_path, value):
+    """An emptied column is drift whether it arrives empty or infinite (both are filled with training's median)."""
     frame, _ = _frame(300, seed=5)
-    frame["f2"] = np.nan
+    frame["f2"] = value
     frame.to_csv(tmp_path / "empty.csv", index=False)
     warned = run_dmo("predict", model, tmp_path / "empty.csv", "-o", tmp_path / "p.parquet", check=True)
-    assert any("column 'f2' is missing in all 300 rows" in line for line in _warnings(warned.stderr))
+    expected = "column 'f2' is missing (or infinite) in all 300 rows; every row gets training's median there"
+    assert any(expected in line for line in _warnings(warned.stderr))
     refused = run_dmo("evaluate", model, tmp_path / "empty.csv", "--strict")
-    assert refused.returncode == 2 and "column 'f2' is missing in all 300 rows" in refused.stderr
+    assert refused.returncode == 2 and "column 'f2' is missing (or infinite) in all 300 rows" in refused.stderr
+
+
+def test_boosted_trees_say_an_emptied_column_takes_their_missing_value_branch(tmp_path):
+    """Trees keep missing values (no median fill): the warning says what happens to the rows."""
+    pytest.importorskip("xgboost")
+    frame, _ = _frame(400, seed=6)
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    run_dmo("train", tmp_path / "train.csv", "--model", "gbdt", "--cv", "0", "-o", tmp_path / "t.st", check=True)
+    frame["f2"] = np.nan
+    frame.to_csv(tmp_path / "empty.csv", index=False)
+    warned = run_dmo("predict", tmp_path / "t.st", tmp_path / "empty.csv", "-o", tmp_path / "p.parquet", check=True)
+    line = next(line for line in _warnings(warned.stderr) if "'f2'" in line)
+    assert "the trees' missing-value branches" in line and "median" not in line

@@ -86,7 +86,7 @@ def evaluate(
         **levels.report(),
         threshold=model.threshold,
         unlabeled_rows=unlabeled,
-        warnings=drift_warnings(levels, n_rows) + unlabeled_warning(unlabeled, data),
+        warnings=drift_warnings(levels, n_rows, model.preprocessor.impute) + unlabeled_warning(unlabeled, data),
         splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
@@ -279,7 +279,7 @@ def predict(
         output="standard output" if to_stdout else str(output),
         rows=rows,
         **levels.report(),
-        warnings=drift_warnings(levels, rows),
+        warnings=drift_warnings(levels, rows, model.preprocessor.impute),
         wall_seconds=time.perf_counter() - started,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,8 +177,10 @@ def train_in_memory(
         **levels.report(),
         **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
         warnings=data_warnings
-        + (drift_warnings(val_levels, val_rows) if val_levels is not None else [])
-        + unlabeled_warning(val_unlabeled, opts.val),
+        + (drift_warnings(val_levels, val_rows, pre.impute) if val_levels is not None else [])
+        + unlabeled_warning(val_unlabeled, opts.val)
+        + _fewer_folds(opts, folds)
+        + _val_is_data(data, opts.val),
     )
     if group is not None:
         report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
@@ -327,6 +330,30 @@ def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolve
 
 
 DEFAULT_FOLDS = 5
+
+
+def _val_is_data(data: sources.Source, val: Path | None) -> list[str]:
+    """The warning when --val names DATA's own file: the threshold is then fitted on training rows, as --cv 0
+    would, and the validation figures are training figures."""
+    if val is None or isinstance(data, pa.Table) or sources.is_stdin(data):
+        return []
+    if not (Path(data).exists() and Path(val).exists() and os.path.samefile(data, val)):
+        return []
+    return [
+        f"--val {val} is DATA's own file: the threshold is fitted on the rows the model was trained on, so the "
+        "operating point is optimistic (give --val held-out rows, or leave it out: --cv 5 cross-fits the threshold)"
+    ]
+
+
+def _fewer_folds(opts: TrainOptions, folds: int) -> list[str]:
+    """The warning when the default --cv took fewer folds than DEFAULT_FOLDS (a class with fewer labeled rows
+    than that): each fold's model then trains on a smaller share, and the user did not ask for it."""
+    if opts.cv is not None or not 0 < folds < DEFAULT_FOLDS:
+        return []
+    return [
+        f"the rarest class has only {folds} labeled rows, so the threshold is cross-fitted on {folds} folds, not "
+        f"{DEFAULT_FOLDS}; its operating point rests on those {folds} rows (add rows of that class, or give --val)"
+    ]
 
 
 def _folds(opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: ProcessGroup | None) -> int:

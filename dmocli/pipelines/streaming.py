@@ -322,7 +322,7 @@ def train_streaming(
             model, opts.val
         )  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
-        report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled)
+        report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled, model.preprocessor.impute)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
         logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above

@@ -1,6 +1,7 @@
 """Drift between training data and the data a model is applied to, as `predict` and `evaluate` see it: text
 levels the model never saw (each encoded as no level at all) and numeric columns that arrive empty (each
-filled with training's median). Warned about on every run; with --strict, an error above a tolerated share."""
+filled with training's median, or left missing for boosted trees to route). Warned about on every run; with
+--strict, an error above a tolerated share."""
 
 from __future__ import annotations
 
@@ -9,8 +10,15 @@ from dmocli.prep.features import LevelCounts
 DEFAULT_MAX_UNSEEN = 0.01  # --strict's tolerance: the share of rows at unseen levels, per column
 
 
-def drift_warnings(levels: LevelCounts, n_rows: int) -> list[str]:
-    """One line per drifted column, with its count, share and an example level."""
+def drift_warnings(levels: LevelCounts, n_rows: int, impute: str = "median") -> list[str]:
+    """One line per drifted column, with its count, share and an example level. `impute` is the model's
+    preprocessing: "keep" (boosted trees) leaves an emptied column missing for the trees to route, where
+    "median" fills it."""
+    filled = (
+        "every row takes the trees' missing-value branches there"
+        if impute == "keep"
+        else "every row gets training's median there"
+    )
     lines = []
     for column, count in levels.unseen.items():
         if count:
@@ -21,8 +29,8 @@ def drift_warnings(levels: LevelCounts, n_rows: int) -> list[str]:
             )
     for column in _emptied(levels, n_rows):
         lines.append(
-            f"column '{column}' is missing in all {n_rows} rows; every row gets training's median there (check "
-            "the column, or retrain without it)"
+            f"column '{column}' is missing (or infinite) in all {n_rows} rows; {filled} (check the column, or "
+            "retrain without it)"
         )
     return lines
 
@@ -36,7 +44,9 @@ def drift_problems(levels: LevelCounts, n_rows: int, max_unseen: float) -> list[
         for column, count in levels.unseen.items()
         if n_rows and count / n_rows > max_unseen
     ]
-    problems += [f"column '{column}' is missing in all {n_rows} rows" for column in _emptied(levels, n_rows)]
+    problems += [
+        f"column '{column}' is missing (or infinite) in all {n_rows} rows" for column in _emptied(levels, n_rows)
+    ]
     if problems:
         problems[-1] += "; fix the data, or drop --strict to score it anyway (nothing was written)"
     return problems

@@ -325,7 +325,7 @@ class Preprocessor:
         counts = LevelCounts()
         if offset and not np.isfinite(dense).all():
             if not self.embedding:
-                counts.imputed = dict(zip(self.numeric, np.isnan(dense).sum(axis=0).tolist()))
+                counts.imputed = dict(zip(self.numeric, (~np.isfinite(dense)).sum(axis=0).tolist()))  # inf too
             dense = self._fill_missing(dense)
         # Column-major result: the numeric block is written column by column without a transposing copy,
         # and mini-batch row slices of it still multiply fast (BLAS takes either layout).
