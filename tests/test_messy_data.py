@@ -49,6 +49,22 @@ def test_a_label_column_with_spaces_in_its_name_is_pointed_at():
     assert plan_columns(schema, " label").numeric == ["x1", " x2"]
 
 
+def test_a_stray_label_that_makes_a_binary_task_multiclass_is_warned_about(tmp_path):
+    """One mistyped label among 300 turns two classes into three; the run says so (dmo check too), and a class
+    of real size does not."""
+    frame = make_binary_frame(n=300, seed=4)
+    frame["label"] = np.where(frame["label"] == 1, "yes", "no")
+    frame.loc[7, "label"] = "yse"
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    proc = run_dmo("train", tmp_path / "d.csv", "-o", tmp_path / "m.st", "--json", check=True)
+    expected = "label class(es) 'yse' (1 row) of 300 labeled rows make this a 3-class problem"
+    assert expected in proc.stderr and any(expected in w for w in json.loads(proc.stdout)["warnings"])
+    assert expected in run_dmo("check", tmp_path / "d.csv").stderr + run_dmo("check", tmp_path / "d.csv").stdout
+    frame.loc[frame.index[:30], "label"] = "maybe"
+    frame.to_csv(tmp_path / "three.csv", index=False)
+    assert "make this a" not in run_dmo("train", tmp_path / "three.csv", "-o", tmp_path / "t.st", check=True).stderr
+
+
 def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):
     frame = make_binary_frame(n=300, seed=3)
     frame["label"] = np.where(frame["label"] == 1, np.where(np.arange(300) % 4 == 0, "Yes", "yes"), "no")

@@ -15,7 +15,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions, refuse
 from dmocli.prep.columns import ColumnPlan, survey_columns, text_column_warning
 from dmocli.prep.features import Preprocessor
-from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.report import envelope
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import InMemorySolver
@@ -92,7 +92,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: InMemorySolver) -> Surve
         try:
             problem = solved_problem(opts, len(counts), solver)
             labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-            warnings += look_alike_classes(labels.classes)
+            warnings += look_alike_classes(labels.classes) + stray_classes(counts)
         except DmoError as exc:
             problems.append(str(exc))
         n_unlabeled = table.num_rows - sum(counts.values())

@@ -35,7 +35,7 @@ from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
-from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.report import envelope, label_fields, unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
@@ -271,7 +271,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
             label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
         )
         pre = Preprocessor.fit(reading.iter_batches(data), plan, opts.impute)
-        warnings = look_alike_classes(labels.classes)
+        warnings = look_alike_classes(labels.classes) + stray_classes(counts)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:

@@ -217,6 +217,26 @@ def look_alike_classes(classes: list[Any]) -> list[str]:
     ]
 
 
+STRAY_CLASS_ROWS = 2  # a class this small among many labeled rows is more likely a typo than a class
+
+
+def stray_classes(counts: dict[Any, int]) -> list[str]:
+    """Warnings for classes of at most STRAY_CLASS_ROWS rows beside larger ones, when they are what makes a problem
+    multi-class: one mistyped or sentinel label ("rare", -999) silently turns a binary task into a K-class one,
+    and nothing else would say so."""
+    if len(counts) < 3:
+        return []
+    total = sum(counts.values())
+    stray = [(cls, n) for cls, n in counts.items() if n <= STRAY_CLASS_ROWS]
+    if not stray or len(counts) - len(stray) < 2:
+        return []
+    named = ", ".join(f"{cls!r} ({n} row{'s' if n > 1 else ''})" for cls, n in stray[:5])
+    return [
+        f"label class(es) {named} of {total} labeled rows make this a {len(counts)}-class problem; if they are "
+        "typos or missing-value markers, fix them or blank them (then --drop-unlabeled leaves those rows out)"
+    ]
+
+
 def _refuse_marker_classes(classes: list[Any], counts: list[int], column: str) -> None:
     """Refuse a text label whose classes are numbers but for a symbol such as '?' or '-': the mark of a
     missing label, which would otherwise train a class of its own ("0", "1", "?": a three-class model)."""
