@@ -255,3 +255,14 @@ def test_val_naming_the_training_file_is_warned_about(tmp_path):
     other = tmp_path / "val.csv"
     make_binary_frame(n=300, seed=10).to_csv(other, index=False)
     assert "own file" not in run_dmo("train", data, "--val", other, "-o", tmp_path / "n.st", check=True).stderr
+
+
+def test_a_threshold_on_a_validation_split_of_few_positives_is_warned_about():
+    """A tiny --val-frac leaves a handful of positives to fit the threshold on; the report says so, and a split
+    with enough positives does not."""
+    table = pa.Table.from_pandas(make_binary_frame(n=1000, pos_frac=0.1, seed=11), preserve_index=False)
+    _, tiny = train(table, TrainOptions(problem="ofbs", val_frac=0.03, seed=0, device="cpu"))
+    positives = tiny["splits"]["val"]["tp"] + tiny["splits"]["val"]["fn"]
+    assert positives < 10 and any(f"validation split's {positives} positive" in w for w in tiny["warnings"])
+    _, enough = train(table, TrainOptions(problem="ofbs", val_frac=0.25, seed=0, device="cpu"))
+    assert not any("validation split's" in w for w in enough["warnings"])

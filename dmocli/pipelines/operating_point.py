@@ -148,6 +148,8 @@ def settle_threshold(
             settled.threshold = transfer(point.threshold)
         if split == "train":
             settled.warnings.append(OPTIMISTIC)
+        if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
+            settled.warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
         report["operating_point"] = {"split": split, **point.to_dict()}
         report["feasible"] = point.feasible
     else:
@@ -163,6 +165,18 @@ def settle_threshold(
     settled.calibration = calibration
     settled.report = report
     return settled
+
+
+FEW_VALIDATION_POSITIVES = 10  # below this, one positive more or less moves recall by over 10 points
+
+
+def few_validation_positives(positives: int) -> str:
+    """The warning when the threshold rests on a validation split with few positives (a tiny --val-frac)."""
+    return (
+        f"the threshold rests on the validation split's {positives} positive row(s), so its operating point is "
+        "noisy (the report's intervals say how much); give more validation rows, or leave out --val/--val-frac "
+        "so --cv 5 counts every positive"
+    )
 
 
 OPTIMISTIC = (
