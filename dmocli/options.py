@@ -195,13 +195,13 @@ class TrainOptions:
         help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at "
         "this level (e.g. 0.95).",
     )
-    new_rows: int | None = option(
+    new_rows: int | float | None = option(
         None,
         "--new-rows",
         estimator=True,
-        min=1,
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
-        "test split, a day of traffic), not its population value (docs/operating-points.md).",
+        "test split, a day of traffic). Default: as many rows as the held-out split the threshold is fitted on "
+        "(one fold with --cv, else the validation split); inf: the population value (docs/operating-points.md).",
     )
     adjust: bool | None = option(
         None,
@@ -247,17 +247,22 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)
+        if isinstance(self.new_rows, str):  # the Python API may spell it as the command line does
+            self.new_rows = read_new_rows(self.new_rows)
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""
         problems = []
         for spec in dataclasses.fields(self):
+            if spec.name == "new_rows":  # a count of rows or inf: new_rows_problem below
+                continue
             value = getattr(self, spec.name)
             problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
             if problem is not None:
                 problems.append(problem)
-        if self.new_rows is not None and self.confidence is None:
-            problems.append(NEW_ROWS_WITHOUT_CONFIDENCE)
+        problem = new_rows_problem(self.new_rows, self.confidence)
+        if problem is not None:
+            problems.append(problem)
         return problems
 
 
@@ -282,15 +287,39 @@ def check_seed(seed: int) -> None:
 
 
 NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
+POPULATION = math.inf  # --new-rows inf: the certificate is about the population value, not a finite sample's
 
 
-def check_new_rows(new_rows: int | None, confidence: float | None) -> None:
-    """--new-rows names the sample a --confidence guarantee is about: without a confidence it means nothing."""
-    if new_rows is not None and confidence is None:
-        raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
-    if new_rows is not None and (isinstance(new_rows, bool) or not float(new_rows).is_integer()):
-        raise DmoError(f"--new-rows {new_rows} must be a whole number of rows, e.g. 2000")
-    problem = check_value(f"--new-rows {new_rows}", new_rows, _declared("new_rows"))
+def read_new_rows(text: str | None) -> int | float | str | None:
+    """--new-rows as the command line spells it: a whole number of rows, or `inf` for the population value.
+    Anything else is kept as given, for `new_rows_problem` to name."""
+    if text is None:
+        return None
+    spelled = text.strip().lower()
+    if spelled in ("inf", "infinity"):
+        return POPULATION
+    return int(spelled) if spelled.isdigit() else text
+
+
+def new_rows_problem(new_rows: Any, confidence: float | None) -> str | None:
+    """What is wrong with --new-rows, or None: it names the sample a --confidence guarantee is about, so it
+    means nothing without one, and it counts rows (at least one) unless it is inf."""
+    if new_rows is None:
+        return None
+    if confidence is None:
+        return NEW_ROWS_WITHOUT_CONFIDENCE
+    if new_rows == POPULATION:
+        return None
+    if isinstance(new_rows, bool) or not isinstance(new_rows, (int, float)) or not float(new_rows).is_integer():
+        return f"--new-rows {new_rows!r} must be a whole number of rows (e.g. 2000) or inf (the population value)"
+    if new_rows < 1:
+        return f"--new-rows {new_rows!r} must be at least 1 (or inf for the population value)"
+    return None
+
+
+def check_new_rows(new_rows: Any, confidence: float | None) -> None:
+    """The --new-rows check of `dmo threshold`, which has no TrainOptions."""
+    problem = new_rows_problem(new_rows, confidence)
     if problem is not None:
         raise DmoError(problem)
 

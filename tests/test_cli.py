@@ -225,6 +225,8 @@ def test_impute_median_and_confidence_option(tmp_path: Path):
             "median",
             "--confidence",
             "0.95",
+            "--new-rows",
+            "inf",  # the population value: 800 rows are too few to promise a new sample's measured precision
             "-o",
             tmp_path / "b.safetensors",
             "--json",

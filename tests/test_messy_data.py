@@ -65,6 +65,16 @@ def test_a_stray_label_that_makes_a_binary_task_multiclass_is_warned_about(tmp_p
     assert "make this a" not in run_dmo("train", tmp_path / "three.csv", "-o", tmp_path / "t.st", check=True).stderr
 
 
+def test_a_missing_value_code_as_label_is_warned_about_however_many_rows_carry_it(tmp_path):
+    """-999 in 1 % of the rows is an export's missing-value code, not a class: a class of 30 rows would not be
+    warned about, a code of nines is."""
+    frame = make_binary_frame(n=3000, seed=4)
+    frame.loc[frame.index[::100], "label"] = -999
+    frame.to_parquet(tmp_path / "d.parquet")
+    proc = run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", check=True)
+    assert "label class(es) -999 (30 rows) of 3000 labeled rows make this a 3-class problem" in proc.stderr
+
+
 def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):
     frame = make_binary_frame(n=300, seed=3)
     frame["label"] = np.where(frame["label"] == 1, np.where(np.arange(300) % 4 == 0, "Yes", "yes"), "no")

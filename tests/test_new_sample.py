@@ -112,13 +112,51 @@ def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tm
     proc = run_dmo("train", data, *args, "--new-rows", "500", "-o", model, "--json", check=True)
     point = json.loads(proc.stdout)["operating_point"]
     assert point["new_rows"] == 500 and 0.8 < point["required_rate"] <= point["recall"]
-    population = json.loads(run_dmo("train", data, *args, "-o", tmp_path / "p.st", "--json", check=True).stdout)
+    population = json.loads(
+        run_dmo("train", data, *args, "--new-rows", "inf", "-o", tmp_path / "p.st", "--json").stdout
+    )
     assert population["operating_point"]["new_rows"] is None
     assert point["recall"] > population["operating_point"]["recall"]  # a sample's scatter asks for more recall
 
     refit = run_dmo("threshold", model, data, "-o", tmp_path / "r.safetensors", "--json", check=True)
     assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 500  # the model's own guarantee
+    again = run_dmo("threshold", tmp_path / "p.st", data, "-o", tmp_path / "q.safetensors", "--json", check=True)
+    assert json.loads(again.stdout)["operating_point"]["new_rows"] is None  # ... and the population's
 
     refused = run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--new-rows", "500", "-o", model)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "--new-rows says which sample --confidence is about" in refused.stderr
+
+
+def test_by_default_the_certificate_is_about_a_sample_as_large_as_one_held_out_split(tmp_path):
+    """Without --new-rows, --confidence promises the metric measured on as many new rows as the held-out split
+    the threshold was fitted on holds: the smallest fold with --cv, the validation split with --val, DATA's
+    labeled rows for `dmo threshold`. The train output says so in one line."""
+    rng = np.random.default_rng(1)
+    y = (rng.random(4000) < 0.1).astype(np.int64)
+    X = rng.normal(size=(4000, 3))
+    X[:, 0] += 3.0 * y
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y)
+    data, val = tmp_path / "d.parquet", tmp_path / "v.parquet"
+    frame.iloc[:3000].to_parquet(data)
+    frame.iloc[3000:].to_parquet(val)
+    args = ("--problem", "frop", "--target", "0.8", "--confidence", "0.95")
+
+    crossed = json.loads(run_dmo("train", data, *args, "-o", tmp_path / "c.st", "--json", check=True).stdout)
+    smallest_fold = min(fold["n"] for fold in crossed["cv"]["per_fold"])
+    assert crossed["operating_point"]["new_rows"] == smallest_fold < 3000 / 5 + 1
+    assert "measured on" in crossed["operating_point"]["certificate"]
+    validated = json.loads(run_dmo("train", data, *args, "--val", val, "-o", tmp_path / "v.st", "--json").stdout)
+    assert validated["operating_point"]["split"] == "val" and validated["operating_point"]["new_rows"] == 1000
+
+    shown = run_dmo("train", data, *args, "-o", tmp_path / "c.st", check=True).stdout
+    assert f"certified: recall measured on {smallest_fold:,} new rows >= 0.8 with probability 0.95" in shown
+
+    refit = run_dmo("threshold", tmp_path / "v.st", val, *args, "-o", tmp_path / "r.st", "--json", check=True)
+    assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 1000  # DATA's labeled rows
+
+    for bad in ("0", "1.5", "many"):
+        refused = run_dmo("train", data, *args, "--new-rows", bad, "-o", tmp_path / "x.st")
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+        assert f"--new-rows {bad!r}" in refused.stderr or f"--new-rows {bad} " in refused.stderr
+        assert "inf" in refused.stderr

@@ -100,13 +100,17 @@ def test_the_message_says_how_many_rows_a_certificate_would_need(tmp_path, split
     assert 0 < frame.label.sum() < 13
     frame.to_parquet(small, index=False)
     model = tmp_path / "m.st"
-    proc = run_dmo(
-        *f"train {train} --val {small} --problem frop --target 0.7 --confidence 0.99 -o {model} --json".split()
-    )
+    asked = f"--problem frop --target 0.7 --confidence 0.99 -o {model} --json"
+    proc = run_dmo(*f"train {train} --val {small} {asked} --new-rows inf".split())  # the population value
     assert proc.returncode == 3
     point = json.loads(proc.stdout)["operating_point"]
     assert point["rows_counted"] == int(frame.label.sum()) and point["rows_needed"] >= 13
-    assert f"needs about {point['rows_needed']} positives (the val split has {point['rows_counted']})" in proc.stderr
+    needed = f"needs about {point['rows_needed']} positives ({point['rows_counted']} counted on the val split)"
+    assert needed in proc.stderr
+    # By default the certificate is about the recall measured on 60 new rows, which no rate can promise: said so.
+    proc = run_dmo(*f"train {train} --val {small} {asked}".split())
+    assert proc.returncode == 3 and json.loads(proc.stdout)["operating_point"]["new_rows"] == 60
+    assert "measured on 60 new rows to hold, no rate would do there" in proc.stderr and "--new-rows inf" in proc.stderr
 
 
 def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, split_files):

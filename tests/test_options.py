@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import re
 
+import pyarrow as pa
 import pytest
 from conftest import REPO, make_binary_frame, run_dmo
 
 from dmocli import DmoClassifier, TrainOptions, train
 from dmocli.errors import DmoError
-from dmocli.options import estimator_fields
+from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, estimator_fields
 
 
 def test_every_train_option_is_on_the_command_line():
@@ -76,3 +78,24 @@ def test_ci_runs_the_test_command_the_readme_gives():
     readme = (REPO / "README.md").read_text()
     command = next(line for line in readme.splitlines() if "python3 -m pytest" in line and "pip install" in line)
     assert command.strip() in (REPO / ".ci" / "run").read_text()
+
+
+def test_the_python_api_trains_on_a_pandas_frame_as_on_its_table_and_names_other_data():
+    frame = make_binary_frame(n=400, seed=8)
+    options = TrainOptions(cv=0, seed=3)
+    from_frame, _ = train(frame, options)
+    from_table, _ = train(pa.Table.from_pandas(frame, preserve_index=False), options)
+    assert from_frame.threshold == from_table.threshold
+    with pytest.raises(DmoError, match="data must be a path, a pyarrow.Table or a pandas.DataFrame, not list"):
+        train([[1.0, 0]], options)
+
+
+def test_new_rows_is_a_count_or_inf_in_the_python_api_as_on_the_command_line():
+    assert TrainOptions(confidence=0.95, new_rows="inf").new_rows == math.inf
+    assert TrainOptions(confidence=0.95, new_rows=" 500 ").new_rows == 500
+    assert TrainOptions(confidence=0.95, new_rows=500).problems() == []
+    assert TrainOptions(confidence=0.95, new_rows=math.inf).problems() == []
+    assert TrainOptions(confidence=0.95, new_rows=2.5).problems() == [
+        "--new-rows 2.5 must be a whole number of rows (e.g. 2000) or inf (the population value)"
+    ]
+    assert TrainOptions(new_rows="inf").problems() == [NEW_ROWS_WITHOUT_CONFIDENCE]

@@ -132,6 +132,10 @@ def test_outputs_named_as_another_kind_of_file_are_refused(model, tmp_path):
     assert proc.returncode == 2 and "name it MODEL.safetensors" in proc.stderr
     proc = run_dmo("subsample", data, "--gamma", "2", "-o", tmp_path / "s.csv")
     assert proc.returncode == 2 and "name it .parquet" in proc.stderr
+    proc = run_dmo("evaluate", trained, data, "--plot", tmp_path / "pr.txt")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"dmo: error: --plot {tmp_path / 'pr.txt'} is drawn as a PNG image; name it with .png (e.g. pr.png)"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

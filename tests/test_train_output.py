@@ -33,3 +33,15 @@ def test_no_note_when_every_split_meets_the_target(tmp_path):
                    "-o", tmp_path / "m.safetensors")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert not _flagged(proc.stdout) and "note:" not in proc.stdout
+
+
+def test_the_note_suggests_only_what_the_run_has_not_tried(tmp_path):
+    """Under --solver ero with --confidence already given, the note does not tell the user to add either."""
+    data = tmp_path / "noise.parquet"
+    make_binary_frame(n=500, sep=0.0, seed=5).to_parquet(data)
+    proc = run_dmo("train", data, "--problem", "fpor", "--target", "0.99", "--val-frac", "0.3", "--solver", "ero",
+                   "--confidence", "0.95", "--allow-infeasible", "-o", tmp_path / "m.safetensors")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("note: feasible=False")]
+    assert len(notes) == 1 and "--target" in notes[0]
+    assert "--solver ero" not in notes[0] and "--confidence" not in notes[0]

@@ -15,7 +15,7 @@ from dmocli.cli import describe
 from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
-from dmocli.options import TrainOptions, check_new_rows
+from dmocli.options import TrainOptions, check_new_rows, read_new_rows
 
 app = typer.Typer(
     name="dmo",
@@ -185,7 +185,22 @@ def train(
             f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
-    _emit(result, as_json, header + _split_lines(result) + _infeasible_note(result))
+    _emit(result, as_json, header + _certificate_line(result) + _split_lines(result) + _infeasible_note(result))
+
+
+def _certificate_line(report: dict[str, Any]) -> list[str]:
+    """What a --confidence certificate promises, in one line: on how many new rows, or of the population value."""
+    point = report.get("operating_point") or {}
+    if not point.get("certificate") or not point.get("feasible"):
+        return []
+    metric = {"fpor": "precision", "frop": "recall"}[report["problem"]]
+    sample = point["new_rows"]
+    where = "in the population" if sample is None else f"measured on {sample:,} new rows"
+    change = "--new-rows N for another sample size" if sample is None else "--new-rows N or inf to change"
+    return [
+        f"certified: {metric} {where} >= {report['target']:g} with probability {report['confidence']:g} "
+        f"({change}; docs/operating-points.md)"
+    ]
 
 
 def _infeasible_note(report: dict[str, Any]) -> list[str]:
@@ -195,10 +210,15 @@ def _infeasible_note(report: dict[str, Any]) -> list[str]:
     metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem", ""))
     if not missed or metric is None:
         return []
+    fixes = ["lower --target", "train on more labeled rows"]  # only the fixes this run has not tried already
+    if report.get("solver") != "ero":
+        fixes.append("try --solver ero")
+    advice = f"{', '.join(fixes[:-1])} or {fixes[-1]}"
+    if report.get("confidence") is None:
+        advice += ", and add --confidence 0.95 for a threshold that holds the target on new data"
     return [
         f"note: feasible=False means {metric} is below the target {report['target']:g} on {' and '.join(missed)} "
-        "at this threshold, so new data may miss it too; lower --target, train on more labeled rows or try "
-        "--solver ero, and add --confidence 0.95 for a threshold that holds the target on new data"
+        f"at this threshold, so new data may miss it too; {advice}"
     ]
 
 
@@ -217,11 +237,11 @@ def threshold(
     confidence: Optional[float] = typer.Option(
         None, "--confidence", help="Clopper-Pearson lower bound level (e.g. 0.95)."
     ),
-    new_rows: Optional[int] = typer.Option(
+    new_rows: Optional[str] = typer.Option(
         None,
         "--new-rows",
-        min=1,
-        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows.",
+        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
+        "(default: as many as DATA's labeled rows; inf: the population value).",
     ),
     allow_infeasible: bool = typer.Option(
         False, "--allow-infeasible", help="Keep the closest threshold when unreachable."
@@ -244,7 +264,8 @@ def threshold(
     if problem is None and (target is not None or beta is not None):
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
         raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
-    check_new_rows(new_rows, confidence)
+    sample = read_new_rows(new_rows)
+    check_new_rows(sample, confidence)
     beta = 1.0 if beta is None else beta
     asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):
@@ -257,7 +278,7 @@ def threshold(
             allow_infeasible,
             report,
             EngineChoice(engine, scheduler, workers),
-            new_rows,
+            sample,
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"

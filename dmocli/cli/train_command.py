@@ -19,7 +19,7 @@ from typing import Any, Callable, Collection, Optional
 import typer
 
 from dmocli.errors import DmoError
-from dmocli.options import TrainOptions
+from dmocli.options import TrainOptions, read_new_rows
 
 # How the command line spells the fields whose Python type typer cannot take as is: repeatable options are lists,
 # paths are Paths (the Python API also takes strings), and --param is a list of KEY=VALUE strings.
@@ -29,6 +29,7 @@ CLI_TYPES: dict[str, Any] = {
     "val": Optional[Path],
     "unlabeled_truth": Optional[Path],
     "plot": Optional[Path],
+    "new_rows": Optional[str],  # a number of rows, or inf
 }
 
 
@@ -96,6 +97,8 @@ def options_from_cli(values: dict[str, Any]) -> TrainOptions:
         values["drop"] = tuple(values["drop"])
     if "params" in values:
         values["params"] = parse_params(values["params"])
+    if "new_rows" in values:
+        values["new_rows"] = read_new_rows(values["new_rows"])
     return TrainOptions(**values)
 
 

@@ -85,10 +85,19 @@ def check_writable(path: str | os.PathLike) -> None:
 
 def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
     """check_writable for every output, then check_distinct. Keys name the options in messages ("-o", "DATA")."""
-    for path in outputs.values():
+    for flag, path in outputs.items():
         if path is not None:
             check_writable(path)
+            if flag == "--plot":
+                refuse_misnamed_plot(path)
     check_distinct(outputs, inputs)
+
+
+def refuse_misnamed_plot(path: str | os.PathLike) -> None:
+    """`--plot pr.txt`: the plot is a PNG whatever the name says, and a viewer or a later step would be misled by
+    any other suffix."""
+    if not is_special(Path(path)) and Path(path).suffix.lower() != ".png":
+        raise DmoError(f"--plot {path} is drawn as a PNG image; name it with .png (e.g. pr.png)")
 
 
 PART_PREFIX = "part-"  # the files of a directory output written partition by partition (the Dask engine)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -41,6 +42,16 @@ Source = str | os.PathLike | pa.Table  # a path on disk, or a table already in m
 
 
 STDIN_NAME = "standard input"
+
+
+def accept(data: Any) -> Source:
+    """DATA as the Python API takes it: a path, a pyarrow Table, or a pandas DataFrame (as a Table, its index
+    left out); anything else is refused by name rather than failing deep inside a reader."""
+    if isinstance(data, (str, os.PathLike, pa.Table)):
+        return data
+    if type(data).__module__.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise DmoError(f"data must be a path, a pyarrow.Table or a pandas.DataFrame, not {type(data).__name__}")
 
 
 def describe(source: Source) -> str:

@@ -23,7 +23,14 @@ from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.operating_point import fit_threshold, judge_reachability, problem_fields, split_reports
+from dmocli.options import POPULATION
+from dmocli.pipelines.operating_point import (
+    certified_rows,
+    fit_threshold,
+    judge_reachability,
+    problem_fields,
+    split_reports,
+)
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.columns import refuse_problems
@@ -104,7 +111,7 @@ def refit_threshold(
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
-    new_rows: int | None = None,
+    new_rows: int | float | None = None,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically).
@@ -122,9 +129,10 @@ def refit_threshold(
     problem_source = "option" if problem is not None else "model"
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
-        if confidence is None and problem.kind != "ofbs":
-            confidence, new_rows = model.info.get("confidence"), model.info.get("new_rows")
+        if confidence is None and problem.kind != "ofbs":  # the model's own certificate (no new_rows: population)
+            confidence, new_rows = model.info.get("confidence"), model.info.get("new_rows", POPULATION)
     logits, y, _, unlabeled = collect_logits(model, data, engine)
+    new_rows = certified_rows(new_rows, confidence, int(y.size))  # by default, a sample as large as DATA's labels
     point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data), new_rows)
     settled = judge_reachability(point, unreachable, allow_infeasible)
     previous = model.threshold
@@ -135,9 +143,9 @@ def refit_threshold(
     splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes, calibration)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {
-        **model.info,
+        **{key: value for key, value in model.info.items() if key != "new_rows"},  # absent: the population value
         "confidence": confidence,
-        "new_rows": new_rows,
+        **({"new_rows": new_rows} if new_rows is not None else {}),
         "threshold_fitted_on": sources.describe(data),
         "summary": model_summary(splits),
         **({"calibration": calibration.to_dict()} if calibration else {}),

@@ -203,6 +203,7 @@ def train_in_memory(
             calibrate,
             opts.new_rows,
             Calibration.identity("cv") if member_map is not None else None,  # the members' map is in the model
+            held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
         )
         threshold = settled.threshold
         report.update(settled.report)
@@ -218,7 +219,7 @@ def train_in_memory(
         report["cv"] = multiclass_cv_report(crossed, labels.classes, pooled_val=opts.val is not None)
     elif crossed is not None:
         report["cv"] = {
-            **cv_report(crossed, problem, opts.confidence, opts.new_rows),
+            **cv_report(crossed, problem, opts.confidence, report["operating_point"]["new_rows"]),
             "transfer": opts.cv_transfer,
             "pooled_val": opts.val is not None,
             "oof_threshold": report["operating_point"]["threshold"],

@@ -18,11 +18,13 @@ from dmocli.report import dumps, model_summary
 def training_info(
     opts: TrainOptions, params: Any, report: dict[str, Any], calibration: Calibration | None, **extra: Any
 ) -> dict[str, Any]:
-    """The model file's `info`: how it was trained, the summary of its report's splits, its probability map."""
+    """The model file's `info`: how it was trained, the summary of its report's splits, its probability map, and
+    the new sample its --confidence certificate is about (absent: the population value), for `dmo threshold`."""
+    sample = report.get("operating_point", {}).get("new_rows")
     return {
         "seed": opts.seed,
         "confidence": opts.confidence,
-        **({"new_rows": opts.new_rows} if opts.new_rows is not None else {}),
+        **({"new_rows": sample} if sample is not None else {}),
         "params": vars(params),
         **extra,
         "summary": model_summary(report.get("splits", {})),

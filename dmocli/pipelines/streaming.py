@@ -38,7 +38,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.pipelines.operating_point import settle_threshold
-from dmocli.pipelines.saving import finish
+from dmocli.pipelines.saving import finish, training_info
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor
@@ -337,17 +337,10 @@ def train_streaming(
     report["prepass"] = prepass
     report["prepass_seconds"] = prepass_seconds
     report["fit_seconds"] = fit_seconds
-    model.info = {
-        "seed": opts.seed,
-        "confidence": opts.confidence,
-        "params": vars(params),
-        "rows": online["n"],
-        "epochs": epochs,
-        **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
-        "summary": {
-            "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
-            **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},
-        },
+    model.info = training_info(opts, params, report, settled.calibration, rows=online["n"], epochs=epochs)
+    model.info["summary"] = {
+        "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
+        **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},
     }
     if opts.plot is not None:
         plot_online_curve(

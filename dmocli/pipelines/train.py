@@ -48,11 +48,12 @@ def train(
 ) -> tuple[DmoModel, dict[str, Any]]:
     """Train on `data` and write the model (and report); returns both. Raises DmoError on bad input.
 
-    `data` is a path, or a pyarrow Table (the Python API); with a table and no
+    `data` is a path, or a pyarrow Table or pandas DataFrame (the Python API); with a table and no
     `output`, nothing is written and the model is only returned. Every option,
     and every `--param` of the solver, is checked before any data is read.
     """
     started = time.perf_counter()
+    data = sources.accept(data)
     solver = get_solver(opts.solver)
     problems = opts.problems()  # with the solver's --param problems below: every one in one message
     if opts.cv == 1:  # a range check cannot say "0 or at least 2"

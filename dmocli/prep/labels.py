@@ -220,6 +220,17 @@ def look_alike_classes(classes: list[Any]) -> list[str]:
 STRAY_CLASS_ROWS = 2  # a class this small among many labeled rows is more likely a typo than a class
 
 
+def is_missing_code(label: Any) -> bool:
+    """A number spelled with nines only (-999, 9999, 99.0): the code many exports write for a missing value, never
+    a class one trains for on purpose, however many rows carry it."""
+    if isinstance(label, str) and is_number(label):
+        label = float(label)
+    if isinstance(label, bool) or not isinstance(label, (int, float, np.integer, np.floating)):
+        return False
+    value = float(label)
+    return value.is_integer() and abs(value) >= 99 and set(str(int(abs(value)))) == {"9"}
+
+
 def stray_classes(counts: dict[Any, int]) -> list[str]:
     """Warnings for classes of at most STRAY_CLASS_ROWS rows beside larger ones, when they are what makes a problem
     multi-class: one mistyped or sentinel label ("rare", -999) silently turns a binary task into a K-class one,
@@ -227,7 +238,7 @@ def stray_classes(counts: dict[Any, int]) -> list[str]:
     if len(counts) < 3:
         return []
     total = sum(counts.values())
-    stray = [(cls, n) for cls, n in counts.items() if n <= STRAY_CLASS_ROWS]
+    stray = [(cls, n) for cls, n in counts.items() if n <= STRAY_CLASS_ROWS or is_missing_code(cls)]
     if not stray or len(counts) - len(stray) < 2:
         return []
     named = ", ".join(f"{cls!r} ({n} row{'s' if n > 1 else ''})" for cls, n in stray[:5])
