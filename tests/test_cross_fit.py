@@ -155,8 +155,8 @@ def test_the_mlp_stops_on_held_out_rows_and_after_cross_fitting_trains_for_the_f
 
 def test_the_ensemble_is_the_fold_models_each_scoring_the_fold_it_never_saw():
     """--cv-transfer ensemble (the default) saves the K fold models. Checked from outside: dealing the same folds,
-    member f's scores on fold f are the out-of-fold scores; a logistic fit of the label on member f's (scikit-learn's,
-    unpenalized) is member f's probability map, the exact search on the mapped scores gives the report's
+    member f's scores on fold f are the out-of-fold scores; a logistic fit of the label on them (scikit-learn's,
+    unpenalized) is the members' probability map, the exact search on the mapped scores gives the report's
     threshold and counts, and the saved model's probability is the mean of the members' mapped probabilities."""
     from sklearn.linear_model import LogisticRegression
 
@@ -172,18 +172,14 @@ def test_the_ensemble_is_the_fold_models_each_scoring_the_fold_it_never_saw():
         members = np.stack([member(features).squeeze(-1).numpy() for member in model.network.members])
     folds = stratified_folds(y, 4, seed=3)
     oof = members[folds, np.arange(y.size)]
-    for fold, (slope, intercept) in enumerate(model.network.member_map.tolist()):  # each member's own map
-        held = folds == fold
-        platt = LogisticRegression(C=np.inf, max_iter=1000).fit(oof[held].reshape(-1, 1).astype(np.float64), y[held])
-        assert slope > 0 and np.allclose([slope, intercept], [platt.coef_[0, 0], platt.intercept_[0]], rtol=1e-3)
-    rows = model.network.member_map.numpy()
-    assert rows.shape == (4, 2) and not np.allclose(rows[0], rows[1])
-    mapped = (rows[folds, 0] * oof.astype(np.float64) + rows[folds, 1]).astype(np.float32)
-    point = search_threshold(mapped, y, Problem("frop", 0.8))
+    platt = LogisticRegression(C=np.inf, max_iter=1000).fit(oof.reshape(-1, 1).astype(np.float64), y)
+    slope, intercept = float(platt.coef_[0, 0]), float(platt.intercept_[0])
+    assert slope > 0 and np.allclose(model.network.member_map.numpy(), [slope, intercept], rtol=1e-3, atol=1e-3)
+    slope, intercept = model.network.member_map.tolist()
+    point = search_threshold((slope * oof.astype(np.float64) + intercept).astype(np.float32), y, Problem("frop", 0.8))
     assert point.threshold == report["cv"]["oof_threshold"] == model.threshold
     assert point.recall == report["splits"]["cv"]["recall"] and point.precision == report["splits"]["cv"]["precision"]
-    member_logits = rows[:, :1] * members.astype(np.float64) + rows[:, 1:]
-    mean_probability = (1.0 / (1.0 + np.exp(-member_logits))).mean(axis=0)
+    mean_probability = (1.0 / (1.0 + np.exp(-(slope * members.astype(np.float64) + intercept)))).mean(axis=0)
     assert np.allclose(model.probability(model.logits(table)[0]), mean_probability, atol=1e-4)
     assert not np.allclose(members[0], members[1])  # four different fits, not one copied
 
@@ -270,19 +266,3 @@ def test_a_threshold_on_a_validation_split_of_few_positives_is_warned_about():
     assert positives < 10 and any(f"validation split's {positives} positive" in w for w in tiny["warnings"])
     _, enough = train(table, TrainOptions(problem="ofbs", val_frac=0.25, seed=0, device="cpu"))
     assert not any("validation split's" in w for w in enough["warnings"])
-
-
-def test_an_ensemble_with_one_map_for_all_members_scores_as_that_map_repeated():
-    """Files written before per-member maps hold one (slope, intercept) row; it applies to every member alike, and
-    a map that fits neither form is refused on load."""
-    torch.manual_seed(0)
-    members = [torch.nn.Linear(3, 1) for _ in range(3)]
-    features = torch.randn(50, 3)
-    one = FoldEnsemble(members, (0.7, -1.2))
-    repeated = FoldEnsemble(members, np.tile([0.7, -1.2], (3, 1)))
-    assert torch.allclose(one(features), repeated(features))
-    per_member = FoldEnsemble(members, np.array([[0.7, -1.2], [1.5, 0.3], [0.2, 0.0]]))
-    assert not torch.allclose(one(features), per_member(features))
-    state = {**repeated.state_dict(), "member_map": torch.zeros(2, 2, dtype=torch.float64)}
-    with pytest.raises(KeyError, match="does not fit 3 members"):
-        FoldEnsemble(members, np.zeros((3, 2))).load_state_dict(state)

@@ -57,10 +57,9 @@ class FoldEnsemble(nn.Module):
     scale under it (docs/operating-points.md measures what that refit cost); averaging also lowers the variance of
     one model trained on K-1 folds.
 
-    With a `member_map`, one (slope, intercept) row per member, a binary ensemble averages its members'
-    probabilities sigmoid(slope_k * logit_k + intercept_k) and answers the logit of that mean. Member k's map is
-    fitted on its own out-of-fold logits, so each member's probability has the right mean on new rows and so has
-    their average;
+    With a `member_map` (slope, intercept), a binary ensemble averages its members' probabilities
+    sigmoid(slope * logit + intercept) and answers the logit of that mean. The map is fitted on the members'
+    out-of-fold logits, so each member's probability has the right mean on new rows and so has their average;
     the sigmoid of averaged logits would not (the mean of K disagreeing logits is less extreme than each, and at
     a low positive rate its probability runs low). Without a map (multi-class, or a subsample's logits) the
     logits are averaged.
@@ -68,23 +67,23 @@ class FoldEnsemble(nn.Module):
     Attributes
     ----------
     members : nn.ModuleList of K modules, each mapping X (n, d) to logits (n, n_outputs)
-    member_map : tensor (K, 2) float64, or None (files written before per-member maps hold one row, (2,), for all)
+    member_map : tensor (2,) float64, or None
     """
 
     member_map: torch.Tensor | None
 
-    def __init__(self, members: list[nn.Module], member_map: Any = None):
+    def __init__(self, members: list[nn.Module], member_map: tuple[float, float] | None = None):
         super().__init__()
         self.members = nn.ModuleList(members)
-        mapped = None if member_map is None else torch.as_tensor(member_map, dtype=torch.float64).clone()
+        mapped = None if member_map is None else torch.tensor(member_map, dtype=torch.float64)
         self.register_buffer("member_map", mapped)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        logits = torch.stack([member(features) for member in self.members])  # (K, n, outputs)
+        logits = torch.stack([member(features) for member in self.members])
         if self.member_map is None:
             return logits.mean(dim=0)
-        rows = self.member_map.to(device=logits.device, dtype=logits.dtype).reshape(-1, 2)  # (2,): one for all
-        mapped = rows[:, 0].view(-1, 1, 1) * logits + rows[:, 1].view(-1, 1, 1)
+        slope, intercept = self.member_map.to(device=logits.device, dtype=logits.dtype)
+        mapped = slope * logits + intercept
         # logit(mean sigmoid) = log(mean p) - log(mean (1 - p)), each a logsumexp of log-sigmoids: no overflow
         return torch.logsumexp(F.logsigmoid(mapped), dim=0) - torch.logsumexp(F.logsigmoid(-mapped), dim=0)
 
@@ -101,10 +100,7 @@ class FoldEnsemble(nn.Module):
             own = {key[len(prefix) :]: value for key, value in state_dict.items() if key.startswith(prefix)}
             member.load_state_dict(own, strict=strict)
         if "member_map" in state_dict:
-            rows = torch.as_tensor(state_dict["member_map"], dtype=torch.float64).clone()
-            if tuple(rows.shape) not in ((2,), (len(self.members), 2)):
-                raise KeyError(f"member_map of shape {tuple(rows.shape)} does not fit {len(self.members)} members")
-            self.member_map = rows
+            self.member_map = torch.as_tensor(state_dict["member_map"], dtype=torch.float64).clone()
 
 
 @torch.inference_mode()

@@ -53,52 +53,40 @@ class CrossFitted:
     traces: list[dict[str, Any]]  # each fold's solver trace: where it stopped early (InMemorySolver.refit_params)
     models: list[FitResult] = field(default_factory=list)  # each fold's fit, when kept for an ensemble
 
-    def ensemble(self, member_map: np.ndarray | None = None) -> FitResult:
-        """The kept fold models as one fit (their probabilities averaged through `member_map`, one (slope,
-        intercept) row per member, where there is one, else their logits), and the mean of their own thresholds
-        (where every fold's solver learned one), each on its member's mapped scale, as the ensemble's own."""
+    def ensemble(self, member_map: tuple[float, float] | None = None) -> FitResult:
+        """The kept fold models as one fit (their probabilities averaged through `member_map` where there is one,
+        else their logits), and the mean of their own thresholds (where every fold's solver learned one), on
+        the map's scale, as the ensemble's own."""
         from dmocli.models.networks import FoldEnsemble
 
         own = [fit.threshold for fit in self.models]
         warnings = list(dict.fromkeys(w for fit in self.models for w in fit.warnings))
+        threshold = None if None in own else float(np.mean(own))
         trace: dict[str, Any] = {"ensemble_of_folds": len(self.models), "fold_traces": self.traces}
-        if member_map is not None and None not in own:
-            own = [slope * t + intercept for t, (slope, intercept) in zip(own, member_map.tolist())]
         if member_map is not None:
-            trace["member_map"] = {"slope": member_map[:, 0].tolist(), "intercept": member_map[:, 1].tolist()}
+            slope, intercept = member_map
+            threshold = None if threshold is None else slope * threshold + intercept
+            trace["member_map"] = {"slope": slope, "intercept": intercept}
         return FitResult(
             network=FoldEnsemble([fit.network for fit in self.models], member_map),
             trace=trace,
-            threshold=None if None in own else float(np.mean(own)),
+            threshold=threshold,
             warnings=warnings,
         )
 
-    def member_map(self) -> np.ndarray | None:
-        """One Platt map (slope, intercept) per fold model, (K, 2), fitted on the out-of-fold logits of the rows
-        it scored, under which the ensemble averages its members' probabilities; None for a multi-class model.
-
-        Each member's own map puts the K models on one probability scale: fold models differ in scale and offset
-        (an MLP's early stop, a tree count), and their raw out-of-fold logits pooled for the search mix those
-        scales, which blurs the curve the threshold is chosen on. Where a fold's fit fails or would reverse its
-        scores (slope <= 0: too few positives in the fold), every member takes the map of all the out-of-fold
-        logits instead; None when that one fails too."""
+    def member_map(self) -> tuple[float, float] | None:
+        """The Platt map (slope, intercept) of a binary model's out-of-fold logits, under which the ensemble
+        averages its members' probabilities; None for a multi-class model, or when the logits do not rank the
+        labels the right way round (a slope <= 0 would reverse or flatten them)."""
         from dmocli.operating_point.calibration import fit_platt
 
-        if self.logits.ndim != 1:
-            return None
-        folds = range(int(self.folds.max()) + 1)
-        fits = [fit_platt(self.logits[self.folds == fold], self.y[self.folds == fold], "cv") for fold in folds]
-        if any(fit is None or fit.slope <= 0 for fit in fits):
-            pooled = fit_platt(self.logits, self.y, "cv")
-            if pooled is None or pooled.slope <= 0:
-                return None
-            fits = [pooled for _ in folds]
-        return np.array([[fit.slope, fit.intercept] for fit in fits], dtype=np.float64)
+        fit = fit_platt(self.logits, self.y, "cv") if self.logits.ndim == 1 else None
+        return None if fit is None or fit.slope <= 0 else (fit.slope, fit.intercept)
 
-    def mapped(self, member_map: np.ndarray) -> "CrossFitted":
-        """These out-of-fold logits on the map's scale, each through the map of the member that scored it: one
-        member's answer there is its own mapped logit, so the threshold searched on them is the ensemble's."""
-        slope, intercept = member_map[self.folds, 0], member_map[self.folds, 1]
+    def mapped(self, member_map: tuple[float, float]) -> "CrossFitted":
+        """These out-of-fold logits on the map's scale: one member's answer there is its own mapped logit, so the
+        threshold searched on them is the ensemble's."""
+        slope, intercept = member_map
         logits = (slope * self.logits.astype(np.float64) + intercept).astype(np.float32)
         return dataclasses.replace(self, logits=logits)
 
