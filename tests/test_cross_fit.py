@@ -266,3 +266,11 @@ def test_a_threshold_on_a_validation_split_of_few_positives_is_warned_about():
     assert positives < 10 and any(f"validation split's {positives} positive" in w for w in tiny["warnings"])
     _, enough = train(table, TrainOptions(problem="ofbs", val_frac=0.25, seed=0, device="cpu"))
     assert not any("validation split's" in w for w in enough["warnings"])
+
+
+def test_a_cv_transfer_with_nothing_cross_fitted_is_said_to_do_nothing():
+    table = pa.Table.from_pandas(make_binary_frame(n=300, seed=9), preserve_index=False)
+    _, report = train(table, TrainOptions(problem="frop", target=0.8, val_frac=0.3, cv_transfer="apply", seed=0))
+    assert any(w.startswith("--cv-transfer apply applies to a cross-fitted threshold") for w in report["warnings"])
+    _, report = train(table, TrainOptions(problem="frop", target=0.8, cv=3, cv_transfer="apply", seed=0))
+    assert not any("--cv-transfer" in w for w in report["warnings"])

@@ -180,6 +180,7 @@ def train_in_memory(
         + (drift_warnings(val_levels, val_rows, pre.impute) if val_levels is not None else [])
         + unlabeled_warning(val_unlabeled, opts.val)
         + _fewer_folds(opts, folds)
+        + _transfer_without_folds(opts, folds)
         + _val_is_data(data, opts.val),
     )
     if group is not None:
@@ -354,6 +355,18 @@ def _fewer_folds(opts: TrainOptions, folds: int) -> list[str]:
     return [
         f"the rarest class has only {folds} labeled rows, so the threshold is cross-fitted on {folds} folds, not "
         f"{DEFAULT_FOLDS}; its operating point rests on those {folds} rows (add rows of that class, or give --val)"
+    ]
+
+
+def _transfer_without_folds(opts: TrainOptions, folds: int) -> list[str]:
+    """The warning when --cv-transfer was changed but nothing is cross-fitted (--val, --val-frac or --cv 0): the
+    option then does nothing, and a user who asked for a refit should know the saved model is not one."""
+    default = TrainOptions.__dataclass_fields__["cv_transfer"].default
+    if folds or opts.cv_transfer == default:
+        return []
+    return [
+        f"--cv-transfer {opts.cv_transfer} applies to a cross-fitted threshold, and this run fits none (--val, "
+        "--val-frac or --cv 0); give --cv K to cross-fit"
     ]
 
 
