@@ -191,3 +191,14 @@ def test_outputs_that_must_be_directories_or_files_refuse_a_pipe(model, tmp_path
     with pytest.raises(DmoError, match="is a device or pipe"):
         extract(tmp_path, pipe, ExtractOptions(kind="image", model=str(tmp_path / "none")))
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+
+
+def test_an_output_where_no_file_can_be_created_is_refused_before_training(model, tmp_path):
+    """/proc passes root's permission checks yet takes no new file: refused up front (exit 2, one line), not
+    after the training it would waste; a writable folder keeps no trace of the check."""
+    _, data = model
+    proc = run_dmo("train", data, "-o", "/proc/m.safetensors")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "/proc" in proc.stderr
+    assert "choose a writable output path" in proc.stderr
+    run_dmo("train", data, "-o", tmp_path / "m.safetensors", check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]

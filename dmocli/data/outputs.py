@@ -81,6 +81,19 @@ def check_writable(path: str | os.PathLike) -> None:
         raise DmoError(f"output directory does not exist: {directory} (create it or choose another output path)")
     if not os.access(directory, os.W_OK):
         raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
+    _probe(directory)
+
+
+def _probe(directory: Path) -> None:
+    """Create and remove one empty file where the output's temporary file will go: permission bits do not show
+    a read-only mount, a full disk's inode table or a pseudo-filesystem such as /proc (where root passes every
+    access check), and those must fail now, not after training."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".dmo-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise DmoError(f"cannot create files in {directory} ({reason}); choose a writable output path") from None
 
 
 def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
