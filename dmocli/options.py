@@ -31,8 +31,8 @@ IMPUTE_CHOICES = ("none", "median")
 
 def option(default: Any, *flags: str, help: str, estimator: bool = False, **checks: Any) -> Any:
     """A TrainOptions field: its default, its command-line flags (the first is the name used in messages), its
-    help text, whether DmoClassifier exposes it, and its declared checks (`choices`, `min`, `max`, `below`,
-    `positive`). Mutable defaults (dicts, tuples of paths) are copied per instance."""
+    help text, whether DmoClassifier exposes it, its declared checks (`choices`, `min`, `max`, `below`,
+    `positive`) and, where the type does not say how to spell it, its `metavar` in --help. Mutable defaults (dicts, tuples of paths) are copied per instance."""
     metadata = {"flags": flags, "help": help, "estimator": estimator, **checks}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
@@ -199,6 +199,7 @@ class TrainOptions:
         None,
         "--new-rows",
         estimator=True,
+        metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
         "test split, a day of traffic). Default: as many rows as the held-out split the threshold is fitted on "
         "(one fold with --cv, else the validation split); inf: the population value (docs/operating-points.md).",

@@ -240,6 +240,7 @@ def threshold(
     new_rows: Optional[str] = typer.Option(
         None,
         "--new-rows",
+        metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
         "(default: as many as DATA's labeled rows; inf: the population value).",
     ),

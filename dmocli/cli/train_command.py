@@ -78,7 +78,9 @@ def option_parameters(only: Collection[str] | None = None) -> list[inspect.Param
         if only is not None and spec.name not in only:
             continue
         default = [] if spec.name in ("drop", "params") else spec.default
-        info = typer.Option(default, *spec.metadata["flags"], help=spec.metadata["help"])
+        info = typer.Option(
+            default, *spec.metadata["flags"], help=spec.metadata["help"], metavar=spec.metadata.get("metavar")
+        )
         parameters.append(
             inspect.Parameter(
                 spec.name,
