@@ -32,7 +32,8 @@ IMPUTE_CHOICES = ("none", "median")
 def option(default: Any, *flags: str, help: str, estimator: bool = False, **checks: Any) -> Any:
     """A TrainOptions field: its default, its command-line flags (the first is the name used in messages), its
     help text, whether DmoClassifier exposes it, its declared checks (`choices`, `min`, `max`, `below`,
-    `positive`) and, where the type does not say how to spell it, its `metavar` in --help. Mutable defaults (dicts, tuples of paths) are copied per instance."""
+    `positive`) and, where the type does not say how to spell it, its `metavar` in --help. Mutable defaults
+    (dicts, tuples of paths) are copied per instance."""
     metadata = {"flags": flags, "help": help, "estimator": estimator, **checks}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
