@@ -218,6 +218,9 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, binary_parquet):
     assert_clean_failure(
         train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--positive", "1"), 2, "--positive"
     )
+    assert_clean_failure(
+        train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--beta", "2"), 2, "--beta 2 weighs recall"
+    )
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--drop", "label"), 2, "label column")
 
 

@@ -58,6 +58,11 @@ def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
             )
         if opts.confidence is not None:
             raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
+        if opts.beta != 1.0:
+            raise DmoError(
+                f"--beta {opts.beta:g} weighs recall in a binary problem's F-beta; --problem multiclass "
+                "keeps every class and reports macro F1 (leave --beta out, or give --positive)"
+            )
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 
