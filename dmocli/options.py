@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,8 +250,7 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)
-        if isinstance(self.new_rows, str):  # the Python API may spell it as the command line does
-            self.new_rows = read_new_rows(self.new_rows)
+        self.new_rows = read_new_rows(self.new_rows)  # the API may spell it as the command line does, or numpy
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""
@@ -292,31 +292,36 @@ NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is abou
 POPULATION = math.inf  # --new-rows inf: the certificate is about the population value, not a finite sample's
 
 
-def read_new_rows(text: str | None) -> int | float | str | None:
-    """--new-rows as the command line spells it: a whole number of rows, or `inf` for the population value.
-    Anything else is kept as given, for `new_rows_problem` to name."""
-    if text is None:
-        return None
+def read_new_rows(text: Any) -> Any:
+    """--new-rows as the command line spells it (a whole number of rows, or `inf` for the population value) and
+    a numpy integer as the int it is; anything else is kept as given, for `new_rows_problem` to name."""
+    if isinstance(text, numbers.Integral) and not isinstance(text, bool):
+        return int(text)
+    if not isinstance(text, str):
+        return text
     spelled = text.strip().lower()
     if spelled in ("inf", "infinity"):
         return POPULATION
-    return int(spelled) if spelled.isdigit() else text
+    return int(spelled) if spelled.isascii() and spelled.isdigit() else text
 
 
-def new_rows_problem(new_rows: Any, confidence: float | None) -> str | None:
-    """What is wrong with --new-rows, or None: it names the sample a --confidence guarantee is about, so it
-    means nothing without one, and it counts rows (at least one) unless it is inf."""
-    if new_rows is None:
-        return None
-    if confidence is None:
-        return NEW_ROWS_WITHOUT_CONFIDENCE
-    if new_rows == POPULATION:
+def new_rows_format_problem(new_rows: Any) -> str | None:
+    """What is wrong with the value of --new-rows, or None: it counts rows (at least one) unless it is inf."""
+    if new_rows is None or new_rows == POPULATION:
         return None
     if isinstance(new_rows, bool) or not isinstance(new_rows, (int, float)) or not float(new_rows).is_integer():
         return f"--new-rows {new_rows!r} must be a whole number of rows (e.g. 2000) or inf (the population value)"
     if new_rows < 1:
         return f"--new-rows {new_rows!r} must be at least 1 (or inf for the population value)"
     return None
+
+
+def new_rows_problem(new_rows: Any, confidence: float | None) -> str | None:
+    """What is wrong with --new-rows, or None: it names the sample a --confidence guarantee is about, so it
+    means nothing without one, and its value must count rows or be inf."""
+    if new_rows is not None and confidence is None:
+        return NEW_ROWS_WITHOUT_CONFIDENCE
+    return new_rows_format_problem(read_new_rows(new_rows))
 
 
 def check_new_rows(new_rows: Any, confidence: float | None) -> None:

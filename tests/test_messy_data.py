@@ -18,7 +18,7 @@ from dmocli.errors import DmoError
 from dmocli.models.modelfile import read_metadata
 from dmocli.prep.columns import ColumnPlan, plan_columns
 from dmocli.prep.features import Preprocessor, RunningMoments, column_moments
-from dmocli.prep.labels import LabelSpec, infer_label_spec
+from dmocli.prep.labels import LabelSpec, infer_label_spec, stray_classes
 
 
 def weights(model: Path) -> dict[str, np.ndarray]:
@@ -73,6 +73,8 @@ def test_a_missing_value_code_as_label_is_warned_about_however_many_rows_carry_i
     frame.to_parquet(tmp_path / "d.parquet")
     proc = run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", check=True)
     assert "label class(es) -999 (30 rows) of 3000 labeled rows make this a 3-class problem" in proc.stderr
+    assert stray_classes({k: 50 for k in range(101)}) == []  # among many classes, 99 is a class like the others
+    assert stray_classes({0: 900, 1: 100, 2: 60, 99: 40}) == []  # a code beside three classes: not the cause
 
 
 def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):

@@ -9,6 +9,7 @@ certificate alone (no --new-rows) is run beside it, to show that it does not cov
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from scipy import stats
 from test_confidence_coverage import DRAWS, Gaussian, allowed
 
 from dmocli.errors import DmoError
+from dmocli.models.modelfile import load_model
 from dmocli.operating_point.new_sample import exchangeable_level, least_successes, passes
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
@@ -160,3 +162,44 @@ def test_by_default_the_certificate_is_about_a_sample_as_large_as_one_held_out_s
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1
         assert f"--new-rows {bad!r}" in refused.stderr or f"--new-rows {bad} " in refused.stderr
         assert "inf" in refused.stderr
+
+
+def test_inf_in_any_spelling_is_the_population_value_and_numpy_counts_are_counts():
+    rng = np.random.default_rng(3)
+    y = (rng.random(2000) < 0.1).astype(np.int64)
+    scores = (rng.normal(size=2000) + 2.5 * y).astype(np.float32)
+    problem = Problem("frop", 0.8)
+    population = search(scores, y, problem, 0.95)
+    for spelled in (math.inf, "inf", " Infinity "):
+        point = search(scores, y, problem, 0.95, spelled)
+        assert point.new_rows is None and point.threshold == population.threshold
+    assert search(scores, y, problem, 0.95, np.int64(400)).new_rows == 400
+    with pytest.raises(DmoError, match="must be a whole number of rows"):
+        search(scores, y, problem, 0.95, "²")
+
+
+def test_threshold_keeps_a_models_certificate_and_new_rows_alone_changes_its_sample(tmp_path):
+    """`dmo threshold MODEL DATA --new-rows inf` re-certifies the model's own --confidence for the population; a
+    file whose info says new_rows null (as threshold wrote before the default sample) is a population one; with
+    --no-adjust no search runs, and the file still keeps the --new-rows asked."""
+    rng = np.random.default_rng(4)
+    y = (rng.random(3000) < 0.1).astype(np.int64)
+    X = rng.normal(size=(3000, 3))
+    X[:, 0] += 3.0 * y
+    data = tmp_path / "d.parquet"
+    pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y).to_parquet(data)
+    model = tmp_path / "m.safetensors"
+    run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--confidence", "0.95", "-o", model, check=True)
+    refit = run_dmo("threshold", model, data, "--new-rows", "inf", "-o", tmp_path / "r.st", "--json", check=True)
+    point = json.loads(refit.stdout)["operating_point"]
+    assert point["new_rows"] is None and point["constraint_bound"] >= 0.8 and "Clopper-Pearson" in point["certificate"]
+
+    loaded = load_model(model)
+    loaded.info["new_rows"] = None
+    loaded.save(tmp_path / "old.safetensors")
+    old = run_dmo("threshold", tmp_path / "old.safetensors", data, "-o", tmp_path / "o.st", "--json", check=True)
+    assert json.loads(old.stdout)["operating_point"]["new_rows"] is None
+
+    asked = ("--solver", "ero", "--problem", "frop", "--target", "0.8", "--confidence", "0.95", "--new-rows", "500")
+    run_dmo("train", data, *asked, "--no-adjust", "--val", data, "-o", tmp_path / "n.st", check=True)
+    assert load_model(tmp_path / "n.st").info["new_rows"] == 500

@@ -88,6 +88,10 @@ def test_the_python_api_trains_on_a_pandas_frame_as_on_its_table_and_names_other
     assert from_frame.threshold == from_table.threshold
     with pytest.raises(DmoError, match="data must be a path, a pyarrow.Table or a pandas.DataFrame, not list"):
         train([[1.0, 0]], options)
+    mixed = frame.astype({"f0": object})
+    mixed.loc[0, "f0"] = "n/a"
+    with pytest.raises(DmoError, match="the DataFrame cannot be read as a table .*give each column one type"):
+        train(mixed, options)
 
 
 def test_new_rows_is_a_count_or_inf_in_the_python_api_as_on_the_command_line():

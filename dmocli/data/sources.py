@@ -50,7 +50,10 @@ def accept(data: Any) -> Source:
     if isinstance(data, (str, os.PathLike, pa.Table)):
         return data
     if type(data).__module__.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False)
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a column of mixed Python objects
+            raise DmoError(f"the DataFrame cannot be read as a table ({exc}); give each column one type") from None
     raise DmoError(f"data must be a path, a pyarrow.Table or a pandas.DataFrame, not {type(data).__name__}")
 
 

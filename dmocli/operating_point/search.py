@@ -36,7 +36,7 @@ from dmocli.operating_point.new_sample import (
     sequence_start_rates,
 )
 from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem, f_beta, precision, recall
-from dmocli.options import check_confidence, check_new_rows
+from dmocli.options import POPULATION, check_confidence, check_new_rows, read_new_rows
 
 
 @dataclass
@@ -71,9 +71,11 @@ def search(
     labels: np.ndarray,
     problem: Problem,
     confidence: float | None = None,
-    new_rows: int | None = None,
+    new_rows: int | float | str | None = None,
 ) -> OperatingPoint:
-    """Best cut for `problem` on (scores, labels); infeasible -> the closest cut, feasible=False."""
+    """Best cut for `problem` on (scores, labels); infeasible -> the closest cut, feasible=False. With a
+    `confidence`, the certificate is of the population value, or with `new_rows` N of the value measured on N
+    new rows (inf, or "inf": the population value)."""
     check_confidence(confidence)
     curve = ScoreCurve.from_scores(scores, labels)
     return search_curve(curve, problem, confidence, new_rows)
@@ -89,12 +91,14 @@ def _best_index(objective: np.ndarray, tie_break: np.ndarray) -> int:
 
 
 def search_curve(
-    curve: ScoreCurve, problem: Problem, confidence: float | None = None, new_rows: int | None = None
+    curve: ScoreCurve, problem: Problem, confidence: float | None = None, new_rows: int | float | None = None
 ) -> OperatingPoint:
     n_pos = curve.n_pos
     if n_pos == 0:
         raise DmoError("no positive rows in the data used for the threshold; it needs both classes")
     check_new_rows(new_rows, confidence)
+    new_rows = read_new_rows(new_rows)
+    new_rows = None if new_rows == POPULATION else new_rows  # the population value: no new sample
     if confidence is not None and problem.kind == "ofbs":
         raise DmoError(OFBS_HAS_NO_BOUND)
     # Candidate cuts: the empty cut (index -1) plus every distinct score.

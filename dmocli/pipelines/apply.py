@@ -23,7 +23,7 @@ from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.problems import Problem
-from dmocli.options import POPULATION
+from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.operating_point import (
     certified_rows,
     fit_threshold,
@@ -111,7 +111,7 @@ def refit_threshold(
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
-    new_rows: int | float | None = None,
+    new_rows: int | float | str | None = None,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically).
@@ -130,7 +130,10 @@ def refit_threshold(
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
         if confidence is None and problem.kind != "ofbs":  # the model's own certificate (no new_rows: population)
-            confidence, new_rows = model.info.get("confidence"), model.info.get("new_rows", POPULATION)
+            confidence = model.info.get("confidence")
+            if confidence is not None and new_rows is None:
+                new_rows = model.info.get("new_rows") or POPULATION
+    check_new_rows(new_rows, confidence)  # --new-rows alone changes the sample of the model's own certificate
     logits, y, _, unlabeled = collect_logits(model, data, engine)
     new_rows = certified_rows(new_rows, confidence, int(y.size))  # by default, a sample as large as DATA's labels
     point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data), new_rows)

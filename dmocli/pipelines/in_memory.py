@@ -359,14 +359,14 @@ def _fewer_folds(opts: TrainOptions, folds: int) -> list[str]:
 
 
 def _transfer_without_folds(opts: TrainOptions, folds: int) -> list[str]:
-    """The warning when --cv-transfer was changed but nothing is cross-fitted (--val, --val-frac or --cv 0): the
-    option then does nothing, and a user who asked for a refit should know the saved model is not one."""
+    """The warning when --cv-transfer was changed but nothing is cross-fitted (--val, --val-frac, --cv 0,
+    --no-adjust, a solver that folds on its own): the option then does nothing, and a user who asked for a
+    refit should know the saved model is not one."""
     default = TrainOptions.__dataclass_fields__["cv_transfer"].default
     if folds or opts.cv_transfer == default:
         return []
     return [
-        f"--cv-transfer {opts.cv_transfer} applies to a cross-fitted threshold, and this run fits none (--val, "
-        "--val-frac or --cv 0); give --cv K to cross-fit"
+        f"--cv-transfer {opts.cv_transfer} applies to a cross-fitted threshold, and this run fits none: it does nothing"
     ]
 
 

@@ -20,7 +20,7 @@ from dmocli.operating_point.calibration import Calibration, fit_platt
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
-from dmocli.options import POPULATION
+from dmocli.options import POPULATION, read_new_rows
 from dmocli.report import binary_split_report, multiclass_split_report
 
 MULTICLASS_FIELDS: dict[str, Any] = {"problem": "multiclass", "target": None, "beta": None}
@@ -31,7 +31,7 @@ def problem_fields(problem: Problem | None) -> dict[str, Any]:
     return problem.to_dict() if problem is not None else dict(MULTICLASS_FIELDS)
 
 
-def certified_rows(new_rows: int | float | None, confidence: float | None, held_out_rows: int) -> int | None:
+def certified_rows(new_rows: int | float | str | None, confidence: float | None, held_out_rows: int) -> int | None:
     """The size of the new sample a --confidence certificate is about (None: the population value).
 
     By default a sample as large as the held-out split the threshold is fitted on (one fold with --cv, else the
@@ -40,6 +40,7 @@ def certified_rows(new_rows: int | float | None, confidence: float | None, held_
     below 0.8 one time in five), so a certificate of the population value alone is broken that often by the very
     check that judges it. `--new-rows N` names another size, `--new-rows inf` asks for the population value.
     """
+    new_rows = read_new_rows(new_rows)  # the Python API may give "inf" or a numpy integer
     if confidence is None or new_rows == POPULATION:
         return None
     return held_out_rows if new_rows is None else int(new_rows)

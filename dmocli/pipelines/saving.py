@@ -11,7 +11,7 @@ from dmocli.data import outputs
 from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
-from dmocli.options import TrainOptions
+from dmocli.options import POPULATION, TrainOptions
 from dmocli.report import dumps, model_summary
 
 
@@ -21,6 +21,8 @@ def training_info(
     """The model file's `info`: how it was trained, the summary of its report's splits, its probability map, and
     the new sample its --confidence certificate is about (absent: the population value), for `dmo threshold`."""
     sample = report.get("operating_point", {}).get("new_rows")
+    if "operating_point" not in report and opts.confidence is not None and opts.new_rows != POPULATION:
+        sample = opts.new_rows  # no search ran (--no-adjust): the size asked, for `dmo threshold` to certify
     return {
         "seed": opts.seed,
         "confidence": opts.confidence,

@@ -221,8 +221,9 @@ STRAY_CLASS_ROWS = 2  # a class this small among many labeled rows is more likel
 
 
 def is_missing_code(label: Any) -> bool:
-    """A number spelled with nines only (-999, 9999, 99.0): the code many exports write for a missing value, never
-    a class one trains for on purpose, however many rows carry it."""
+    """A number spelled with nines only (-999, 9999, 99.0): the code many exports write for a missing value. Beside
+    a binary label's two classes it is a code, however many rows carry it (stray_classes); among many classes it
+    may be a class like any other."""
     if isinstance(label, str) and is_number(label):
         label = float(label)
     if isinstance(label, bool) or not isinstance(label, (int, float, np.integer, np.floating)):
@@ -238,7 +239,10 @@ def stray_classes(counts: dict[Any, int]) -> list[str]:
     if len(counts) < 3:
         return []
     total = sum(counts.values())
-    stray = [(cls, n) for cls, n in counts.items() if n <= STRAY_CLASS_ROWS or is_missing_code(cls)]
+    stray = [(cls, n) for cls, n in counts.items() if n <= STRAY_CLASS_ROWS]
+    codes = [(cls, n) for cls, n in counts.items() if n > STRAY_CLASS_ROWS and is_missing_code(cls)]
+    if codes and len(counts) - len(stray) - len(codes) == 2:  # a code of nines beside a binary label's classes
+        stray += codes
     if not stray or len(counts) - len(stray) < 2:
         return []
     named = ", ".join(f"{cls!r} ({n} row{'s' if n > 1 else ''})" for cls, n in stray[:5])
