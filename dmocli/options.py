@@ -204,7 +204,8 @@ class TrainOptions:
         metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
         "test split, a day of traffic). Default: as many rows as the held-out split the threshold is fitted on "
-        "(one fold with --cv, else the validation split); inf: the population value (docs/operating-points.md).",
+        "(one fold with --cv, else the validation split, else the training rows it is fitted on); inf: the "
+        "population value (docs/operating-points.md).",
     )
     adjust: bool | None = option(
         None,
