@@ -344,3 +344,14 @@ def test_predictions_under_another_formats_name_are_refused(tmp_path, trained, b
         "can only be written as parquet (.parquet)",
     )
     run_dmo("predict", trained, binary_parquet, "-o", tmp_path / "scores", check=True)  # no suffix: parquet
+
+
+def test_option_combinations_that_cannot_work_are_named_together(tmp_path, binary_parquet):
+    """--val with --val-frac, --scheduler without --engine dask and --plot with an in-memory solver: one run,
+    one line naming all three, exit 2, nothing written."""
+    proc = run_dmo("train", binary_parquet, "--val", binary_parquet, "--val-frac", "0.2", "--scheduler", "tcp://x:1",
+                   "--plot", tmp_path / "p.png", "-o", tmp_path / "m.safetensors")  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    for named in ("--val-frac, not both", "--scheduler names a Dask scheduler", "--plot apply to the streaming"):
+        assert named in proc.stderr
+    assert not (tmp_path / "m.safetensors").exists() and not (tmp_path / "p.png").exists()

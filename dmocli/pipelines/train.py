@@ -65,6 +65,7 @@ def train(
         params = solver.parse_params(_solver_params(opts, solver))
     except DmoError as exc:
         problems.append(str(exc))
+    problems += _inapplicable_options(opts, solver)
     refuse(problems)
     if opts.model == "gbdt":
         from dmocli.models.trees import import_xgboost
@@ -91,29 +92,19 @@ def train(
             {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth},
         )
     outputs.refuse_misnamed_model(output)
-    if opts.val is not None and opts.val_frac:
-        raise DmoError("give either --val FILE or --val-frac, not both")
     if opts.engine == "dask":
         _check_dask(opts, solver)
     _check_cv(opts, solver)
-    if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
-        raise DmoError(
-            f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
-        )
     if torchrun.launched():
         _check_distributed(data, opts, solver)
     if opts.engine == "dask":
         from dmocli.pipelines.dask_trees import train_trees_on_dask
 
         return train_trees_on_dask(data, opts, solver, params, output, report_path, started)
-    if opts.scheduler is not None:
-        raise DmoError("--scheduler names a Dask scheduler; add --engine dask")
     if isinstance(solver, StreamingSolver):
         from dmocli.pipelines.streaming import train_streaming
 
         return train_streaming(data, opts, solver, params, output, report_path)
-    if opts.epochs is not None or opts.plot is not None:
-        raise DmoError(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
     assert isinstance(solver, InMemorySolver)
     if not torchrun.launched():
         return train_in_memory(data, opts, solver, params, output, report_path, started, None)
@@ -124,6 +115,23 @@ def train(
         return train_in_memory(data, opts, solver, params, output, report_path, started, group)
     finally:
         group.close()
+
+
+def _inapplicable_options(opts: TrainOptions, solver: Solver) -> list[str]:
+    """Options this run would ignore or cannot combine, found from the options alone, so that they are named
+    in one message with every other problem of the command line."""
+    problems = []
+    if opts.val is not None and opts.val_frac:
+        problems.append("give either --val FILE or --val-frac, not both")
+    if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
+        problems.append(
+            f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
+        )
+    if opts.scheduler is not None and opts.engine != "dask":
+        problems.append("--scheduler names a Dask scheduler; add --engine dask")
+    if not solver.streaming and (opts.epochs is not None or opts.plot is not None):
+        problems.append(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
+    return problems
 
 
 def _solver_params(opts: TrainOptions, solver: Solver) -> dict[str, str]:
