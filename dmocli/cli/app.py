@@ -15,7 +15,7 @@ from dmocli.cli import describe
 from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
-from dmocli.options import TrainOptions, check_new_rows, new_rows_format_problem, read_new_rows, refuse
+from dmocli.options import TrainOptions, new_rows_format_problem, read_new_rows, refuse
 
 app = typer.Typer(
     name="dmo",
@@ -266,10 +266,9 @@ def threshold(
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
         raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
     sample = read_new_rows(new_rows)
-    if problem is None and confidence is None:  # the model's stored --confidence may be the one it is about
-        refuse([problem for problem in [new_rows_format_problem(sample)] if problem])
-    else:
-        check_new_rows(sample, confidence)
+    # Its value now, before any reading; whether a --confidence goes with it (maybe the one stored in MODEL),
+    # refit_threshold checks once it knows.
+    refuse([problem for problem in [new_rows_format_problem(sample)] if problem])
     beta = 1.0 if beta is None else beta
     asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
     with _report_on_refusal(as_json):
