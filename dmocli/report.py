@@ -121,6 +121,18 @@ def unlabeled_warning(n_unlabeled: int, source: object) -> list[str]:
     ]
 
 
+def empty_prediction_warnings(splits: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning for each binary split where the threshold predicts no row positive: its precision is 0/0,
+    which the report writes as 0 (scikit-learn's zero_division default), so a script reading the bare number
+    would mistake "no prediction" for "every prediction wrong"."""
+    return [
+        f"no row of the {name} split is predicted positive at the threshold, so its precision is 0/0 (reported "
+        "as 0, with no precision_interval): lower the target or check that the data matches the model"
+        for name, split in splits.items()
+        if "tp" in split and split["n"] and split["tp"] + split["fp"] == 0
+    ]
+
+
 def _installed_version(package: str) -> str | None:
     try:
         return metadata.version(package)

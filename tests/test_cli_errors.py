@@ -221,6 +221,10 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, binary_parquet):
     assert_clean_failure(
         train_fails(tmp_path, binary_parquet, "--problem", "multiclass", "--beta", "2"), 2, "--beta 2 weighs recall"
     )
+    every = ("--problem", "multiclass", "--target", "0.8", "--positive", "1", "--confidence", "0.9", "--beta", "2")
+    assert_clean_failure(  # all four in one message, not one per run
+        train_fails(tmp_path, binary_parquet, *every), 2, "--target", "--positive", "--confidence", "--beta 2"
+    )
     assert_clean_failure(train_fails(tmp_path, binary_parquet, "--drop", "label"), 2, "label column")
 
 

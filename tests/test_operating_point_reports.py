@@ -159,3 +159,20 @@ def test_frop_search_with_confidence_keeps_the_strictest_certified_cut():
         if bound >= 0.6 and (best is None or tp / (tp + fp) > best[0]):
             best = (tp / (tp + fp), t)
     assert point.feasible and math.isclose(point.precision, best[0])
+
+
+def test_a_split_with_no_predicted_positive_is_warned_about_not_reported_as_all_wrong(tmp_path, split_files):
+    train, val = split_files
+    model = tmp_path / "m.st"
+    run_dmo("train", train, "--val", val, "--problem", "frop", "--target", "0.7", "-o", model, check=True)
+    shifted = make_binary_frame(n=200, seed=2)
+    features = [c for c in shifted.columns if c != "label"]
+    shifted[features] -= 20.0  # far on the negative side of every learned direction: nothing scores positive
+    far = tmp_path / "far.parquet"
+    shifted.to_parquet(far, index=False)
+    report = json.loads(run_dmo("evaluate", model, far, "--json", check=True).stdout)
+    data = report["splits"]["data"]
+    assert data["tp"] + data["fp"] == 0 and data["precision"] == 0.0 and data["precision_interval"] is None
+    assert any("no row of the data split is predicted positive" in w for w in report["warnings"])
+    normal = json.loads(run_dmo("evaluate", model, val, "--json", check=True).stdout)
+    assert not any("predicted positive" in w for w in normal["warnings"])

@@ -36,7 +36,15 @@ from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
-from dmocli.report import envelope, label_fields, model_summary, plot_pr_curve, unlabeled_warning, write_report
+from dmocli.report import (
+    empty_prediction_warnings,
+    envelope,
+    label_fields,
+    model_summary,
+    plot_pr_curve,
+    unlabeled_warning,
+    write_report,
+)
 
 INT64_MAX = 2**63 - 1
 
@@ -93,7 +101,9 @@ def evaluate(
         **levels.report(),
         threshold=model.threshold,
         unlabeled_rows=unlabeled,
-        warnings=drift_warnings(levels, n_rows, model.preprocessor.impute) + unlabeled_warning(unlabeled, data),
+        warnings=drift_warnings(levels, n_rows, model.preprocessor.impute)
+        + unlabeled_warning(unlabeled, data)
+        + empty_prediction_warnings({"data": split}),
         splits={"data": split},
     )
     report["wall_seconds"] = time.perf_counter() - started
@@ -171,7 +181,7 @@ def refit_threshold(
         operating_point=point.to_dict(),
         unlabeled_rows=unlabeled,
         feasible=point.feasible,
-        warnings=unlabeled_warning(unlabeled, data) + settled.warnings,
+        warnings=unlabeled_warning(unlabeled, data) + settled.warnings + empty_prediction_warnings(splits),
         splits=splits,
     )
     if settled.refusal is not None:

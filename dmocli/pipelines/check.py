@@ -50,21 +50,28 @@ def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     if kind is None:
         kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
     if kind == "multiclass":
-        if opts.target is not None:
-            raise DmoError("--target applies to fpor/frop, not to --problem multiclass")
-        if opts.positive is not None:
-            raise DmoError(
-                "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
-            )
-        if opts.confidence is not None:
-            raise DmoError("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
-        if opts.beta != 1.0:
-            raise DmoError(
-                f"--beta {opts.beta:g} weighs recall in a binary problem's F-beta; --problem multiclass "
-                "keeps every class and reports macro F1 (leave --beta out, or give --positive)"
-            )
+        refuse(multiclass_conflicts(opts))
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
+
+
+def multiclass_conflicts(opts: TrainOptions) -> list[str]:
+    """The binary-problem options a multi-class problem would ignore: every one, for one message."""
+    conflicts = []
+    if opts.target is not None:
+        conflicts.append("--target applies to fpor/frop, not to --problem multiclass")
+    if opts.positive is not None:
+        conflicts.append(
+            "--positive picks the positive class of a binary problem; --problem multiclass keeps every class"
+        )
+    if opts.confidence is not None:
+        conflicts.append("--confidence bounds the constrained metric of fpor/frop, not --problem multiclass")
+    if opts.beta != 1.0:
+        conflicts.append(
+            f"--beta {opts.beta:g} weighs recall in a binary problem's F-beta; --problem multiclass "
+            "keeps every class and reports macro F1 (leave --beta out, or give --positive)"
+        )
+    return conflicts
 
 
 def solved_problem(opts: TrainOptions, n_classes: int, solver: InMemorySolver) -> Problem | None:

@@ -21,7 +21,7 @@ from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
 from dmocli.options import POPULATION, read_new_rows
-from dmocli.report import binary_split_report, multiclass_split_report
+from dmocli.report import binary_split_report, empty_prediction_warnings, multiclass_split_report
 
 MULTICLASS_FIELDS: dict[str, Any] = {"problem": "multiclass", "target": None, "beta": None}
 
@@ -184,6 +184,7 @@ def settle_threshold(
         report["splits"]["cv"] = binary_split_report(
             logits["cv"], truth["cv"], point.threshold, problem, calibration=calibration
         )
+    settled.warnings += empty_prediction_warnings(report["splits"])
     if calibration is not None:
         report["calibration"] = calibration.to_dict()
     settled.calibration = calibration
