@@ -291,6 +291,7 @@ def check_seed(seed: int) -> None:
 
 NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
 POPULATION = math.inf  # --new-rows inf: the certificate is about the population value, not a finite sample's
+MAX_NEW_ROWS = 10**9  # beyond it the test over every count of the new sample takes minutes (docs/operating-points.md)
 
 
 def read_new_rows(text: Any) -> Any:
@@ -314,6 +315,11 @@ def new_rows_format_problem(new_rows: Any) -> str | None:
         return f"--new-rows {new_rows!r} must be a whole number of rows (e.g. 2000) or inf (the population value)"
     if new_rows < 1:
         return f"--new-rows {new_rows!r} must be at least 1 (or inf for the population value)"
+    if new_rows > MAX_NEW_ROWS:
+        return (
+            f"--new-rows {new_rows!r} is more than {MAX_NEW_ROWS:,} rows, the most the new-sample test is run for "
+            "(its time grows with the count); give at most that, or inf for the population value"
+        )
     return None
 
 

@@ -19,6 +19,8 @@ def test_help_lists_commands_and_options():
     train_help = run_dmo("train", "--help", check=True).stdout
     for option in ("--problem", "--target", "--solver", "--val", "--confidence", "--positive", "--seed"):
         assert option in train_help
+    unwrapped = " ".join(train_help.replace("│", " ").split())  # rich wraps help text in a box
+    assert "'dmocli[gbdt]'" in unwrapped and "dmocli[dask,gbdt]" in unwrapped  # install commands, not markup
 
 
 def test_every_registered_solver_loads_under_its_own_name():

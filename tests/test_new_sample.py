@@ -157,7 +157,7 @@ def test_by_default_the_certificate_is_about_a_sample_as_large_as_one_held_out_s
     refit = run_dmo("threshold", tmp_path / "v.st", val, *args, "-o", tmp_path / "r.st", "--json", check=True)
     assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 1000  # DATA's labeled rows
 
-    for bad in ("0", "1.5", "many"):
+    for bad in ("0", "1.5", "many", "99999999999999999999"):  # the last beyond int64, and beyond MAX_NEW_ROWS
         refused = run_dmo("train", data, *args, "--new-rows", bad, "-o", tmp_path / "x.st")
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1
         assert f"--new-rows {bad!r}" in refused.stderr or f"--new-rows {bad} " in refused.stderr

@@ -111,6 +111,8 @@ def test_the_message_says_how_many_rows_a_certificate_would_need(tmp_path, split
     proc = run_dmo(*f"train {train} --val {small} {asked}".split())
     assert proc.returncode == 3 and json.loads(proc.stdout)["operating_point"]["new_rows"] == 60
     assert "measured on 60 new rows to hold, no rate would do there" in proc.stderr and "--new-rows inf" in proc.stderr
+    assert "lower --target" not in proc.stderr  # no lower target would pass either: not offered as a fix
+    assert "a ceiling for the new sample's" in proc.stderr  # the population bound is no target to lower to
 
 
 def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, split_files):
@@ -126,6 +128,18 @@ def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, s
     assert report["feasible"] is False
     assert any("closest threshold is kept (--allow-infeasible)" in w for w in report["warnings"])
     assert "dmo: warning: target precision >= 0.999 is not certified" in proc.stderr
+
+    # The model file says so for good: `dmo info` shows the certificate was not met, and on how many rows.
+    info = json.loads(run_dmo("info", tmp_path / "m.st", "--json", check=True).stdout)
+    assert info["certified"] is False and info["new_rows"] == 300 and info["schema_version"] == "1.2"
+    assert "NOT certified" in run_dmo("info", tmp_path / "m.st", check=True).stdout
+    refit = tmp_path / "r.st"
+    run_dmo("threshold", tmp_path / "m.st", val, "--problem", "fpor", "--target", "0.5", "-o", refit, check=True)
+    assert json.loads(run_dmo("info", refit, "--json", check=True).stdout)["certified"] is None  # no --confidence
+    run_dmo(*f"threshold {tmp_path / 'm.st'} {val} --problem fpor --target 0.5 --confidence 0.9 -o {refit}".split())
+    certified = json.loads(run_dmo("info", refit, "--json", check=True).stdout)
+    assert certified["certified"] is True and certified["new_rows"] == 300
+    assert "NOT certified" not in run_dmo("info", refit, check=True).stdout
 
 
 def test_threshold_refusal_prints_its_report_too(tmp_path, split_files):

@@ -202,3 +202,12 @@ def test_an_output_where_no_file_can_be_created_is_refused_before_training(model
     assert "choose a writable output path" in proc.stderr
     run_dmo("train", data, "-o", tmp_path / "m.safetensors", check=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+def test_an_output_inside_a_file_is_called_that_not_a_missing_folder(model, tmp_path):
+    _, data = model
+    (tmp_path / "gen.py").write_text("print('a script')\n")
+    proc = run_dmo("train", data, "-o", tmp_path / "gen.py" / "m.safetensors")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "gen.py is a file, not a directory" in proc.stderr and "does not exist" not in proc.stderr
+    assert (tmp_path / "gen.py").read_text() == "print('a script')\n"

@@ -93,6 +93,15 @@ def test_what_needs_a_second_pass_is_refused(piped, tmp_path, args, needle):
     assert not (tmp_path / "m.st").exists()
 
 
+def test_a_parquet_file_piped_in_is_named_not_parsed_as_csv(piped, tmp_path):
+    parquet = tmp_path / "rows.parquet"
+    make_binary_frame(n=200, seed=3).to_parquet(parquet, index=False)
+    proc = run_dmo("train", "-", "--solver", "fofo", "-o", tmp_path / "m.st", stdin=parquet)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "holds a parquet file" in proc.stderr and "path" in proc.stderr
+    assert not (tmp_path / "m.st").exists()
+
+
 def test_late_rows_a_pipe_cannot_revisit(tmp_path):
     """Integers that turn decimal after the inferred head are read (features are floats from the start); text
     in a number column, an unseen class, or a missing label after the head are refused by name."""

@@ -242,7 +242,8 @@ def threshold(
         "--new-rows",
         metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
-        "(default: as many as DATA's labeled rows; inf: the population value).",
+        "(default: as many as DATA's labeled rows; inf: the population value). Without --problem and "
+        "--confidence, the model's own certificate is re-fitted with the sample size it stored.",
     ),
     allow_infeasible: bool = typer.Option(
         False, "--allow-infeasible", help="Keep the closest threshold when unreachable."

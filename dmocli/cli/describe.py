@@ -100,7 +100,10 @@ def _info_lines(report: dict[str, Any]) -> list[str]:
     if report["target"] is not None:
         problem += f", target {report['target']:g}"
     if report["confidence"] is not None:
-        problem += f" at confidence {report['confidence']:g}"
+        sample = "the population value" if report["new_rows"] is None else f"on {report['new_rows']:,} new rows"
+        problem += f" at confidence {report['confidence']:g} ({sample})"
+        if report["certified"] is False:
+            problem += "; NOT certified: the closest threshold was kept (--allow-infeasible)"
     lines = [
         f"model: {report['model']}  (trained with dmocli {training['dmocli_version']}, written {training['date']})",
         f"problem: {problem}",

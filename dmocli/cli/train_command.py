@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Optional
 
 import typer
+from rich.markup import escape
 
 from dmocli.errors import DmoError
 from dmocli.options import TrainOptions, read_new_rows
@@ -78,9 +79,8 @@ def option_parameters(only: Collection[str] | None = None) -> list[inspect.Param
         if only is not None and spec.name not in only:
             continue
         default = [] if spec.name in ("drop", "params") else spec.default
-        info = typer.Option(
-            default, *spec.metadata["flags"], help=spec.metadata["help"], metavar=spec.metadata.get("metavar")
-        )
+        help_text = escape(spec.metadata["help"])  # `dmocli[gbdt]` is an install command, not rich markup
+        info = typer.Option(default, *spec.metadata["flags"], help=help_text, metavar=spec.metadata.get("metavar"))
         parameters.append(
             inspect.Parameter(
                 spec.name,

@@ -49,7 +49,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     target = _real_target(target)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
-        raise DmoError(f"output directory does not exist: {directory} (create it or choose another -o path)")
+        raise DmoError(_missing_directory(directory, "-o path"))
     if not os.access(directory, os.W_OK):
         raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
@@ -78,10 +78,17 @@ def check_writable(path: str | os.PathLike) -> None:
     target = _real_target(target)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
-        raise DmoError(f"output directory does not exist: {directory} (create it or choose another output path)")
+        raise DmoError(_missing_directory(directory, "output path"))
     if not os.access(directory, os.W_OK):
         raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
     _probe(directory)
+
+
+def _missing_directory(directory: Path, what: str) -> str:
+    """Why an output's folder is unusable: it is missing, or a file stands where it should be."""
+    if directory.exists():
+        return f"{directory} is a file, not a directory, so no output can go inside it (choose another {what})"
+    return f"output directory does not exist: {directory} (create it or choose another {what})"
 
 
 def _probe(directory: Path) -> None:

@@ -166,6 +166,11 @@ def open_stdin_csv(
         raise DmoError(f"cannot read {NAME}: {exc}") from exc
     if not head.strip():
         raise DmoError(f"{NAME} is empty: pipe a CSV with a header line into dmo")
+    if head[:4] in _BINARY_MAGIC:
+        raise DmoError(
+            f"{NAME} holds a {_BINARY_MAGIC[head[:4]]} file, and dmo reads only CSV from it: give the file's path "
+            "as DATA instead of piping it"
+        )
     complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[: head.rfind(b"\n") + 1]
     lines = complete.decode("utf-8", errors="replace").splitlines(keepends=True)
     dialect = dialect_of_lines(lines[: SNIFF_LINES + 1], NAME)
@@ -187,6 +192,9 @@ def open_stdin_csv(
     convert.column_types = types
     schema = pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in inferred])
     return StdinCsv(schema, head, source, parse, convert)
+
+
+_BINARY_MAGIC = {b"PAR1": "parquet", b"ARRO": "Arrow IPC", b"PK\x03\x04": "zip"}  # first 4 bytes: not CSV text
 
 
 def _read_head(source: BinaryIO) -> bytes:

@@ -156,9 +156,10 @@ def refit_threshold(
     splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes, calibration)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {
-        **{key: value for key, value in model.info.items() if key != "new_rows"},  # absent: the population value
+        **{key: value for key, value in model.info.items() if key not in ("new_rows", "certified")},
         "confidence": confidence,
-        **({"new_rows": new_rows} if new_rows is not None else {}),
+        **({"new_rows": new_rows} if new_rows is not None else {}),  # absent: the population value
+        **({"certified": point.feasible} if confidence is not None else {}),
         "threshold_fitted_on": sources.describe(data),
         "summary": model_summary(splits),
         **({"calibration": calibration.to_dict()} if calibration else {}),

@@ -34,6 +34,8 @@ def model_info(path: str | Path) -> dict[str, Any]:
         **label_fields(model.labels),
         **problem_fields(model.problem),
         confidence=info.get("confidence"),
+        new_rows=info.get("new_rows") if info.get("confidence") is not None else None,
+        certified=info.get("certified"),
         threshold=threshold,
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),

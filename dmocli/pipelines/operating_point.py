@@ -60,9 +60,12 @@ def fit_threshold(
     if point.feasible is not False:
         return point, None
     what = problem.constraint_name
+    best = f"best achievable {what}{' bound' if confidence else ''}"
+    if new_rows is not None:  # the population bound caps what the new-sample test can certify, and no more
+        best = f"best {what} bound of the population value, a ceiling for the new sample's"
     message = (
         f"target {what} >= {problem.target:g} is not {'certified' if confidence else 'reachable'} on {where} "
-        f"(best achievable {what}{' bound' if confidence else ''}: {point.best_achievable:.4f})"
+        f"({best}: {point.best_achievable:.4f})"
     )
     if new_rows is not None:
         needed = "no rate would do" if point.required_rate is None else f"it had to reach {point.required_rate:.4f}"
@@ -120,10 +123,13 @@ def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_inf
         kept = option_hint("--allow-infeasible", "allow_infeasible=True")
         settled.warnings.append(f"{unreachable}; the closest threshold is kept ({kept})")
     else:
-        target = option_hint("--target", "target")
         allow = option_hint("--allow-infeasible", "allow_infeasible=True")
+        if point.new_rows is not None and point.required_rate is None:  # a lower target would not pass either;
+            fix = "add validation rows"  # the message already names a larger --new-rows
+        else:
+            fix = f"lower {option_hint('--target', 'target')}, add validation rows"
         settled.refusal = UnreachableTarget(
-            f"{unreachable}; lower {target}, add validation rows, or pass {allow} to keep the closest threshold",
+            f"{unreachable}; {fix}, or pass {allow} to keep the closest threshold",
             best_achievable=point.best_achievable,
         )
     return settled

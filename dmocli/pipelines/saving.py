@@ -19,14 +19,17 @@ def training_info(
     opts: TrainOptions, params: Any, report: dict[str, Any], calibration: Calibration | None, **extra: Any
 ) -> dict[str, Any]:
     """The model file's `info`: how it was trained, the summary of its report's splits, its probability map, and
-    the new sample its --confidence certificate is about (absent: the population value), for `dmo threshold`."""
+    the new sample its --confidence certificate is about (absent: the population value), for `dmo threshold`,
+    and whether that certificate was met (False: the closest threshold kept by --allow-infeasible)."""
     sample = report.get("operating_point", {}).get("new_rows")
     if "operating_point" not in report and opts.confidence is not None and opts.new_rows != POPULATION:
         sample = opts.new_rows  # no search ran (--no-adjust): the size asked, for `dmo threshold` to certify
+    certified = report.get("feasible") if opts.confidence is not None and "operating_point" in report else None
     return {
         "seed": opts.seed,
         "confidence": opts.confidence,
         **({"new_rows": sample} if sample is not None else {}),
+        **({"certified": certified} if certified is not None else {}),  # False: kept by --allow-infeasible
         "params": vars(params),
         **extra,
         "summary": model_summary(report.get("splits", {})),
