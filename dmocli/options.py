@@ -266,6 +266,9 @@ class TrainOptions:
         problem = new_rows_problem(self.new_rows, self.confidence)
         if problem is not None:
             problems.append(problem)
+        target = self.target
+        if isinstance(target, (int, float)) and not isinstance(target, bool) and not 0.0 < target < 1.0:
+            problems.append(f"--target {target} is outside (0, 1); give a value such as 0.8")
         return problems
 
 

@@ -140,6 +140,18 @@ def test_unwritable_output_path(tmp_path, binary_parquet):
     assert_clean_failure(proc, 2, "output directory does not exist")
 
 
+def test_every_bad_option_and_output_is_named_in_one_run(tmp_path, binary_parquet):
+    """A user fixes them all before the next run: the options a solver cannot be looked up for, a target out of
+    range beside another bad value, and every output whose folder is missing."""
+    proc = run_dmo("train", binary_parquet, "--solver", "nosuch", "--model", "tree", "--impute", "mean")
+    assert_clean_failure(proc, 2, "--solver 'nosuch'", "--model 'tree'", "--impute 'mean'")
+    proc = run_dmo("train", binary_parquet, "--problem", "fpor", "--target", "1.5", "--confidence", "1.5")
+    assert_clean_failure(proc, 2, "--target 1.5 is outside (0, 1)", "--confidence 1.5")
+    outputs = ("-o", tmp_path / "gone1" / "m.st", "--report", tmp_path / "gone2" / "r.json")
+    assert_clean_failure(run_dmo("train", binary_parquet, *outputs), 2, "gone1", "gone2")
+    assert not (tmp_path / "gone1").exists() and not (tmp_path / "gone2").exists()
+
+
 def test_usage_errors_are_one_line_too(binary_parquet):
     assert_clean_failure(run_dmo("train", binary_parquet, "--no-such-option"), 2, "--no-such-option", "dmo train -h")
     assert_clean_failure(run_dmo("train", binary_parquet, "--target", "abc"), 2, "'--target'")

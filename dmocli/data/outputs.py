@@ -104,12 +104,18 @@ def _probe(directory: Path) -> None:
 
 
 def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, Source | None]) -> None:
-    """check_writable for every output, then check_distinct. Keys name the options in messages ("-o", "DATA")."""
+    """check_writable for every output, then check_distinct, every problem in one message. Keys name the options
+    in messages ("-o", "DATA")."""
+    problems = []
     for flag, path in outputs.items():
-        if path is not None:
-            check_writable(path)
-            if flag == "--plot":
-                refuse_misnamed_plot(path)
+        for check in (check_writable, refuse_misnamed_plot if flag == "--plot" else None):
+            if path is not None and check is not None:
+                try:
+                    check(path)
+                except DmoError as exc:
+                    problems.append(str(exc))
+    if problems:
+        raise DmoError("; ".join(dict.fromkeys(problems)))  # two outputs in one missing folder: said once
     check_distinct(outputs, inputs)
 
 

@@ -54,8 +54,12 @@ def train(
     """
     started = time.perf_counter()
     data = sources.accept(data)
-    solver = get_solver(opts.solver)
     problems = opts.problems()  # with the solver's --param problems below: every one in one message
+    try:
+        solver = get_solver(opts.solver)
+    except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
+        refuse([*problems, str(exc)])
+        raise
     if opts.cv == 1:  # a range check cannot say "0 or at least 2"
         problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
     if opts.model in MODEL_CHOICES and opts.model not in solver.models:
