@@ -371,3 +371,23 @@ def test_option_combinations_that_cannot_work_are_named_together(tmp_path, binar
     for named in ("--val-frac, not both", "--scheduler names a Dask scheduler", "--plot apply to the streaming"):
         assert named in proc.stderr
     assert not (tmp_path / "m.safetensors").exists() and not (tmp_path / "p.png").exists()
+
+
+def test_a_bad_val_file_is_named_with_everything_wrong_with_it(tmp_path, binary_parquet):
+    val = make_binary_frame(n=200, seed=9)
+    lacking = tmp_path / "lacking.parquet"
+    val.drop(columns=["f3", "label"]).to_parquet(lacking)
+    proc = run_dmo("train", binary_parquet, "--val", lacking, "-o", tmp_path / "m.st")
+    assert_clean_failure(proc, 2, f"--val {lacking}:", "lacks DATA's column(s) f3", "no label column 'label'")
+    assert "model was trained on" not in proc.stderr  # there is no model yet
+
+
+def test_too_many_folds_with_val_pooled_does_not_suggest_giving_val(tmp_path):
+    frame = make_binary_frame(n=120, seed=4, pos_frac=0.05)
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    frame.iloc[:60].to_parquet(first)
+    frame.iloc[60:].to_parquet(second)
+    positives = int(frame["label"].sum())
+    proc = run_dmo("train", first, "--val", second, "--cv", str(positives + 1), "-o", tmp_path / "m.st")
+    assert_clean_failure(proc, 2, "DATA's and --val's rows together", "lower --cv")
+    assert "give --val" not in proc.stderr

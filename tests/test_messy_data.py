@@ -226,6 +226,11 @@ def test_model_files_from_before_trimming_match_text_as_they_were_trained():
     assert labels.encode(pa.array([" yes", "no", " yes"])).tolist() == [1, 0, 1]
     with pytest.raises(DmoError, match="neither class"):  # not trimmed to " yes": matched exactly, as trained
         labels.encode(pa.array(["yes"]))
+    with pytest.raises(DmoError, match="'No', 'Yes' in column 'label' are neither class"):  # every one named
+        labels.encode(pa.array(["No", "no", "Yes", "No"]))
+    numeric = LabelSpec.from_dict({"column": "label", "classes": [0, 1], "positive": 1})
+    with pytest.raises(DmoError, match="value\\(s\\) 2, 7 in column"):
+        numeric.encode(pa.array([0, 7, 2, 1, 7]))
     assert LabelSpec.from_dict(infer_label_spec(pa.array(["a", " b", "b"]), "label", None, True).to_dict()).trim_text
 
 

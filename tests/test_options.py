@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from conftest import REPO, make_binary_frame, run_dmo
 
-from dmocli import DmoClassifier, TrainOptions, train
+from dmocli import DmoClassifier, Problem, TrainOptions, evaluate, predict, refit_threshold, train
 from dmocli.errors import DmoError
 from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, estimator_fields
 
@@ -92,6 +92,21 @@ def test_the_python_api_trains_on_a_pandas_frame_as_on_its_table_and_names_other
     mixed.loc[0, "f0"] = "n/a"
     with pytest.raises(DmoError, match="the DataFrame cannot be read as a table .*give each column one type"):
         train(mixed, options)
+
+
+def test_evaluate_predict_and_refit_take_a_pandas_frame_as_train_does(tmp_path):
+    frame = make_binary_frame(n=400, seed=8)
+    model = tmp_path / "m.st"
+    train(frame, TrainOptions(cv=0, seed=3), output=model)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    assert evaluate(model, frame)["splits"] == evaluate(model, table)["splits"]
+    predict(model, frame, tmp_path / "frame.csv")
+    predict(model, table, tmp_path / "table.csv")
+    assert (tmp_path / "frame.csv").read_bytes() == (tmp_path / "table.csv").read_bytes()
+    refit = refit_threshold(model, frame, Problem("frop", 0.7), output=tmp_path / "r.st")
+    assert refit["feasible"] is True
+    with pytest.raises(DmoError, match="data must be a path, a pyarrow.Table or a pandas.DataFrame, not list"):
+        evaluate(model, [[1.0, 0]])
 
 
 def test_new_rows_is_a_count_or_inf_in_the_python_api_as_on_the_command_line():

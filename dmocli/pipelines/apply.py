@@ -51,7 +51,7 @@ INT64_MAX = 2**63 - 1
 
 def evaluate(
     model_path: str | Path,
-    data: str | Path,
+    data: sources.Source,
     report_path: str | Path | None = None,
     plot_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
@@ -61,6 +61,7 @@ def evaluate(
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
     warned about; `strict` refuses it above `max_unseen` before anything is written."""
     started = time.perf_counter()
+    data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
@@ -114,7 +115,7 @@ def evaluate(
 
 def refit_threshold(
     model_path: str | Path,
-    data: str | Path,
+    data: sources.Source,
     problem: Problem | None,
     output: str | Path,
     confidence: float | None = None,
@@ -130,6 +131,7 @@ def refit_threshold(
     given) is searched again: re-fitting on fresh rows is the common case, and the model already says what it was
     trained for."""
     started = time.perf_counter()
+    data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
     outputs.refuse_misnamed_model(output)
     outputs.check_distinct({"--report": report_path}, {"MODEL": model_path})
@@ -223,7 +225,7 @@ class Predictions:
 
 def predict(
     model_path: str | Path,
-    data: str | Path,
+    data: sources.Source,
     output: str | Path,
     id_col: str | None = None,
     engine: EngineChoice = LOCAL,
@@ -235,6 +237,7 @@ def predict(
     run (unseen levels, emptied columns) is warned about; `strict` refuses it above `max_unseen`, and the
     output, written under a temporary name until then, never appears."""
     started = time.perf_counter()
+    data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     engine.check(data)
     check_max_unseen(max_unseen)
     to_stdout = sources.is_stdin(output)  # `-o -`: CSV on standard output

@@ -309,10 +309,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     val_unlabeled = 0
     if opts.val is not None:
         val_table = reading.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
-        pre.check_columns(val_table.schema)
-        if opts.label_col not in val_table.schema.names:
-            raise DmoError(f"no label column '{opts.label_col}' in --val {opts.val}")
-        val_all = prepare(val_table, pre, labels)
+        val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
         val_data: Prepared | None = val_all.labeled()
         del val_table, val_all
@@ -386,3 +383,25 @@ def _folds(opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: Pr
         counts = np.array([group.sum_int(int(count)) for count in counts])
     smallest = int(counts.min())
     return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0
+
+
+def _prepared_val(table: pa.Table, pre: Preprocessor, labels: LabelSpec, opts: TrainOptions) -> Prepared:
+    """--val's rows encoded as DATA's; what is wrong with the file is said in one message that names it (there is
+    no model yet, so "the model was trained on" would mislead)."""
+    problems = []
+    missing = [name for name in pre.input_columns if name not in table.schema.names]
+    if missing:
+        problems.append(f"lacks DATA's column(s) {', '.join(missing)} (give it the columns DATA has)")
+    else:
+        try:
+            pre.check_columns(table.schema)  # the columns' types
+        except DmoError as exc:
+            problems.append(str(exc))
+    if opts.label_col not in table.schema.names:
+        problems.append(f"no label column '{opts.label_col}'")
+    if not problems:
+        try:
+            return prepare(table, pre, labels)
+        except DmoError as exc:
+            problems.append(str(exc))
+    raise DmoError(f"--val {opts.val}: {'; '.join(problems)}")

@@ -166,7 +166,9 @@ def describe_path(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
 
 
-def stratified_folds(y: np.ndarray, k: int, seed: int, class_names: list[Any] | None = None) -> np.ndarray:
+def stratified_folds(
+    y: np.ndarray, k: int, seed: int, class_names: list[Any] | None = None, val_pooled: bool = False
+) -> np.ndarray:
     """A fold number in [0, k) for every labeled row, each class dealt round-robin over the folds in a seeded
     random order, so every fold holds its share of each class (a class of fewer than k rows is refused: some
     fold's model would never see it held out, and the cross-fitted scores would miss its rows' honest score)."""
@@ -175,8 +177,8 @@ def stratified_folds(y: np.ndarray, k: int, seed: int, class_names: list[Any] | 
         small = classes[np.argmin(sizes)]
         name = class_names[small] if class_names is not None else small
         raise DmoError(
-            f"--cv {k} needs at least {k} rows of every class; class {name!r} has {sizes.min()}: lower --cv, or "
-            "give --val FILE"
+            f"--cv {k} needs at least {k} rows of every class; class {name!r} has {sizes.min()}"
+            + (" (DATA's and --val's rows together): lower --cv" if val_pooled else ": lower --cv, or give --val FILE")
         )
     rng = np.random.default_rng(seed)
     folds = np.empty(y.size, dtype=np.int64)

@@ -76,7 +76,11 @@ class LabelSpec:
             if _numeric(labels.type):
                 values = to_numpy(labels, fill=0)  # nulls: overwritten below
                 codes = (values == self.positive).astype(np.int64)
-                unseen = values[~missing & ~codes.astype(bool) & (values != self.classes[0])] if self.two_class else []
+                unseen = (
+                    np.unique(values[~missing & ~codes.astype(bool) & (values != self.classes[0])])
+                    if self.two_class
+                    else []
+                )
             else:
                 encoded = labels.dictionary_encode()
                 levels = encoded.dictionary.to_pylist()
@@ -85,8 +89,12 @@ class LabelSpec:
                     codes = (to_numpy(encoded.indices, fill=-1) == levels.index(self.positive)).astype(np.int64)
                 unseen = [v for v in levels if v and v not in self.classes] if self.two_class else []
             if len(unseen):
+                shown = list(dict.fromkeys(python_value(v) for v in unseen))  # every one, so all are fixed at once
+                values = ", ".join(repr(v) for v in shown[:10]) + (
+                    f" and {len(shown) - 10} more" if len(shown) > 10 else ""
+                )
                 raise DmoError(
-                    f"label value {python_value(unseen[0])!r} in column '{self.column}' is neither class of the model "
+                    f"label value(s) {values} in column '{self.column}' are neither class of the model "
                     f"({self.classes}); fix the labels (case, spelling) or retrain with them"
                 )
         else:
