@@ -391,3 +391,11 @@ def test_too_many_folds_with_val_pooled_does_not_suggest_giving_val(tmp_path):
     proc = run_dmo("train", first, "--val", second, "--cv", str(positives + 1), "-o", tmp_path / "m.st")
     assert_clean_failure(proc, 2, "DATA's and --val's rows together", "lower --cv")
     assert "give --val" not in proc.stderr
+
+
+def test_threshold_names_every_bad_option_at_once(tmp_path, trained, binary_parquet):
+    out = tmp_path / "refit.safetensors"
+    asked = ("--problem", "frop", "--confidence", "3", "--new-rows", "0", "-o", out)
+    proc = run_dmo("threshold", trained, binary_parquet, *asked)
+    assert_clean_failure(proc, 2, "--confidence 3.0 must be in", "needs --target", "--new-rows 0")
+    assert not out.exists()

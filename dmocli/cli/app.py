@@ -15,7 +15,7 @@ from dmocli.cli import describe
 from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
-from dmocli.options import TrainOptions, new_rows_format_problem, read_new_rows, refuse
+from dmocli.options import TrainOptions, check_confidence, new_rows_format_problem, read_new_rows, refuse
 
 app = typer.Typer(
     name="dmo",
@@ -263,15 +263,25 @@ def threshold(
     from dmocli.operating_point.problems import Problem
     from dmocli.pipelines.apply import refit_threshold
 
+    problems = []  # every one found before any reading, in one message
     if problem is None and (target is not None or beta is not None):
         given = " and ".join(flag for flag, value in (("--target", target), ("--beta", beta)) if value is not None)
-        raise DmoError(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
+        problems.append(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
     sample = read_new_rows(new_rows)
-    # Its value now, before any reading; whether a --confidence goes with it (maybe the one stored in MODEL),
-    # refit_threshold checks once it knows.
-    refuse([problem for problem in [new_rows_format_problem(sample)] if problem])
-    beta = 1.0 if beta is None else beta
-    asked = None if problem is None else Problem.from_options(problem, target, beta, confidence)
+    # Its value now; whether a --confidence goes with it (maybe the one stored in MODEL), refit_threshold checks
+    # once it knows.
+    problems += [problem for problem in [new_rows_format_problem(sample)] if problem]
+    try:
+        check_confidence(confidence)
+    except DmoError as exc:
+        problems.append(str(exc))
+    asked = None
+    try:
+        if problem is not None:
+            asked = Problem.from_options(problem, target, 1.0 if beta is None else beta, confidence)
+    except DmoError as exc:
+        problems.append(str(exc))
+    refuse(problems)
     with _report_on_refusal(as_json):
         result = refit_threshold(
             model,
