@@ -399,3 +399,11 @@ def test_threshold_names_every_bad_option_at_once(tmp_path, trained, binary_parq
     proc = run_dmo("threshold", trained, binary_parquet, *asked)
     assert_clean_failure(proc, 2, "--confidence 3.0 must be in", "needs --target", "--new-rows 0")
     assert not out.exists()
+
+
+def test_evaluate_names_every_column_problem_and_the_missing_label_at_once(tmp_path, trained):
+    frame = make_binary_frame(n=100, seed=11)
+    broken = tmp_path / "broken.parquet"
+    frame.drop(columns=["f3", "label"]).astype({"f0": str}).to_parquet(broken)
+    proc = run_dmo("evaluate", trained, broken)
+    assert_clean_failure(proc, 2, "missing column(s) the model was trained on: f3", "f0", "hold text", "no label")

@@ -129,7 +129,7 @@ def test_two_class_labels_the_model_never_saw_are_refused_not_scored_as_negative
     run_dmo("train", binary_parquet, "-o", model, check=True)
     shifted = tmp_path / "shifted.parquet"
     make_binary_frame().assign(label=lambda f: f["label"] + 2).to_parquet(shifted)
-    assert "label value 2" in one_line_exit_2(run_dmo("evaluate", model, shifted))
+    assert "label value(s) 2, 3 in column" in one_line_exit_2(run_dmo("evaluate", model, shifted))  # both named
 
 
 def test_a_subsample_that_keeps_no_row_is_refused_and_not_written(tmp_path, binary_parquet):

@@ -70,10 +70,12 @@ def row_count(data: str | Path) -> int | None:
 def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
     engine.check(data)
     schema, batches = open_data(data, model)
-    model.preprocessor.check_columns(schema)
     label_col = model.labels.column
+    problems = model.preprocessor.column_problems(schema)
     if label_col not in schema.names:
-        raise DmoError(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
+        problems.append(f"no label column '{label_col}' in {data} (evaluation needs the true labels)")
+    if problems:
+        raise DmoError("; ".join(problems))
     columns = model.preprocessor.input_columns + [label_col]
     score = LabeledLogits(model)
     if engine.is_dask:

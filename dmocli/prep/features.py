@@ -273,10 +273,17 @@ class Preprocessor:
         return out.T
 
     def check_columns(self, schema: pa.Schema) -> None:
-        """Refuse data lacking a training column, naming it, before any work."""
+        """Refuse data lacking a training column, or holding one of another kind, naming each, before any work."""
+        problems = self.column_problems(schema)
+        if problems:
+            raise DmoError("; ".join(problems))
+
+    def column_problems(self, schema: pa.Schema) -> list[str]:
+        """Every training column that `schema` lacks or holds as another kind, as messages (empty when none)."""
+        problems = []
         missing = [c for c in self.input_columns if c not in schema.names]
         if missing:
-            raise DmoError(
+            problems.append(
                 f"data is missing column(s) the model was trained on: {', '.join(missing)} "
                 "(use data with the training columns)"
             )
@@ -287,32 +294,37 @@ class Preprocessor:
         def null(name: str) -> bool:
             return pa.types.is_null(schema.field(name).type)
 
-        numbers = [c for c in self.numeric if not (is_numeric(schema.field(c).type) or null(c))]
+        present = set(schema.names)
+        numbers = [c for c in self.numeric if c in present and not (is_numeric(schema.field(c).type) or null(c))]
         texts = [kind(c) for c in numbers if is_string(schema.field(c).type)]
+        others = [kind(c) for c in numbers if not is_string(schema.field(c).type)]
         if texts:
-            raise DmoError(
+            problems.append(
                 f"column(s) {', '.join(texts[:6])} hold text where the model was trained on numbers "
                 "(a missing-value marker such as '?' or 'n/a' makes a CSV column text); clean or convert them"
             )
-        if numbers:
-            raise DmoError(
-                f"column(s) {', '.join(map(kind, numbers[:6]))} are not numbers, and the model was "
+        if others:
+            problems.append(
+                f"column(s) {', '.join(others[:6])} are not numbers, and the model was "
                 "trained on numbers there; convert them as in the training data"
             )
         # A text column that arrives as numbers or booleans would match no level: every row silently all zeros.
-        levels = [kind(c) for c in self.categorical if not (is_string(schema.field(c).type) or null(c))]
+        levels = [
+            kind(c) for c in self.categorical if c in present and not (is_string(schema.field(c).type) or null(c))
+        ]
         if levels:
-            raise DmoError(
+            problems.append(
                 f"column(s) {', '.join(levels[:6])} are not text, and the model was trained on text there "
                 "(one-hot levels); read or cast them as text, as in the training data"
             )
-        if self.embedding is not None:
+        if self.embedding is not None and self.embedding in present:
             vector = schema.field(self.embedding).type
             if not (is_list(vector) and is_numeric(vector.value_type)):
-                raise DmoError(
+                problems.append(
                     f"column {kind(self.embedding)} is not a list of numbers, and the model was trained "
                     "on a vector there; use the feature file's vector column"
                 )
+        return problems
 
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Float32 features and, per categorical column, how many rows had an unseen level or none."""
