@@ -266,10 +266,18 @@ class TrainOptions:
         problem = new_rows_problem(self.new_rows, self.confidence)
         if problem is not None:
             problems.append(problem)
-        target = self.target
-        if isinstance(target, (int, float)) and not isinstance(target, bool) and not 0.0 < target < 1.0:
-            problems.append(f"--target {target} is outside (0, 1); give a value such as 0.8")
+        problem = None if self.target is None else target_problem(self.target)
+        if problem is not None:
+            problems.append(problem)
         return problems
+
+
+def target_problem(target: Any) -> str | None:
+    """What is wrong with a given --target, or None: fpor/frop need a rate strictly between 0 and 1 (the range
+    check_value cannot declare, its bounds being open)."""
+    if isinstance(target, numbers.Real) and not isinstance(target, bool) and 0.0 < target < 1.0:
+        return None
+    return f"--target {target} is outside (0, 1); give a value such as 0.8"
 
 
 def flag_of(spec: dataclasses.Field) -> str:

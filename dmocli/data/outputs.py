@@ -108,12 +108,14 @@ def check_outputs(outputs: dict[str, str | os.PathLike | None], inputs: dict[str
     in messages ("-o", "DATA")."""
     problems = []
     for flag, path in outputs.items():
-        for check in (check_writable, refuse_misnamed_plot if flag == "--plot" else None):
-            if path is not None and check is not None:
-                try:
-                    check(path)
-                except DmoError as exc:
-                    problems.append(str(exc))
+        if path is None:
+            continue
+        checks = [check_writable, refuse_misnamed_plot] if flag == "--plot" else [check_writable]
+        for check in checks:
+            try:
+                check(path)
+            except DmoError as exc:
+                problems.append(str(exc))
     if problems:
         raise DmoError("; ".join(dict.fromkeys(problems)))  # two outputs in one missing folder: said once
     check_distinct(outputs, inputs)

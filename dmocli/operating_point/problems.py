@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.options import target_problem
 
 ProblemKind = Literal["fpor", "frop", "ofbs"]
 OFBS_HAS_NO_BOUND = (
@@ -74,8 +75,9 @@ class Problem:
         if self.kind in ("fpor", "frop"):
             if self.target is None:
                 raise DmoError(f"--problem {self.kind} needs --target A with 0 < A < 1")
-            if not 0.0 < self.target < 1.0:
-                raise DmoError(f"--target {self.target} is outside (0, 1); give a value such as 0.8")
+            problem = target_problem(self.target)
+            if problem is not None:
+                raise DmoError(problem)
         if not (self.beta > 0 and math.isfinite(self.beta)):
             raise DmoError(f"--beta {self.beta} must be a positive finite number (1 weighs precision and recall alike)")
 

@@ -388,10 +388,11 @@ def _folds(opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: Pr
 def _prepared_val(table: pa.Table, pre: Preprocessor, labels: LabelSpec, opts: TrainOptions) -> Prepared:
     """--val's rows encoded as DATA's; what is wrong with the file is said in one message that names it (there is
     no model yet, so "the model was trained on" would mislead)."""
-    problems = pre.column_problems(table.schema)
-    missing = [name for name in pre.input_columns if name not in table.schema.names]
-    if missing:  # said as what it is here: there is no model yet
-        problems[0] = f"lacks DATA's column(s) {', '.join(missing)} (give it the columns DATA has)"
+    problems = []
+    missing = pre.missing_columns(table.schema)
+    if missing:
+        problems.append(f"lacks DATA's column(s) {', '.join(missing)} (give it the columns DATA has)")
+    problems += pre.kind_problems(table.schema)
     if opts.label_col not in table.schema.names:
         problems.append(f"no label column '{opts.label_col}'")
     if not problems:

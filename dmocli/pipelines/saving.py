@@ -16,11 +16,17 @@ from dmocli.report import dumps, model_summary
 
 
 def training_info(
-    opts: TrainOptions, params: Any, report: dict[str, Any], calibration: Calibration | None, **extra: Any
+    opts: TrainOptions,
+    params: Any,
+    report: dict[str, Any],
+    calibration: Calibration | None,
+    summary: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     """The model file's `info`: how it was trained, the summary of its report's splits, its probability map, and
     the new sample its --confidence certificate is about (absent: the population value), for `dmo threshold`,
-    and whether that certificate was met (False: the closest threshold kept by --allow-infeasible)."""
+    and whether that certificate was met (False: the closest threshold kept by --allow-infeasible). `summary`
+    replaces the splits' summary where a solver keeps its own (the streaming solvers' online figures)."""
     sample = report.get("operating_point", {}).get("new_rows")
     if "operating_point" not in report and opts.confidence is not None and opts.new_rows != POPULATION:
         sample = opts.new_rows  # no search ran (--no-adjust): the size asked, for `dmo threshold` to certify
@@ -32,7 +38,7 @@ def training_info(
         **({"certified": certified} if certified is not None else {}),  # False: kept by --allow-infeasible
         "params": vars(params),
         **extra,
-        "summary": model_summary(report.get("splits", {})),
+        "summary": model_summary(report.get("splits", {})) if summary is None else summary,
         **({"calibration": calibration.to_dict()} if calibration is not None else {}),
     }
 

@@ -337,11 +337,11 @@ def train_streaming(
     report["prepass"] = prepass
     report["prepass_seconds"] = prepass_seconds
     report["fit_seconds"] = fit_seconds
-    model.info = training_info(opts, params, report, settled.calibration, rows=online["n"], epochs=epochs)
-    model.info["summary"] = {
+    summary = {
         "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
         **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},
     }
+    model.info = training_info(opts, params, report, settled.calibration, summary, rows=online["n"], epochs=epochs)
     if opts.plot is not None:
         plot_online_curve(
             opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: {problem.describe()}"

@@ -281,12 +281,21 @@ class Preprocessor:
     def column_problems(self, schema: pa.Schema) -> list[str]:
         """Every training column that `schema` lacks or holds as another kind, as messages (empty when none)."""
         problems = []
-        missing = [c for c in self.input_columns if c not in schema.names]
+        missing = self.missing_columns(schema)
         if missing:
             problems.append(
                 f"data is missing column(s) the model was trained on: {', '.join(missing)} "
                 "(use data with the training columns)"
             )
+        return problems + self.kind_problems(schema)
+
+    def missing_columns(self, schema: pa.Schema) -> list[str]:
+        """The training columns `schema` does not have."""
+        return [c for c in self.input_columns if c not in schema.names]
+
+    def kind_problems(self, schema: pa.Schema) -> list[str]:
+        """The training columns `schema` has, but as another kind (text for numbers, ...), as messages."""
+        problems = []
 
         def kind(name: str) -> str:
             return f"{name} ({schema.field(name).type})"
