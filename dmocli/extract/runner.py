@@ -18,7 +18,7 @@ from dmocli.data import outputs
 from dmocli.errors import DmoError
 from dmocli.extract.backbones import Backbone, load_backbone
 from dmocli.extract.deps import require
-from dmocli.extract.sources import Items, discover
+from dmocli.extract.sources import Items, discover, walk_warnings
 from dmocli.extract.store import Store, make_schema
 from dmocli.extract.views import parse_views
 from dmocli.models.networks import resolve_device
@@ -270,6 +270,9 @@ def extract(
         n_resumed=len(items) - len(todo),
         n_skipped=len(skipped),
         skipped=skipped,
+        n_walk_skipped=len(items.walk_skipped),
+        walk_skipped=items.walk_skipped,
+        warnings=walk_warnings(items.walk_skipped),
         extract_seconds=round(seconds, 3),
         items_per_second=round(runner.extracted / seconds, 2) if seconds > 0 and runner.extracted else None,
         wall_seconds=round(time.perf_counter() - t0, 3),

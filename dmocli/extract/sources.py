@@ -32,7 +32,8 @@ class Items:
 
     `keys` is a string array (relative paths) or an int64 array (table rows);
     `labels` keeps the label's type, null for unlabeled; images carry `files`,
-    texts carry `texts`. `skipped` lists items refused before extraction.
+    texts carry `texts`. `skipped` lists items refused before extraction, `walk_skipped` the
+    paths a folder walk left out (see Walk).
     """
 
     kind: str
@@ -42,6 +43,7 @@ class Items:
     files: list[Path] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    walk_skipped: list[dict[str, str]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -57,20 +59,134 @@ class Items:
             [self.files[i] for i in rows] if self.files else [],
             [self.texts[i] for i in rows] if self.texts else [],
             list(self.skipped),
+            list(self.walk_skipped),
         )
 
 
-def _walk(root: Path, suffixes: frozenset[str]) -> list[str]:
-    """Relative POSIX paths of files with a wanted suffix, hidden files and folders left out."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        rel_dir = Path(dirpath).relative_to(root)
-        for name in filenames:
-            if not name.startswith(".") and Path(name).suffix.lower() in suffixes:
-                found.append((rel_dir / name).as_posix())
-    found.sort()
-    return found
+NOT_UTF8 = "name is not valid UTF-8"
+WALKED = "folder already walked (a symlink loop, or a second way to the same folder)"
+UNLISTABLE = "folder cannot be listed"
+WALK_EXAMPLES = 3
+
+
+def _utf8(name: str) -> bool:
+    """False for a name whose bytes are not UTF-8 (os gives them as lone surrogates): arrow and JSON refuse them."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    """PATH as printable text: bytes that are not UTF-8 written as \\xNN escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+@dataclass
+class Walk:
+    """The wanted files under a folder (relative POSIX paths, sorted), and what the walk left out and why.
+
+    Each real folder is walked once, so a symlink loop cannot repeat images or give them another folder's label.
+    The real folders under the root come first, so they keep their own paths and labels; symlinked folders are
+    followed afterwards, in the order found, when they lead to a folder not walked yet (e.g. a class folder kept
+    on another disk).
+    """
+
+    root: Path
+    suffixes: frozenset[str]
+    files: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    _seen: dict[tuple[int, int], str] = field(default_factory=dict, init=False)  # real folder -> where first walked
+    _links: list[str] = field(default_factory=list, init=False)  # symlinked folders still to follow
+
+    def run(self) -> "Walk":
+        """Walk ROOT's real folders, then the symlinked ones queued meanwhile; files and skips end up sorted."""
+        self._enter(str(self.root))
+        self._tree(str(self.root))
+        while self._links:
+            link = self._links.pop(0)
+            if self._enter(link):
+                self._tree(link)
+        self.files.sort()
+        self.skipped.sort(key=lambda s: s["path"])
+        return self
+
+    def _rel(self, path: str) -> str:
+        return Path(path).relative_to(self.root).as_posix()
+
+    def _skip(self, path: str, reason: str, **detail: str) -> None:
+        self.skipped.append({"path": _shown(self._rel(path)), "reason": reason, **detail})
+
+    def _enter(self, path: str) -> bool:
+        """True the first time a real folder is reached (by its device and inode); else record PATH as skipped."""
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            self._unlistable(exc)
+            return False
+        key = (st.st_dev, st.st_ino)
+        if key in self._seen:
+            self._skip(path, WALKED, same_as=self._seen[key])
+            return False
+        self._seen[key] = _shown(self._rel(path))
+        return True
+
+    def _unlistable(self, exc: OSError) -> None:
+        """A folder that cannot be read (os.walk's onerror): recorded, where os.walk would drop it silently."""
+        self._skip(exc.filename, UNLISTABLE, error=f"{type(exc).__name__}: {exc.strerror or exc}")
+
+    def _subfolders(self, dirpath: str, names: list[str]) -> list[str]:
+        """The real subfolders to walk now; symlinked ones are queued for later, hidden ones left out."""
+        keep = []
+        for name in sorted(n for n in names if not n.startswith(".")):
+            path = os.path.join(dirpath, name)
+            if not _utf8(name):
+                self._skip(path, NOT_UTF8)
+            elif os.path.islink(path):
+                self._links.append(path)
+            elif self._enter(path):
+                keep.append(name)
+        return keep
+
+    def _tree(self, top: str) -> None:
+        """Every real folder under TOP (its symlinks to folders are not followed here: run() does that)."""
+        for dirpath, dirnames, filenames in os.walk(top, onerror=self._unlistable):
+            dirnames[:] = self._subfolders(dirpath, dirnames)
+            for name in filenames:
+                if name.startswith(".") or Path(name).suffix.lower() not in self.suffixes:
+                    continue
+                if _utf8(name):
+                    self.files.append(self._rel(os.path.join(dirpath, name)))
+                else:
+                    self._skip(os.path.join(dirpath, name), NOT_UTF8)
+
+
+def _walk(root: Path, suffixes: frozenset[str]) -> Walk:
+    """Files with a wanted suffix under ROOT, hidden files and folders left out, each real folder once."""
+    return Walk(root, suffixes).run()
+
+
+def walk_warnings(skipped: list[dict[str, str]]) -> list[str]:
+    """One warning line per reason the folder walk left paths out: how many, and a few of them."""
+    lines = []
+    for reason in (WALKED, NOT_UTF8, UNLISTABLE):
+        paths = [s["path"] for s in skipped if s["reason"] == reason]
+        if paths:
+            more = ", ..." if len(paths) > WALK_EXAMPLES else ""
+            lines.append(
+                f"left out {len(paths)} path(s), {reason}: {', '.join(paths[:WALK_EXAMPLES])}{more} "
+                "(listed under walk_skipped in the report)"
+            )
+    return lines
+
+
+def _left_out(walk: Walk) -> str:
+    """For a walk that found nothing: what it left out, which may be why (e.g. every name not UTF-8)."""
+    if not walk.skipped:
+        return ""
+    first = walk.skipped[0]
+    return f"; {len(walk.skipped)} path(s) left out, e.g. {first['path']}: {first['reason']}"
 
 
 def _folder_label(rel: str) -> str | None:
@@ -87,8 +203,8 @@ def detect_kind(source: Path) -> str:
         raise DmoError(f"source not found: {source} (give an image folder, a text table or a folder of .txt files)")
     if source.is_file():
         return "text"
-    n_images = len(_walk(source, IMAGE_SUFFIXES))
-    n_texts = len(_walk(source, TEXT_SUFFIXES))
+    n_images = len(_walk(source, IMAGE_SUFFIXES).files)
+    n_texts = len(_walk(source, TEXT_SUFFIXES).files)
     if n_images == 0 and n_texts == 0:
         raise DmoError(f"no image ({', '.join(sorted(IMAGE_SUFFIXES))}) or .txt files under {source}")
     return "image" if n_images >= n_texts else "text"
@@ -97,22 +213,27 @@ def detect_kind(source: Path) -> str:
 def image_folder(source: Path) -> Items:
     if not source.is_dir():
         raise DmoError(f"--kind image needs a folder of images (one subfolder per class), got {source}")
-    rel = _walk(source, IMAGE_SUFFIXES)
+    walk = _walk(source, IMAGE_SUFFIXES)
+    rel = walk.files
     if not rel:
-        raise DmoError(f"no image files under {source} (looked for {', '.join(sorted(IMAGE_SUFFIXES))})")
+        raise DmoError(
+            f"no image files under {source} (looked for {', '.join(sorted(IMAGE_SUFFIXES))})" + _left_out(walk)
+        )
     return Items(
         "image",
         "path",
         pa.array(rel, pa.string()),
         pa.array([_folder_label(r) for r in rel], pa.string()),
         files=[source / r for r in rel],
+        walk_skipped=walk.skipped,
     )
 
 
 def text_folder(source: Path) -> Items:
-    rel = _walk(source, TEXT_SUFFIXES)
+    walk = _walk(source, TEXT_SUFFIXES)
+    rel = walk.files
     if not rel:
-        raise DmoError(f"no .txt files under {source} (one subfolder of .txt files per class)")
+        raise DmoError(f"no .txt files under {source} (one subfolder of .txt files per class)" + _left_out(walk))
     keys, labels, texts, skipped = [], [], [], []
     for r in rel:
         try:
@@ -129,7 +250,13 @@ def text_folder(source: Path) -> Items:
     if not keys:
         raise DmoError(f"none of the .txt files under {source} could be read as UTF-8")
     return Items(
-        "text", "path", pa.array(keys, pa.string()), pa.array(labels, pa.string()), texts=texts, skipped=skipped
+        "text",
+        "path",
+        pa.array(keys, pa.string()),
+        pa.array(labels, pa.string()),
+        texts=texts,
+        skipped=skipped,
+        walk_skipped=walk.skipped,
     )
 
 
