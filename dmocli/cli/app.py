@@ -492,6 +492,12 @@ def predict(
         "files with --engine dask.",
     ),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Column to copy into the output to identify rows."),
+    csv_escape: bool = typer.Option(
+        True,
+        "--csv-escape/--no-csv-escape",
+        help="CSV output: put a ' before text cells starting with = + - @ tab or CR, which spreadsheets would run "
+        "as formulas; --no-csv-escape writes them verbatim.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
     strict: bool = _strict_option(),
     max_unseen: Optional[float] = _max_unseen_option(),
@@ -508,7 +514,13 @@ def predict(
     if to_stdout and as_json:
         raise DmoError("--json prints to standard output, where -o - writes the predictions; drop one of them")
     result = run_predict(
-        model, data, output, id_col, EngineChoice(engine, scheduler, workers), **_strictness(strict, max_unseen)
+        model,
+        data,
+        output,
+        id_col,
+        EngineChoice(engine, scheduler, workers),
+        **_strictness(strict, max_unseen),
+        csv_escape=csv_escape,
     )
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
         for warning in result["warnings"]:

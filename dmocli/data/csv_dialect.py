@@ -3,13 +3,15 @@ and the messages for CSV values that cannot be read."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import re
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -209,11 +211,12 @@ def dialect_of_lines(
     whole numbers only, `later_decimal_mark(delimiter)` (a file: its first 4 MB) decides, so a column of 1,5 further
     down is not read as text. Refuses a header that names a column twice, which no reader could map to one feature."""
     header = lines[0] if lines else ""
-    if tab:
-        delimiter = "\t"
-    else:  # the candidate that splits the header (quotes respected) into the most names; a comma on ties
-        delimiter = max(",;\t|", key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
-    rows = list(csv.reader(lines, delimiter=delimiter))
+    with _field_limit(sum(map(len, lines))):
+        if tab:
+            delimiter = "\t"
+        else:  # the candidate that splits the header (quotes respected) into the most names; a comma on ties
+            delimiter = max(",;\t|", key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
+        rows = list(csv.reader(lines, delimiter=delimiter))
     names = rows[0] if rows else []
     check_unique_names(names, source)
     cells = [cell.strip() for row in rows[1:] for cell in row]
@@ -221,3 +224,22 @@ def dialect_of_lines(
     if delimiter != "," and not commas and not points and later_decimal_mark is not None:
         commas = later_decimal_mark(delimiter) == ","
     return CsvDialect(delimiter, "," if delimiter != "," and commas and not points else ".", tuple(names))
+
+
+_FIELD_LIMIT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _field_limit(longest: int) -> Iterator[None]:
+    """Python's csv module refuses a cell over its field size limit (131,072 characters by default), which a
+    text column (a document, a JSON blob) passes easily while arrow reads it fine: while sniffing, the limit is
+    raised to `longest` (no cell of the sniffed lines can be longer than all of them), then put back, so the
+    process's other csv readers (a user's, under the Python API) keep theirs. One sniff at a time: two would put
+    back each other's limits."""
+    with _FIELD_LIMIT_LOCK:
+        before = csv.field_size_limit()
+        csv.field_size_limit(max(before, longest + 1))
+        try:
+            yield
+        finally:
+            csv.field_size_limit(before)

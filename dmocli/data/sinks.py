@@ -58,9 +58,11 @@ class CsvSink:
     """Write record batches as CSV to standard output (`-o -`), for shell pipelines, or to a CSV file
     (`path`: .csv, .csv.gz gzip-compressed, .tsv tab-separated, renamed into place when complete). Unlike
     a file, a pipe cannot appear only when complete: a failure half-way leaves the rows written so far,
-    and the exit code says so."""
+    and the exit code says so.
 
-    def __init__(self, schema: pa.Schema, path: str | os.PathLike | None = None):
+    `escape` (the default) neutralizes text cells a spreadsheet would run as a formula (see _formula_safe)."""
+
+    def __init__(self, schema: pa.Schema, path: str | os.PathLike | None = None, escape: bool = True):
         import pyarrow.csv as pacsv
 
         self._stack = contextlib.ExitStack()
@@ -75,9 +77,13 @@ class CsvSink:
             if name.endswith(".tsv"):
                 options = pacsv.WriteOptions(delimiter="\t")
         self._file = path is not None
-        self._writer = pacsv.CSVWriter(sink, schema, write_options=options)
+        self._escape = escape
+        self._schema = _formula_safe_schema(schema) if escape else schema
+        self._writer = pacsv.CSVWriter(sink, self._schema, write_options=options)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if self._escape:
+            batch = _formula_safe(batch, self._schema)
         try:
             if isinstance(batch, pa.RecordBatch):
                 self._writer.write_batch(batch)
@@ -97,6 +103,50 @@ class CsvSink:
             if not self._file:
                 sys.stdout.buffer.flush()
         return self._stack.__exit__(exc_type, exc, tb)
+
+
+# OWASP's rule for CSV injection: a cell starting with one of these is a formula to Excel, LibreOffice and Google
+# Sheets (`=HYPERLINK(...)`, `+cmd|...`, `@SUM(...)`), run on opening; some skip a leading tab or carriage return.
+_FORMULA_START = r"^([=+\-@\t\r])"
+
+
+def _formula_safe(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.Table:
+    """`batch` with every text cell that starts like a formula prefixed with a single quote, which spreadsheets
+    show as text, under `schema` (the formula-safe header). Number columns are left alone: a logit of -1.5
+    stays a number."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    columns = [
+        pa.chunked_array([_formula_safe_array(chunk) for chunk in column.chunks], column.type)
+        if _holds_text(column.type)
+        else column
+        for column in table.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _formula_safe_schema(schema: pa.Schema) -> pa.Schema:
+    """The CSV header by the same rule: an --id-col named like a formula is a cell as well."""
+    names = pa.array(schema.names, pa.string())
+    return pa.schema([field.with_name(name) for field, name in zip(schema, _formula_safe_array(names).to_pylist())])
+
+
+def _formula_safe_array(array: pa.Array) -> pa.Array:
+    """The cells of `array` that start like a formula with a single quote in front (OWASP's fix)."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):  # a pandas categorical: its levels are the text
+        return pa.DictionaryArray.from_arrays(array.indices, _formula_safe_array(array.dictionary))
+    return pc.replace_substring_regex(array, pattern=_FORMULA_START, replacement=r"'\1", max_replacements=1)
+
+
+def _holds_text(kind: pa.DataType) -> bool:
+    """Whether the CSV writer writes a column's cells as text (strings, bytes, a dictionary of either)."""
+    if pa.types.is_dictionary(kind):
+        return _holds_text(kind.value_type)
+    return any(test(kind) for test in _TEXT_TYPES)
+
+
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
 
 
 def write_parquet(path: str | os.PathLike, table: pa.Table) -> None:

@@ -231,11 +231,14 @@ def predict(
     engine: EngineChoice = LOCAL,
     strict: bool = False,
     max_unseen: float = DEFAULT_MAX_UNSEEN,
+    csv_escape: bool = True,
 ) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
     engine, OUTPUT is a directory of part files, one per partition, in the data's order. Drift over the whole
     run (unseen levels, emptied columns) is warned about; `strict` refuses it above `max_unseen`, and the
-    output, written under a temporary name until then, never appears."""
+    output, written under a temporary name until then, never appears. A CSV output's text cells that a
+    spreadsheet would run as a formula (`=...`, `+...`, `-...`, `@...`) get a leading `'`, unless `csv_escape`
+    is False (for a program that reads the ids back verbatim)."""
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     engine.check(data)
@@ -284,7 +287,7 @@ def predict(
     else:
         parts = []
         sink = (
-            sinks.CsvSink(out_schema, None if to_stdout else output)
+            sinks.CsvSink(out_schema, None if to_stdout else output, escape=csv_escape)
             if as_csv
             else sinks.ParquetSink(output, out_schema)
         )
