@@ -24,8 +24,10 @@ import json
 import logging
 import os
 import shutil
+import socket
+import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +41,11 @@ from dmocli.data import outputs, sources
 from dmocli.data.parquet_layout import ParquetLayout, conform, parquet_layout
 from dmocli.errors import DmoError, first_line
 
-CONNECT_SECONDS = 45  # a wall-clock limit on reaching a scheduler: distributed's own timeout misses a stalled handshake
+# Reaching a scheduler, per attempt: TCP, distributed's handshake (which distributed itself waits for without a
+# limit: an address that accepts and stays silent held the process for ever) and the client's registration.
+CONNECT_SECONDS = 12
+PROBE_SECONDS = 5  # a TCP connect to the scheduler's port: a refusal is immediate, a dropped connection never answers
+PROBED_SCHEMES = ("tcp", "tls")  # TCP underneath: a plain connect to the port tells refused from listening
 
 
 def _one_thread() -> None:
@@ -108,31 +114,86 @@ def _write_partition(
     return pd.DataFrame({"counts": [json.dumps(counts)]})
 
 
-def _connect(scheduler: str) -> Any:
-    """A client of a running scheduler, or one clear error: an address that does not answer like a Dask
-    scheduler (a dashboard port, another service) must not hang or crash the command."""
+def _unreachable(scheduler: str, why: str) -> DmoError:
+    return DmoError(f"cannot reach the Dask scheduler {scheduler!r}: {why}")
+
+
+def _probe(scheduler: str) -> None:
+    """Refuse at once a TCP address nothing listens on: distributed retries a refused connection for its whole
+    timeout and then reports it as "Timed out", which sends the user looking at the network, not the address."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(scheduler)
+    if scheme not in PROBED_SCHEMES:
+        return
+    try:
+        host, port = parse_host_port(location)
+    except ValueError:  # no port, or not host:port: distributed's own connect names what is wrong
+        return
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except ConnectionRefusedError as exc:
+        raise _unreachable(
+            scheduler, f"connection refused: nothing listens on port {port} of {host} (check --scheduler ADDRESS)"
+        ) from exc
+    except TimeoutError as exc:
+        raise _unreachable(
+            scheduler,
+            f"no TCP connection within {PROBE_SECONDS} s (the host is down, or a firewall drops the connection; "
+            "check --scheduler ADDRESS)",
+        ) from exc
+
+
+def _client(scheduler: str) -> Any:
+    """A client of the scheduler, after the TCP probe."""
     from distributed import Client
 
-    pool = ThreadPoolExecutor(max_workers=1)
+    _probe(scheduler)
+    return Client(scheduler, timeout=f"{CONNECT_SECONDS}s")
+
+
+def _in_daemon_thread(fn: Callable[[str], Any], arg: str) -> Future:
+    """fn(arg) on a daemon thread, its outcome as a future: a thread stuck on a silent socket is left behind at exit
+    (an executor's thread is joined there, which kept the process alive for ever)."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(arg))
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting thread, which reports it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="dmo-dask-connect", daemon=True).start()
+    return future
+
+
+def _client_within_limit(scheduler: str) -> Any:
+    """The client, or FutureTimeout after CONNECT_SECONDS. The wait is in the calling (main) thread, so SIGTERM
+    and Ctrl-C end it at once."""
+    return _in_daemon_thread(_client, scheduler).result(timeout=CONNECT_SECONDS)
+
+
+def _connect(scheduler: str) -> Any:
+    """A client of a running scheduler, or one clear error within CONNECT_SECONDS: an address that refuses, or
+    does not answer like a Dask scheduler (a dashboard port, another service, a silent listener), must not hang
+    or crash the command."""
     try:
         try:
-            return pool.submit(Client, scheduler, timeout="30s").result(timeout=CONNECT_SECONDS)
+            return _client_within_limit(scheduler)
         except AssertionError:
             # distributed's client starts its event-loop thread and asserts it is up after 10 s: on a machine
             # busy with other work that can fail once without anything being wrong with the scheduler.
-            return pool.submit(Client, scheduler, timeout="30s").result(timeout=CONNECT_SECONDS)
+            return _client_within_limit(scheduler)
     except FutureTimeout as exc:
-        raise DmoError(
-            f"cannot reach the Dask scheduler {scheduler!r}: no answer like a Dask scheduler's within "
-            f"{CONNECT_SECONDS} s (check --scheduler ADDRESS; a scheduler listens on port 8786 by default)"
+        raise _unreachable(
+            scheduler,
+            f"no answer like a Dask scheduler's within {CONNECT_SECONDS} s "
+            "(check --scheduler ADDRESS; a scheduler listens on port 8786 by default)",
         ) from exc
+    except DmoError:
+        raise
     except Exception as exc:  # noqa: BLE001 - whatever the other end sent, it is not a scheduler we can use
-        raise DmoError(
-            f"cannot reach the Dask scheduler {scheduler!r}: {type(exc).__name__}: {first_line(exc)} "
-            "(check --scheduler ADDRESS)"
-        ) from exc
-    finally:
-        pool.shutdown(wait=False)
+        raise _unreachable(scheduler, f"{type(exc).__name__}: {first_line(exc)} (check --scheduler ADDRESS)") from exc
 
 
 class DaskEngine:
