@@ -144,6 +144,13 @@ class TrainOptions:
         choices=IMPUTE_CHOICES,
         help="none: refuse NaN/inf features; median: fill with training medians.",
     )
+    fold_case: bool = option(
+        False,
+        "--fold-case",
+        estimator=True,
+        help="Match text levels whatever their case and surrounding spaces (Grocery, grocery and ' GROCERY ' are "
+        "one level), in training and, stored in the model, in predict and evaluate.",
+    )
     device: str = option(
         "auto", "--device", estimator=True, choices=DEVICE_CHOICES, help="auto (CUDA if present), cpu or cuda."
     )

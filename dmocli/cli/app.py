@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from dmocli.cli import describe
-from dmocli.cli.train_command import COLUMN_OPTIONS, takes_train_options
+from dmocli.cli.train_command import CHECKED_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.options import TrainOptions, check_confidence, new_rows_format_problem, read_new_rows, refuse
@@ -426,14 +426,15 @@ def evaluate(
 
 
 @app.command()
-@takes_train_options(only=COLUMN_OPTIONS)
+@takes_train_options(used=CHECKED_OPTIONS)
 def check(
     data: Path = typer.Argument(..., help="Training table to check: parquet file, directory of parquet files, or CSV."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options of train that decide columns
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from train's options by takes_train_options
 ) -> None:
     """Every problem `dmo train` would refuse DATA for, each with its fix, in one run (exit 2 when there are
-    any); or what train would make of its columns.
+    any); or what train would make of its columns. It takes a whole `dmo train` command line: the options that
+    decide the data checks are used, the others (listed apart below) only checked for their values.
 
     Example: dmo check fraud.csv --label-col is_fraud --drop transaction_id
     """

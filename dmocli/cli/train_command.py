@@ -56,31 +56,44 @@ def _cli_type(name: str, annotation: Any) -> Any:
     return annotation
 
 
-# The options of `dmo train` that decide what it makes of DATA's columns and labels: those `dmo check` takes.
-COLUMN_OPTIONS = (
+# The options of `dmo train` that `dmo check`'s data checks read: how DATA's columns and labels are taken, and the
+# problem (checked with its target, beta and confidence). Check accepts every other option of train, and ignores it.
+CHECKED_OPTIONS = (
     "label_col",
     "drop",
     "embedding_col",
     "impute",
+    "fold_case",
     "positive",
     "problem",
+    "target",
+    "beta",
+    "confidence",
     "solver",
     "model",
     "drop_unlabeled",
 )
+IGNORED_PANEL = "Options of dmo train, accepted and ignored"
+# What `dmo train` writes, beside its TrainOptions (declared by the train command itself): a command that takes a
+# train command line accepts these too.
+TRAIN_OUTPUTS = {"output": ("--output", "-o"), "report": ("--report",)}
 
 
-def option_parameters(only: Collection[str] | None = None) -> list[inspect.Parameter]:
-    """One keyword parameter per TrainOptions field (or per field named in `only`), with its typer.Option
-    (flags, default, help)."""
+def option_parameters(used: Collection[str] | None = None) -> list[inspect.Parameter]:
+    """One keyword parameter per TrainOptions field, with its typer.Option (flags, default, help); with `used`, the
+    fields not named there are listed apart in --help, as accepted and ignored."""
     hints = typing.get_type_hints(TrainOptions)
     parameters = []
     for spec in dataclasses.fields(TrainOptions):
-        if only is not None and spec.name not in only:
-            continue
         default = [] if spec.name in ("drop", "params") else spec.default
         help_text = escape(spec.metadata["help"])  # `dmocli[gbdt]` is an install command, not rich markup
-        info = typer.Option(default, *spec.metadata["flags"], help=help_text, metavar=spec.metadata.get("metavar"))
+        info = typer.Option(
+            default,
+            *spec.metadata["flags"],
+            help=help_text,
+            metavar=spec.metadata.get("metavar"),
+            rich_help_panel=None if used is None or spec.name in used else IGNORED_PANEL,
+        )
         parameters.append(
             inspect.Parameter(
                 spec.name,
@@ -104,26 +117,45 @@ def options_from_cli(values: dict[str, Any]) -> TrainOptions:
     return TrainOptions(**values)
 
 
-def takes_train_options(command: Callable[..., None] | None = None, *, only: Collection[str] | None = None) -> Any:
-    """Turn `command(..., options: TrainOptions)` into a typer command with one option per TrainOptions field
-    (`@takes_train_options(only=COLUMN_OPTIONS)`: those fields alone, the others at their defaults).
+def takes_train_options(command: Callable[..., None] | None = None, *, used: Collection[str] | None = None) -> Any:
+    """Turn `command(..., options: TrainOptions)` into a typer command with one option per TrainOptions field.
 
-    The generated options follow the command's first parameter (DATA) and precede its other ones, as `dmo train
-    --help` lists them.
+    `@takes_train_options(used=CHECKED_OPTIONS)`: a command that takes a whole `dmo train` command line (its -o
+    and --report too), so one can be copied into it as is, and uses the options in `used`; --help lists the others
+    apart. The generated options follow the command's first parameter (DATA) and precede its other ones, as `dmo
+    train --help` lists them.
     """
     if command is None:
-        return functools.partial(takes_train_options, only=only)
+        return functools.partial(takes_train_options, used=used)
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    generated = option_parameters(only)
+    generated = option_parameters(used)
     names = {p.name for p in generated}
+    outputs = [] if used is None else _train_outputs()
 
     @functools.wraps(command)
     def wrapper(**values: Any) -> None:
         options = options_from_cli({name: values.pop(name) for name in names})
+        for parameter in outputs:
+            values.pop(parameter.name)
         command(**values, options=options)
 
-    parameters = [own[0], *generated, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:])]
+    parameters = [own[0], *generated, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]), *outputs]
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the signature above, not the wrapped function's
     return wrapper
+
+
+def _train_outputs() -> list[inspect.Parameter]:
+    """-o and --report as `dmo train` takes them, for a command that accepts and ignores them."""
+    return [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                None, *flags, help="Where dmo train writes; ignored here.", rich_help_panel=IGNORED_PANEL
+            ),
+            annotation=Optional[Path],
+        )
+        for name, flags in TRAIN_OUTPUTS.items()
+    ]

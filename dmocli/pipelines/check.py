@@ -13,12 +13,12 @@ from dmocli.data import reading, sources
 from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions, refuse
-from dmocli.prep.columns import ColumnPlan, survey_columns, text_column_warning
-from dmocli.prep.features import Preprocessor
+from dmocli.prep.columns import ColumnPlan, case_variant_warning, survey_columns, text_column_warning
+from dmocli.prep.features import Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.report import envelope
 from dmocli.solvers import get_solver
-from dmocli.solvers.base import InMemorySolver
+from dmocli.solvers.base import Solver
 
 
 @dataclass
@@ -74,7 +74,7 @@ def multiclass_conflicts(opts: TrainOptions) -> list[str]:
     return conflicts
 
 
-def solved_problem(opts: TrainOptions, n_classes: int, solver: InMemorySolver) -> Problem | None:
+def solved_problem(opts: TrainOptions, n_classes: int, solver: Solver) -> Problem | None:
     """resolve_problem, refused when the solver does not solve it."""
     problem = resolve_problem(opts, n_classes)
     if problem is None and not solver.multiclass:
@@ -92,7 +92,7 @@ def effective_impute(opts: TrainOptions) -> str:
     return "keep" if opts.model == "gbdt" and opts.impute == "none" else opts.impute
 
 
-def survey(table: pa.Table, opts: TrainOptions, solver: InMemorySolver) -> Survey:
+def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
     """Plan the columns, infer the label and fit the preprocessing of `table` as train does, gathering every
     problem instead of stopping at the first."""
     plan, problems = survey_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
@@ -111,12 +111,15 @@ def survey(table: pa.Table, opts: TrainOptions, solver: InMemorySolver) -> Surve
         if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
             problems.append(unlabeled_problem(n_unlabeled, solver.name))
     trees = opts.model == "gbdt"  # one feature of level indices per text column, not one per level
-    pre, found = Preprocessor.survey(table.to_batches(), plan, effective_impute(opts), categorical_codes=trees)
+    pre, found = Preprocessor.survey(
+        table.to_batches(), plan, effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
+    )
     problems += found
     for name, levels in pre.categorical.items():
-        warning = None if trees else text_column_warning(name, len(levels), table.num_rows)
-        if warning and not any(f"'{name}'" in p for p in found):
-            warnings.append(warning)
+        if any(f"'{name}'" in p for p in found):
+            continue
+        wide = None if trees else text_column_warning(name, len(levels), table.num_rows)
+        warnings += [w for w in (wide, case_variant_warning(name, case_variant_groups(levels))) if w]
     return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings)
 
 
@@ -129,11 +132,15 @@ def unlabeled_problem(n_unlabeled: int, solver: str) -> str:
 
 def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
     """`dmo check`: the survey of DATA as a report; `ok` is whether `dmo train` with these options would take
-    the data (the caller exits 2 when not)."""
-    refuse(opts.problems())
-    solver = get_solver(opts.solver)
-    if not isinstance(solver, InMemorySolver):
-        raise DmoError(f"dmo check reads DATA as the in-memory solvers do; give --solver {opts.solver} to train only")
+    the data (the caller exits 2 when not). Every option is checked as train checks it, all at once; DATA is read
+    whole, whichever the solver (a streaming one refuses the same problems, batch by batch)."""
+    problems = opts.problems()
+    try:
+        solver = get_solver(opts.solver)
+    except DmoError as exc:
+        refuse([*problems, str(exc)])
+        raise
+    refuse(problems)
     table = reading.read_table(data)
     found = survey(table, opts, solver)
     plan, pre, labels = found.plan, found.pre, found.labels

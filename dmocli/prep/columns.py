@@ -105,6 +105,23 @@ def text_column_warning(column: str, n_levels: int, n_rows: int) -> str | None:
     return None
 
 
+NAMED_VARIANT_GROUPS = 5  # groups of case variants a warning names per column
+
+
+def case_variant_warning(column: str, groups: list[list[str]]) -> str | None:
+    """A text column whose levels differ only in case (`Grocery`, `grocery`; surrounding spaces are trimmed
+    already): trained, each spelling a one-hot feature of its own, and a new spelling at predict time unseen. Named
+    with the groups found, since the user most likely means each group as one level, and --fold-case does that."""
+    if not groups:
+        return None
+    named = ", ".join("/".join(map(repr, group)) for group in groups[:NAMED_VARIANT_GROUPS])
+    more = f" and {len(groups) - NAMED_VARIANT_GROUPS} more" if len(groups) > NAMED_VARIANT_GROUPS else ""
+    return (
+        f"text column '{column}' has levels that differ only in case ({named}{more}), each a one-hot feature of its "
+        "own, and predict counts another spelling as unseen; --fold-case makes each group one level"
+    )
+
+
 def is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t)
 

@@ -5,14 +5,15 @@ filled with training's median, or left missing for boosted trees to route). Warn
 
 from __future__ import annotations
 
-from dmocli.prep.features import LevelCounts
+from dmocli.prep.features import MAX_LISTED_UNSEEN, LevelCounts
 
 DEFAULT_MAX_UNSEEN = 0.01  # --strict's tolerance: the share of rows at unseen levels, per column
+NAMED_UNSEEN = 5  # unseen levels a message names per column (the report lists up to MAX_LISTED_UNSEEN)
 
 
 def drift_warnings(levels: LevelCounts, n_rows: int, impute: str = "median") -> list[str]:
-    """One line per drifted column, with its count, share and an example level. `impute` is the model's
-    preprocessing: "keep" (boosted trees) leaves an emptied column missing for the trees to route, where
+    """One line per drifted column, with its count, share and most frequent unseen levels. `impute` is the
+    model's preprocessing: "keep" (boosted trees) leaves an emptied column missing for the trees to route, where
     "median" fills it."""
     filled = (
         "every row takes the trees' missing-value branches there"
@@ -24,8 +25,8 @@ def drift_warnings(levels: LevelCounts, n_rows: int, impute: str = "median") -> 
         if count:
             lines.append(
                 f"column '{column}': {count} of {n_rows} rows ({count / n_rows:.1%}) have levels not seen in "
-                f"training (e.g. {levels.examples.get(column)!r}), scored as no level at all; fix the values "
-                "(case, spelling) or retrain with them (--strict makes this an error)"
+                f"training, {_named(levels, column)}; they are scored as no level at all; "
+                f"{_unseen_fix(levels, column)} (--strict makes this an error)"
             )
     for column in _emptied(levels, n_rows):
         lines.append(
@@ -39,8 +40,8 @@ def drift_problems(levels: LevelCounts, n_rows: int, max_unseen: float) -> list[
     """What --strict refuses: a column with more than `max_unseen` of its rows at unseen levels, or a numeric
     column missing in every row."""
     problems = [
-        f"column '{column}' has {count} of {n_rows} rows ({count / n_rows:.1%}) at levels not seen in training "
-        f"(e.g. {levels.examples.get(column)!r}), more than --max-unseen {max_unseen:g}"
+        f"column '{column}' has {count} of {n_rows} rows ({count / n_rows:.1%}) at levels not seen in training, "
+        f"more than --max-unseen {max_unseen:g}: {_named(levels, column)}"
         for column, count in levels.unseen.items()
         if n_rows and count / n_rows > max_unseen
     ]
@@ -48,9 +49,36 @@ def drift_problems(levels: LevelCounts, n_rows: int, max_unseen: float) -> list[
         f"column '{column}' is missing (or infinite) in all {n_rows} rows" for column in _emptied(levels, n_rows)
     ]
     if problems:
-        problems[-1] += "; fix the data, or drop --strict to score it anyway (nothing was written)"
+        folding = " (case/space variants: or retrain with --fold-case)" if any(levels.variants.values()) else ""
+        problems[-1] += f"; fix the data{folding}, or drop --strict to score it anyway (nothing was written)"
     return problems
 
 
 def _emptied(levels: LevelCounts, n_rows: int) -> list[str]:
     return [column for column, count in levels.imputed.items() if n_rows and count == n_rows]
+
+
+def _unseen_fix(levels: LevelCounts, column: str) -> str:
+    """What to do about a column's unseen levels: where some are case/space variants of known ones, --fold-case
+    is the fix that keeps the data as it comes."""
+    if levels.variants.get(column):
+        return "fix the values, retrain with them, or retrain with --fold-case to match levels whatever their case"
+    return "fix the values (case, spelling) or retrain with them"
+
+
+def _named(levels: LevelCounts, column: str) -> str:
+    """`e.g. 'VISA' (230 rows, a case/space variant of 'visa'), ...`: a column's NAMED_UNSEEN most frequent unseen
+    levels, each with its rows and the known level it differs from only in case or spaces, and how many more."""
+    listed = levels.named_unseen(column)
+    variants = levels.variants.get(column, {})
+    named = [_one_level(value, rows, variants.get(value, [])) for value, rows in listed[:NAMED_UNSEEN]]
+    more = len(listed) - NAMED_UNSEEN
+    if more > 0:
+        at_least = "at least " if len(listed) >= MAX_LISTED_UNSEEN else ""
+        named.append(f"and {at_least}{more} more")
+    return "e.g. " + ", ".join(named)
+
+
+def _one_level(value: str, rows: int, known: list[str]) -> str:
+    variant = f", a case/space variant of {' or '.join(map(repr, known))}" if known else ""
+    return f"{value!r} ({rows} row{'' if rows == 1 else 's'}{variant})"

@@ -28,40 +28,67 @@ from dmocli.prep.columns import (
 )
 
 RESERVOIR_ROWS = 100_000
+MAX_LISTED_UNSEEN = 100  # unseen levels kept per column, with their counts, for the report
 
 
 @dataclass
 class LevelCounts:
-    """Per categorical column, the rows encoded as all zeros: a level not seen in training (with one such level
-    as an example), or a missing value; per numeric column, the missing values that --impute median filled.
-    All are legitimate encodings, but silent, so the reports and warnings say how often each happened
-    (prep/drift.py)."""
+    """Per categorical column, the rows encoded as all zeros: a level not seen in training, or a missing value;
+    per numeric column, the missing values that --impute median filled. All are legitimate encodings, but silent,
+    so the reports and warnings say how often each happened (prep/drift.py). The unseen levels themselves are
+    kept too, with their row counts (at most MAX_LISTED_UNSEEN per column: a warning names a few, the report all
+    of these), and which of them differ from a level the model knows only in case or surrounding spaces."""
 
     unseen: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, str] = field(default_factory=dict)
     imputed: dict[str, int] = field(default_factory=dict)
+    unseen_values: dict[str, dict[str, int]] = field(default_factory=dict)
+    variants: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # unseen level -> the known ones
 
     def add(self, other: "LevelCounts") -> None:
         for mine, theirs in ((self.unseen, other.unseen), (self.missing, other.missing), (self.imputed, other.imputed)):
             for name, count in theirs.items():
                 mine[name] = mine.get(name, 0) + count
-        for name, example in other.examples.items():
-            self.examples.setdefault(name, example)
+        for name, tally in other.unseen_values.items():
+            kept = self.unseen_values.setdefault(name, {})
+            for value, count in tally.items():
+                if value in kept or len(kept) < MAX_LISTED_UNSEEN:  # past the cap, only the ones listed are counted
+                    kept[value] = kept.get(value, 0) + count
+        for name, variants in other.variants.items():
+            kept = self.unseen_values.get(name, {})
+            self.variants.setdefault(name, {}).update((v, known) for v, known in variants.items() if v in kept)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """JSON-able, for a Dask worker's counts."""
-        return {"unseen": self.unseen, "missing": self.missing, "examples": self.examples, "imputed": self.imputed}
+        return {
+            "unseen": self.unseen,
+            "missing": self.missing,
+            "imputed": self.imputed,
+            "unseen_values": self.unseen_values,
+            "variants": self.variants,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, dict[str, Any]]) -> "LevelCounts":
-        return cls(data["unseen"], data["missing"], data.get("examples", {}), data.get("imputed", {}))
+        return cls(
+            data["unseen"],
+            data["missing"],
+            data.get("imputed", {}),
+            data.get("unseen_values", {}),
+            data.get("variants", {}),
+        )
 
-    def report(self, prefix: str = "") -> dict[str, dict[str, int]]:
+    def named_unseen(self, column: str) -> list[tuple[str, int]]:
+        """A column's unseen levels with their row counts, the most frequent first (ties in text order)."""
+        return sorted(self.unseen_values.get(column, {}).items(), key=lambda item: (-item[1], item[0]))
+
+    def report(self, prefix: str = "") -> dict[str, dict[str, Any]]:
         """The report fields (`prefix` names another split's, e.g. "val_"): only columns where it happened."""
         return {
             f"{prefix}unseen_levels": {k: v for k, v in self.unseen.items() if v},
             f"{prefix}missing_levels": {k: v for k, v in self.missing.items() if v},
+            f"{prefix}unseen_level_values": {k: dict(self.named_unseen(k)) for k, v in self.unseen_values.items() if v},
+            f"{prefix}unseen_level_variants": {k: v for k, v in self.variants.items() if v},
         }
 
 
@@ -81,6 +108,7 @@ class Preprocessor:
     # One feature per categorical column holding its level's index (NaN: missing or unseen), for models that split
     # on categories themselves (gbdt: XGBoost's categorical splits); False: one 0/1 feature per level.
     categorical_codes: bool = False
+    fold_case: bool = False  # --fold-case: levels matched lower-cased (`folded`), so Grocery and GROCERY are one
 
     @property
     def input_columns(self) -> list[str]:
@@ -117,21 +145,31 @@ class Preprocessor:
     # ---- fitting -------------------------------------------------------------
     @classmethod
     def fit(
-        cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none", categorical_codes: bool = False
+        cls,
+        batches: Iterable[pa.RecordBatch],
+        plan: ColumnPlan,
+        impute: str = "none",
+        categorical_codes: bool = False,
+        fold_case: bool = False,
     ) -> "Preprocessor":
         """survey, refusing every problem it finds in one message."""
-        pre, problems = cls.survey(batches, plan, impute, categorical_codes)
+        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case)
         refuse_problems(problems)
         return pre
 
     @classmethod
     def survey(
-        cls, batches: Iterable[pa.RecordBatch], plan: ColumnPlan, impute: str = "none", categorical_codes: bool = False
+        cls,
+        batches: Iterable[pa.RecordBatch],
+        plan: ColumnPlan,
+        impute: str = "none",
+        categorical_codes: bool = False,
+        fold_case: bool = False,
     ) -> tuple["Preprocessor", list[str]]:
         """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir; and every
         problem of the columns' values (missing values without --impute, ids, dates or amounts as text, ...),
         each with its fix. With problems, the Preprocessor is not fit to use. `impute` "keep" (gbdt) leaves
-        missing values to the model; `categorical_codes`: see the field.
+        missing values to the model; `categorical_codes` and `fold_case`: see the fields.
 
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
@@ -140,7 +178,11 @@ class Preprocessor:
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
         problems: list[str] = []
         pre = cls(
-            numeric=list(plan.numeric), embedding=plan.embedding, impute=impute, categorical_codes=categorical_codes
+            numeric=list(plan.numeric),
+            embedding=plan.embedding,
+            impute=impute,
+            categorical_codes=categorical_codes,
+            fold_case=fold_case,
         )
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
         moments: RunningMoments | None = None
@@ -156,7 +198,9 @@ class Preprocessor:
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
                 if len(levels[col]) <= MAX_CATEGORICAL_LEVELS:  # past it the column is refused: stop collecting
-                    levels[col].update(pc.unique(level_text(batch.column(col)).drop_null()).to_pylist())
+                    levels[col].update(
+                        pc.unique(pre._level_keys(level_text(batch.column(col)))).drop_null().to_pylist()
+                    )
             columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
             if not columns:
                 continue
@@ -368,7 +412,7 @@ class Preprocessor:
                 )
         for col, levels in self.categorical.items():
             arr = level_text(batch.column(col), self.trim_text)
-            index = pc.index_in(arr, value_set=text_array(levels))
+            index = pc.index_in(self._level_keys(arr), value_set=text_array(levels))
             idx = to_numpy(index, fill=-1)
             if self.categorical_codes:
                 out[:, offset] = np.where(idx >= 0, idx, np.nan)
@@ -379,10 +423,14 @@ class Preprocessor:
                 offset += len(levels)
             counts.missing[col] = arr.null_count
             counts.unseen[col] = int((idx < 0).sum()) - arr.null_count
-            if counts.unseen[col]:  # an unseen level to name in the warning: the first such row's
-                valid = arr.is_valid().to_numpy(zero_copy_only=False)
-                counts.examples[col] = arr[int(np.flatnonzero((idx < 0) & valid)[0])].as_py()
+            if counts.unseen[col]:  # the unseen levels, as written, for the warning and the report to name
+                unseen = pa.array((idx < 0) & arr.is_valid().to_numpy(zero_copy_only=False))
+                counts.unseen_values[col], counts.variants[col] = tally_unseen(arr.filter(unseen), levels)
         return out, counts
+
+    def _level_keys(self, text: pa.Array) -> pa.Array:
+        """The text levels are matched on: as given, or `folded` under --fold-case."""
+        return folded(text) if self.fold_case else text
 
     def _float32_views(self, batch: pa.RecordBatch | pa.Table) -> list[np.ndarray] | None:
         """The numeric columns as zero-copy numpy views when every one is float32 without nulls (the common
@@ -442,6 +490,8 @@ class Preprocessor:
             "fill": self.fill,
             "trim_text": self.trim_text,
             "categorical_codes": self.categorical_codes,
+            # Only when asked for: a model trained without --fold-case is written byte for byte as before it existed.
+            **({"fold_case": True} if self.fold_case else {}),
         }
 
     @classmethod
@@ -462,6 +512,41 @@ def level_text(column: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Arra
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
     not_blank = pc.cast(pc.utf8_length(text), pa.bool_())  # no Python scalar: that would import pandas
     return pc.if_else(not_blank, text, pa.nulls(len(text), pa.string()))
+
+
+def folded(text: pa.Array) -> pa.Array:
+    """Text as --fold-case matches it, and as case/space variants are found: without surrounding whitespace,
+    lower-cased (Unicode)."""
+    return pc.utf8_lower(pc.utf8_trim_whitespace(text))
+
+
+def case_variant_groups(levels: list[str]) -> list[list[str]]:
+    """The levels that are one after `folded` (Grocery, grocery), in groups of two or more, in `levels`' order:
+    each a one-hot feature of its own that the user most likely means as one."""
+    return [group for group in _by_folded(levels).values() if len(group) > 1]
+
+
+def tally_unseen(values: pa.Array, levels: list[str]) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Unseen levels (`values`, one per row) with their row counts, the most frequent MAX_LISTED_UNSEEN, and
+    which of them equal known `levels` once `folded`: a case/space variant the warning can name as such."""
+    tally = pc.value_counts(values)
+    counted = zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist())
+    kept = dict(sorted(counted, key=lambda item: (-item[1], item[0]))[:MAX_LISTED_UNSEEN])
+    known = _by_folded(levels)
+    names = list(kept)
+    return kept, {name: known[key] for name, key in zip(names, _folded_texts(names)) if key in known}
+
+
+def _by_folded(levels: list[str]) -> dict[str, list[str]]:
+    """Levels grouped by their `folded` text."""
+    groups: dict[str, list[str]] = {}
+    for level, key in zip(levels, _folded_texts(levels)):
+        groups.setdefault(key, []).append(level)
+    return groups
+
+
+def _folded_texts(values: list[str]) -> list[str]:
+    return folded(text_array(values)).to_pylist()
 
 
 def column_moments(values: np.ndarray) -> tuple[int, float, float]:
