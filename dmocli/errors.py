@@ -47,3 +47,9 @@ def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (arrow's run on for many lines)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+class ReaderStopped(BrokenPipeError):
+    """The reader of a row stream on standard output stopped reading (`dmo predict ... -o - | head`): it took
+    the rows it wanted, so the command ends quietly with exit 0, as `yes | head` does. A broken pipe anywhere
+    else (a report printed with --json) lost output and is a failure."""

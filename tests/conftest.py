@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,24 @@ def binary_parquet(tmp_path: Path) -> Path:
     path = tmp_path / "train.parquet"
     make_binary_frame().to_parquet(path)
     return path
+
+
+@pytest.fixture
+def dmo(monkeypatch, capsys):
+    """`dmo ARGS` in this process through the real entry point (exit codes, one-line errors, warnings on stderr):
+    (exit status, stdout, stderr). What main sets for the whole process (messages naming flags, the SIGTERM
+    handler) is put back afterwards, so the tests after these see the library's defaults."""
+    from dmocli import errors
+    from dmocli.cli.process import main
+
+    monkeypatch.setitem(errors._SPELLING, "cli", errors._SPELLING["cli"])
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def run(*args: str | os.PathLike) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as ended:
+            main([str(arg) for arg in args])
+        captured = capsys.readouterr()
+        return ended.value.code, captured.out, captured.err
+
+    yield run
+    signal.signal(signal.SIGTERM, previous)

@@ -121,7 +121,7 @@ def test_model_files_with_inconsistent_metadata_are_refused(tmp_path, binary_par
         with pytest.raises(DmoError, match="corrupt or inconsistent dmo metadata"):
             load_model(_edited_model(tmp_path, model, name, edit))
     stderr = one_line_exit_2(run_dmo("evaluate", tmp_path / "threshold.st", binary_parquet))
-    assert "threshold None is not a number" in stderr
+    assert "threshold None is not a finite number" in stderr
 
 
 def test_two_class_labels_the_model_never_saw_are_refused_not_scored_as_negatives(tmp_path, binary_parquet):

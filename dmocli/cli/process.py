@@ -8,6 +8,7 @@ traceback only under --debug.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -16,8 +17,10 @@ from typing import Any, NoReturn
 
 from dmocli.cli.app import app, err
 from dmocli.cli.command_line import click_command, refuse_repeated_options
+from dmocli.cli.machine_failures import MACHINE_FAILURE, machine_failure
+from dmocli.data.outputs import outputs_together
 from dmocli.engines import torchrun
-from dmocli.errors import DmoError, UnreachableTarget, speak_cli
+from dmocli.errors import DmoError, ReaderStopped, UnreachableTarget, speak_cli
 
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
 PROGRESS_FLAGS = ("--progress", "--no-progress")
@@ -101,6 +104,31 @@ def _leave_torchrun_process(code: object) -> NoReturn:
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
+def _main_telling_a_closed_stdout(command: Any, args: list[str]) -> Any:
+    """The command's exit status. Click ends a command whose stdout reader went away with exit 1 and no word
+    (it swaps stdout for a wrapper that swallows the final flush); that lost the report a script asked for, so it
+    becomes the machine failure it is."""
+    try:
+        return command.main(args=args, prog_name="dmo", standalone_mode=False)
+    except SystemExit:
+        if type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):  # typer vendors click, renamed
+            raise BrokenPipeError(errno.EPIPE, "standard output was closed") from None
+        raise
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: Python's final flush of a closed or full stdout would fail once more."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real descriptor (a test's captured stdout): nothing to flush later
+        pass
+
+
 def _run_command(args: list[str], in_group: bool) -> None:
     """Run one dmo command; it always ends in SystemExit with the command's exit status."""
     if threading.current_thread() is threading.main_thread():  # a handler can only be set there
@@ -117,7 +145,9 @@ def _run_command(args: list[str], in_group: bool) -> None:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         command = click_command(app)
         refuse_repeated_options(command, args)
-        code = command.main(args=args, prog_name="dmo", standalone_mode=False)
+        with outputs_together():  # the model, report and printed report all appear, or none of them
+            code = _main_telling_a_closed_stdout(command, args)
+            sys.stdout.flush()  # a full disk or closed pipe under stdout fails here, before the files appear
         if code == INTERRUPTED and (
             not in_group or torchrun.prints(None)
         ):  # typer ends a Ctrl-C'd command so, silently
@@ -133,9 +163,8 @@ def _run_command(args: list[str], in_group: bool) -> None:
             raise
         _report(f"dmo: error: {exc}", exc, in_group)  # raised alike by every process of a group: one line, rank 0's
         sys.exit(exc.exit_code)
-    except BrokenPipeError:  # output piped into `head` and the like
-        devnull = os.open(os.devnull, os.O_WRONLY)  # else Python's final flush of stdout fails once more
-        os.dup2(devnull, sys.stdout.fileno())
+    except ReaderStopped:  # predictions piped into `head` and the like
+        _quiet_stdout()
         sys.exit(0)
     except (KeyboardInterrupt, Terminated) as exc:
         if not in_group or torchrun.prints(None):
@@ -145,6 +174,11 @@ def _run_command(args: list[str], in_group: bool) -> None:
         _exit_on_click_error(exc, debug, in_group)
         if debug:
             raise
+        cause = machine_failure(exc)
+        if cause is not None:
+            _quiet_stdout()
+            _report(f"dmo: error: {cause}", None, in_group)
+            sys.exit(MACHINE_FAILURE)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
         err.print(

@@ -10,13 +10,46 @@ import os
 import re
 import stat
 import tempfile
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
 
 from dmocli.data.sources import CSV_SUFFIXES, DATA_SUFFIXES, PARQUET_SUFFIXES, Source, is_csv_file, is_stdin
-from dmocli.errors import DmoError
+from dmocli.errors import DmoError, UnreachableTarget
+
+# Renames held back until a whole command has succeeded (outputs_together); None: each output is renamed when done.
+_HELD_RENAMES: ContextVar[list[tuple[Path, Path]] | None] = ContextVar("held_renames", default=None)
+
+
+@contextlib.contextmanager
+def outputs_together() -> Iterator[None]:
+    """Every output written inside the block appears only when the whole block succeeds: all of them, or none.
+
+    A model file renamed into place before its --report (or the JSON on standard output) failed to be written
+    left a model that no report describes; a run that fails on its last output now leaves every output as it was.
+    A refused target (exit 3) counts as done: its report is what the caller asked for.
+    """
+    held: list[tuple[Path, Path]] = []
+    token = _HELD_RENAMES.set(held)
+    try:
+        yield
+    except UnreachableTarget:
+        _rename_all(held)
+        raise
+    else:
+        _rename_all(held)
+    finally:
+        _HELD_RENAMES.reset(token)
+        for tmp, _ in held:
+            if tmp.exists():
+                tmp.unlink()
+
+
+def _rename_all(held: list[tuple[Path, Path]]) -> None:
+    for tmp, target in held:
+        os.replace(tmp, target)
 
 
 def is_special(path: Path) -> bool:
@@ -55,14 +88,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     os.close(fd)
     tmp = Path(tmp_name)
+    held = _HELD_RENAMES.get()
     try:
         yield tmp
         mask = os.umask(0)  # mkstemp (and safetensors) make the file private (0600): give it the mode any new
         os.umask(mask)  # file of the user gets, so a batch job's other readers can open it
         os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, target)
+        if held is None:
+            os.replace(tmp, target)
+        else:
+            held.append((tmp, target))
     finally:
-        if tmp.exists():
+        if tmp.exists() and all(tmp != waiting for waiting, _ in held or ()):  # failed, or renamed already
             tmp.unlink()
 
 

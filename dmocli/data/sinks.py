@@ -7,12 +7,13 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
+from dmocli.errors import ReaderStopped
 
 
 class ParquetSink:
@@ -79,30 +80,40 @@ class CsvSink:
         self._file = path is not None
         self._escape = escape
         self._schema = _formula_safe_schema(schema) if escape else schema
-        self._writer = pacsv.CSVWriter(sink, self._schema, write_options=options)
+        with _reader_may_stop():  # the header is written here
+            self._writer = pacsv.CSVWriter(sink, self._schema, write_options=options)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._escape:
             batch = _formula_safe(batch, self._schema)
-        try:
+        with _reader_may_stop():
             if isinstance(batch, pa.RecordBatch):
                 self._writer.write_batch(batch)
             else:
                 self._writer.write_table(batch)
-        except OSError as exc:  # arrow reports a reader that went away (`| head`) as an OSError
-            if exc.errno == errno.EPIPE or "Broken pipe" in str(exc):
-                raise BrokenPipeError(str(exc)) from exc
-            raise
 
     def __enter__(self) -> "CsvSink":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
-            self._writer.close()
-            if not self._file:
-                sys.stdout.buffer.flush()
+            with _reader_may_stop():
+                self._writer.close()
+                if not self._file:
+                    sys.stdout.buffer.flush()
         return self._stack.__exit__(exc_type, exc, tb)
+
+
+@contextlib.contextmanager
+def _reader_may_stop() -> Iterator[None]:
+    """A reader of the rows that went away (`| head`, which arrow reports as an OSError) took what it wanted: the
+    command ends quietly (ReaderStopped), wherever the pipe broke, header, rows or last flush."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or "Broken pipe" in str(exc):
+            raise ReaderStopped(str(exc)) from exc
+        raise
 
 
 # OWASP's rule for CSV injection: a cell starting with one of these is a formula to Excel, LibreOffice and Google

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save, save_file
 
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
-from dmocli.errors import DmoError
+from dmocli.errors import DmoError, first_line
 from dmocli.models.architecture import Architecture
+from dmocli.models.file_checks import check_preprocessing, check_tensors, check_threshold, check_trees
+from dmocli.models.file_reading import METADATA_KEY, StoredModel, read_model_file
 from dmocli.operating_point.calibration import Calibration, probability
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
@@ -30,8 +31,8 @@ from dmocli.version import __version__
 if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
     import torch
 
+FORMAT_NAME = "dmocli-model"
 FORMAT_VERSION = 1
-METADATA_KEY = "dmocli"
 
 
 @dataclass
@@ -98,7 +99,7 @@ class DmoModel:
 
     def metadata(self) -> dict[str, Any]:
         return {
-            "format": "dmocli-model",
+            "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "dmocli_version": __version__,
             "solver": self.solver,
@@ -134,34 +135,6 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if path.is_dir():
-        raise DmoError(f"{path} is a directory, not a model file (give the .safetensors file `dmo train` wrote)")
-    if not path.is_file():
-        raise DmoError(f"model file not found: {path} (train one with `dmo train`)")
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            raw = (handle.metadata() or {}).get(METADATA_KEY)
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise DmoError(f"{path} is not a readable dmo model file (safetensors): {exc}") from exc
-    if raw is None:
-        raise DmoError(f"{path} is a safetensors file but not a dmo model (no '{METADATA_KEY}' metadata)")
-    try:
-        meta = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise DmoError(f"{path} has corrupt dmo metadata; retrain the model") from exc
-    if not isinstance(meta, dict):
-        raise DmoError(f"{path} has corrupt dmo metadata (not a JSON object); retrain the model")
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise DmoError(
-            f"{path} has model format version {version!r}; this dmocli reads version {FORMAT_VERSION} "
-            "(retrain or use a matching dmocli)"
-        )
-    return meta
-
-
 def _network_from_state(arch: Architecture, state: dict[str, Any], device: torch.device | str) -> torch.nn.Module:
     import torch
 
@@ -172,22 +145,35 @@ def _network_from_state(arch: Architecture, state: dict[str, Any], device: torch
     return network.to(device).eval()
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel:
-    from safetensors.torch import load_file
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The dmo metadata as the file stores it (one read; no check beyond the file's framing)."""
+    return read_model_file(path).metadata
 
-    meta = read_metadata(path)
-    try:
-        arch = Architecture.from_dict(meta["architecture"])
-    except (DmoError, KeyError, TypeError, AttributeError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
-    try:
-        network = _network_from_state(arch, load_file(str(path), device="cpu"), device)
-    except (KeyError, RuntimeError, SafetensorError, TypeError) as exc:
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel:
+    """The model in the file at `path`, every stored value checked (models/file_checks.py)."""
+    return load_stored_model(path, device)[0]
+
+
+def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[DmoModel, StoredModel]:
+    """The model and what the one read of its file gave (its metadata as stored, its modification time).
+
+    Any value that would make a decision wrong or not a number is one message naming the file, not a model that
+    scores every row NaN: a foreign, hand-edited or damaged file exits 2 here, never 0 or 1 at predict time."""
+    stored = read_model_file(path)
+    meta = stored.metadata
+    if meta.get("format") != FORMAT_NAME:
+        raise DmoError(f"{path} is not a dmo model file (format {meta.get('format')!r}, not {FORMAT_NAME!r})")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
         raise DmoError(
-            f"{path}: weights do not match the stored architecture ({str(exc).splitlines()[0]}); retrain"
-        ) from exc
+            f"{path} has model format version {version!r}; this dmocli reads version {FORMAT_VERSION} "
+            "(retrain or use a matching dmocli)"
+        )
     try:  # a hand-edited or foreign file: any malformed field is one message, not a crash at predict time
+        arch = Architecture.from_dict(meta["architecture"])
+        check_tensors(arch, stored.tensors)
+        network = _network_from_state(arch, stored.tensors, device)
         problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
         model = DmoModel(
             network=network,
@@ -199,11 +185,14 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> DmoModel
             threshold=meta.get("threshold"),
             info=meta.get("info") or {},
         )
+        check_preprocessing(model.preprocessor, meta.get("feature_columns"))
         _check_consistent(model)
-    except (DmoError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        if arch.kind == "gbdt":
+            check_trees(network, arch)
+    except (DmoError, KeyError, TypeError, AttributeError, ValueError, RuntimeError, RecursionError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else first_line(exc)
         raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
-    return model
+    return model, stored
 
 
 def _check_consistent(model: DmoModel) -> None:
@@ -218,8 +207,8 @@ def _check_consistent(model: DmoModel) -> None:
         raise ValueError("the network's input or output size does not match the features or classes")
     if labels.binary and labels.positive != labels.classes[-1]:
         raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
-    if labels.binary and not (isinstance(model.threshold, (int, float)) and math.isfinite(model.threshold)):
-        raise ValueError(f"threshold {model.threshold!r} is not a number")
+    if labels.binary:
+        check_threshold(model.threshold)
     stored = model.info.get("calibration") if isinstance(model.info, dict) else None
     if stored is not None and not labels.binary:
         MulticlassCalibration.from_dict(stored, len(labels.classes))  # raises on any malformed stored value

@@ -8,13 +8,12 @@ same one-line message, not described as if it were usable.
 from __future__ import annotations
 
 import datetime
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dmocli.models.modelfile import DmoModel, load_model, read_metadata
+from dmocli.models.modelfile import DmoModel, load_stored_model
 from dmocli.pipelines.operating_point import problem_fields
 from dmocli.prep.features import Preprocessor
 from dmocli.report import envelope, label_fields
@@ -22,8 +21,8 @@ from dmocli.report import envelope, label_fields
 
 def model_info(path: str | Path) -> dict[str, Any]:
     """The `info` report of the model file at `path` (docs/report-schema.md#info)."""
-    model = load_model(path)  # every check a model file goes through before it scores a row
-    meta = read_metadata(path)  # the header as stored: the dmocli version that wrote it
+    model, stored = load_stored_model(path)  # every check a model file goes through before it scores a row
+    meta = stored.metadata  # the header as stored: the dmocli version that wrote it
     binary = model.binary
     threshold = model.threshold if binary else None
     info = model.info
@@ -49,7 +48,7 @@ def model_info(path: str | Path) -> dict[str, Any]:
             "params": info.get("params"),
             "epochs": info.get("epochs"),
             "dmocli_version": meta.get("dmocli_version"),
-            "date": _written_at(path),
+            "date": _written_at(stored.modified),
             "threshold_fitted_on": info.get("threshold_fitted_on"),
             "calibration": info.get("calibration"),
             "summary": info.get("summary", {}),
@@ -78,8 +77,8 @@ def _features(pre: Preprocessor) -> dict[str, Any]:
     return {"n_columns": len(columns), "n_inputs": pre.n_features, "impute": pre.impute, "columns": columns}
 
 
-def _written_at(path: str | Path) -> str:
-    """When the model file was written (its modification time, UTC): the file stores no date, so that the same
-    data, options and seed give the same bytes."""
-    stamp = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, tz=datetime.timezone.utc)
+def _written_at(modified: float) -> str:
+    """When the model file was written (its modification time, UTC, as read with its contents): the file stores no
+    date, so that the same data, options and seed give the same bytes."""
+    stamp = datetime.datetime.fromtimestamp(modified, tz=datetime.timezone.utc)
     return stamp.isoformat(timespec="seconds")
