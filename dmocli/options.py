@@ -322,7 +322,13 @@ def read_new_rows(text: Any) -> Any:
     spelled = text.strip().lower()
     if spelled in ("inf", "infinity"):
         return POPULATION
-    return int(spelled) if spelled.isascii() and spelled.isdigit() else text
+    if spelled.isascii() and spelled.isdigit():
+        return int(spelled)
+    try:  # 1e6 and 2.5e4 are whole numbers too (and 1e18 is then named for being over the cap, not for its spelling)
+        value = float(spelled)
+    except ValueError:
+        return text
+    return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
 def new_rows_format_problem(new_rows: Any) -> str | None:

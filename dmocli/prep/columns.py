@@ -10,6 +10,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from dmocli.data.csv_dialect import is_number
 from dmocli.errors import DmoError
 
 MAX_CATEGORICAL_LEVELS = 1000
@@ -67,6 +68,9 @@ def text_column_problem(column: str, levels: set[str], n_rows: int, capped: bool
     values = [v.strip() for v in levels if v.strip()]
     if not values:
         return None
+    nul = _nul_problem(column, values)
+    if nul:
+        return nul
     example = min(values)
     if sum(bool(_DATE_TEXT.fullmatch(v)) for v in values) >= 0.9 * len(values):
         return date_problem([f"{column} (text such as {example!r})"])
@@ -91,6 +95,18 @@ def text_column_problem(column: str, levels: set[str], n_rows: int, capped: bool
         f"string column '{column}' has {distinct} distinct values in {n_rows} rows: an id (e.g. {example!r}), or "
         f"numbers made text by a marker such as '?' (one-hot, it would let the model memorize rows); --drop "
         f"{column}, or clean it"
+    )
+
+
+def _nul_problem(column: str, values: list[str]) -> str | None:
+    """A column of numbers that a NUL byte (a damaged export) made text: one-hot, each number would be a feature
+    of its own, so it is named with its cause rather than trained on."""
+    damaged = [v for v in values if "\x00" in v]
+    if not damaged or sum(is_number(v.replace("\x00", "").strip()) for v in values) < 0.9 * len(values):
+        return None
+    return (
+        f"column '{column}' holds numbers, but {len(damaged)} of its values contain a NUL byte (e.g. {damaged[0]!r}), "
+        f"which makes it text; remove the NUL bytes (tr -d '\\000' < IN.csv > OUT.csv), or --drop {column}"
     )
 
 
@@ -258,10 +274,12 @@ def _missing_label(schema: pa.Schema, label_col: str, drop: set[str]) -> str:
         for f in schema
         if f.name not in drop and (pa.types.is_boolean(f.type) or _LABEL_NAME.search(f.name)) and not is_list(f.type)
     ]
-    hint = f"; the likeliest: --label-col {likely[0]}" + (f" (or {', '.join(likely[1:3])})" if likely[1:] else "")
+    hint = ""
+    if likely:  # none on a table of plain feature names: then the message lists the columns alone
+        hint = f"; the likeliest: --label-col {likely[0]}" + (f" (or {', '.join(likely[1:3])})" if likely[1:] else "")
     return (
         f"no label column '{label_col}' in the data (columns: {', '.join(map(repr, schema.names[:12]))}); "
-        f"name it with --label-col{hint if likely else ''}"
+        f"name it with --label-col{hint}"
     )
 
 
