@@ -29,6 +29,7 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem
+from dmocli.pipelines.in_memory import case_variant_warnings
 from dmocli.pipelines.multiclass import settle_classes
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
@@ -116,7 +117,9 @@ def train_trees_on_dask(
     n_classes = max(2, labels.n_outputs)
     sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
-    pre = Preprocessor.fit(reading.iter_batches(data), plan, effective_impute(opts), categorical_codes=True)
+    pre = Preprocessor.fit(
+        reading.iter_batches(data), plan, effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case
+    )
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
     ctx = FitContext(
@@ -197,7 +200,7 @@ def train_trees_on_dask(
         params=vars(params),
         n_features=pre.n_features,
         **levels.report(),
-        warnings=[],
+        warnings=case_variant_warnings(pre),
         engine={"name": "dask", "workers": workers, "scheduler": opts.scheduler},
     )
     threshold = None

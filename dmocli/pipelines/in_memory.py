@@ -31,10 +31,10 @@ from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.shared_folds import val_share
-from dmocli.prep.columns import plan_columns
+from dmocli.prep.columns import case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
-from dmocli.prep.features import LevelCounts, Preprocessor
+from dmocli.prep.features import LevelCounts, Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.report import envelope, label_fields, unlabeled_warning
@@ -272,8 +272,8 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         labels = infer_label_spec(
             label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
         )
-        pre = Preprocessor.fit(reading.iter_batches(data), plan, opts.impute)
-        warnings = look_alike_classes(labels.classes) + stray_classes(counts)
+        pre = Preprocessor.fit(reading.iter_batches(data), plan, opts.impute, fold_case=opts.fold_case)
+        warnings = look_alike_classes(labels.classes) + stray_classes(counts) + case_variant_warnings(pre)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:
@@ -321,6 +321,15 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
     return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings)
+
+
+def case_variant_warnings(pre: Preprocessor) -> list[str]:
+    """The warning `dmo check` and one-process training give per text column whose levels differ only in case
+    (pipelines/check.py survey), for the paths that fit the preprocessing without that survey (torchrun, the
+    streaming solvers, Dask): a user training there must hear of it, and of --fold-case, just the same. None
+    under --fold-case, whose levels are folded already."""
+    found = (case_variant_warning(name, case_variant_groups(levels)) for name, levels in pre.categorical.items())
+    return [warning for warning in found if warning]
 
 
 def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolver) -> None:

@@ -36,6 +36,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
+from dmocli.pipelines.in_memory import case_variant_warnings
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish, training_info
@@ -101,7 +102,13 @@ class LabelCounter:
 
 
 def _prepass(
-    data: sources.Source, plan: Any, columns: list[str], counter: LabelCounter, impute: str, stats_rows: int
+    data: sources.Source,
+    plan: Any,
+    columns: list[str],
+    counter: LabelCounter,
+    impute: str,
+    stats_rows: int,
+    fold_case: bool,
 ) -> tuple[Preprocessor, list[str], dict[str, Any]]:
     """The Preprocessor (with the problems of the values it was fitted on) and the label counts, before learning.
 
@@ -113,7 +120,7 @@ def _prepass(
     ones used at predict time, and a few hundred thousand rows fix a mean
     and a standard deviation to well under 1 % of the deviation. String
     columns need every level and CSV cannot be sampled: both get the full
-    exact pass.
+    exact pass. `fold_case`: --fold-case, for the levels (Preprocessor.survey).
     """
     features = [c for c in columns if c != counter.column]
     sample = None
@@ -122,12 +129,12 @@ def _prepass(
     with progress.task("first pass (classes, statistics)", total=lambda: reading.count_rows(data), unit="rows") as bar:
         if sample is None:
             batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns), bar)
-            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute)
+            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute, fold_case=fold_case)
             return pre, problems, {"statistics": "exact", "statistics_rows": counter.rows}
         for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, [counter.column]), bar)):
             pass
     batches, sampled = sample
-    pre, problems = Preprocessor.survey(batches, plan, impute)
+    pre, problems = Preprocessor.survey(batches, plan, impute, fold_case=fold_case)
     statistics = "exact" if sampled >= counter.rows else "row-group sample"
     return pre, problems, {"statistics": statistics, "statistics_rows": sampled}
 
@@ -216,11 +223,11 @@ def train_streaming(
     prepass_started = time.perf_counter()
     if stdin is not None:
         head, rest = _head_of(stdin.batches(columns), params.stats_rows)
-        pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, opts.impute)
+        pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, opts.impute, fold_case=opts.fold_case)
         prepass = {"statistics": "head of standard input", "statistics_rows": counter.rows}
     else:
         with serial_arrow_decoding(data):
-            pre, found, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows)
+            pre, found, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows, opts.fold_case)
     problems += found
     # The pre-pass decoded every label batch; arrow's allocator keeps such freed pages for reuse, and the
     # learning pass's own peak would stack on them (the more batches, the more: 1M vs 8M rows differed by
@@ -311,7 +318,7 @@ def train_streaming(
         streaming=True,
         epochs=epochs,
         adjusted=adjust,
-        warnings=look_alike_classes(labels.classes),
+        warnings=look_alike_classes(labels.classes) + case_variant_warnings(pre),
     )
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}
