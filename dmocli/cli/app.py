@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+_PRINTED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("printed", default=None)
 
 
 def _engine_option() -> Any:
@@ -84,6 +86,9 @@ def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
     for warning in report.get("warnings", []):
         err.print(f"dmo: warning: {warning}", markup=False)
     if as_json:
+        noted = _PRINTED.get()
+        if noted is not None:
+            noted.append(report)
         sys.stdout.write(dumps(report))
     else:
         for line in lines:
@@ -91,14 +96,29 @@ def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
 
 
 @contextlib.contextmanager
+def printed_reports() -> Iterator[list[dict[str, Any]]]:
+    """The reports `_emit` prints as JSON inside the block: dmocli/cli/process.py prints a failure's error report
+    only where no report is out yet, so stdout holds one JSON object whatever the exit."""
+    printed: list[dict[str, Any]] = []
+    token = _PRINTED.set(printed)
+    try:
+        yield printed
+    finally:
+        _PRINTED.reset(token)
+
+
+@contextlib.contextmanager
 def _report_on_refusal(as_json: bool) -> Iterator[None]:
     """With --json, a refused target (exit 3) still prints the run's full report on stdout, so a script reads why
-    (`feasible: false`, `best_achievable`, the intervals); the one-line message goes to stderr as always."""
+    (`feasible: false`, `best_achievable`, the intervals), with the `message` and `error` every failure's JSON
+    carries; the one-line message goes to stderr as always."""
+    from dmocli.report import failure
+
     try:
         yield
     except UnreachableTarget as exc:
         if as_json and exc.report is not None:
-            _emit(exc.report, as_json=True, lines=[])
+            _emit({**exc.report, **failure(exc.exit_code, "unreachable", str(exc))}, as_json=True, lines=[])
         raise
 
 
@@ -132,11 +152,12 @@ def _strictness(strict: bool, max_unseen: Optional[float]) -> dict[str, Any]:
 
 def _split_lines(report: dict[str, Any]) -> list[str]:
     lines = []
+    constrained = {"fpor": "precision", "frop": "recall"}.get(report.get("problem") or "")
     for name, s in report.get("splits", {}).items():
         if "precision" in s and "accuracy" not in s:
             feasible = "" if s.get("feasible") is None else f"  feasible={s['feasible']}"
             lines.append(
-                f"{name:>6}: precision {s['precision']:.4f}  recall {s['recall']:.4f}  "
+                f"{name:>6}: {_figure(s, 'precision', constrained)}  {_figure(s, 'recall', constrained)}  "
                 f"F{s['beta']:g} {s['f_beta']:.4f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}, n {s['n']}){feasible}"
             )
         else:
@@ -145,6 +166,15 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
                 f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})"
             )
     return lines
+
+
+def _figure(split: dict[str, Any], metric: str, constrained: str | None) -> str:
+    """`recall 0.4120`; the constrained metric with its interval, where its value on new data lies (`precision
+    0.9050 [0.879, 0.927] 95%`): a figure alone reads as more certain than a few hundred rows allow. No interval
+    without trials (no predicted positive)."""
+    interval = split.get(f"{metric}_interval") if metric == constrained else None
+    shown = "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}] {split['interval_level']:.0%}"
+    return f"{metric} {split[metric]:.4f}{shown}"
 
 
 @app.command()
@@ -225,7 +255,11 @@ def _infeasible_note(report: dict[str, Any]) -> list[str]:
 @app.command()
 def threshold(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train."),
-    data: Path = typer.Argument(..., help="Labeled table to fit the threshold on (`-`: a CSV on standard input)."),
+    data: Optional[Path] = typer.Argument(
+        None,
+        help="Labeled table to fit the threshold on (`-`: a CSV on standard input). Without it, the held-out "
+        "scores MODEL keeps (out-of-fold or validation): re-target without new labels.",
+    ),
     problem: Optional[str] = typer.Option(
         None,
         "--problem",
@@ -248,6 +282,11 @@ def threshold(
     allow_infeasible: bool = typer.Option(
         False, "--allow-infeasible", help="Keep the closest threshold when unreachable."
     ),
+    allow_train_rows: bool = typer.Option(
+        False,
+        "--allow-train-rows",
+        help="Fit on DATA even when it holds the rows MODEL was trained on (refused by default: optimistic).",
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -255,9 +294,10 @@ def threshold(
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
 ) -> None:
-    """Re-fit a model's threshold exactly on DATA and write a new model file.
+    """Re-fit a model's threshold exactly on DATA, or on the held-out scores it keeps, and write a new model file.
 
     Example: dmo threshold model.safetensors fresh.parquet -o refit.safetensors  (the model's own problem)
+    Example: dmo threshold model.safetensors --problem fpor --target 0.95 -o strict.safetensors  (no new labels)
     """
     from dmocli.engines.choice import EngineChoice
     from dmocli.operating_point.problems import Problem
@@ -293,6 +333,7 @@ def threshold(
             report,
             EngineChoice(engine, scheduler, workers),
             sample,
+            allow_train_rows,
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"
@@ -411,18 +452,52 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
     strict: bool = _strict_option(),
     max_unseen: Optional[float] = _max_unseen_option(),
+    gate: bool = typer.Option(
+        False,
+        "--gate",
+        help="Exit 3 (with the full report) when DATA shows the model's target missed: its precision (fpor) or "
+        "recall (frop) below the target. An ofbs or multi-class model has no target: nothing is checked, and a "
+        "warning says so.",
+    ),
+    gate_confidence: Optional[float] = typer.Option(
+        None,
+        "--gate-confidence",
+        metavar="C",
+        help="Fail the gate only when DATA rules the target out: the metric's one-sided Clopper-Pearson upper "
+        "bound at level C (e.g. 0.95) is below it, so a small holdout's chance dip passes (implies --gate).",
+    ),
     engine: str = _engine_option(),
     scheduler: Optional[str] = _scheduler_option(),
     workers: int = _workers_option(),
 ) -> None:
-    """Precision, recall, F-beta, AP and ROC AUC of a model at its stored threshold."""
+    """Precision, recall, F-beta, AP and ROC AUC of a model at its stored threshold; --gate fails a model whose
+    target DATA shows missed (exit 3).
+
+    Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
+    """
     from dmocli.engines.choice import EngineChoice
     from dmocli.pipelines.apply import evaluate as run_evaluate
 
-    result = run_evaluate(
-        model, data, report, plot, EngineChoice(engine, scheduler, workers), **_strictness(strict, max_unseen)
-    )
-    _emit(result, as_json, _split_lines(result))
+    with _report_on_refusal(as_json):
+        result = run_evaluate(
+            model,
+            data,
+            report,
+            plot,
+            EngineChoice(engine, scheduler, workers),
+            **_strictness(strict, max_unseen),
+            gate=gate,
+            gate_confidence=gate_confidence,
+        )
+    _emit(result, as_json, _split_lines(result) + _gate_lines(result))
+
+
+def _gate_lines(report: dict[str, Any]) -> list[str]:
+    """The gate's verdict under the figures, where it checked something (else a warning said why not)."""
+    from dmocli.operating_point.gate import gate_line
+
+    gate = report.get("gate")
+    return [] if gate is None or gate["passed"] is None else [gate_line(gate, report["data"])]
 
 
 @app.command()
@@ -439,8 +514,11 @@ def check(
     Example: dmo check fraud.csv --label-col is_fraud --drop transaction_id
     """
     from dmocli.pipelines.check import check as run_check
+    from dmocli.report import failure
 
     result = run_check(data, options)
+    if not result["ok"]:  # with --json, the error every failure's report carries
+        result = {**result, **failure(2, "bad_input", _check_findings(result)[0].rstrip(":"))}
     _emit(result, as_json, _check_lines(result))
     if not result["ok"]:
         raise typer.Exit(2)

@@ -22,10 +22,14 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.file_checks import check_preprocessing, check_tensors, check_threshold, check_trees
 from dmocli.models.file_reading import METADATA_KEY, StoredModel, read_model_file
 from dmocli.operating_point.calibration import Calibration, probability
+from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
+from dmocli.prep.row_fingerprint import TENSOR_NAME as FINGERPRINT
+from dmocli.prep.row_fingerprint import check_sketch
 from dmocli.version import __version__
 
 if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
@@ -47,6 +51,8 @@ class DmoModel:
     problem: Problem | None
     threshold: float | None  # on the logit scale; decision is logit >= threshold (binary only)
     info: dict[str, Any] = field(default_factory=dict)  # solver-specific extras and training summary
+    evidence: HeldOutCurve | None = None  # the held-out curve its threshold was searched on (binary models)
+    training_rows: np.ndarray | None = None  # the sketch of its training rows (prep/row_fingerprint.py)
 
     @property
     def binary(self) -> bool:
@@ -60,18 +66,22 @@ class DmoModel:
 
     def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Logits for a batch of raw rows, and the counts of unseen or missing categorical levels."""
+        features, levels = self.preprocessor.transform(batch)
+        return self.logits_of_features(features), levels
+
+    def logits_of_features(self, features: np.ndarray) -> np.ndarray:
+        """Logits of encoded rows (n, n_features), as `logits` gives them for the raw rows."""
         import torch
 
         from dmocli.models.networks import logits_of
 
         network = self.module()
-        features, levels = self.preprocessor.transform(batch)
         device = next(network.buffers(), None) if self.architecture.kind == "gbdt" else next(network.parameters())
         device = device.device if device is not None else torch.device("cpu")
         # Row-major, as training scores its splits: a column-major matrix takes another matmul path whose sums
         # round differently (1e-6), and the report's AP and threshold would not be the ones evaluate finds.
         out = logits_of(network, torch.from_numpy(np.ascontiguousarray(features)).to(device))
-        return out.float().cpu().numpy(), levels
+        return out.float().cpu().numpy()
 
     @property
     def calibration(self) -> Calibration | MulticlassCalibration | None:
@@ -110,7 +120,7 @@ class DmoModel:
             "feature_columns": self.preprocessor.input_columns,
             "preprocessing": self.preprocessor.to_dict(),
             "architecture": self.architecture.to_dict(),
-            "info": self.info,
+            "info": {**self.info, **({"heldout": self.evidence.info()} if self.evidence is not None else {})},
         }
 
     def save(self, path: str | Path) -> None:
@@ -118,6 +128,10 @@ class DmoModel:
             tensors = {k: np.ascontiguousarray(v) for k, v in self.network.items()}
         else:
             tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
+        if self.evidence is not None:
+            tensors.update(self.evidence.tensors())
+        if self.training_rows is not None:
+            tensors[FINGERPRINT] = self.training_rows
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
             if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
@@ -172,8 +186,18 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         )
     try:  # a hand-edited or foreign file: any malformed field is one message, not a crash at predict time
         arch = Architecture.from_dict(meta["architecture"])
-        check_tensors(arch, stored.tensors)
-        network = _network_from_state(arch, stored.tensors, device)
+        weights = {
+            name: value
+            for name, value in stored.tensors.items()
+            if not name.startswith(EVIDENCE_PREFIX) and name != FINGERPRINT
+        }
+        check_tensors(arch, weights)
+        network = _network_from_state(arch, weights, device)
+        info = meta.get("info") or {}
+        evidence = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
+        training_rows = stored.tensors.get(FINGERPRINT)
+        if training_rows is not None:
+            check_sketch(training_rows)
         problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
         model = DmoModel(
             network=network,
@@ -183,7 +207,9 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
             solver=str(meta["solver"]),
             problem=problem,
             threshold=meta.get("threshold"),
-            info=meta.get("info") or {},
+            info={key: value for key, value in info.items() if key != "heldout"},  # metadata() writes it anew
+            evidence=evidence,
+            training_rows=training_rows,
         )
         check_preprocessing(model.preprocessor, meta.get("feature_columns"))
         _check_consistent(model)

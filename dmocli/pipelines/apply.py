@@ -19,12 +19,15 @@ from dmocli import progress
 from dmocli.data import outputs, sinks, sources
 from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import LOCAL, EngineChoice
-from dmocli.errors import DmoError
+from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.calibration import fit_platt
+from dmocli.operating_point.gate import check_gate_confidence, gate_line, judge_gate
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.operating_point import (
+    OPTIMISTIC,
     certified_rows,
     fit_threshold,
     judge_reachability,
@@ -36,6 +39,7 @@ from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
+from dmocli.prep.row_fingerprint import share_of_sketched_rows
 from dmocli.report import (
     empty_prediction_warnings,
     envelope,
@@ -57,15 +61,21 @@ def evaluate(
     engine: EngineChoice = LOCAL,
     strict: bool = False,
     max_unseen: float = DEFAULT_MAX_UNSEEN,
+    *,
+    gate: bool = False,
+    gate_confidence: float | None = None,
 ) -> dict[str, Any]:
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
-    warned about; `strict` refuses it above `max_unseen` before anything is written."""
+    warned about; `strict` refuses it above `max_unseen` before anything is written. `gate` (or a
+    `gate_confidence`, which implies it) raises UnreachableTarget, with the report, when the rows show the model's
+    target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer holds its target."""
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
+    check_gate_confidence(gate_confidence)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = load_model(model_path)
-    logits, y, levels, unlabeled = collect_logits(model, data, engine)
+    logits, y, levels, unlabeled, _ = collect_logits(model, data, engine)
     n_rows = len(y) + unlabeled
     if strict:
         refuse_problems(drift_problems(levels, n_rows, max_unseen))
@@ -107,15 +117,67 @@ def evaluate(
         + empty_prediction_warnings({"data": split}),
         splits={"data": split},
     )
+    if gate or gate_confidence is not None:
+        _judge_gate(report, problem=problem, confidence=gate_confidence, report_path=report_path, started=started)
     report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
         write_report(report_path, report)
     return report
 
 
+def _judge_gate(
+    report: dict[str, Any],
+    *,
+    problem: Problem | None,
+    confidence: float | None,
+    report_path: str | Path | None,
+    started: float,
+) -> None:
+    """The gate's verdict goes into the report; a miss ends the run as a refused target does (exit 3, the full
+    report written and carried by the error), and a model with no target to check says so in a warning."""
+    verdict = judge_gate(report["splits"]["data"], problem, confidence)
+    report["gate"] = verdict
+    if verdict["passed"] is None:
+        report["warnings"].append(gate_line(verdict, report["data"]))
+    elif not verdict["passed"]:
+        refuse_with_report(UnreachableTarget(gate_line(verdict, report["data"])), report, report_path, started)
+
+
+SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
+
+
+def stored_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
+    """The held-out curve the model file keeps, or one line saying why there is none and what to give instead."""
+    if model.evidence is None:
+        raise DmoError(
+            f"{model_path} keeps no held-out scores (written before dmocli stored them, or trained with "
+            "--cv-transfer rank, whose out-of-fold scores are not on the saved model's scale); give labeled DATA"
+        )
+    return model.evidence
+
+
+TRAINING_ROWS_SHARE = 0.5  # DATA this much made of the training rows is refused without --allow-train-rows
+
+
+def refuse_training_rows(model: DmoModel, hashes: np.ndarray | None, where: str) -> None:
+    """DATA that is mostly the rows the model was trained on: its threshold there would be optimistic (the model
+    has fitted those rows), with nothing to say so. Said, with the ways out."""
+    if model.training_rows is None or hashes is None:
+        return
+    share, counted = share_of_sketched_rows(model.training_rows, hashes)
+    if share >= TRAINING_ROWS_SHARE:
+        stored = option_hint("leave DATA out", "data=None")
+        allow = option_hint("--allow-train-rows", "allow_train_rows=True")
+        raise DmoError(
+            f"{where} holds the rows the model was trained on (about {share:.0%} of the {counted} rows its "
+            "fingerprint checks), where its precision and recall are optimistic; give rows it has not seen, "
+            f"{stored} to re-target on the held-out scores the model keeps, or pass {allow}"
+        )
+
+
 def refit_threshold(
     model_path: str | Path,
-    data: sources.Source,
+    data: sources.Source | None,
     problem: Problem | None,
     output: str | Path,
     confidence: float | None = None,
@@ -123,16 +185,19 @@ def refit_threshold(
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
     new_rows: int | float | str | None = None,
+    allow_train_rows: bool = False,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
     (-o may be MODEL itself: it is read before the new one replaces it, atomically).
 
-    Without a problem, the one stored in the model (and its --confidence and --new-rows, unless a confidence is
-    given) is searched again: re-fitting on fresh rows is the common case, and the model already says what it was
-    trained for."""
+    Without data, on the held-out curve the model file keeps (the out-of-fold or validation scores training
+    searched on): the same search and certificate as train, so re-targeting needs no new labels and gives the
+    threshold `dmo train` gives for that target and seed. Without a problem, the one stored in the model (and its
+    --confidence and --new-rows, unless a confidence is given) is searched again: re-fitting on fresh rows is the
+    common case, and the model already says what it was trained for."""
     started = time.perf_counter()
-    data = sources.accept(data)  # the Python API may pass a pandas DataFrame
-    outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data})
+    data = None if data is None else sources.accept(data)  # the Python API may pass a pandas DataFrame
+    outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data} if data is not None else {})
     outputs.refuse_misnamed_model(output)
     outputs.check_distinct({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
@@ -146,15 +211,28 @@ def refit_threshold(
             if confidence is not None and new_rows is None:
                 new_rows = model.info.get("new_rows") or POPULATION
     check_new_rows(new_rows, confidence)  # --new-rows alone changes the sample of the model's own certificate
-    logits, y, _, unlabeled = collect_logits(model, data, engine)
-    new_rows = certified_rows(new_rows, confidence, int(y.size))  # by default, a sample as large as DATA's labels
-    point, unreachable = fit_threshold(logits, y, problem, confidence, sources.describe(data), new_rows)
+    if data is None:
+        curve, unlabeled = stored_curve(model, model_path), 0
+        logits, y = curve.rows()
+        fitted_on = f"the held-out {SPLIT_NAMES[curve.split]} stored in {model_path}"
+    else:
+        logits, y, _, unlabeled, hashes = collect_logits(model, data, engine, hashed=model.training_rows is not None)
+        fitted_on = sources.describe(data)
+        if not allow_train_rows:
+            refuse_training_rows(model, hashes, fitted_on)
+        curve = HeldOutCurve.from_scores(logits, y, split="data", certified_rows=int(y.size))
+    new_rows = certified_rows(new_rows, confidence, curve.certified_rows)  # by default, as train's, or DATA's rows
+    point, unreachable = fit_threshold(logits, y, problem, confidence, fitted_on, new_rows)
     settled = judge_reachability(point, unreachable, allow_infeasible)
+    if curve.split == "train":
+        settled.warnings.append(OPTIMISTIC)
     previous = model.threshold
     model.threshold = point.threshold
     model.problem = problem
-    # The probability map is refitted on the same labeled rows as the threshold.
-    calibration = fit_platt(logits, y, sources.describe(data)) or model.calibration
+    model.evidence = curve
+    # The probability map is refitted on the same labeled rows as the threshold (the stored curve's rows: the
+    # map training fitted on them is kept).
+    calibration = model.calibration if data is None else fit_platt(logits, y, fitted_on) or model.calibration
     splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes, calibration)
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {
@@ -162,14 +240,14 @@ def refit_threshold(
         "confidence": confidence,
         **({"new_rows": new_rows} if new_rows is not None else {}),  # absent: the population value
         **({"certified": point.feasible} if confidence is not None else {}),
-        "threshold_fitted_on": sources.describe(data),
+        "threshold_fitted_on": fitted_on,
         "summary": model_summary(splits),
         **({"calibration": calibration.to_dict()} if calibration else {}),
     }
     report = envelope(
         "threshold",
         model=str(model_path),
-        data=sources.describe(data),
+        data=fitted_on,
         engine=engine.name,
         output=str(output),
         solver=model.solver,
@@ -184,7 +262,9 @@ def refit_threshold(
         operating_point=point.to_dict(),
         unlabeled_rows=unlabeled,
         feasible=point.feasible,
-        warnings=unlabeled_warning(unlabeled, data) + settled.warnings + empty_prediction_warnings(splits),
+        warnings=(unlabeled_warning(unlabeled, data) if data is not None else [])
+        + settled.warnings
+        + empty_prediction_warnings(splits),
         splits=splits,
     )
     if settled.refusal is not None:

@@ -240,6 +240,7 @@ def train_trees_on_dask(
         problem=problem,
         threshold=threshold,
         info=training_info(opts, params, report, settled.calibration, engine="dask"),
+        evidence=settled.evidence if problem is not None else None,
     )
     return finish(model, report, output, report_path, started)
 

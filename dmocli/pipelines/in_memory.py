@@ -36,6 +36,7 @@ from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_spli
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts, Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
+from dmocli.prep.row_fingerprint import row_hashes, sketch
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.report import envelope, label_fields, unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
@@ -209,6 +210,8 @@ def train_in_memory(
         threshold = settled.threshold
         report.update(settled.report)
         report["warnings"] += settled.warnings
+        if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
+            settled.evidence = None
     else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
         settled = settle_classes(logits, truth, labels.classes, calibrate)
         report.update(settled.report)
@@ -237,10 +240,18 @@ def train_in_memory(
         problem=problem,
         threshold=threshold,
         info=training_info(opts, params, report, settled.calibration, rows=int(truth["train"].size)),
+        evidence=settled.evidence if problem is not None else None,
+        training_rows=_fingerprint(train_data) if labels.binary and group is None else None,
     )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
     return finish(model, report, output, report_path, started)
+
+
+def _fingerprint(rows: Prepared) -> np.ndarray:
+    """The sketch of the labeled rows the model was fitted on, so `dmo threshold MODEL DATA` can tell them."""
+    labeled = rows.labeled()
+    return sketch(row_hashes(labeled.X, labeled.y))
 
 
 def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:

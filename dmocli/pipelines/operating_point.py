@@ -17,6 +17,7 @@ import numpy as np
 
 from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.calibration import Calibration, fit_platt
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
@@ -112,6 +113,7 @@ class Settled:
     warnings: list[str] = field(default_factory=list)
     refusal: UnreachableTarget | None = None
     calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
+    evidence: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
 
 
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
@@ -195,6 +197,10 @@ def settle_threshold(
         report["calibration"] = calibration.to_dict()
     settled.calibration = calibration
     settled.report = report
+    if held_out is not None:
+        settled.evidence = HeldOutCurve.from_scores(  # the default --new-rows of a later re-targeting, as here
+            logits[held_out], truth[held_out], split=held_out, certified_rows=held_out_rows or int(truth[held_out].size)
+        )
     return settled
 
 

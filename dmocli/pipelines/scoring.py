@@ -17,6 +17,7 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.prep.features import LevelCounts
+from dmocli.prep.row_fingerprint import row_hashes
 
 BATCH_ROWS = 65536
 
@@ -39,16 +40,19 @@ class LabeledLogits:
     """One batch's logits and encoded labels (unlabeled rows left out) and its level counts: the per-batch
     work of evaluate and threshold, in this process or on a Dask worker (sent there once, with the model)."""
 
-    def __init__(self, model: DmoModel):
+    def __init__(self, model: DmoModel, hashed: bool = False):
         self.model = model
+        self.hashed = hashed  # also each labeled row's fingerprint hash (prep/row_fingerprint.py)
 
     def __call__(
         self, batch: pa.RecordBatch | pa.Table, part: int = 0
-    ) -> tuple[np.ndarray, np.ndarray, LevelCounts, int]:
-        logits, levels = self.model.logits(batch)
+    ) -> tuple[np.ndarray, np.ndarray, LevelCounts, int, np.ndarray | None]:
+        features, levels = self.model.preprocessor.transform(batch)
+        logits = self.model.logits_of_features(features)
         y = self.model.labels.encode(batch.column(self.model.labels.column))
         keep = y >= 0
-        return logits[keep], y[keep], levels, batch.num_rows
+        hashes = row_hashes(features[keep], y[keep]) if self.hashed else None
+        return logits[keep], y[keep], levels, batch.num_rows, hashes
 
 
 class LabeledScores(NamedTuple):
@@ -60,6 +64,7 @@ class LabeledScores(NamedTuple):
     y: np.ndarray
     levels: LevelCounts
     unlabeled: int
+    row_hashes: np.ndarray | None = None  # with hashed=True: each labeled row's fingerprint hash
 
 
 def row_count(data: str | Path) -> int | None:
@@ -67,7 +72,9 @@ def row_count(data: str | Path) -> int | None:
     return None if sources.is_stdin(data) else reading.count_rows(data)
 
 
-def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL) -> LabeledScores:
+def collect_logits(
+    model: DmoModel, data: str | Path, engine: EngineChoice = LOCAL, hashed: bool = False
+) -> LabeledScores:
     engine.check(data)
     schema, batches = open_data(data, model)
     label_col = model.labels.column
@@ -77,20 +84,21 @@ def collect_logits(model: DmoModel, data: str | Path, engine: EngineChoice = LOC
     if problems:
         raise DmoError("; ".join(problems))
     columns = model.preprocessor.input_columns + [label_col]
-    score = LabeledLogits(model)
+    score = LabeledLogits(model, hashed)
     if engine.is_dask:
         with engine.dask(data) as cluster:
             parts = cluster.map(score, columns)
     else:
         with progress.task("scoring", total=lambda: row_count(data), unit="rows") as bar:
             parts = [score(batch) for batch in progress.advancing(prefetched(batches(columns)), bar)]  # read ahead
-    n_rows = sum(rows for *_, rows in parts)
+    n_rows = sum(rows for *_, rows, _ in parts)
     if not n_rows:
         raise DmoError(f"{sources.describe(data)} has no rows")
-    y_all = np.concatenate([y for _, y, _, _ in parts])
+    y_all = np.concatenate([y for _, y, *_ in parts])
     if y_all.size == 0:
         raise DmoError(f"{sources.describe(data)} has no labeled rows to evaluate on")
     levels = LevelCounts()
-    for _, _, part_levels, _ in parts:
+    for _, _, part_levels, *_ in parts:
         levels.add(part_levels)
-    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size)
+    hashes = np.concatenate([part[-1] for part in parts]) if hashed else None
+    return LabeledScores(np.concatenate([logits for logits, *_ in parts]), y_all, levels, n_rows - y_all.size, hashes)

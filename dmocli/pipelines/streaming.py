@@ -325,18 +325,18 @@ def train_streaming(
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:
-        logits["val"], truth["val"], val_levels, val_unlabeled = collect_logits(
+        logits["val"], truth["val"], val_levels, val_unlabeled, _ = collect_logits(
             model, opts.val
         )  # one logit + label a row
         report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
         report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled, model.preprocessor.impute)
         report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
-        logits["train"], truth["train"], _, _ = collect_logits(model, data)  # unlabeled: refused or dropped above
+        logits["train"], truth["train"], *_ = collect_logits(model, data)  # unlabeled: refused or dropped above
     settled = settle_threshold(
         logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible, new_rows=opts.new_rows
     )
-    model.threshold = settled.threshold
+    model.threshold, model.evidence = settled.threshold, settled.evidence
     report["warnings"] += settled.warnings
     report["online"] = online
     report.update(settled.report)

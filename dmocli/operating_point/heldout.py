@@ -1,0 +1,150 @@
+"""The held-out evidence a binary model file keeps: its threshold's curve, so the operating point can be moved later.
+
+Training searches the threshold on held-out scores (the out-of-fold scores with --cv, the validation split with
+--val). Kept as the exact curve (each distinct score with its positive and negative counts), they let `dmo
+threshold MODEL --target A` re-target without new labels, with the same exact search and certificate as train
+(the curve is the search's own input, so the threshold is train's to the bit), and let `dmo monitor` and
+`--adapt` reason about a changed positive rate: the class-conditional score distributions are these counts.
+
+Size: 12 bytes a distinct score (float32 score, two uint32 counts); a held-out split has about as many distinct
+scores as rows (fewer for trees). Up to MAX_EXACT_POINTS distinct scores the curve is exact; beyond, adjacent
+scores are merged into MAX_EXACT_POINTS bins of about equal row counts, each bin kept at its lowest score. Every
+stored cut is then still an exact cut of the held-out rows (all of a bin's rows score at least its lowest score),
+so metrics at the stored cuts are exact; what is lost is the cuts inside a bin, each holding at most about
+rows / MAX_EXACT_POINTS rows (docs/operating-points.md, "Held-out evidence").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dmocli.operating_point.curve import ScoreCurve
+
+MAX_EXACT_POINTS = 65_536  # 786 KB at most in the model file
+TENSOR_PREFIX = "heldout."
+SPLITS = ("cv", "val", "data", "train")
+TENSOR_DTYPES = {"scores": np.float32, "positives": np.uint32, "negatives": np.uint32}
+
+
+@dataclass(frozen=True)
+class HeldOutCurve:
+    """Distinct held-out scores, ascending, with the positive and negative rows at each.
+
+    Attributes
+    ----------
+    scores : ndarray of shape (k,), float32, strictly increasing
+    positives, negatives : ndarray of shape (k,), uint32
+    split : str
+        Which rows: "cv" (out-of-fold), "val" (the validation split), "data" (the labeled rows of a later `dmo
+        threshold MODEL DATA`) or "train" (the training rows: optimistic).
+    certified_rows : int
+        The new-sample size a --confidence certificate is about by default (one fold, or the split).
+    exact : bool
+        False when adjacent scores were merged (more than MAX_EXACT_POINTS distinct scores).
+    """
+
+    scores: np.ndarray
+    positives: np.ndarray
+    negatives: np.ndarray
+    split: str
+    certified_rows: int
+    exact: bool = True
+
+    @classmethod
+    def from_scores(
+        cls,
+        scores: np.ndarray,
+        labels: np.ndarray,
+        *,
+        split: str,
+        certified_rows: int,
+        max_points: int = MAX_EXACT_POINTS,
+    ) -> "HeldOutCurve":
+        """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that)."""
+        scores = np.asarray(scores, dtype=np.float32)
+        distinct, index = np.unique(scores, return_inverse=True)
+        positives = np.bincount(index, weights=np.asarray(labels) == 1, minlength=distinct.size)
+        negatives = np.bincount(index, minlength=distinct.size) - positives
+        exact = distinct.size <= max_points
+        if not exact:
+            distinct, positives, negatives = _merged(distinct, positives, negatives, max_points)
+        return cls(
+            distinct, positives.astype(np.uint32), negatives.astype(np.uint32), split, int(certified_rows), exact
+        )
+
+    @property
+    def n_pos(self) -> int:
+        return int(self.positives.sum(dtype=np.int64))
+
+    @property
+    def n_neg(self) -> int:
+        return int(self.negatives.sum(dtype=np.int64))
+
+    @property
+    def positive_rate(self) -> float:
+        """The held-out rows' positive rate: the rate the model's precision was measured at."""
+        return self.n_pos / max(self.n_pos + self.n_neg, 1)
+
+    def score_curve(self) -> ScoreCurve:
+        """The search's curve, exactly as ScoreCurve.from_scores builds it from the rows these counts came from."""
+        descending = slice(None, None, -1)
+        return ScoreCurve(
+            self.scores[descending].astype(np.float64),
+            np.cumsum(self.positives[descending], dtype=np.int64),
+            np.cumsum(self.negatives[descending], dtype=np.int64),
+            self.n_pos,
+            self.n_neg,
+            np.float32,
+        )
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, labels) of the rows the curve counts, for the split reports that take rows."""
+        scores = np.concatenate([np.repeat(self.scores, self.positives), np.repeat(self.scores, self.negatives)])
+        labels = np.concatenate([np.ones(self.n_pos, np.int8), np.zeros(self.n_neg, np.int8)])
+        return scores, labels
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        return {f"{TENSOR_PREFIX}{name}": getattr(self, name) for name in TENSOR_DTYPES}
+
+    def info(self) -> dict[str, Any]:
+        """What the model file's metadata says of the curve (its tensors hold the counts)."""
+        return {
+            "split": self.split,
+            "certified_rows": self.certified_rows,
+            "exact": self.exact,
+            "rows": self.n_pos + self.n_neg,
+            "positives": self.n_pos,
+        }
+
+    @classmethod
+    def from_file(cls, tensors: dict[str, np.ndarray], info: Any) -> "HeldOutCurve":
+        """The curve from a model file's tensors and metadata; ValueError naming what is wrong."""
+        arrays = {}
+        for name, dtype in TENSOR_DTYPES.items():
+            array = tensors.get(f"{TENSOR_PREFIX}{name}")
+            if array is None or array.dtype != dtype or array.ndim != 1:
+                raise ValueError(f"the held-out curve's {name} are missing or not 1-D {np.dtype(dtype)}")
+            arrays[name] = array
+        if not arrays["scores"].size == arrays["positives"].size == arrays["negatives"].size:
+            raise ValueError("the held-out curve's scores and counts differ in length")
+        if not np.isfinite(arrays["scores"]).all() or (np.diff(arrays["scores"]) <= 0).any():
+            raise ValueError("the held-out curve's scores are not finite and increasing")
+        if not isinstance(info, dict) or info.get("split") not in SPLITS:
+            raise ValueError("the held-out curve's metadata is malformed")
+        rows = info.get("certified_rows")
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ValueError("the held-out curve's certified_rows is not a positive whole number")
+        return cls(**arrays, split=info["split"], certified_rows=rows, exact=bool(info.get("exact", True)))
+
+
+def _merged(
+    scores: np.ndarray, positives: np.ndarray, negatives: np.ndarray, points: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Adjacent distinct scores merged into `points` bins of about equal rows, each at its lowest score."""
+    rows = positives + negatives
+    edges = np.searchsorted(np.cumsum(rows), np.linspace(0, rows.sum(), points + 1)[1:-1], side="right")
+    starts = np.unique(np.concatenate(([0], edges[edges < scores.size])))
+    return scores[starts], np.add.reduceat(positives, starts), np.add.reduceat(negatives, starts)
