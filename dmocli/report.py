@@ -12,7 +12,7 @@ import math
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from dmocli.version import __version__
 if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
-SCHEMA_VERSION = "1.3"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+SCHEMA_VERSION = "1.4"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def binary_split_report(
@@ -97,6 +97,15 @@ def envelope(command: str, **fields: Any) -> dict[str, Any]:
         "torch": _installed_version("torch"),
         **fields,
     }
+
+
+ErrorKind = Literal["bad_input", "unreachable", "machine", "unexpected", "usage", "interrupted"]
+
+
+def failure(code: int, kind: ErrorKind, message: str) -> dict[str, Any]:
+    """The keys a report gains when its command fails with exit status `code`: a script reading --json learns why
+    from stdout alone, as a person does from the one line on stderr (`message`, that line without its `dmo: `)."""
+    return {"message": message, "error": {"code": code, "kind": kind, "message": message}}
 
 
 def label_fields(labels: LabelSpec) -> dict[str, Any]:

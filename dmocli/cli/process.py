@@ -3,7 +3,8 @@ quiet exit of the processes of a torchrun group.
 
 Errors the user can fix (DmoError) become one line on stderr and exit code
 2 (3 when a target is unreachable); anything else is exit code 1, with the
-traceback only under --debug.
+traceback only under --debug. With --json, every failure is also told on stdout as one JSON report carrying
+`error` (docs/report-schema.md#errors), so a script reads stdout whatever the exit.
 """
 
 from __future__ import annotations
@@ -13,17 +14,73 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from dmocli.cli.app import app, err
+from dmocli.cli.app import app, err, printed_reports
 from dmocli.cli.command_line import click_command, refuse_repeated_options
 from dmocli.cli.machine_failures import MACHINE_FAILURE, machine_failure
 from dmocli.data.outputs import outputs_together
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, ReaderStopped, UnreachableTarget, speak_cli
 
+if TYPE_CHECKING:
+    from dmocli.report import ErrorKind
+
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
 PROGRESS_FLAGS = ("--progress", "--no-progress")
+JSON_FLAG = "--json"
+OUTPUT_FLAGS = ("-o", "--output")
+HELP_FLAGS = ("-h", "--help")
+
+
+@dataclass
+class _Ending:
+    """How one run tells a failure: its one line on stderr (in a torchrun group, the line of the process that
+    prints it) and, when the run was given --json, the same as an error report on stdout, unless the command
+    printed its own report already (a refused target's and check's carry `error` in it): one JSON object, always."""
+
+    in_group: bool
+    json_command: str | None = None  # the command given --json, where it takes that flag
+    printed: list[dict[str, Any]] = field(default_factory=list)  # the reports the command printed
+
+    def tell(self, line: str, code: int, kind: ErrorKind, exc: DmoError | None = None) -> None:
+        _report(line, exc, self.in_group)
+        self.print_json(line, code, kind, exc)
+
+    def print_json(self, line: str, code: int, kind: ErrorKind, exc: DmoError | None = None) -> None:
+        """The error report of exit status `code`; `message` is the stderr line without its `dmo: error: `."""
+        if self.json_command is None or self.printed or (self.in_group and not torchrun.prints(exc)):
+            return
+        from dmocli.report import dumps, envelope, failure
+
+        message = line.removeprefix("dmo: ").removeprefix("error: ")
+        try:
+            sys.stdout.write(dumps(envelope(self.json_command, **failure(code, kind, message))))
+            sys.stdout.flush()
+        except (OSError, ValueError):  # stdout itself failed (closed, full): the exit status and stderr still tell
+            pass
+
+
+def _json_command(group: Any, args: list[str]) -> str | None:
+    """The command of `args` when it was given --json and takes it; None otherwise: an unknown command, and where
+    stdout holds other output (the help page of -h, predict's rows with `-o -`, which a JSON object would spoil)."""
+    position = next((i for i, arg in enumerate(args) if not arg.startswith("-")), None)
+    if position is None or any(arg in HELP_FLAGS for arg in args) or _rows_to_stdout(args):
+        return None
+    rest = args[position + 1 :]
+    command = group.commands.get(args[position])
+    given = JSON_FLAG in (rest[: rest.index("--")] if "--" in rest else rest)
+    takes = command is not None and any(JSON_FLAG in getattr(param, "opts", ()) for param in command.params)
+    return args[position] if given and takes else None
+
+
+def _rows_to_stdout(args: list[str]) -> bool:
+    """`-o -` in any spelling: the command writes its rows on standard output."""
+    pairs = zip(args, args[1:])
+    return any(name in OUTPUT_FLAGS and value == "-" for name, value in pairs) or any(
+        arg in ("-o-", "--output=-") for arg in args
+    )
 
 
 def _click_kind(exc: BaseException) -> set[str]:
@@ -31,7 +88,7 @@ def _click_kind(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
+def _exit_on_click_error(exc: Exception, debug: bool, ending: _Ending) -> None:
     """Click's usage errors as one line like every other error (exit 2); `dmo` alone prints the help, as
     before."""
     kinds = _click_kind(exc)
@@ -40,11 +97,13 @@ def _exit_on_click_error(exc: Exception, debug: bool, in_group: bool) -> None:
         sys.exit(2)
     if "Abort" in kinds:
         err.print("dmo: interrupted", markup=False)
+        ending.print_json("dmo: interrupted", INTERRUPTED, "interrupted")
         sys.exit(INTERRUPTED)
     if "UsageError" in kinds and not debug:
         hint = f" (see `{ctx.command_path} -h`)" if ctx else ""
-        _report(f"dmo: error: {exc.format_message()}{hint}", None, in_group)  # type: ignore[attr-defined]
-        sys.exit(getattr(exc, "exit_code", 2))
+        code = getattr(exc, "exit_code", 2)
+        ending.tell(f"dmo: error: {exc.format_message()}{hint}", code, "usage")  # type: ignore[attr-defined]
+        sys.exit(code)
 
 
 def _in_torchrun_train(args: list[str]) -> bool:
@@ -139,11 +198,19 @@ def _run_command(args: list[str], in_group: bool) -> None:
     shown = [arg for arg in args if arg in PROGRESS_FLAGS]
     if shown:  # global too; the last one given wins, as for any flag
         args = [shown[-1], *(arg for arg in args if arg not in PROGRESS_FLAGS)]
-    if in_group and not torchrun.prints(None) and ("--help" in args or "-h" in args):
+    if in_group and not torchrun.prints(None) and any(arg in HELP_FLAGS for arg in args):
         sys.exit(0)  # the help page once, from process 0, not once per process
+    with printed_reports() as printed:
+        _run_and_end(args, debug, _Ending(in_group, printed=printed))
+
+
+def _run_and_end(args: list[str], debug: bool, ending: _Ending) -> NoReturn:
+    """Run the command of `args` and exit with its status, each failure told by `ending`."""
+    in_group = ending.in_group
     try:
         # Not standalone: click's usage errors come here too, to be one line like every other error.
         command = click_command(app)
+        ending.json_command = _json_command(command, args)
         refuse_repeated_options(command, args)
         with outputs_together():  # the model, report and printed report all appear, or none of them
             code = _main_telling_a_closed_stdout(command, args)
@@ -152,39 +219,44 @@ def _run_command(args: list[str], in_group: bool) -> None:
             not in_group or torchrun.prints(None)
         ):  # typer ends a Ctrl-C'd command so, silently
             err.print("dmo: interrupted", markup=False)
+            ending.print_json("dmo: interrupted", INTERRUPTED, "interrupted")
         sys.exit(code if isinstance(code, int) else 0)
     except UnreachableTarget as exc:
         if debug:
             raise
-        _report(f"dmo: {exc}", exc, in_group)
+        ending.tell(f"dmo: {exc}", exc.exit_code, "unreachable", exc)
         sys.exit(exc.exit_code)
     except DmoError as exc:
         if debug:
             raise
-        _report(f"dmo: error: {exc}", exc, in_group)  # raised alike by every process of a group: one line, rank 0's
+        # raised alike by every process of a group: one line, rank 0's
+        ending.tell(f"dmo: error: {exc}", exc.exit_code, "bad_input", exc)
         sys.exit(exc.exit_code)
     except ReaderStopped:  # predictions piped into `head` and the like
         _quiet_stdout()
         sys.exit(0)
     except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        line = "dmo: interrupted" if interrupted else "dmo: terminated"
+        code = INTERRUPTED if interrupted else 128 + signal.SIGTERM
         if not in_group or torchrun.prints(None):
-            err.print("dmo: interrupted" if isinstance(exc, KeyboardInterrupt) else "dmo: terminated", markup=False)
-        sys.exit(INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM)
+            err.print(line, markup=False)
+            ending.print_json(line, code, "interrupted")
+        sys.exit(code)
     except Exception as exc:  # noqa: BLE001 - last line of defence for a CLI
-        _exit_on_click_error(exc, debug, in_group)
+        _exit_on_click_error(exc, debug, ending)
         if debug:
             raise
         cause = machine_failure(exc)
         if cause is not None:
+            ending.tell(f"dmo: error: {cause}", MACHINE_FAILURE, "machine")  # before stdout goes to /dev/null
             _quiet_stdout()
-            _report(f"dmo: error: {cause}", None, in_group)
             sys.exit(MACHINE_FAILURE)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own
-        err.print(
-            f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the traceback)",
-            markup=False,
-        )
+        line = f"dmo: unexpected error{where}: {type(exc).__name__}: {first} (rerun with --debug for the traceback)"
+        err.print(line, markup=False)
+        ending.print_json(line, 1, "unexpected")
         sys.exit(1)
 
 
