@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,17 +27,66 @@ def dmo_command() -> list[str]:
 
 
 def run_dmo(
-    *args: str | os.PathLike, check: bool = False, timeout: float = 300, stdin: os.PathLike | None = None
+    *args: str | os.PathLike,
+    check: bool = False,
+    timeout: float = 300,
+    stdin: os.PathLike | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run `dmo ARGS` in a subprocess, as a user's shell script would (`stdin`: a file piped into it)."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as piped:
-        proc = subprocess.run(
-            [*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, stdin=piped
-        )
+    """`dmo ARGS` as a user's shell script runs it: exit status, stdout and stderr.
+
+    In this process through the real entry point (dmocli.cli.process.main), which is what nearly every test needs:
+    a new process costs seconds of start-up (torch) and tests nothing more. `process=True`, or a file piped to
+    `stdin`, starts a real `dmo` process, for what only a process shows (standard input, signals, the console
+    script, the interpreter's exit)."""
+    if process or stdin is not None:
+        proc = _dmo_process(args, timeout, stdin)
+    else:
+        proc = _dmo_in_this_process(args)
     if check and proc.returncode != 0:
         raise AssertionError(f"dmo {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def _dmo_process(
+    args: tuple[str | os.PathLike, ...], timeout: float, stdin: os.PathLike | None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as piped:
+        return subprocess.run(
+            [*dmo_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, stdin=piped
+        )
+
+
+def _dmo_in_this_process(args: tuple[str | os.PathLike, ...]) -> subprocess.CompletedProcess:
+    """main(ARGS) with stdout and stderr caught as text (stdout with a byte buffer, as predict's `-o -` writes
+    bytes), and what main sets for the whole process put back afterwards (messages naming flags, the SIGTERM
+    handler, a forced progress display), so later tests see the library's defaults."""
+    from dmocli import errors, progress
+    from dmocli.cli.process import main
+
+    spelling, handler, shown = errors._SPELLING["cli"], signal.getsignal(signal.SIGTERM), progress._forced
+    out, err = io.BytesIO(), io.BytesIO()
+    out_text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    err_text = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+    code: Any = 0
+    try:
+        with contextlib.redirect_stdout(out_text), contextlib.redirect_stderr(err_text):
+            try:
+                main([str(arg) for arg in args])
+            except SystemExit as ended:
+                code = ended.code
+            if isinstance(code, str):  # sys.exit(message): the interpreter prints it and exits 1
+                print(code, file=sys.stderr)
+                code = 1
+    finally:
+        errors._SPELLING["cli"] = spelling
+        signal.signal(signal.SIGTERM, handler)
+        progress.configure(shown)
+        out_text.flush()
+        err_text.flush()
+    returned = 0 if code is None else code
+    return subprocess.CompletedProcess(args, returned, out.getvalue().decode(), err.getvalue().decode())
 
 
 def make_binary_frame(

@@ -159,10 +159,10 @@ def test_usage_errors_are_one_line_too(binary_parquet):
 
 
 def test_debug_shows_traceback(tmp_path):
-    proc = run_dmo("--debug", "train", tmp_path / "nope.parquet", "--problem", "ofbs")
+    proc = run_dmo("--debug", "train", tmp_path / "nope.parquet", "--problem", "ofbs", process=True)  # the interpreter
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
-    after = run_dmo("train", "--debug", tmp_path / "nope.parquet")  # typed after the command, as users do
+    after = run_dmo("train", "--debug", tmp_path / "nope.parquet", process=True)  # after the command, as users type it
     assert "DmoError: input not found" in after.stderr and "NoSuchOption" not in after.stderr
 
 

@@ -142,7 +142,7 @@ def test_adapt_threshold_matches_brute_force_on_tiny_curves():
         positives, negatives = rng.integers(0, 5, size), rng.integers(0, 5, size)
         positives[0] += positives.sum() == 0
         negatives[-1] += negatives.sum() == 0
-        curve = HeldOutCurve(scores, positives, negatives)
+        curve = HeldOutCurve(scores, positives.astype(np.uint32), negatives.astype(np.uint32), "val", 1)
         rate = float(rng.uniform(0.01, 0.9))
         problem = Problem("fpor", float(rng.uniform(0.05, 0.95))) if case % 2 else Problem("ofbs", beta=0.5)
         adapted = adapt_threshold(curve, problem, rate, threshold=0.0)

@@ -15,6 +15,7 @@ from scipy import stats
 from dmocli.operating_point.bounds import clopper_pearson_interval, fewest_certifying_trials
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
+from dmocli.report import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, s
 
     # The model file says so for good: `dmo info` shows the certificate was not met, and on how many rows.
     info = json.loads(run_dmo("info", tmp_path / "m.st", "--json", check=True).stdout)
-    assert info["certified"] is False and info["new_rows"] == 300 and info["schema_version"] == "1.2"
+    assert info["certified"] is False and info["new_rows"] == 300 and info["schema_version"] == SCHEMA_VERSION
     assert "NOT certified" in run_dmo("info", tmp_path / "m.st", check=True).stdout
     refit = tmp_path / "r.st"
     run_dmo("threshold", tmp_path / "m.st", val, "--problem", "fpor", "--target", "0.5", "-o", refit, check=True)

@@ -103,7 +103,7 @@ def test_evaluate_predict_and_refit_take_a_pandas_frame_as_train_does(tmp_path):
     predict(model, frame, tmp_path / "frame.csv")
     predict(model, table, tmp_path / "table.csv")
     assert (tmp_path / "frame.csv").read_bytes() == (tmp_path / "table.csv").read_bytes()
-    refit = refit_threshold(model, frame, Problem("frop", 0.7), output=tmp_path / "r.st")
+    refit = refit_threshold(model, frame, Problem("frop", 0.7), output=tmp_path / "r.st", allow_train_rows=True)
     assert refit["feasible"] is True
     with pytest.raises(DmoError, match="data must be a path, a pyarrow.Table or a pandas.DataFrame, not list"):
         evaluate(model, [[1.0, 0]])

@@ -166,7 +166,8 @@ def test_late_rows_a_pipe_cannot_revisit(tmp_path):
 def test_evaluate_predict_and_threshold_read_a_pipe_like_the_file(piped, tmp_path):
     model = tmp_path / "m.st"
     run_dmo("train", piped / "rows.csv", "-o", model, check=True)  # wce, in memory; `site` one-hot encoded
-    for command in (["evaluate", model], ["threshold", model, "--problem", "frop", "--target", "0.8"]):
+    refit = ["threshold", model, "--problem", "frop", "--target", "0.8", "--allow-train-rows"]  # its training rows
+    for command in (["evaluate", model], refit):
         outputs = {}
         for name, data, pipe in (("file", piped / "rows.csv", None), ("pipe", "-", piped / "rows.csv.gz")):
             extra = ["-o", tmp_path / f"{name}.st"] if command[0] == "threshold" else []

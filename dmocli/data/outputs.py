@@ -47,6 +47,17 @@ def outputs_together() -> Iterator[None]:
                 tmp.unlink()
 
 
+@contextlib.contextmanager
+def renamed_at_once() -> Iterator[None]:
+    """Outputs written inside the block are renamed into place as soon as each is complete, even inside
+    outputs_together: checkpoints (extract's shards) that a later run resumes from must outlive a failed run."""
+    token = _HELD_RENAMES.set(None)
+    try:
+        yield
+    finally:
+        _HELD_RENAMES.reset(token)
+
+
 def _rename_all(held: list[tuple[Path, Path]]) -> None:
     for tmp, target in held:
         os.replace(tmp, target)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dmocli.data import sinks
+from dmocli.data import outputs, sinks
 from dmocli.errors import DmoError
 
 META_KEY = b"dmocli.extract"
@@ -121,7 +121,8 @@ class Store:
         self.partial.mkdir(exist_ok=True)
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._shards += 1
-        sinks.write_parquet(self.partial / f"shard-{time.time_ns():020d}-{self._shards:06d}.parquet", table)
+        with outputs.renamed_at_once():  # a checkpoint: --resume starts from it after a failed run
+            sinks.write_parquet(self.partial / f"shard-{time.time_ns():020d}-{self._shards:06d}.parquet", table)
         self._pending, self._pending_rows = [], 0
 
     def finish(self) -> int:

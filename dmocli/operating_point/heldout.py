@@ -59,11 +59,12 @@ class HeldOutCurve:
         scores: np.ndarray,
         labels: np.ndarray,
         *,
-        split: str,
-        certified_rows: int,
+        split: str = "val",
+        certified_rows: int | None = None,
         max_points: int = MAX_EXACT_POINTS,
     ) -> "HeldOutCurve":
-        """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that)."""
+        """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that);
+        `certified_rows` defaults to the rows counted."""
         scores = np.asarray(scores, dtype=np.float32)
         distinct, index = np.unique(scores, return_inverse=True)
         positives = np.bincount(index, weights=np.asarray(labels) == 1, minlength=distinct.size)
@@ -72,7 +73,12 @@ class HeldOutCurve:
         if not exact:
             distinct, positives, negatives = _merged(distinct, positives, negatives, max_points)
         return cls(
-            distinct, positives.astype(np.uint32), negatives.astype(np.uint32), split, int(certified_rows), exact
+            distinct,
+            positives.astype(np.uint32),
+            negatives.astype(np.uint32),
+            split,
+            int(certified_rows if certified_rows is not None else scores.size),
+            exact,
         )
 
     @property
@@ -84,9 +90,19 @@ class HeldOutCurve:
         return int(self.negatives.sum(dtype=np.int64))
 
     @property
-    def positive_rate(self) -> float:
-        """The held-out rows' positive rate: the rate the model's precision was measured at."""
+    def rate(self) -> float:
+        """The held-out rows' positive rate pi = P / (P + N): the rate the model's precision was measured at, and
+        the prior its calibrated probabilities answer under."""
         return self.n_pos / max(self.n_pos + self.n_neg, 1)
+
+    def first_at(self, threshold: float) -> int:
+        """Index of the first score with `score >= threshold` (compared in float32, as the model decides)."""
+        return int(np.count_nonzero(self.scores < np.float32(threshold)))
+
+    def counts_at(self, threshold: float) -> tuple[int, int]:
+        """(TP, FP): held-out positives and negatives with `score >= threshold`."""
+        first = self.first_at(threshold)
+        return int(self.positives[first:].sum(dtype=np.int64)), int(self.negatives[first:].sum(dtype=np.int64))
 
     def score_curve(self) -> ScoreCurve:
         """The search's curve, exactly as ScoreCurve.from_scores builds it from the rows these counts came from."""

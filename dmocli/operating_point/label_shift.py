@@ -24,6 +24,7 @@ from dmocli.errors import DmoError
 from dmocli.operating_point.bounds import clopper_pearson_lower
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem, safe_div
 from dmocli.operating_point.search import search_curve
 
@@ -33,79 +34,6 @@ REPLICATES = 200  # bootstrap replicates: the 2.5% and 97.5% quantiles rest on 5
 BINS = 256  # score bins of the bootstrap: half at count quantiles, half evenly spaced in logit
 _TINY = 1e-12
 _RATE_FLOOR = 1e-9  # rates are taken in [_RATE_FLOOR, 1 - _RATE_FLOOR] where odds are formed
-
-
-@dataclass(frozen=True)
-class HeldOutCurve:
-    """The model's held-out evidence, exactly: every distinct held-out logit with its positive and negative rows.
-
-    Attributes
-    ----------
-    scores : ndarray, shape (M,)
-        Distinct logits, strictly ascending (float32 as the models emit them; decisions compare in this type).
-    positives, negatives : ndarray of int64, shape (M,)
-        Held-out positive and negative rows at each score. Both classes must be present: TPR and FPR need them.
-    """
-
-    scores: np.ndarray
-    positives: np.ndarray
-    negatives: np.ndarray
-
-    def __post_init__(self) -> None:
-        scores, positives, negatives = self.scores, self.positives, self.negatives
-        if not (scores.ndim == positives.ndim == negatives.ndim == 1 and scores.size == positives.size):
-            raise DmoError("a held-out curve needs 1-D scores, positives and negatives of one length")
-        if negatives.size != scores.size or scores.size == 0 or not np.isfinite(scores).all():
-            raise DmoError("a held-out curve needs as many finite scores as counts, and at least one")
-        if np.any(np.diff(scores) <= 0) or positives.min() < 0 or negatives.min() < 0:
-            raise DmoError("a held-out curve needs strictly ascending scores and non-negative counts")
-        if positives.sum() == 0 or negatives.sum() == 0:
-            raise DmoError("a held-out curve needs both positive and negative rows (TPR and FPR rest on them)")
-
-    @classmethod
-    def from_scores(cls, scores: np.ndarray, labels: np.ndarray) -> "HeldOutCurve":
-        """The curve of held-out logits `scores` (N,) and 0/1 `labels` (N,)."""
-        scores = np.asarray(scores)
-        if scores.dtype not in (np.float32, np.float64):
-            scores = scores.astype(np.float64)
-        values, index = np.unique(scores, return_inverse=True)
-        labels = np.asarray(labels).astype(np.int64)
-        positives = np.bincount(index, weights=labels, minlength=values.size).astype(np.int64)
-        negatives = np.bincount(index, minlength=values.size).astype(np.int64) - positives
-        return cls(values, positives, negatives)
-
-    @property
-    def n_pos(self) -> int:
-        return int(self.positives.sum())
-
-    @property
-    def n_neg(self) -> int:
-        return int(self.negatives.sum())
-
-    @property
-    def rate(self) -> float:
-        """The training positive rate pi = P / (P + N), the prior the calibrated probabilities answer under."""
-        return self.n_pos / (self.n_pos + self.n_neg)
-
-    def first_at(self, threshold: float) -> int:
-        """Index of the first score with `score >= threshold` (M when none)."""
-        return int(np.count_nonzero(self.scores < float(threshold)))
-
-    def counts_at(self, threshold: float) -> tuple[int, int]:
-        """(TP, FP): held-out positives and negatives with `score >= threshold`."""
-        first = self.first_at(threshold)
-        return int(self.positives[first:].sum()), int(self.negatives[first:].sum())
-
-    def score_curve(self) -> ScoreCurve:
-        """The same evidence as search.py's ScoreCurve (cumulative counts from the highest score down)."""
-        return ScoreCurve(
-            values=self.scores[::-1].astype(np.float64),
-            tp=np.cumsum(self.positives[::-1]),
-            fp=np.cumsum(self.negatives[::-1]),
-            n_pos=self.n_pos,
-            n_neg=self.n_neg,
-            dtype=self.scores.dtype.type,
-        )
 
 
 @dataclass(frozen=True)
@@ -224,6 +152,12 @@ class PrevalenceEstimate:
         }
 
 
+def _both_classes(curve: HeldOutCurve) -> None:
+    """TPR and FPR, which every estimate here rests on, need held-out rows of both classes."""
+    if curve.n_pos == 0 or curve.n_neg == 0:
+        raise DmoError("the held-out curve has rows of one class only: TPR and FPR, and so any rate, need both")
+
+
 def estimate_prevalence(
     curve: HeldOutCurve,
     new_scores: np.ndarray,
@@ -291,6 +225,7 @@ def estimate_prevalence(
     -------
     PrevalenceEstimate
     """
+    _both_classes(curve)
     if method not in METHODS:
         raise DmoError(f"prevalence method {method!r} is not known (use one of {', '.join(METHODS)})")
     if not 0.0 < confidence < 1.0 or replicates < 1:

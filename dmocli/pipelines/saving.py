@@ -12,7 +12,7 @@ from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.options import POPULATION, TrainOptions
-from dmocli.report import dumps, model_summary
+from dmocli.report import dumps, failure, model_summary
 
 
 def training_info(
@@ -65,6 +65,7 @@ def refuse_with_report(
     `best_achievable`, the intervals)."""
     report["wall_seconds"] = time.perf_counter() - started
     report.setdefault("model", None)  # train's model file, not written; threshold's `model` is its input, kept
+    report.update(failure(refusal.exit_code, "unreachable", str(refusal)))  # the --report file says why, as --json
     if report_path is not None:
         outputs.write_text(report_path, dumps(report))
     refusal.report = report
