@@ -26,6 +26,7 @@ from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
+from dmocli.prep.feature_drift import Profile
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
 from dmocli.prep.row_fingerprint import TENSOR_NAME as FINGERPRINT
@@ -53,6 +54,7 @@ class DmoModel:
     info: dict[str, Any] = field(default_factory=dict)  # solver-specific extras and training summary
     evidence: HeldOutCurve | None = None  # the held-out curve its threshold was searched on (binary models)
     training_rows: np.ndarray | None = None  # the sketch of its training rows (prep/row_fingerprint.py)
+    profile: Profile | None = None  # its training rows' features and held-out scores, for drift checks (info.profile)
 
     @property
     def binary(self) -> bool:
@@ -120,7 +122,11 @@ class DmoModel:
             "feature_columns": self.preprocessor.input_columns,
             "preprocessing": self.preprocessor.to_dict(),
             "architecture": self.architecture.to_dict(),
-            "info": {**self.info, **({"heldout": self.evidence.info()} if self.evidence is not None else {})},
+            "info": {
+                **self.info,
+                **({"heldout": self.evidence.info()} if self.evidence is not None else {}),
+                **({"profile": self.profile.to_dict()} if self.profile is not None else {}),
+            },
         }
 
     def save(self, path: str | Path) -> None:
@@ -195,6 +201,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         network = _network_from_state(arch, weights, device)
         info = meta.get("info") or {}
         evidence = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
+        profile = _stored_profile(info.get("profile"))
         training_rows = stored.tensors.get(FINGERPRINT)
         if training_rows is not None:
             check_sketch(training_rows)
@@ -207,11 +214,13 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
             solver=str(meta["solver"]),
             problem=problem,
             threshold=meta.get("threshold"),
-            info={key: value for key, value in info.items() if key != "heldout"},  # metadata() writes it anew
+            info={key: value for key, value in info.items() if key not in STORED_APART},  # metadata() writes them
             evidence=evidence,
             training_rows=training_rows,
+            profile=profile,
         )
         check_preprocessing(model.preprocessor, meta.get("feature_columns"))
+        _check_profile(model.profile, model.preprocessor)
         _check_consistent(model)
         if arch.kind == "gbdt":
             check_trees(network, arch)
@@ -219,6 +228,34 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else first_line(exc)
         raise DmoError(f"{path} has corrupt or inconsistent dmo metadata ({detail}); retrain the model") from exc
     return model, stored
+
+
+STORED_APART = ("heldout", "profile")  # info entries a loaded model holds as fields (evidence, profile)
+
+
+def _stored_profile(stored: Any) -> Profile | None:
+    """The drift profile `info.profile` holds (None in files written before it was stored); anything malformed in
+    it is a ValueError that says it is the profile, since its own messages name no field of the file."""
+    if stored is None:
+        return None
+    try:
+        if not isinstance(stored, dict):
+            raise ValueError("not a JSON object")
+        return Profile.from_dict(stored)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        detail = f"no field {exc}" if isinstance(exc, KeyError) else first_line(exc)
+        raise ValueError(f"the drift profile (info.profile) is malformed: {detail}") from exc
+
+
+def _check_profile(profile: Profile | None, pre: Preprocessor) -> None:
+    """A drift profile of the model's own feature columns, its levels read as the model reads them: one naming
+    other columns (a hand-edited or mixed-up file) would only fail later, in the middle of `dmo monitor`."""
+    if profile is None:
+        return
+    if list(profile.numeric) != pre.numeric or list(profile.categorical) != list(pre.categorical):
+        raise ValueError("the drift profile's columns are not the model's feature columns")
+    if (profile.trim_text, profile.fold_case) != (pre.trim_text, pre.fold_case):
+        raise ValueError("the drift profile matches levels otherwise than the model does")
 
 
 def _check_consistent(model: DmoModel) -> None:

@@ -8,6 +8,11 @@ seeded `stop-frac` share of the rows aside. XGBoost's Dask training builds the
 histograms and the trees across the workers (`xgboost.dask.train` on a
 `DaskQuantileDMatrix`), early-stopped on the rows kept aside (or on `--val`).
 The exact threshold is then searched on those held-out rows, as for every model.
+
+The model file's drift profile (prep/feature_drift.py) is built on the client in the pass that fits the
+preprocessing, so it reads nothing more: it counts every labeled row of DATA, the `stop-frac` share the workers
+hold out included (a seeded random share of each file and class, so the same distribution as the trees' rows;
+profiles built per partition could not be merged, their bin edges differing). Its score is the held-out rows'.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem
-from dmocli.pipelines.in_memory import case_variant_warnings
+from dmocli.pipelines.in_memory import case_variant_warnings, finished_profile, plan_profile_builder, profiled
 from dmocli.pipelines.multiclass import settle_classes
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
@@ -117,9 +122,9 @@ def train_trees_on_dask(
     n_classes = max(2, labels.n_outputs)
     sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
-    pre = Preprocessor.fit(
-        reading.iter_batches(data), plan, effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case
-    )
+    profile = plan_profile_builder(plan, opts.fold_case)  # every labeled row, counted in the pass below
+    batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=False)
+    pre = Preprocessor.fit(batches, plan, effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case)
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
     ctx = FitContext(
@@ -241,6 +246,7 @@ def train_trees_on_dask(
         threshold=threshold,
         info=training_info(opts, params, report, settled.calibration, engine="dask"),
         evidence=settled.evidence if problem is not None else None,
+        profile=finished_profile(profile, settled.heldout_scores if problem is not None else None),
     )
     return finish(model, report, output, report_path, started)
 

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,10 @@ from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.shared_folds import val_share
-from dmocli.prep.columns import case_variant_warning, plan_columns
+from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
+from dmocli.prep.feature_drift import Profile, ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.prep.row_fingerprint import row_hashes, sketch
@@ -73,6 +74,7 @@ class _Loaded:
     n_unlabeled: int  # rows without a label (this process's share under torchrun)
     val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
     warnings: list[str]  # what the survey of DATA found worth saying (wide text columns, look-alike classes)
+    profile: ProfileBuilder  # the training rows' features counted, every process's under torchrun (drift profile)
 
 
 def train_in_memory(
@@ -97,7 +99,7 @@ def train_in_memory(
         loaded = group.agree(lambda: _load(data, opts, solver, group))
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
     labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
-    val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
+    val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
     folds = _folds(opts, solver, train_data, group)
@@ -211,7 +213,7 @@ def train_in_memory(
         report.update(settled.report)
         report["warnings"] += settled.warnings
         if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
-            settled.evidence = None
+            settled.evidence, settled.heldout_scores = None, None
     else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
         settled = settle_classes(logits, truth, labels.classes, calibrate)
         report.update(settled.report)
@@ -241,17 +243,23 @@ def train_in_memory(
         threshold=threshold,
         info=training_info(opts, params, report, settled.calibration, rows=int(truth["train"].size)),
         evidence=settled.evidence if problem is not None else None,
-        training_rows=_fingerprint(train_data) if labels.binary and group is None else None,
+        training_rows=_fingerprint(train_data, group) if labels.binary else None,
+        profile=finished_profile(profile, settled.heldout_scores if problem is not None else None),
     )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
     return finish(model, report, output, report_path, started)
 
 
-def _fingerprint(rows: Prepared) -> np.ndarray:
-    """The sketch of the labeled rows the model was fitted on, so `dmo threshold MODEL DATA` can tell them."""
+def _fingerprint(rows: Prepared, group: ProcessGroup | None) -> np.ndarray:
+    """The sketch of the labeled rows the model was fitted on, so `dmo threshold MODEL DATA` can tell them. Under
+    torchrun, the bottom-k of every process's bottom-k: the bottom-k of all the rows (a collective call)."""
     labeled = rows.labeled()
-    return sketch(row_hashes(labeled.X, labeled.y))
+    own = sketch(row_hashes(labeled.X, labeled.y))
+    if group is None:
+        return own
+    every = group.gather_json([str(value) for value in own])  # uint64 as text: JSON numbers may round them
+    return sketch(np.array([int(value) for part in every for value in part], dtype=np.uint64))
 
 
 def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
@@ -273,6 +281,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         found.refuse(sources.describe(data))
         label_column = table.column(opts.label_col)
         labels, problem, pre, warnings = found.labels, found.problem, found.pre, found.warnings
+        profile = ProfileBuilder.for_preprocessor(pre)
     elif sources.parquet_files(data) is None:
         raise DmoError(NOT_PARQUET)
     else:
@@ -283,7 +292,11 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         labels = infer_label_spec(
             label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
         )
-        pre = Preprocessor.fit(reading.iter_batches(data), plan, opts.impute, fold_case=opts.fold_case)
+        # Each process counts every process's training rows in the pass it reads anyway, so each holds the profile
+        # the one-process path gives (--val-frac, which would take rows out of it, is refused under torchrun).
+        profile = plan_profile_builder(plan, opts.fold_case)
+        batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=solver.uses_unlabeled)
+        pre = Preprocessor.fit(batches, plan, opts.impute, fold_case=opts.fold_case)
         warnings = look_alike_classes(labels.classes) + stray_classes(counts) + case_variant_warnings(pre)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
@@ -302,6 +315,12 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     n_unlabeled = int((full.y < 0).sum())
     if group is None:  # under torchrun the caller checks the count of every process's rows
         _check_unlabeled(n_unlabeled, opts, solver)
+    used = np.arange(full.n) if solver.uses_unlabeled else np.flatnonzero(full.y >= 0)  # the rows training keeps
+    split = None  # --val-frac's (train, val) positions in those rows, drawn here: the profile needs the table
+    if opts.val is None and opts.val_frac > 0:
+        split = stratified_split(full.y[used], opts.val_frac, opts.seed, labels.classes)
+    if group is None:  # under torchrun, the pass that fitted the preprocessing profiled every process's rows
+        profile_rows(table, used if split is None else np.sort(used[split[0]]), profile)
     if solver.uses_unlabeled:
         if n_unlabeled == 0:
             raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
@@ -322,16 +341,57 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         val_table = reading.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
+        if opts.cv:  # --cv pools --val's labeled rows into the training rows (train_in_memory), after DATA's
+            profile_rows(val_table, np.flatnonzero(val_all.y >= 0), profile)
         val_data: Prepared | None = val_all.labeled()
         del val_table, val_all
         train_data = full
-    elif opts.val_frac > 0:
-        train_rows, val_rows = stratified_split(full.y, opts.val_frac, opts.seed, labels.classes)
-        train_data, val_data = full.take(train_rows), full.take(val_rows)
+    elif split is not None:
+        train_data, val_data = full.take(split[0]), full.take(split[1])
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings)
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile)
+
+
+PROFILE_ROWS = 65536  # rows of a table profiled at a time: a slice's copy, not the table's
+
+
+def profile_rows(table: pa.Table, rows: np.ndarray, profile: ProfileBuilder) -> None:
+    """Count the table's rows at the increasing positions `rows` into `profile`, a slice at a time, in table order:
+    the order a streaming pass over the same rows counts them in (torchrun's), so both give the same bin edges."""
+    chosen = np.zeros(table.num_rows, dtype=bool)
+    chosen[rows] = True
+    for start in range(0, table.num_rows, PROFILE_ROWS):
+        profile.add(table.slice(start, PROFILE_ROWS).filter(pa.array(chosen[start : start + PROFILE_ROWS])))
+
+
+def plan_profile_builder(plan: ColumnPlan, fold_case: bool) -> ProfileBuilder:
+    """The builder `ProfileBuilder.for_preprocessor` gives for the preprocessing fitted on the same rows, for a pass
+    that profiles them while it fits that preprocessing (torchrun, Dask): the plan's columns in its order, and
+    no level counted unseen, since every level of those rows is one the preprocessing learns."""
+    return ProfileBuilder(plan.numeric, plan.categorical, fold_case=fold_case)
+
+
+def profiled(
+    batches: Iterable[pa.RecordBatch], profile: ProfileBuilder, labels: LabelSpec, keep_unlabeled: bool
+) -> Iterator[pa.RecordBatch]:
+    """`batches` as they are, each one's training rows counted into `profile` on the way: its labeled rows, or all
+    of them for a solver that learns from unlabeled rows too. No second pass over DATA for the profile."""
+    for batch in batches:
+        labeled = labels.encode(batch.column(labels.column)) >= 0
+        profile.add(batch if keep_unlabeled or labeled.all() else batch.filter(pa.array(labeled)))
+        yield batch
+
+
+def finished_profile(profile: ProfileBuilder, heldout_scores: np.ndarray | None) -> Profile:
+    """The model file's drift profile: the training rows' features counted into `profile`, and the score (logit)
+    of the held-out rows its threshold was searched on. No score where there is no such one logit: a multi-class
+    model (one logit per class: its features' drift is what `dmo monitor` compares), a threshold moved from the
+    folds by rank (their out-of-fold scores are not on the saved model's scale), or no threshold search."""
+    if heldout_scores is not None:
+        profile.add_scores(heldout_scores)
+    return profile.finish()
 
 
 def case_variant_warnings(pre: Preprocessor) -> list[str]:

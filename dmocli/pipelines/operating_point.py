@@ -114,6 +114,7 @@ class Settled:
     refusal: UnreachableTarget | None = None
     calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
     evidence: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
+    heldout_scores: np.ndarray | None = None  # those scores themselves, for the model file's drift profile
 
 
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
@@ -201,6 +202,7 @@ def settle_threshold(
         settled.evidence = HeldOutCurve.from_scores(  # the default --new-rows of a later re-targeting, as here
             logits[held_out], truth[held_out], split=held_out, certified_rows=held_out_rows or int(truth[held_out].size)
         )
+        settled.heldout_scores = logits[held_out]
     return settled
 
 

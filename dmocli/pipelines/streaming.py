@@ -11,6 +11,9 @@ batch) throughout; the only O(rows) steps are the ones the user asks for:
 `--val` (one logit and label per validation row, for exact AP/AUC) and
 `--adjust` (exact threshold search needs every logit of its split).
 
+The first learning pass also counts the training rows into the model file's
+drift profile (prep/feature_drift.py), in the thread that reads the batches.
+
 The model file and report match the in-memory pipeline's (in_memory.py),
 plus an "online" section: progressive F, final threshold, rows/s, and the
 curve of online F versus rows seen.
@@ -36,12 +39,13 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.in_memory import case_variant_warnings
+from dmocli.pipelines.in_memory import case_variant_warnings, finished_profile, profiled
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.pipelines.operating_point import settle_threshold
 from dmocli.pipelines.saving import finish, training_info
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.drift import drift_warnings
+from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
 from dmocli.report import envelope, label_fields, unlabeled_warning
@@ -252,6 +256,7 @@ def train_streaming(
     n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
 
     levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
+    profile = ProfileBuilder.for_preprocessor(pre)  # the training rows' features, counted on the first pass too
     passes_started = 0
 
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -261,6 +266,8 @@ def train_streaming(
         passes_started += 1
         first_pass = passes_started == 1
         source = itertools.chain(_drained(head), rest) if stdin else reading.iter_batches(data, BATCH_ROWS, columns)
+        if first_pass:  # counted in the reading thread, beside the learner (arrow's and numpy's counting free the GIL)
+            source = profiled(source, profile, labels, keep_unlabeled=False)
         for batch in prefetched(source):
             X, batch_levels = pre.transform(batch)
             if first_pass:
@@ -337,6 +344,7 @@ def train_streaming(
         logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible, new_rows=opts.new_rows
     )
     model.threshold, model.evidence = settled.threshold, settled.evidence
+    model.profile = finished_profile(profile, settled.heldout_scores)
     report["warnings"] += settled.warnings
     report["online"] = online
     report.update(settled.report)
