@@ -59,7 +59,18 @@ def test_the_shipped_schema_is_a_valid_draft_2020_12_schema_of_this_version() ->
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert SCHEMA["version"] == SCHEMA_VERSION
     commands = {branch["if"]["properties"]["command"]["const"] for branch in SCHEMA["allOf"]}
-    assert commands == {"train", "threshold", "evaluate", "predict", "subsample", "extract", "solvers", "info", "check"}
+    assert commands == {
+        "train",
+        "threshold",
+        "evaluate",
+        "predict",
+        "subsample",
+        "extract",
+        "solvers",
+        "info",
+        "check",
+        "monitor",
+    }
 
 
 def test_binary_reports_validate_and_share_their_keys(files: dict[str, Path], binary: dict) -> None:

@@ -287,6 +287,15 @@ def threshold(
         "--allow-train-rows",
         help="Fit on DATA even when it holds the rows MODEL was trained on (refused by default: optimistic).",
     ),
+    adapt: Optional[Path] = typer.Option(
+        None,
+        "--adapt",
+        metavar="NEW",
+        help="Move the threshold for the positive rate estimated on these unlabeled rows (label shift; no DATA).",
+    ),
+    prior: Optional[float] = typer.Option(
+        None, "--prior", metavar="R", help="Move the threshold for this known positive rate (label shift; no DATA)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -298,7 +307,11 @@ def threshold(
 
     Example: dmo threshold model.safetensors fresh.parquet -o refit.safetensors  (the model's own problem)
     Example: dmo threshold model.safetensors --problem fpor --target 0.95 -o strict.safetensors  (no new labels)
+    Example: dmo threshold model.safetensors --adapt march.parquet -o march.safetensors  (a new positive rate)
     """
+    if adapt is not None or prior is not None:
+        _adapt_threshold(model, data, adapt, prior, problem, confidence, allow_infeasible, output, report, as_json)
+        return
     from dmocli.engines.choice import EngineChoice
     from dmocli.operating_point.problems import Problem
     from dmocli.pipelines.apply import refit_threshold
@@ -342,6 +355,57 @@ def threshold(
         f"problem: {result['problem']}{target_text}{stored}",
     ]
     _emit(result, as_json, lines + _split_lines(result))
+
+
+def _adapt_threshold(
+    model: Path,
+    data: Optional[Path],
+    adapt: Optional[Path],
+    prior: Optional[float],
+    problem: Optional[str],
+    confidence: Optional[float],
+    allow_infeasible: bool,
+    output: Path,
+    report: Optional[Path],
+    as_json: bool,
+) -> None:
+    """`threshold --adapt NEW | --prior R`: the model's own problem at a new positive rate."""
+    from dmocli.pipelines.adapt import adapt_to_rate
+
+    problems = []
+    if data is not None:
+        problems.append("--adapt and --prior move the threshold on the held-out scores MODEL keeps: leave DATA out")
+    if problem is not None:
+        problems.append("--adapt and --prior keep the problem stored in MODEL: leave --problem out")
+    if adapt is not None and prior is not None:
+        problems.append("give --adapt NEW or --prior R, not both")
+    refuse(problems)
+    with _report_on_refusal(as_json):
+        result = adapt_to_rate(
+            model,
+            output,
+            new_data=adapt,
+            prior=prior,
+            confidence=confidence,
+            allow_infeasible=allow_infeasible,
+            report_path=report,
+        )
+    adapted = result["adapted"]
+    lines = [
+        f"model: {output}  threshold (logit): {result['threshold']:.6g} (was {result['previous_threshold']:.6g})",
+        f"positive rate: {adapted['new_rate']:.4f} ({adapted['rate_source']}); trained at "
+        f"{adapted['training_rate']:.4f}",
+        _expected_line("at the old threshold", adapted["at_old"]),
+        _expected_line("at the new threshold", adapted["at_new"]),
+    ]
+    _emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
+
+
+def _expected_line(where: str, figures: dict[str, Any]) -> str:
+    return (
+        f"  expected {where}: precision {figures['precision']:.4f}  recall {figures['recall']:.4f}  "
+        f"F {figures['f_beta']:.4f}"
+    )
 
 
 @app.command()
@@ -556,6 +620,87 @@ def _check_findings(report: dict[str, Any]) -> list[str]:
         f"  features: {report['n_features']} from {'; '.join(kinds)}"
         + (f"; missing values filled ({report['impute']})" if report["impute"] != "none" else ""),
     ]
+
+
+@app.command()
+def monitor(
+    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
+    data: Path = typer.Argument(..., help="New rows, labels not needed (`-`: a CSV on standard input)."),
+    gate: bool = typer.Option(
+        False,
+        "--gate",
+        help="Exit 3 when the estimate rules the target out or a feature drifts past the limit (PSI >= 0.25 "
+        "and significant).",
+    ),
+    chunk_col: Optional[str] = typer.Option(None, "--chunk-col", help="Also per value of this column, in order."),
+    chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Also per this many consecutive rows."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals (default 0.95)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
+    the model's threshold, and drift.
+
+    Example: dmo monitor fraud.safetensors march.parquet --gate --chunk-col week
+    """
+    from dmocli.pipelines.monitor import monitor as run_monitor
+
+    if not 0.5 <= confidence < 1:
+        refuse([f"--confidence {confidence} must be in [0.5, 1)"])
+    with _report_on_refusal(as_json):
+        result = run_monitor(
+            model,
+            data,
+            gate=gate,
+            chunk_col=chunk_col,
+            chunk_size=chunk_size,
+            confidence=confidence,
+            report_path=report,
+        )
+    _emit(result, as_json, _monitor_lines(result))
+
+
+def _monitor_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"model: {report['model']}  threshold (logit): {report['threshold']:.6g}  rows: {report['rows']}"]
+    lines += _monitor_section(report)
+    for chunk in report.get("chunks", []):
+        rate, shift = chunk["positive_rate"], chunk["label_shift"]
+        lines.append(
+            f"  chunk {chunk['chunk']}: rows {chunk['rows']}  rate {rate['estimate']:.4f}  precision "
+            f"{shift['precision']:.4f}  recall {shift['recall']:.4f}"
+        )
+    gate = report["gate"]
+    lines.append("gate: passed" if gate["passed"] else f"gate: failed: {gate['reasons'][0]}")
+    return lines
+
+
+def _monitor_section(section: dict[str, Any]) -> list[str]:
+    rate, shift, covariate = section["positive_rate"], section["label_shift"], section["covariate_shift"]
+    low, high = rate["interval"]
+    lines = [
+        f"positive rate: {rate['estimate']:.4f} [{low:.4f}, {high:.4f}] ({rate['method']}); trained at "
+        f"{rate['training']:.4f}; predicted positive {rate['classify_and_count']:.4f}",
+        _estimate_line("label shift", shift),
+        _estimate_line("covariate shift", covariate),
+    ]
+    if not section["assumptions"]["agree"]:
+        lines.append(f"  {section['assumptions']['note']}")
+    if "realized" in section:
+        lines.append(_estimate_line(f"realized on {section['realized']['rows']} labels", section["realized"]))
+    for drift in section.get("drift", [])[:5]:
+        lines.append(f"  drift {drift['name']}: PSI {drift['psi']:.3f} ({drift['severity']}), p {drift['p_value']:.2g}")
+    return lines
+
+
+def _estimate_line(name: str, figures: dict[str, Any]) -> str:
+    parts = []
+    for metric in ("precision", "recall", "f_beta"):
+        value, interval = figures.get(metric), figures.get(f"{metric}_interval")
+        if value is None:
+            continue
+        shown = "" if not interval else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        parts.append(f"{metric} {value:.4f}{shown}")
+    return f"  {name}: " + "  ".join(parts)
 
 
 @app.command()

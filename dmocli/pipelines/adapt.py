@@ -1,0 +1,122 @@
+"""`dmo threshold MODEL --adapt NEW | --prior R`: move the threshold for a new positive rate, without new labels.
+
+Under label shift the class-conditional score distributions stay those of the held-out curve the model file
+keeps, and precision at a cut becomes r*TPR / (r*TPR + (1-r)*FPR) at the new rate r. The rate is given (--prior)
+or estimated on unlabeled NEW rows (PACC on the stored curve, with its interval); FPOR and OFBS are re-targeted
+exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
+label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
+the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
+precision rises with the rate), half to the precision bound.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmocli.data import outputs, sources
+from dmocli.errors import DmoError, UnreachableTarget, option_hint
+from dmocli.models.modelfile import load_model
+from dmocli.operating_point.bounds import REPORT_LEVEL
+from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence
+from dmocli.options import check_confidence
+from dmocli.pipelines.apply import stored_curve
+from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.scoring import open_data
+from dmocli.report import binary_split_report, envelope, label_fields, model_summary, write_report
+
+
+def adapt_to_rate(
+    model_path: str | Path,
+    output: str | Path,
+    *,
+    new_data: sources.Source | None = None,
+    prior: float | None = None,
+    confidence: float | None = None,
+    allow_infeasible: bool = False,
+    report_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """The model's threshold re-targeted for the positive rate of `new_data` (estimated) or `prior` (given),
+    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md)."""
+    started = time.perf_counter()
+    if (new_data is None) == (prior is None):
+        raise DmoError(
+            f"give one of {option_hint('--adapt NEW', 'new_data=')} and {option_hint('--prior R', 'prior=')}"
+        )
+    if prior is not None and not 0.0 < prior < 1.0:
+        raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
+    check_confidence(confidence)
+    new_data = None if new_data is None else sources.accept(new_data)
+    outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
+    outputs.refuse_misnamed_model(output)
+    model = load_model(model_path)
+    if not model.binary or model.problem is None:
+        raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
+    curve = stored_curve(model, model_path)
+    if new_data is None:
+        rate, interval, source = float(prior), None, f"given rate {prior:g}"
+    else:
+        logits = _scores(model, new_data)
+        estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
+        rate, interval = estimate.rate, (estimate.low, estimate.high)
+        source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
+    adapted = adapt_threshold(
+        curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=model.threshold
+    )
+    previous = model.threshold
+    model.threshold = adapted.threshold
+    scores, labels = curve.rows()
+    split = binary_split_report(scores, labels, adapted.threshold, model.problem, calibration=model.calibration)
+    section = {**adapted.to_dict(), "training_rate": curve.rate, "rate_interval": interval, "rate_source": source}
+    model.info = {**model.info, "adapted": {k: section[k] for k in ("new_rate", "training_rate", "old_threshold")}}
+    model.info["summary"] = model_summary({"data": split})
+    report = envelope(
+        "threshold",
+        model=str(model_path),
+        data=source,
+        engine="local",
+        output=str(output),
+        solver=model.solver,
+        **label_fields(model.labels),
+        **model.problem.to_dict(),
+        problem_source="model",
+        confidence=confidence,
+        seed=model.info.get("seed"),
+        device="cpu",
+        previous_threshold=previous,
+        threshold=adapted.threshold,
+        unlabeled_rows=0,
+        feasible=adapted.feasible,
+        adapted=section,
+        warnings=[adapted.note] if adapted.note else [],
+        splits={"data": split},
+    )
+    if adapted.feasible is False and not allow_infeasible:
+        refusal = UnreachableTarget(
+            f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
+            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source}); "
+            f"lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
+            f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
+        )
+        refuse_with_report(refusal, report, report_path, started)
+    model.save(output)
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def _scores(model: Any, data: sources.Source) -> np.ndarray:
+    """The model's logits on every row of NEW (labels, if any, are not read)."""
+    schema, batches = open_data(data, model)
+    problems = model.preprocessor.column_problems(schema)
+    if problems:
+        raise DmoError("; ".join(problems))
+    parts = [model.logits(batch)[0] for batch in batches(model.preprocessor.input_columns)]
+    logits = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    if logits.size == 0:
+        raise DmoError(f"{sources.describe(data)} has no rows to estimate the positive rate on")
+    return logits.astype(np.float32)

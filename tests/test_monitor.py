@@ -1,0 +1,126 @@
+"""`dmo monitor` and `dmo threshold --adapt/--prior` on data with a known shift (issue 35, items 4 and 5).
+
+The rows are Gaussian classes (tests/conftest.py make_binary_frame); a new sample at another positive rate is drawn
+from the same class-conditional distributions (label shift), so the true rate and the true precision at any
+threshold are known from a large labeled sample of the same shift.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_binary_frame
+
+from dmocli import load_model, report_schema
+
+TARGET = 0.8
+
+
+def shifted(rate: float, n: int, seed: int) -> pd.DataFrame:
+    """n rows at positive rate `rate`, drawn from the training classes' distributions."""
+    pool = make_binary_frame(n=40 * n, d=4, pos_frac=0.3, seed=seed, sep=1.6)
+    positives = pool[pool.label == 1].head(int(round(rate * n)))
+    negatives = pool[pool.label == 0].head(n - len(positives))
+    return pd.concat([positives, negatives]).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from dmocli import TrainOptions, train
+
+    root = tmp_path_factory.mktemp("monitor")
+    shifted(0.2, 4000, seed=1).to_parquet(root / "train.parquet")
+    train(root / "train.parquet", TrainOptions(problem="fpor", target=TARGET, cv=3, seed=0), output=root / "m.st")
+    train(root / "train.parquet", TrainOptions(problem="frop", target=TARGET, cv=3, seed=0), output=root / "r.st")
+    return root
+
+
+def realized_precision(path, model, data: pd.DataFrame) -> float:
+    from dmocli.pipelines.scoring import LabeledLogits
+
+    logits, y, *_ = LabeledLogits(load_model(model))(__import__("pyarrow").Table.from_pandas(data))
+    taken = logits >= np.float32(load_model(model).threshold)
+    return float(y[taken].mean())
+
+
+def test_monitor_estimates_the_new_rate_and_the_precision_it_brings(dmo, trained, tmp_path):
+    new = shifted(0.05, 6000, seed=2)
+    new.drop(columns="label").to_parquet(tmp_path / "new.parquet")
+    code, out, err = dmo("monitor", trained / "m.st", tmp_path / "new.parquet", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    low, high = report["positive_rate"]["interval"]
+    assert low <= 0.05 <= high and abs(report["positive_rate"]["training"] - 0.2) < 0.02
+    truth = realized_precision(tmp_path, trained / "m.st", new)
+    estimate = report["label_shift"]
+    assert estimate["precision_interval"][0] <= truth <= estimate["precision_interval"][1], (truth, estimate)
+    assert estimate["precision"] < TARGET - 0.1 and "realized" not in report  # the x0.25 rate costs precision
+
+
+def test_the_gate_fires_where_the_target_is_ruled_out_and_not_on_the_training_rate(dmo, trained, tmp_path):
+    shifted(0.05, 6000, seed=3).to_parquet(tmp_path / "low.parquet")  # labels present: shown as realized
+    shifted(0.2, 6000, seed=4).to_parquet(tmp_path / "same.parquet")
+    code, out, err = dmo("monitor", trained / "m.st", tmp_path / "low.parquet", "--gate", "--json")
+    assert code == 3 and "gate failed: all rows: estimated precision" in err, err
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    assert report["gate"]["passed"] is False and report["error"]["code"] == 3
+    assert report["realized"]["precision"] < TARGET
+    code, out, err = dmo("monitor", trained / "m.st", tmp_path / "same.parquet", "--gate")
+    assert code == 0 and "gate: passed" in out, err
+
+
+def test_chunks_in_order_and_a_drifted_feature_is_named(dmo, trained, tmp_path):
+    weeks = {"2026-01": shifted(0.2, 3000, seed=5), "2026-02": shifted(0.05, 3000, seed=6)}
+    weeks["2026-03"] = shifted(0.2, 3000, seed=8)
+    weeks["2026-03"]["f3"] += 2.0  # a feature that moved
+    for week, rows in weeks.items():
+        rows["week"] = week
+    pd.concat([weeks["2026-03"], weeks["2026-01"], weeks["2026-02"]]).to_parquet(tmp_path / "weeks.parquet")
+    code, out, err = dmo("monitor", trained / "m.st", tmp_path / "weeks.parquet", "--chunk-col", "week", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    chunks = {chunk["chunk"]: chunk for chunk in report["chunks"]}
+    assert list(chunks) == ["2026-01", "2026-02", "2026-03"]
+    assert chunks["2026-01"]["positive_rate"]["estimate"] > chunks["2026-02"]["positive_rate"]["estimate"]
+    assert chunks["2026-03"]["drift"][0]["name"] == "f3" and chunks["2026-03"]["drift_reasons"]
+    assert not chunks["2026-01"]["drift_reasons"] and not chunks["2026-02"]["drift_reasons"]
+    assert report["gate"]["passed"] is False and any("chunk 2026-03" in r for r in report["gate"]["reasons"])
+    code, _, err = dmo("monitor", trained / "m.st", tmp_path / "weeks.parquet", "--chunk-col", "day")
+    assert code == 2 and "--chunk-col 'day'" in err
+
+
+def test_adapting_to_a_lower_rate_restores_the_precision_target(dmo, trained, tmp_path):
+    new = shifted(0.05, 20_000, seed=7)
+    before = realized_precision(tmp_path, trained / "m.st", new)
+    code, out, err = dmo("threshold", trained / "m.st", "--prior", "0.05", "-o", tmp_path / "a.st", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    after = realized_precision(tmp_path, tmp_path / "a.st", new)
+    assert before < TARGET - 0.1 and after >= TARGET - 0.04, (before, after)
+    assert report["threshold"] > report["previous_threshold"] and report["adapted"]["new_rate"] == 0.05
+    assert load_model(tmp_path / "a.st").info["adapted"]["new_rate"] == 0.05
+    new.drop(columns="label").to_parquet(tmp_path / "new.parquet")
+    code, out, err = dmo("threshold", trained / "m.st", "--adapt", tmp_path / "new.parquet", "-o", tmp_path / "b.st")
+    assert code == 0 and "positive rate: 0.0" in out, err
+    assert realized_precision(tmp_path, tmp_path / "b.st", new) >= TARGET - 0.05
+
+
+def test_frop_does_not_move_and_bad_combinations_are_one_line(dmo, trained, tmp_path):
+    code, out, err = dmo("threshold", trained / "r.st", "--prior", "0.05", "-o", tmp_path / "r2.st", "--json")
+    assert code == 0 and json.loads(out)["threshold"] == load_model(trained / "r.st").threshold
+    assert "recall does not move" in json.loads(out)["adapted"]["note"]
+    for args, words in (
+        (["--prior", "0.05", trained / "train.parquet"], "leave DATA out"),
+        (["--prior", "0.05", "--adapt", trained / "train.parquet"], "not both"),
+        (["--prior", "1.5"], "strictly between 0 and 1"),
+    ):
+        code, _, err = dmo("threshold", trained / "m.st", *args, "-o", tmp_path / "x.st")
+        assert code == 2 and words in err and err.count("\n") == 1, err
