@@ -215,7 +215,9 @@ def train(
             f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
-    _emit(result, as_json, header + _certificate_line(result) + _split_lines(result) + _infeasible_note(result))
+    outlook = _outlook_line(result, *_held_out_rows(result))
+    lines = header + _certificate_line(result) + _split_lines(result) + outlook + _infeasible_note(result)
+    _emit(result, as_json, lines)
 
 
 def _certificate_line(report: dict[str, Any]) -> list[str]:
@@ -231,6 +233,33 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
         f"certified: {metric} {where} >= {report['target']:g} with probability {report['confidence']:g} "
         f"({change}; docs/operating-points.md)"
     ]
+
+
+def _outlook_line(report: dict[str, Any], split_name: str, new_rows: int | None) -> list[str]:
+    """The chance the target holds on the next `new_rows` rows like the split's (default: as many as it has),
+    and, below 0.8, the option that makes it high. None for a certified threshold: its line says it already."""
+    from dmocli.operating_point.outlook import LOW_OUTLOOK, outlook
+
+    metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem") or "")
+    split = report.get("splits", {}).get(split_name)
+    if metric is None or split is None or "tp" not in split or report.get("confidence") is not None:
+        return []
+    rows = new_rows or split["n"]
+    chance = outlook(split, metric, report["target"], rows)
+    if chance is None:
+        return []
+    line = f"outlook: {metric} >= {report['target']:g} on the next {rows:,} rows with probability about {chance:.2f}"
+    if chance < LOW_OUTLOOK:
+        line += f"; below {LOW_OUTLOOK:g}: --confidence 0.95 picks a threshold that holds with probability 0.95"
+    return [line]
+
+
+def _held_out_rows(report: dict[str, Any]) -> tuple[str, int | None]:
+    """The split train searched its threshold on, and the rows of one new sample like it (one fold with --cv)."""
+    split = (report.get("operating_point") or {}).get("split", "train")
+    folds = (report.get("cv") or {}).get("folds")
+    rows = report.get("splits", {}).get(split, {}).get("n")
+    return split, (round(rows / folds) if split == "cv" and folds and rows else rows)
 
 
 def _infeasible_note(report: dict[str, Any]) -> list[str]:
@@ -354,7 +383,7 @@ def threshold(
         f"model: {output}  threshold (logit): {result['threshold']:.6g}",
         f"problem: {result['problem']}{target_text}{stored}",
     ]
-    _emit(result, as_json, lines + _split_lines(result))
+    _emit(result, as_json, lines + _split_lines(result) + _outlook_line(result, "data", None))
 
 
 def _adapt_threshold(
@@ -553,7 +582,7 @@ def evaluate(
             gate=gate,
             gate_confidence=gate_confidence,
         )
-    _emit(result, as_json, _split_lines(result) + _gate_lines(result))
+    _emit(result, as_json, _split_lines(result) + _outlook_line(result, "data", None) + _gate_lines(result))
 
 
 def _gate_lines(report: dict[str, Any]) -> list[str]:

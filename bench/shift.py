@@ -1,0 +1,264 @@
+"""The operating point after training (issue 35): monitor's estimates and --adapt under a changed positive rate.
+
+Every binary set in ../shared/data, pooled and resplit (80 % DATA / 20 % test, stratified) RESPLITS times; on each,
+`wce` linear and gbdt are trained once for FPOR 0.8 (FROP 0.8 and OFBS are re-targeted from the stored curve, which
+gives train's threshold: counted below on the first resplit). The test split is then resampled to a positive rate of
+x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives, and on each:
+
+- prevalence: monitor's estimate (PACC on the stored curve) against classify-and-count, absolute error and whether
+  the 95 % interval covers the true rate;
+- precision and recall at the threshold estimated under label shift against the realized values, beside the
+  "nothing changed" estimate (the held-out curve's own values);
+- FPOR: test feasibility with the training threshold, with --adapt (estimated rate), with --adapt --confidence 0.95,
+  and the recall given up;
+- the gate (the label-shift precision interval below the target): how often it fires where the realized precision
+  fell below the target, and on the x1 runs.
+
+    python bench/shift.py --resplits 20                     # writes bench/results/shift.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
+from operating_point import pooled, resplit  # noqa: E402
+
+from dmocli import Problem, TrainOptions, load_model, refit_threshold, train  # noqa: E402
+from dmocli.operating_point.heldout import HeldOutCurve  # noqa: E402
+from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, metrics_under_label_shift  # noqa: E402
+from dmocli.operating_point.search import search_curve  # noqa: E402
+
+SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
+TARGET = 0.8
+MODELS = {"linear": {}, "gbdt": {"model": "gbdt"}}
+
+
+def resampled(y: np.ndarray, factor: float, rng: np.random.Generator) -> np.ndarray | None:
+    """Row indices of the test split at `factor` times its positive rate (positives or negatives dropped)."""
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    rate = pos.size / y.size * factor
+    if rate >= 0.95:
+        return None
+    if factor <= 1:  # keep every negative
+        keep_pos = int(round(rate * neg.size / (1 - rate)))
+        rows = np.concatenate([rng.choice(pos, keep_pos, replace=False), neg])
+    else:  # keep every positive
+        keep_neg = int(round(pos.size * (1 - rate) / rate))
+        rows = np.concatenate([pos, rng.choice(neg, keep_neg, replace=False)])
+    return rows if (y[rows] == 1).sum() >= 1 else None
+
+
+def at(logits: np.ndarray, y: np.ndarray, threshold: float) -> tuple[float, float]:
+    taken = logits >= np.float32(threshold)
+    tp = int((taken & (y == 1)).sum())
+    return tp / max(int(taken.sum()), 1), tp / max(int((y == 1).sum()), 1)
+
+
+def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, Any]]:
+    data_dir, name, seed, models = task
+    data, test = resplit(pooled(Path(data_dir), name), seed)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        pq_path = work / "data.parquet"
+        import pyarrow.parquet as pq
+
+        pq.write_table(data, pq_path)
+        for family in models:
+            model_path = work / f"{family}.st"
+            opts = TrainOptions(problem="fpor", target=TARGET, seed=seed, **MODELS[family])
+            try:
+                train(pq_path, opts, output=model_path)
+            except Exception as exc:  # noqa: BLE001 - an unreachable target: counted as refused
+                rows.append({"set": name, "seed": seed, "model": family, "refused": type(exc).__name__})
+                continue
+            rows += _shift_runs(name, seed, family, model_path, test)
+            if seed == 0:
+                rows.append(_retarget_check(name, family, pq_path, model_path, work, seed))
+    return rows
+
+
+def _retarget_check(name: str, family: str, data: Path, model: Path, work: Path, seed: int) -> dict[str, Any]:
+    """FROP 0.8 and OFBS from the stored curve against train run for them (same seed)."""
+    equal = 0
+    for problem, target in (("frop", TARGET), ("ofbs", None)):
+        direct = work / f"{family}-{problem}.st"
+        train(data, TrainOptions(problem=problem, target=target, seed=seed, **MODELS[family]), output=direct)
+        moved = refit_threshold(model, None, Problem(problem, target), work / "moved.st")
+        equal += moved["threshold"] == load_model(direct).threshold
+    return {"set": name, "seed": seed, "model": family, "retarget_equal": equal, "retarget_checked": 2}
+
+
+def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Table) -> list[dict[str, Any]]:
+    model = load_model(model_path)
+    curve: HeldOutCurve = model.evidence
+    logits, _ = model.logits(test)
+    y = model.labels.encode(test.column("label"))
+    threshold = model.threshold
+    held_tp, held_fp = curve.counts_at(threshold)
+    unchanged = (held_tp / max(held_tp + held_fp, 1), held_tp / max(curve.n_pos, 1))
+    rng = np.random.default_rng(seed)
+    out = []
+    for factor in SHIFTS:
+        rows = resampled(y, factor, rng)
+        if rows is None:
+            continue
+        s, t = logits[rows], y[rows]
+        true_rate = float(t.mean())
+        estimate = estimate_prevalence(curve, s, model.calibration, 0.95)
+        shifted = metrics_under_label_shift(curve, threshold, estimate, model.problem.beta)
+        precision, recall = at(s, t, threshold)
+        run = {
+            "set": name,
+            "seed": seed,
+            "model": family,
+            "shift": factor,
+            "rows": int(t.size),
+            "true_rate": true_rate,
+            "rate_error": abs(estimate.rate - true_rate),
+            "cc_error": abs(float(np.mean(s >= np.float32(threshold))) - true_rate),
+            "rate_covered": estimate.low <= true_rate <= estimate.high,
+            "precision": precision,
+            "recall": recall,
+            "precision_error": abs(shifted["precision"] - precision),
+            "recall_error": abs(shifted["recall"] - recall),
+            "precision_covered": shifted["precision_interval"][0] <= precision <= shifted["precision_interval"][1],
+            "recall_covered": shifted["recall_interval"][0] <= recall <= shifted["recall_interval"][1],
+            "unchanged_precision_error": abs(unchanged[0] - precision),
+            "unchanged_recall_error": abs(unchanged[1] - recall),
+            "gate": shifted["precision_interval"][1] < TARGET,
+            "feasible_training": precision >= TARGET,
+        }
+        for label, confidence, interval in (("adapt", None, None), ("adapt95", 0.95, (estimate.low, estimate.high))):
+            adapted = adapt_threshold(
+                curve, model.problem, estimate.rate, confidence=confidence, rate_interval=interval, threshold=threshold
+            )
+            answered = adapted.feasible is not False
+            p, r = at(s, t, adapted.threshold)
+            run[f"answered_{label}"] = answered
+            run[f"feasible_{label}"] = answered and p >= TARGET
+            run[f"recall_given_{label}"] = recall - r if answered else None
+        out.append(run)
+    return out
+
+
+def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]:
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault(run.get(key, "pooled") if key else "pooled", []).append(run)
+    table = []
+    for group, members in sorted(groups.items(), key=lambda item: str(item[0])):
+        row: dict[str, Any] = {"group": group, "runs": len(members)}
+        for field in (
+            "rate_error",
+            "cc_error",
+            "rate_covered",
+            "precision_error",
+            "unchanged_precision_error",
+            "precision_covered",
+            "recall_error",
+            "unchanged_recall_error",
+            "recall_covered",
+            "feasible_training",
+        ):
+            row[field] = float(np.mean([m[field] for m in members]))
+        for label in ("adapt", "adapt95"):
+            answered = [m for m in members if m[f"answered_{label}"]]
+            row[f"answered_{label}"] = len(answered)
+            row[f"feasible_{label}"] = float(np.mean([m[f"feasible_{label}"] for m in answered])) if answered else None
+            given = [m[f"recall_given_{label}"] for m in answered]
+            row[f"recall_given_{label}"] = float(np.mean(given)) if given else None
+        table.append(row)
+    return table
+
+
+def gate_rates(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    fell = [r for r in runs if r["precision"] < TARGET]
+    same = [r for r in runs if r["shift"] == 1.0]
+    fell_shifted = [r for r in fell if r["shift"] < 1.0]
+    return {
+        "fires_where_precision_fell": float(np.mean([r["gate"] for r in fell])) if fell else None,
+        "runs_where_precision_fell": len(fell),
+        "fires_where_precision_fell_at_lower_rates": (
+            float(np.mean([r["gate"] for r in fell_shifted])) if fell_shifted else None
+        ),
+        "runs_where_precision_fell_at_lower_rates": len(fell_shifted),
+        "fires_at_x1": float(np.mean([r["gate"] for r in same])) if same else None,
+        "runs_at_x1": len(same),
+    }
+
+
+def retarget_speed(rows: int = 1_000_000) -> dict[str, float]:
+    """Seconds to re-target on a stored curve of one million held-out rows (merged to 65,536 points): the plain
+    search, a --confidence certificate of the population value, and one about 200,000 new rows (the new-sample
+    test, whose cost grows with that count: docs/operating-points.md); and the curve's bytes."""
+    rng = np.random.default_rng(0)
+    labels = (rng.random(rows) < 0.05).astype(np.int8)
+    scores = (rng.normal(size=rows) + 2 * labels).astype(np.float32)
+    started = time.perf_counter()
+    curve = HeldOutCurve.from_scores(scores, labels, split="cv", certified_rows=rows // 5)
+    timings: dict[str, float] = {"rows": rows, "build_seconds": time.perf_counter() - started}
+    for label, confidence, new_rows in (
+        ("plain", None, None),
+        ("population", 0.95, float("inf")),
+        ("new_rows", 0.95, rows // 5),
+    ):
+        started = time.perf_counter()
+        search_curve(curve.score_curve(), Problem("fpor", TARGET), confidence, new_rows)
+        timings[f"retarget_{label}_seconds"] = time.perf_counter() - started
+    timings["curve_bytes"] = sum(array.nbytes for array in curve.tensors().values())
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--resplits", type=int, default=20)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--sets", nargs="+", default=list(BINARY_SETS))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--results-name", default="shift")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    tasks = [
+        (str(args.data_dir), name, seed, tuple(args.models)) for name in args.sets for seed in range(args.resplits)
+    ]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for done, part in enumerate(pool.map(one_resplit, tasks), 1):
+            rows += part
+            print(f"[{done}/{len(tasks)}] {tasks[done - 1][1]} seed {tasks[done - 1][2]}", file=sys.stderr, flush=True)
+    runs = [r for r in rows if "shift" in r]
+    checks = [r for r in rows if "retarget_equal" in r]
+    refused = [r for r in rows if "refused" in r]
+    columns = ["group", "runs", "rate_error", "cc_error", "rate_covered", "precision_error",
+               "unchanged_precision_error", "precision_covered", "recall_covered", "feasible_training",
+               "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95"]  # fmt: skip
+    tables = {key or "pooled": summary(runs, key) for key in ("shift", "set", "model", None)}
+    for key, table in tables.items():
+        print(f"\n== by {key}")
+        print_table(table, columns)
+    gates = gate_rates(runs)
+    speed = retarget_speed()
+    equal = sum(r["retarget_equal"] for r in checks)
+    print(f"\ngate: {gates}\nre-targeting: {equal} of {sum(r['retarget_checked'] for r in checks)} equal to train")
+    print(f"1M held-out rows: {speed}\nrefused trainings: {len(refused)}; {time.perf_counter() - started:.0f} s")
+    payload = {"resplits": args.resplits, "models": args.models, "sets": args.sets, "tables": tables,
+               "gate": gates, "retarget": {"equal": equal, "checked": len(checks) * 2, "speed": speed},
+               "refused": refused, "runs": runs}  # fmt: skip
+    print(f"wrote {write_results(args.results_name, payload)}")
+
+
+if __name__ == "__main__":
+    main()
