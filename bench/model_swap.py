@@ -29,7 +29,8 @@ SAMPLE = REPO / "sample_data"
 
 def dmo(args: list[str], pythonpath: str | None) -> subprocess.CompletedProcess:
     env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
-    return subprocess.run([sys.executable, "-m", "dmocli", *args], capture_output=True, env=env, timeout=600)
+    where = pythonpath or REPO  # `python -m` imports from its working folder first
+    return subprocess.run([sys.executable, "-m", "dmocli", *args], capture_output=True, env=env, cwd=where, timeout=600)
 
 
 def digest(proc: subprocess.CompletedProcess) -> str:
@@ -66,10 +67,13 @@ def main() -> None:
     swapper.start()
     started = time.perf_counter()
     outcomes: Counter[str] = Counter()
+    failures: list[str] = []
     try:
         for _ in range(args.runs):
             proc = dmo(["predict", str(live), data, "-o", "-"], args.pythonpath)
             outcomes[own.get(digest(proc), "mixed" if proc.returncode == 0 else digest(proc))] += 1
+            if proc.returncode != 0:
+                failures.append(proc.stderr.decode(errors="replace").strip()[-300:])
     finally:
         stop.set()
         swapper.join()
@@ -77,7 +81,11 @@ def main() -> None:
     rows = [{"outcome": outcome, "runs": count} for outcome, count in sorted(outcomes.items())]
     print_table(rows, ["outcome", "runs"])
     print(f"{args.runs} runs, {swaps} swaps, {time.perf_counter() - started:.0f} s")
-    path = write_results(args.results_name, {"runs": args.runs, "swaps": swaps, "outcomes": dict(outcomes)})
+    for failure in sorted(set(failures)):
+        print(f"failure: {failure}")
+    path = write_results(
+        args.results_name, {"runs": args.runs, "swaps": swaps, "outcomes": dict(outcomes), "failures": failures}
+    )
     print(f"wrote {path}")
 
 
