@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
 
-from dmocli import errors
-from dmocli.cli.process import main
 from dmocli.models.modelfile import load_model
 from dmocli.prep.features import MAX_LISTED_UNSEEN, LevelCounts, Preprocessor
 
@@ -35,24 +32,6 @@ PREPROCESSING_KEYS = {
     "trim_text",
     "categorical_codes",
 }
-
-
-@pytest.fixture
-def dmo(monkeypatch, capsys):
-    """`dmo ARGS` in this process through the real entry point (exit codes, one-line errors, warnings on stderr):
-    (exit status, stdout, stderr). What main sets for the whole process (messages naming flags, the SIGTERM
-    handler) is put back afterwards, so the tests after these see the library's defaults."""
-    monkeypatch.setitem(errors._SPELLING, "cli", errors._SPELLING["cli"])
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as ended:
-            main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        return ended.value.code, captured.out, captured.err
-
-    yield run
-    signal.signal(signal.SIGTERM, previous)
 
 
 def transactions(n: int = 400, seed: int = 0, merchants: np.ndarray = MERCHANTS) -> pd.DataFrame:
