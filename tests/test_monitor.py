@@ -94,6 +94,8 @@ def test_chunks_in_order_and_a_drifted_feature_is_named(dmo, trained, tmp_path):
     assert report["gate"]["passed"] is False and any("chunk 2026-03" in r for r in report["gate"]["reasons"])
     code, _, err = dmo("monitor", trained / "m.st", tmp_path / "weeks.parquet", "--chunk-col", "day")
     assert code == 2 and "--chunk-col 'day'" in err
+    code, _, err = dmo("monitor", trained / "m.st", tmp_path / "weeks.parquet", "--chunk-col", "f0")
+    assert code == 2 and "more than 1000 values" in err, err
 
 
 def test_adapting_to_a_lower_rate_restores_the_precision_target(dmo, trained, tmp_path):

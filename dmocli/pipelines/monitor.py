@@ -49,6 +49,7 @@ from dmocli.prep.feature_drift import FeatureDrift, ProfileBuilder, compare, dri
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
+MAX_CHUNKS = 1000  # a chunk column with more values is an id or a timestamp, not a period
 
 
 @dataclass
@@ -138,6 +139,11 @@ def _read(
             keys = _chunk_keys(batch, chunk_col, chunk_size, row)
             for key in _in_order(keys):
                 rows = np.flatnonzero(keys == key)
+                if key not in keyed and len(keyed) == MAX_CHUNKS:
+                    raise DmoError(
+                        f"--chunk-col {chunk_col!r} has more than {MAX_CHUNKS} values (an id or a timestamp?); give "
+                        "a column of periods (a day, a week), or --chunk-size N"
+                    )
                 section = keyed.setdefault(key, _Section(str(key), builder=_builder(model)))
                 section.add(batch.take(pa.array(rows)), logits[rows], labels[rows])
         row += batch.num_rows
