@@ -36,7 +36,12 @@ from operating_point import pooled, resplit  # noqa: E402
 
 from dmocli import Problem, TrainOptions, load_model, refit_threshold, train  # noqa: E402
 from dmocli.operating_point.heldout import HeldOutCurve  # noqa: E402
-from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, metrics_under_label_shift  # noqa: E402
+from dmocli.operating_point.label_shift import (  # noqa: E402
+    adapt_threshold,
+    estimate_prevalence,
+    metrics_under_label_shift,
+    usable_rate,
+)
 from dmocli.operating_point.search import search_curve  # noqa: E402
 
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -140,9 +145,11 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
             "gate": shifted["precision_interval"][1] < TARGET,
             "feasible_training": precision >= TARGET,
         }
-        for label, confidence, interval in (("adapt", None, None), ("adapt95", 0.95, (estimate.low, estimate.high))):
+        rate = usable_rate(estimate.rate, t.size)  # as `dmo threshold --adapt` takes it
+        bounds = (usable_rate(estimate.low, t.size), usable_rate(estimate.high, t.size))
+        for label, confidence, interval in (("adapt", None, None), ("adapt95", 0.95, bounds)):
             adapted = adapt_threshold(
-                curve, model.problem, estimate.rate, confidence=confidence, rate_interval=interval, threshold=threshold
+                curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=threshold
             )
             answered = adapted.feasible is not False
             p, r = at(s, t, adapted.threshold)

@@ -126,3 +126,12 @@ def test_frop_does_not_move_and_bad_combinations_are_one_line(dmo, trained, tmp_
     ):
         code, _, err = dmo("threshold", trained / "m.st", *args, "-o", tmp_path / "x.st")
         assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_adapting_to_rows_whose_estimated_rate_is_zero_is_an_answer_not_a_crash(dmo, trained, tmp_path):
+    """PACC clips an estimate to 0 when the rows hold fewer positives than it can tell; the rate re-targeted for
+    is then half a row's worth, where FPOR 0.8 is out of reach: exit 3 with the reason, as any unreachable target."""
+    negatives = shifted(0.0, 3000, seed=9)
+    negatives.drop(columns="label").to_parquet(tmp_path / "none.parquet")
+    code, _, err = dmo("threshold", trained / "m.st", "--adapt", tmp_path / "none.parquet", "-o", tmp_path / "z.st")
+    assert code in (0, 3) and "Traceback" not in err and err.count("\n") <= 1, err

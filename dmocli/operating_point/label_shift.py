@@ -732,6 +732,13 @@ def _check_scores(scores: np.ndarray) -> np.ndarray:
     return scores
 
 
+def usable_rate(rate: float, rows: int) -> float:
+    """An estimated rate as a rate to re-target for: within half a row of 0 and 1 (an estimate clipped to 0 means
+    fewer positives than the sample can show, not none at all; at exactly 0 no cut has any precision)."""
+    floor = 0.5 / max(rows, 1)
+    return float(min(max(rate, floor), 1.0 - floor))
+
+
 def _check_rate(rate: float) -> float:
     if not 0.0 < rate < 1.0:
         raise DmoError(f"a positive rate of {rate} is outside (0, 1)")

@@ -21,7 +21,7 @@ from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
-from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence
+from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence
 from dmocli.pipelines.apply import stored_curve
 from dmocli.pipelines.saving import refuse_with_report
@@ -61,7 +61,8 @@ def adapt_to_rate(
     else:
         logits = _scores(model, new_data)
         estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
-        rate, interval = estimate.rate, (estimate.low, estimate.high)
+        rate = usable_rate(estimate.rate, logits.size)
+        interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
         source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
     adapted = adapt_threshold(
         curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=model.threshold
