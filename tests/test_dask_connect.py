@@ -24,7 +24,9 @@ pytest.importorskip("distributed")
 
 from dmocli.engines.dask_cluster import CONNECT_SECONDS, _connect  # noqa: E402 - needs distributed
 
-STARTUP_SECONDS = 15  # a `dmo` process importing torch and distributed, and ending, on a busy 2-core machine
+# Starting and ending a dmo process (torch, distributed): up to 17 s on a 2-core machine under load. The refused
+# case is also timed in-process, where it must end within 2 s.
+STARTUP_SECONDS = 30
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import pytest
 from conftest import run_dmo
 from safetensors import safe_open
 
+EVIDENCE = ["heldout.negatives", "heldout.positives", "heldout.scores"]  # the held-out curve (heldout.py)
+
 xgb = pytest.importorskip("xgboost")  # the test extra installs it (dmocli[gbdt]); a bare clone says so here
 
 
@@ -74,7 +76,7 @@ def test_model_file_holds_the_booster_as_bytes_and_predict_streams_the_same_scor
     run_dmo("train", tree_data["train"], "--model", "gbdt", "--problem", "frop", "--target", "0.7", "--val",
             tree_data["val"], "-o", model, check=True)  # fmt: skip
     with safe_open(str(model), framework="numpy") as handle:
-        assert list(handle.keys()) == ["booster"]
+        assert sorted(handle.keys()) == ["booster", *EVIDENCE, "training_rows.sketch"]  # trees, held-out curve
         raw = handle.get_tensor("booster")
         meta = json.loads(handle.metadata()["dmocli"])
     assert raw.dtype == np.uint8 and meta["architecture"]["kind"] == "gbdt"
@@ -108,7 +110,8 @@ def test_same_seed_same_trees_and_cv_sets_the_rounds_without_val(tree_data, tmp_
         run_dmo("train", tree_data["train"], "--model", "gbdt", "--problem", "ofbs", "--seed", "3", "-o", path,
                 check=True)  # fmt: skip
     with safe_open(str(ensembles[0]), framework="numpy") as a, safe_open(str(ensembles[1]), framework="numpy") as b:
-        keys = ["member_map"] + [f"members.{i}.booster" for i in range(5)]  # the members' probability map too
+        keys = [*EVIDENCE, "member_map"] + [f"members.{i}.booster" for i in range(5)]  # the members' map too
+        keys += ["training_rows.sketch"]
         assert sorted(a.keys()) == keys == sorted(b.keys())
         assert all(np.array_equal(a.get_tensor(key), b.get_tensor(key)) for key in a.keys())
     report = json.loads(first.with_suffix(".json").read_text())

@@ -120,9 +120,20 @@ def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tm
     assert population["operating_point"]["new_rows"] is None
     assert point["recall"] > population["operating_point"]["recall"]  # a sample's scatter asks for more recall
 
-    refit = run_dmo("threshold", model, data, "-o", tmp_path / "r.safetensors", "--json", check=True)
+    refit = run_dmo(
+        "threshold", model, data, "-o", tmp_path / "r.safetensors", "--json", "--allow-train-rows", check=True
+    )
     assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 500  # the model's own guarantee
-    again = run_dmo("threshold", tmp_path / "p.st", data, "-o", tmp_path / "q.safetensors", "--json", check=True)
+    again = run_dmo(
+        "threshold",
+        tmp_path / "p.st",
+        data,
+        "-o",
+        tmp_path / "q.safetensors",
+        "--json",
+        "--allow-train-rows",
+        check=True,
+    )
     assert json.loads(again.stdout)["operating_point"]["new_rows"] is None  # ... and the population's
 
     refused = run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--new-rows", "500", "-o", model)
@@ -190,14 +201,34 @@ def test_threshold_keeps_a_models_certificate_and_new_rows_alone_changes_its_sam
     pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y).to_parquet(data)
     model = tmp_path / "m.safetensors"
     run_dmo("train", data, "--problem", "frop", "--target", "0.8", "--confidence", "0.95", "-o", model, check=True)
-    refit = run_dmo("threshold", model, data, "--new-rows", "inf", "-o", tmp_path / "r.st", "--json", check=True)
+    refit = run_dmo(
+        "threshold",
+        model,
+        data,
+        "--new-rows",
+        "inf",
+        "-o",
+        tmp_path / "r.st",
+        "--json",
+        "--allow-train-rows",
+        check=True,
+    )
     point = json.loads(refit.stdout)["operating_point"]
     assert point["new_rows"] is None and point["constraint_bound"] >= 0.8 and "Clopper-Pearson" in point["certificate"]
 
     loaded = load_model(model)
     loaded.info["new_rows"] = None
     loaded.save(tmp_path / "old.safetensors")
-    old = run_dmo("threshold", tmp_path / "old.safetensors", data, "-o", tmp_path / "o.st", "--json", check=True)
+    old = run_dmo(
+        "threshold",
+        tmp_path / "old.safetensors",
+        data,
+        "-o",
+        tmp_path / "o.st",
+        "--json",
+        "--allow-train-rows",
+        check=True,
+    )
     assert json.loads(old.stdout)["operating_point"]["new_rows"] is None
 
     asked = ("--solver", "ero", "--problem", "frop", "--target", "0.8", "--confidence", "0.95", "--new-rows", "500")

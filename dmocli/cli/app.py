@@ -238,12 +238,11 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
 def _outlook_line(report: dict[str, Any], split_name: str, new_rows: int | None) -> list[str]:
     """The chance the target holds on the next `new_rows` rows like the split's (default: as many as it has),
     and, below 0.8, the option that makes it high. None for a certified threshold: its line says it already."""
-    from dmocli.operating_point.outlook import LOW_OUTLOOK, outlook
-
     metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem") or "")
     split = report.get("splits", {}).get(split_name)
     if metric is None or split is None or "tp" not in split or report.get("confidence") is not None:
         return []
+    from dmocli.operating_point.outlook import LOW_OUTLOOK, outlook  # scipy: only where there is a target
     rows = new_rows or split["n"]
     chance = outlook(split, metric, report["target"], rows)
     if chance is None:
