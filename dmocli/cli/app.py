@@ -243,6 +243,7 @@ def _outlook_line(report: dict[str, Any], split_name: str, new_rows: int | None)
     if metric is None or split is None or "tp" not in split or report.get("confidence") is not None:
         return []
     from dmocli.operating_point.outlook import LOW_OUTLOOK, outlook  # scipy: only where there is a target
+
     rows = new_rows or split["n"]
     chance = outlook(split, metric, report["target"], rows)
     if chance is None:
