@@ -3,6 +3,7 @@ and the messages for CSV values that cannot be read."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import gzip
@@ -162,10 +163,12 @@ def _sniff_dialect(path: Path) -> CsvDialect:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as raw:
-            if raw.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # the byte-order mark of UTF-16, as Excel's "Unicode text"
-                raise DmoError(
-                    f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)"
-                )
+            header = raw.readline(HEADER_BYTES)
+        if header[:2] in (b"\xff\xfe", b"\xfe\xff"):  # the byte-order mark of UTF-16, as Excel's "Unicode text"
+            raise DmoError(
+                f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)"
+            )
+        refuse_non_utf8_header(header, path)
         with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
             lines = [line for _, line in zip(range(SNIFF_LINES + 1), handle)]
     except (OSError, EOFError, zlib.error) as exc:
@@ -176,6 +179,19 @@ def _sniff_dialect(path: Path) -> CsvDialect:
         tab=path.name.lower().endswith(".tsv"),
         later_decimal_mark=lambda delimiter: _first_decimal_mark(path, opener, delimiter),
     )
+
+
+HEADER_BYTES = 1 << 20  # the header's first megabyte is checked for UTF-8
+
+
+def refuse_non_utf8_header(head: bytes, source: object) -> None:
+    """Refuse a header that is not UTF-8 (a CSV saved as Latin-1): arrow reads it, and its column names then fail
+    in every later step. `head` is the start of the file; a character cut at the end of its first line is no
+    error (the line checked is bounded)."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head.split(b"\n", 1)[0][:HEADER_BYTES], final=False)
+    except UnicodeDecodeError as exc:
+        raise DmoError(not_utf8(source)) from exc
 
 
 def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:

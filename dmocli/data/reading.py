@@ -15,7 +15,7 @@ from dmocli.errors import DmoError
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
     import pyarrow.dataset as pads
-from dmocli.data.csv_dialect import CONVERSION_ERROR, csv_options, learn_csv_type, refuse_repeated_header
+from dmocli.data.csv_dialect import CONVERSION_ERROR, csv_dialect, csv_options, learn_csv_type, refuse_repeated_header
 from dmocli.data.read_errors import READ_ERRORS, read_error
 from dmocli.data.sources import Source, describe, is_csv_file, parquet_files
 
@@ -129,8 +129,15 @@ def _read_csv(path: Path, columns: list[str] | None, text_columns: Collection[st
             raise
         parse, convert = csv_options(path, columns, text_columns)
         table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)  # in include_columns' order
-    refuse_repeated_header(table, path)
+    if _whole_rows(path, columns):
+        refuse_repeated_header(table, path)
     return table
+
+
+def _whole_rows(path: Path, columns: list[str] | None) -> bool:
+    """Whether `columns` are all of the CSV file's. A repeated header line is a row equal to the whole header,
+    which some of the columns cannot tell: predict reads a text feature `a` alone, and its level a is no header."""
+    return columns is None or set(columns) >= set(csv_dialect(path).names)
 
 
 def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:
@@ -192,6 +199,7 @@ def _stream_csv(
     is opened again with that column as float64 and the rows already yielded are skipped, so the caller
     sees every row once (its batches from then on carry the column as float64)."""
     done = 0
+    whole_rows = _whole_rows(path, columns)
     while True:
         seen = 0
         try:
@@ -199,7 +207,8 @@ def _stream_csv(
                 columns=columns, batch_size=batch_size, **readahead
             ):
                 if seen + batch.num_rows > done and batch.num_rows:
-                    refuse_repeated_header(batch, path, seen)
+                    if whole_rows:
+                        refuse_repeated_header(batch, path, seen)
                     yield batch.slice(max(0, done - seen))
                 seen += batch.num_rows
                 done = max(done, seen)

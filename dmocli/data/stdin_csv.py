@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterator
 
 import pyarrow as pa
 
-from dmocli.data.csv_dialect import SNIFF_LINES, conversion_error_message, dialect_of_lines, refuse_repeated_header
+from dmocli.data.csv_dialect import (
+    SNIFF_LINES,
+    conversion_error_message,
+    dialect_of_lines,
+    refuse_non_utf8_header,
+    refuse_repeated_header,
+)
 from dmocli.data.sources import STDIN_NAME as NAME
 from dmocli.errors import DmoError
 
@@ -171,6 +177,7 @@ def open_stdin_csv(
             f"{NAME} holds a {_BINARY_MAGIC[head[:4]]} file, and dmo reads only CSV from it: give the file's path "
             "as DATA instead of piping it"
         )
+    refuse_non_utf8_header(head, NAME)
     complete = head if head.endswith(b"\n") or len(head) < _HEAD_BYTES else head[: head.rfind(b"\n") + 1]
     lines = complete.decode("utf-8", errors="replace").splitlines(keepends=True)
     dialect = dialect_of_lines(lines[: SNIFF_LINES + 1], NAME)

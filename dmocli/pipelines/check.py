@@ -99,17 +99,8 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
     warnings: list[str] = []
     labels = problem = None
     if opts.label_col in table.schema.names:
-        column = table.column(opts.label_col)
-        counts = label_counts(column)  # missing and blank labels left out
-        try:
-            problem = solved_problem(opts, len(counts), solver)
-            labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
-            warnings += look_alike_classes(labels.classes) + stray_classes(counts)
-        except DmoError as exc:
-            problems.append(str(exc))
-        n_unlabeled = table.num_rows - sum(counts.values())
-        if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
-            problems.append(unlabeled_problem(n_unlabeled, solver.name))
+        labels, problem, found, warnings = survey_labels(table.column(opts.label_col), opts, solver)
+        problems += found
     trees = opts.model == "gbdt"  # one feature of level indices per text column, not one per level
     pre, found = Preprocessor.survey(
         table.to_batches(), plan, effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
@@ -121,6 +112,34 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
         wide = None if trees else text_column_warning(name, len(levels), table.num_rows)
         warnings += [w for w in (wide, case_variant_warning(name, case_variant_groups(levels))) if w]
     return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings)
+
+
+def survey_labels(
+    column: pa.ChunkedArray, opts: TrainOptions, solver: Solver
+) -> tuple[LabelSpec | None, Problem | None, list[str], list[str]]:
+    """The label spec and problem train would take from the label column, with every problem and warning of it
+    (spec and problem None where there are problems of the labels themselves)."""
+    try:
+        counts = label_counts(column, opts.label_col)  # missing and blank labels left out
+    except DmoError as exc:  # no class can be named in a label of that type
+        return None, None, [str(exc)], []
+    labels = problem = None
+    problems, warnings = [], []
+    try:
+        problem = solved_problem(opts, len(counts), solver)
+        labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+        warnings += look_alike_classes(labels.classes) + stray_classes(counts)
+    except DmoError as exc:
+        problems.append(str(exc))
+    n_unlabeled = len(column) - sum(counts.values())
+    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
+        problems.append(unlabeled_problem(n_unlabeled, solver.name))
+    if not n_unlabeled and solver.uses_unlabeled:  # found by train only after encoding: named here with the rest
+        problems.append(
+            f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none; add rows with "
+            "an empty label, or train with --solver wce"
+        )
+    return labels, problem, problems, warnings
 
 
 def unlabeled_problem(n_unlabeled: int, solver: str) -> str:

@@ -301,7 +301,7 @@ def _run(
         if pilot_rate > 0:
             table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
             rows = table.filter(pa.array(pilot_mask(seed, part, batch.num_rows, pilot_rate)[0]))
-        return label_counts(batch.column(opts.label_col)), rows
+        return label_counts(batch.column(opts.label_col), opts.label_col), rows
 
     t0 = time.perf_counter()
     labels, pilot = _labels_and_pilot(engine.map(first_pass, columns), plan, opts, pilot_rate > 0)

@@ -192,8 +192,12 @@ class Preprocessor:
         rng = np.random.default_rng(0)
         seen = 0
         n_rows = 0
+        unreadable = False
         for batch in batches:  # every batch has the same columns (files that differ: dmocli.data.parquet_layout)
             n_rows += batch.num_rows
+            if not pre._vectors_readable(batch.schema):  # survey_columns named the problem: nothing more to find
+                unreadable = True
+                continue
             views = pre._float32_views(batch) if impute == "none" else None
             dense = pre._dense(batch) if views is None else None
             for col in plan.categorical:
@@ -268,9 +272,19 @@ class Preprocessor:
             if found:
                 problems.append(found)
         pre.categorical = {c: sorted(levels[c]) for c in plan.categorical}
-        if pre.n_features == 0 and not problems:
+        if pre.n_features == 0 and not problems and not unreadable:
             problems.append("no usable feature columns after encoding")
         return pre, problems
+
+    def _vectors_readable(self, schema: pa.Schema) -> bool:
+        """Whether the embedding column, if there is one, is a list of numbers in `schema`; --embedding-col naming
+        another column (or none) is refused by survey_columns, and reading it as vectors would fail unexplained."""
+        if self.embedding is None:
+            return True
+        if self.embedding not in schema.names:
+            return False
+        kind = schema.field(self.embedding).type
+        return is_list(kind) and is_numeric(kind.value_type)
 
     # ---- transforming --------------------------------------------------------
     def _dense(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
@@ -311,8 +325,8 @@ class Preprocessor:
                 pa.types.is_boolean(col.type)
                 or pa.types.is_decimal(col.type)
                 or (col.null_count and not pa.types.is_floating(col.type))
-            ):  # only a float holds NaN for a null
-                col = col.cast(pa.float64())
+            ):  # only a float holds NaN for a null; an integer past 2**53 rounds, as numpy's conversion does
+                col = col.cast(pa.float64(), safe=False)
             out[j] = to_numpy(col, fill=np.nan)  # nulls become NaN
         return out.T
 

@@ -310,9 +310,11 @@ def _not_blank(text: pa.Array) -> pa.Array:
     return pc.cast(pc.utf8_length(text), pa.bool_())
 
 
-def label_counts(labels: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
+def label_counts(labels: pa.Array | pa.ChunkedArray, column: str | None = None) -> dict[Any, int]:
     """Class value -> row count, missing labels (null, NaN, blank text) left out; batch counts add up for
-    streaming passes."""
+    streaming passes. Labels of a type no class can be named in are refused first: some (lists, structs) cannot
+    even be counted. `column`: the label column's name, for that message."""
+    check_label_type(labels.type, column)
     return _counts(_plain(labels))
 
 
@@ -323,14 +325,16 @@ def _counts(labels: pa.Array) -> dict[Any, int]:
     return {python_value(v): int(c) for v, c in zip(counts.field("values"), counts.field("counts").to_pylist())}
 
 
-def check_label_type(label_type: pa.DataType, column: str) -> None:
-    """Refuse a label column of a type no class can be named in (decimal, date, binary, ...)."""
+def check_label_type(label_type: pa.DataType, column: str | None) -> None:
+    """Refuse a label column of a type no class can be named in (decimal, date, binary, list, ...); `column`: its
+    name, where the caller knows it."""
     if pa.types.is_dictionary(label_type):
         label_type = label_type.value_type
     if not (_numeric(label_type) or is_text(label_type) or pa.types.is_null(label_type)):
+        named = "the label column" if column is None else f"label column '{column}'"
         raise DmoError(
-            f"label column '{column}' holds {label_type} values; labels must be integers, booleans, floats "
-            "or text: cast the column to one of those"
+            f"{named} holds {label_type} values; labels must be integers, booleans, floats or text: cast the "
+            "column to one of those"
         )
 
 
