@@ -111,7 +111,7 @@ def train_trees_on_dask(
     schema = reading.schema(data)
     plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
     label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
-    counts = label_counts(label_column)
+    counts = label_counts(label_column, opts.label_col)
     if sum(counts.values()) < len(label_column) and not opts.drop_unlabeled:
         missing = len(label_column) - sum(counts.values())
         raise DmoError(f"{missing} rows have no label; pass --drop-unlabeled to ignore them")
