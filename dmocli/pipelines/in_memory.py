@@ -287,7 +287,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     else:
         plan = plan_columns(reading.schema(data), opts.label_col, opts.drop, opts.embedding_col)
         label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
-        counts = label_counts(label_column, opts.label_col)  # as the label spec counts them: missing and blank labels left out
+        counts = label_counts(label_column, opts.label_col)  # as the label spec counts them: no missing labels
         problem = solved_problem(opts, len(counts), solver)
         labels = infer_label_spec(
             label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts

@@ -92,7 +92,7 @@ class LabelCounter:
                 labels = labels.cast(labels.type.value_type)
             self.type = labels.type
             self.rows += batch.num_rows
-            counts = label_counts(labels, opts.label_col)
+            counts = label_counts(labels, self.column)
             self.missing += batch.num_rows - sum(counts.values())  # null, NaN and blank labels alike
             for key, count in counts.items():
                 self.counts[key] = self.counts.get(key, 0) + count
