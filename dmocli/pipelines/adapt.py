@@ -113,9 +113,7 @@ def adapt_to_rate(
 def _scores(model: Any, data: sources.Source) -> np.ndarray:
     """The model's logits on every row of NEW (labels, if any, are not read)."""
     schema, batches = open_data(data, model)
-    problems = model.preprocessor.column_problems(schema)
-    if problems:
-        raise DmoError("; ".join(problems))
+    model.preprocessor.check_columns(schema)
     parts = [model.logits(batch)[0] for batch in batches(model.preprocessor.input_columns)]
     logits = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     if logits.size == 0:
