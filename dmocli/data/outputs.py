@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import re
+import signal
 import stat
 import tempfile
 from contextvars import ContextVar
@@ -79,6 +80,21 @@ def _real_target(path: Path) -> Path:
 
 
 @contextlib.contextmanager
+def _stops_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM for the few lines between creating a file and arming its removal: a stop that
+    landed there would leave the file behind. Held signals are delivered (and raised) when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, nothing to hold
+        yield
+        return
+    stops = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it into place only on success.
 
@@ -96,11 +112,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise DmoError(_missing_directory(directory, "-o path"))
     if not os.access(directory, os.W_OK):
         raise DmoError(f"cannot write to {directory} (permission denied; choose a writable output path)")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp = Path(tmp_name)
     held = _HELD_RENAMES.get()
+    tmp: Path | None = None
     try:
+        with _stops_deferred():  # a held stop is raised as this block ends: tmp is set and the finally removes it
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+            os.close(fd)
+            tmp = Path(tmp_name)
         yield tmp
         mask = os.umask(0)  # mkstemp (and safetensors) make the file private (0600): give it the mode any new
         os.umask(mask)  # file of the user gets, so a batch job's other readers can open it
@@ -109,8 +127,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.replace(tmp, target)
         else:
             held.append((tmp, target))
-    finally:
-        if tmp.exists() and all(tmp != waiting for waiting, _ in held or ()):  # failed, or renamed already
+    finally:  # failed (or stopped) before the rename: remove what was made; renamed or held: nothing to remove
+        if tmp is not None and tmp.exists() and all(tmp != waiting for waiting, _ in held or ()):
             tmp.unlink()
 
 
@@ -144,7 +162,7 @@ def _probe(directory: Path) -> None:
     a read-only mount, a full disk's inode table or a pseudo-filesystem such as /proc (where root passes every
     access check), and those must fail now, not after training."""
     try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".dmo-probe-"):
+        with _stops_deferred(), tempfile.NamedTemporaryFile(dir=directory, prefix=".dmo-probe-"):
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__

@@ -34,15 +34,12 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem
-from dmocli.pipelines.in_memory import case_variant_warnings, finished_profile, plan_profile_builder, profiled
-from dmocli.pipelines.multiclass import settle_classes
-from dmocli.pipelines.operating_point import problem_fields, settle_threshold
-from dmocli.pipelines.saving import finish, refuse_with_report, training_info
+from dmocli.pipelines.conclude import FittedRun, conclude
+from dmocli.pipelines.in_memory import case_variant_warnings, plan_profile_builder, profiled
 from dmocli.prep.columns import plan_columns
 from dmocli.prep.dataset import prepare
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
-from dmocli.report import envelope, label_fields
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
 from dmocli.solvers.trees import TreeParams, library_params, monitor_weighted
 
@@ -190,65 +187,33 @@ def train_trees_on_dask(
         "val": _as_logits(booster.inplace_predict(monitor_X, predict_type="margin"), labels.n_outputs),
     }
     truth = {"train": train_y, "val": monitor_y}
-    report: dict[str, Any] = envelope(
-        "train",
+    run = FittedRun(
         solver=solver.name,
-        **problem_fields(problem),
-        confidence=opts.confidence,
-        seed=opts.seed,
-        device=settings["device"],
-        data=sources.describe(data),
-        val=str(opts.val) if opts.val else None,
-        val_frac=0.0,
-        **label_fields(labels),
-        architecture=arch.to_dict(),
-        params=vars(params),
-        n_features=pre.n_features,
-        **levels.report(),
-        warnings=case_variant_warnings(pre),
-        engine={"name": "dask", "workers": workers, "scheduler": opts.scheduler},
-    )
-    threshold = None
-    if problem is not None:
-        settled = settle_threshold(
-            logits,
-            truth,
-            problem,
-            0.0,
-            opts.adjust is not False,
-            opts.confidence,
-            opts.allow_infeasible,
-            new_rows=opts.new_rows,
-        )
-        threshold = settled.threshold
-        report.update(settled.report)
-        report["warnings"] += settled.warnings
-    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out rows
-        settled = settle_classes(logits, truth, labels.classes)
-        report.update(settled.report)
-        report["warnings"] += settled.warnings
-    report["solver_trace"] = {
-        "rounds": rounds,
-        "rounds_run": trained["booster"].num_boosted_rounds(),
-        "monitored_split": "val" if opts.val is not None else "held-out rows",
-        "engine": "dask",
-    }
-    report["fit_seconds"] = fit_seconds
-    if problem is not None and settled.refusal is not None:
-        refuse_with_report(settled.refusal, report, report_path, started)
-    model = DmoModel(
-        network=network,
-        architecture=arch,
-        preprocessor=pre,
-        labels=labels,
-        solver=solver.name,
+        params=params,
         problem=problem,
-        threshold=threshold,
-        info=training_info(opts, params, report, settled.calibration, engine="dask"),
-        evidence=settled.evidence if problem is not None else None,
-        profile=finished_profile(profile, settled.heldout_scores if problem is not None else None),
+        labels=labels,
+        preprocessor=pre,
+        architecture=arch,
+        network=network,
+        device=settings["device"],
+        logits=logits,
+        truth=truth,
+        own_threshold=0.0 if problem is not None else None,  # the trees' own cut, as in memory: probability 0.5
+        adjust=opts.adjust is not False,
+        fit_seconds=fit_seconds,
+        solver_trace={
+            "rounds": rounds,
+            "rounds_run": trained["booster"].num_boosted_rounds(),
+            "monitored_split": "val" if opts.val is not None else "held-out rows",
+            "engine": "dask",
+        },
+        levels=levels,
+        profile=profile,
+        warnings=case_variant_warnings(pre),
+        report_fields={"engine": {"name": "dask", "workers": workers, "scheduler": opts.scheduler}},
+        info_fields={"engine": "dask"},
     )
-    return finish(model, report, output, report_path, started)
+    return conclude(run, opts, data, output=output, report_path=report_path, started=started)
 
 
 def _as_logits(margins: Any, n_outputs: int) -> np.ndarray:

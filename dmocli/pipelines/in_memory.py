@@ -8,7 +8,6 @@ solver's model gets the same exact threshold adjustment, report and model file.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from dataclasses import dataclass
@@ -26,20 +25,18 @@ from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
-from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
-from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
-from dmocli.pipelines.operating_point import problem_fields, settle_threshold
-from dmocli.pipelines.saving import finish, refuse_with_report, training_info
+from dmocli.pipelines.conclude import FittedRun, conclude
+from dmocli.pipelines.cross_fit import cross_fit
 from dmocli.pipelines.shared_folds import val_share
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
 from dmocli.prep.drift import drift_warnings
-from dmocli.prep.feature_drift import Profile, ProfileBuilder
+from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.prep.row_fingerprint import row_hashes, sketch
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
-from dmocli.report import envelope, label_fields, unlabeled_warning
+from dmocli.report import unlabeled_warning
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
@@ -163,92 +160,44 @@ def train_in_memory(
         truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
         levels = _merged_levels(levels, group)
 
-    report: dict[str, Any] = envelope(
-        "train",
+    run = FittedRun(
         solver=solver.name,
-        **problem_fields(problem),
-        confidence=opts.confidence,
-        seed=opts.seed,
+        params=params,
+        problem=problem,
+        labels=labels,
+        preprocessor=pre,
+        architecture=arch,
+        network=network.cpu(),
         device=str(device),
-        data=sources.describe(data),
-        val=str(opts.val) if opts.val else None,
-        val_frac=opts.val_frac,
-        **label_fields(labels),
-        architecture=arch.to_dict(),
-        params=vars(params),
-        n_features=pre.n_features,
-        **levels.report(),
-        **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
+        logits=logits,
+        truth=truth,
+        own_threshold=result.threshold,
+        adjust=opts.adjust is not False,
+        fit_seconds=fit_seconds,
+        solver_trace=result.trace,
+        levels=levels,
+        profile=profile,
         warnings=data_warnings
         + (drift_warnings(val_levels, val_rows, pre.impute) if val_levels is not None else [])
         + unlabeled_warning(val_unlabeled, opts.val)
         + _fewer_folds(opts, folds)
         + _transfer_without_folds(opts, folds)
         + _val_is_data(data, opts.val),
-    )
-    if group is not None:
-        report["distributed"] = {"world_size": group.world_size, "backend": group.backend}
-    threshold: float | None = None
-    if problem is not None:
-        transfer = None
-        if crossed is not None:  # the out-of-fold threshold, carried to the saved model (--cv-transfer)
-            transfer = functools.partial(
-                transfer_threshold, opts.cv_transfer, oof_logits=crossed.logits, final_logits=logits["train"]
-            )
-        settled = settle_threshold(
-            logits,
-            truth,
-            problem,
-            result.threshold,
-            opts.adjust is not False,
-            opts.confidence,
-            opts.allow_infeasible,
-            transfer,
-            calibrate,
-            opts.new_rows,
-            Calibration.identity("cv") if member_map is not None else None,  # the members' map is in the model
-            held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
-        )
-        threshold = settled.threshold
-        report.update(settled.report)
-        report["warnings"] += settled.warnings
-        if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
-            settled.evidence, settled.heldout_scores = None, None
-    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
-        settled = settle_classes(logits, truth, labels.classes, calibrate)
-        report.update(settled.report)
-        report["warnings"] += settled.warnings
-    report["solver_trace"] = result.trace
-    report["warnings"] += result.warnings
-    report["fit_seconds"] = fit_seconds
-    if crossed is not None and problem is None:
-        report["cv"] = multiclass_cv_report(crossed, labels.classes, pooled_val=opts.val is not None)
-    elif crossed is not None:
-        report["cv"] = {
-            **cv_report(crossed, problem, opts.confidence, report["operating_point"]["new_rows"]),
-            "transfer": opts.cv_transfer,
-            "pooled_val": opts.val is not None,
-            "oof_threshold": report["operating_point"]["threshold"],
-        }
-    if problem is not None and settled.refusal is not None:
-        refuse_with_report(settled.refusal, report, report_path if group is None or group.primary else None, started)
-
-    model = DmoModel(
-        network=network.cpu(),
-        architecture=arch,
-        preprocessor=pre,
-        labels=labels,
-        solver=solver.name,
-        problem=problem,
-        threshold=threshold,
-        info=training_info(opts, params, report, settled.calibration, rows=int(truth["train"].size)),
-        evidence=settled.evidence if problem is not None else None,
+        solver_warnings=result.warnings,
+        report_fields={
+            **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
+            **({} if group is None else {"distributed": {"world_size": group.world_size, "backend": group.backend}}),
+        },
+        info_fields={"rows": int(truth["train"].size)},
+        crossed=crossed,
+        calibrate=calibrate,
+        calibration=Calibration.identity("cv") if member_map is not None else None,  # the members' map is the model's
         training_rows=_fingerprint(train_data, group) if labels.binary else None,
-        profile=finished_profile(profile, settled.heldout_scores if problem is not None else None),
     )
-    if group is not None and not group.primary:
-        return finish(model, report, None, None, started)
-    return finish(model, report, output, report_path, started)
+    writes = group is None or group.primary
+    return conclude(
+        run, opts, data, output=output if writes else None, report_path=report_path if writes else None, started=started
+    )
 
 
 def _fingerprint(rows: Prepared, group: ProcessGroup | None) -> np.ndarray:
@@ -382,16 +331,6 @@ def profiled(
         labeled = labels.encode(batch.column(labels.column)) >= 0
         profile.add(batch if keep_unlabeled or labeled.all() else batch.filter(pa.array(labeled)))
         yield batch
-
-
-def finished_profile(profile: ProfileBuilder, heldout_scores: np.ndarray | None) -> Profile:
-    """The model file's drift profile: the training rows' features counted into `profile`, and the score (logit)
-    of the held-out rows its threshold was searched on. No score where there is no such one logit: a multi-class
-    model (one logit per class: its features' drift is what `dmo monitor` compares), a threshold moved from the
-    folds by rank (their out-of-fold scores are not on the saved model's scale), or no threshold search."""
-    if heldout_scores is not None:
-        profile.add_scores(heldout_scores)
-    return profile.finish()
 
 
 def case_variant_warnings(pre: Preprocessor) -> list[str]:

@@ -39,16 +39,15 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
-from dmocli.pipelines.in_memory import case_variant_warnings, finished_profile, profiled
+from dmocli.pipelines.conclude import FittedRun, conclude
+from dmocli.pipelines.in_memory import case_variant_warnings, profiled
 from dmocli.pipelines.online_report import plot_online_curve
-from dmocli.pipelines.operating_point import settle_threshold
-from dmocli.pipelines.saving import finish, training_info
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
-from dmocli.report import envelope, label_fields, unlabeled_warning
+from dmocli.report import unlabeled_warning
 from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamingSolver
 
 BATCH_ROWS = 65536
@@ -298,7 +297,7 @@ def train_streaming(
         "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None,
     }
 
-    model = DmoModel(
+    provisional = DmoModel(  # the fitted weights, to score the rows the threshold is searched on
         network=result.weights,
         architecture=arch,
         preprocessor=pre,
@@ -307,58 +306,44 @@ def train_streaming(
         problem=problem,
         threshold=result.threshold,
     )
-    report: dict[str, Any] = envelope(
-        "train",
-        solver=solver.name,
-        **problem.to_dict(),
-        confidence=opts.confidence,
-        seed=opts.seed,
-        device="cpu",
-        data=sources.describe(data),
-        val=str(opts.val) if opts.val else None,
-        val_frac=opts.val_frac,
-        **label_fields(labels),
-        architecture=arch.to_dict(),
-        params=vars(params),
-        n_features=pre.n_features,
-        **levels.report(),
-        streaming=True,
-        epochs=epochs,
-        adjusted=adjust,
-        warnings=look_alike_classes(labels.classes) + case_variant_warnings(pre),
-    )
     logits: dict[str, np.ndarray] = {}
     truth: dict[str, np.ndarray] = {}
+    val_fields: dict[str, Any] = {}
+    warnings = look_alike_classes(labels.classes) + case_variant_warnings(pre)
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
-    if opts.val is not None:
-        logits["val"], truth["val"], val_levels, val_unlabeled, _ = collect_logits(
-            model, opts.val
-        )  # one logit + label a row
-        report.update(val_levels.report("val_"), val_unlabeled_rows=val_unlabeled)
-        report["warnings"] += drift_warnings(val_levels, truth["val"].size + val_unlabeled, model.preprocessor.impute)
-        report["warnings"] += unlabeled_warning(val_unlabeled, opts.val)
+    if opts.val is not None:  # one logit + label a row
+        logits["val"], truth["val"], val_levels, val_unlabeled, _ = collect_logits(provisional, opts.val)
+        val_fields = {**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled}
+        warnings += drift_warnings(val_levels, truth["val"].size + val_unlabeled, pre.impute)
+        warnings += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
-        logits["train"], truth["train"], *_ = collect_logits(model, data)  # unlabeled: refused or dropped above
-    settled = settle_threshold(
-        logits, truth, problem, result.threshold, adjust, opts.confidence, opts.allow_infeasible, new_rows=opts.new_rows
-    )
-    model.threshold, model.evidence = settled.threshold, settled.evidence
-    model.profile = finished_profile(profile, settled.heldout_scores)
-    report["warnings"] += settled.warnings
-    report["online"] = online
-    report.update(settled.report)
-    report["solver_trace"] = result.trace
-    report["prepass"] = prepass
-    report["prepass_seconds"] = prepass_seconds
-    report["fit_seconds"] = fit_seconds
-    summary = {
-        "online": {k: online[k] for k in ("precision", "recall", "f_beta")},
-        **{k: {m: v[m] for m in ("precision", "recall", "f_beta")} for k, v in report["splits"].items()},
-    }
-    model.info = training_info(opts, params, report, settled.calibration, summary, rows=online["n"], epochs=epochs)
+        logits["train"], truth["train"], *_ = collect_logits(provisional, data)  # unlabeled: refused or dropped above
     if opts.plot is not None:
         plot_online_curve(
             opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: {problem.describe()}"
         )
-    return finish(model, report, output, report_path, started)
+    run = FittedRun(
+        solver=solver.name,
+        params=params,
+        problem=problem,
+        labels=labels,
+        preprocessor=pre,
+        architecture=arch,
+        network=result.weights,
+        device="cpu",
+        logits=logits,
+        truth=truth,
+        own_threshold=result.threshold,
+        adjust=adjust,
+        fit_seconds=fit_seconds,
+        solver_trace=result.trace,
+        levels=levels,
+        profile=profile,
+        warnings=warnings,
+        report_fields={"streaming": True, "epochs": epochs, "adjusted": adjust, **val_fields},
+        after_fields={"prepass": prepass, "prepass_seconds": prepass_seconds},
+        info_fields={"rows": online["n"], "epochs": epochs},
+        online=online,
+    )
+    return conclude(run, opts, data, output=output, report_path=report_path, started=started)

@@ -1,0 +1,193 @@
+"""The one tail of every `dmo train` path: from a fitted model and its scores to the report, the operating point,
+the model file and the refusal of an unreachable target.
+
+The in-memory pipeline (one process or torchrun), the streaming solvers and the trees trained on Dask differ in
+how they read and fit, and in nothing after: each hands a `FittedRun` to `conclude`, which builds the report
+envelope, settles the threshold (binary) or the class probability map (multi-class), adds the cross-fitting
+section, refuses with the full report when the target is out of reach, builds the `DmoModel` with its held-out
+evidence and drift profile, and writes it. A field of the report or the model file is added here, once.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmocli.data import sources
+from dmocli.models.architecture import Architecture
+from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.calibration import Calibration
+from dmocli.operating_point.problems import Problem
+from dmocli.options import TrainOptions
+from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
+from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
+from dmocli.pipelines.operating_point import problem_fields, settle_threshold
+from dmocli.pipelines.saving import finish, refuse_with_report, training_info
+from dmocli.prep.feature_drift import Profile, ProfileBuilder
+from dmocli.prep.features import LevelCounts, Preprocessor
+from dmocli.prep.labels import LabelSpec
+from dmocli.report import envelope, label_fields
+from dmocli.solvers.base import SolverParams
+
+
+@dataclass(kw_only=True)
+class FittedRun:
+    """What a train path hands the tail: the fitted model, its logits and labels per split ("train", "val", and
+    "cv" for out-of-fold scores), and what the path alone knows of how it got them."""
+
+    solver: str
+    params: SolverParams
+    problem: Problem | None  # None: a multi-class model (arg-max over the class logits)
+    labels: LabelSpec
+    preprocessor: Preprocessor
+    architecture: Architecture
+    network: Any  # a torch module, the streaming solvers' weights, or BoostedTrees
+    device: str
+    logits: dict[str, np.ndarray]
+    truth: dict[str, np.ndarray]
+    own_threshold: float | None  # the solver's own threshold, kept when no search runs
+    adjust: bool  # search the exact threshold on the held-out scores
+    fit_seconds: float
+    solver_trace: dict[str, Any]
+    levels: LevelCounts  # DATA's unseen and missing categorical levels
+    profile: ProfileBuilder  # the training rows' features, counted; the held-out scores are added here
+    warnings: list[str] = field(default_factory=list)  # what the path found in the data, in its order
+    solver_warnings: list[str] = field(default_factory=list)
+    report_fields: dict[str, Any] = field(default_factory=dict)  # the path's own envelope fields (val_ levels, ...)
+    after_fields: dict[str, Any] = field(default_factory=dict)  # the path's own fields after the operating point
+    info_fields: dict[str, Any] = field(default_factory=dict)  # the path's own model-file info (rows, engine)
+    crossed: CrossFitted | None = None  # the out-of-fold fits, when --cv cross-fitted the threshold
+    calibrate: bool = True  # False on a `dmo subsample` file's rows: their labels are not the population's
+    calibration: Calibration | None = None  # a probability map given instead of fitted (an ensemble's identity)
+    training_rows: np.ndarray | None = None  # the sketch of the training rows (prep/row_fingerprint.py)
+    online: dict[str, Any] | None = None  # a streaming solver's own progressive figures: the model's summary
+
+
+def conclude(
+    run: FittedRun,
+    opts: TrainOptions,
+    data: sources.Source,
+    *,
+    output: Path | None,
+    report_path: str | Path | None,
+    started: float,
+) -> tuple[DmoModel, dict[str, Any]]:
+    """The report, the operating point and the model file of `run` (see the module docstring). With `output`
+    and `report_path` None nothing is written (a torchrun process other than the first, or the Python API)."""
+    report: dict[str, Any] = envelope(
+        "train",
+        solver=run.solver,
+        **problem_fields(run.problem),
+        confidence=opts.confidence,
+        seed=opts.seed,
+        device=run.device,
+        data=sources.describe(data),
+        val=str(opts.val) if opts.val else None,
+        val_frac=opts.val_frac,
+        **label_fields(run.labels),
+        architecture=run.architecture.to_dict(),
+        params=vars(run.params),
+        n_features=run.preprocessor.n_features,
+        **run.levels.report(),
+        **run.report_fields,
+        warnings=list(run.warnings),
+    )
+    problem, crossed = run.problem, run.crossed
+    if problem is not None:
+        settled = settle_threshold(
+            run.logits,
+            run.truth,
+            problem,
+            run.own_threshold,
+            run.adjust,
+            opts.confidence,
+            opts.allow_infeasible,
+            _transfer(opts, crossed, run.logits),
+            run.calibrate,
+            opts.new_rows,
+            run.calibration,
+            held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
+        )
+        if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
+            settled.evidence, settled.heldout_scores = None, None
+        threshold, evidence, heldout_scores = settled.threshold, settled.evidence, settled.heldout_scores
+    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
+        settled = settle_classes(run.logits, run.truth, run.labels.classes, run.calibrate)
+        threshold, evidence, heldout_scores = None, None, None
+    report.update(settled.report)
+    report["warnings"] += settled.warnings + run.solver_warnings
+    if run.online is not None:
+        report["online"] = run.online
+    report["solver_trace"] = run.solver_trace
+    report["fit_seconds"] = run.fit_seconds
+    report.update(run.after_fields)
+    if crossed is not None:
+        report["cv"] = _cv_section(crossed, opts, problem, run.labels, report)
+    if problem is not None and settled.refusal is not None:
+        refuse_with_report(settled.refusal, report, report_path, started)
+
+    model = DmoModel(
+        network=run.network,
+        architecture=run.architecture,
+        preprocessor=run.preprocessor,
+        labels=run.labels,
+        solver=run.solver,
+        problem=problem,
+        threshold=threshold,
+        info=training_info(opts, run.params, report, settled.calibration, _summary(run, report), **run.info_fields),
+        evidence=evidence,
+        training_rows=run.training_rows,
+        profile=_finished_profile(run.profile, heldout_scores),
+    )
+    return finish(model, report, output, report_path, started)
+
+
+def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> Any:
+    """How the out-of-fold threshold is carried to the saved model (--cv-transfer); None without folds."""
+    if crossed is None:
+        return None
+    return functools.partial(
+        transfer_threshold, opts.cv_transfer, oof_logits=crossed.logits, final_logits=logits["train"]
+    )
+
+
+def _cv_section(
+    crossed: CrossFitted, opts: TrainOptions, problem: Problem | None, labels: LabelSpec, report: dict[str, Any]
+) -> dict[str, Any]:
+    """The report's `cv` section: each fold's own figures on its out-of-fold scores."""
+    if problem is None:
+        return multiclass_cv_report(crossed, labels.classes, pooled_val=opts.val is not None)
+    return {
+        **cv_report(crossed, problem, opts.confidence, report["operating_point"]["new_rows"]),
+        "transfer": opts.cv_transfer,
+        "pooled_val": opts.val is not None,
+        "oof_threshold": report["operating_point"]["threshold"],
+    }
+
+
+SUMMARY_METRICS = ("precision", "recall", "f_beta")
+
+
+def _summary(run: FittedRun, report: dict[str, Any]) -> dict[str, Any] | None:
+    """The model file's summary: the splits' (None: training_info's default), led by a streaming solver's online
+    figures where it has them."""
+    if run.online is None:
+        return None
+    return {
+        "online": {name: run.online[name] for name in SUMMARY_METRICS},
+        **{split: {name: values[name] for name in SUMMARY_METRICS} for split, values in report["splits"].items()},
+    }
+
+
+def _finished_profile(profile: ProfileBuilder, heldout_scores: np.ndarray | None) -> Profile:
+    """The model file's drift profile: the training rows' features counted into `profile`, and the score (logit)
+    of the held-out rows its threshold was searched on. No score where there is no such one logit: a multi-class
+    model (one logit per class: its features' drift is what `dmo monitor` compares), a threshold moved from the
+    folds by rank (their out-of-fold scores are not on the saved model's scale), or no threshold search."""
+    if heldout_scores is not None:
+        profile.add_scores(heldout_scores)
+    return profile.finish()
