@@ -14,7 +14,7 @@ _API = {
     "train": ("pipelines.train", "train"),
     "TrainOptions": ("options", "TrainOptions"),
     "evaluate": ("pipelines.apply", "evaluate"),
-    "predict": ("pipelines.apply", "predict"),
+    "predict": ("pipelines.in_memory_predict", "predict"),
     "refit_threshold": ("pipelines.apply", "refit_threshold"),
     "load_model": ("models.modelfile", "load_model"),
     "Problem": ("operating_point.problems", "Problem"),
