@@ -2,19 +2,28 @@
 
 The top-level names are imported lazily so `import dmocli` stays cheap
 (torch loads only when a function that needs it is used).
+
+Importing dmocli sets OMP_WAIT_POLICY=PASSIVE unless the environment already sets it, as the `dmo` command does
+(cli/entry.py): idle OpenMP threads of torch and XGBoost then sleep instead of spinning, which on a machine
+whose cores other jobs hold made a library fit several times slower than the same `dmo train`
+(bench/library_speed.py, docs/python.md#speed). OpenMP reads the variable once, when torch or XGBoost first
+starts it, and both are imported lazily, so this is in time unless the caller imported them before dmocli.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from dmocli.version import __version__
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before any OpenMP runtime starts (module docstring)
 
 _API = {
     "train": ("pipelines.train", "train"),
     "TrainOptions": ("options", "TrainOptions"),
     "evaluate": ("pipelines.apply", "evaluate"),
-    "predict": ("pipelines.apply", "predict"),
+    "predict": ("pipelines.in_memory_predict", "predict"),
     "refit_threshold": ("pipelines.apply", "refit_threshold"),
     "load_model": ("models.modelfile", "load_model"),
     "Problem": ("operating_point.problems", "Problem"),

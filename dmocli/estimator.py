@@ -115,15 +115,61 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         values["params"] = {key: str(value) for key, value in (self.params or {}).items()}
         options = TrainOptions(**values, label_col=LABEL)
         model, report = train(features.append_column(LABEL, labels), options)
+        self._set_model(model, report)
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DmoClassifier":
+        """A fitted estimator from a model file (`dmo train -o`, `dmo threshold`, `save`): predict, predict_proba,
+        decision_function and explain take DataFrames as `dmo predict` reads files (the model's columns picked by
+        name, in any order, others ignored) or numeric arrays (columns in the model's order, `dmo info`). Its
+        constructor parameters are the defaults, not the training options (those are in `model_.info`); `fit`
+        trains anew. The file is read as `dmo predict` reads it: never unpickled."""
+        from dmocli.models.modelfile import load_model
+
+        estimator = cls()
+        estimator._set_model(load_model(path), None)
+        estimator._from_file = True
+        columns = estimator.model_.preprocessor.input_columns
+        estimator._fit_columns = columns
+        estimator.n_features_in_ = len(columns)
+        estimator.feature_names_in_ = np.asarray(columns, dtype=object)
+        return estimator
+
+    def explain(self, X: Any, k: int | None = None) -> pd.DataFrame:
+        """Each row's contribution per input column to the logit it is decided on (binary: the positive class's;
+        multi-class: the predicted class's), plus a `bias` column: they add up to that logit (exactly for linear
+        and gbdt models, to an integral's accuracy for mlp: dmocli/models/explain.py). With `k`, the k largest
+        by absolute value instead, as `dmo predict --explain k` writes them (explain_<i>_feature/_value)."""
+        from dmocli.models.explain import check_k, contributions
+
+        if k is not None:
+            check_k(k)
+        check_is_fitted(self, "model_")
+        features, _ = self.model_.preprocessor.transform(self._feature_table(X, reset=False))
+        found = contributions(self.model_, features)
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        if k is None:
+            frame = pd.DataFrame(found.values, columns=found.columns, index=index)
+            frame["bias"] = found.bias
+            return frame
+        names, values = found.top(k)
+        columns: dict[str, Any] = {}
+        for i in range(k):
+            columns[f"explain_{i + 1}_feature"] = names[:, i]
+            columns[f"explain_{i + 1}_value"] = values[:, i]
+        return pd.DataFrame(columns, index=index)
+
+    def _set_model(self, model: DmoModel, report: dict[str, Any] | None) -> None:
+        """The fitted attributes of a trained or loaded model."""
         self.model_: DmoModel = model
-        self.report_: dict[str, Any] = report
+        self.report_: dict[str, Any] | None = report
         classes = list(model.labels.classes)
         if model.labels.two_class and classes[1] < classes[0]:  # [negative, positive]: a minority "fraud" after "ok"
             classes.reverse()
         # One-vs-rest classes are ["not 3", 3]: an object array keeps 3 an int, as in y, not the text "3".
         self.classes_ = np.array(classes, dtype=object if len({type(c) for c in classes}) > 1 else None)
         self.threshold_ = model.threshold
-        return self
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Scores as sklearn defines them: (n, K) class logits, or for two classes (n,) the score of classes_[1].
@@ -180,6 +226,8 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         matched to fit's by position (x0..x{d-1}, or the DataFrame's names). NaN and inf pass through: the
         preprocessor refuses or imputes them (--impute) with the same message as `dmo train`.
         """
+        if not reset and getattr(self, "_from_file", False):
+            return self._file_table(X)
         if isinstance(X, (pd.DataFrame, pa.Table)):
             validate_data(self, X, reset=reset, skip_check_array=True)
             table = X if isinstance(X, pa.Table) else pa.Table.from_pandas(X, preserve_index=False)
@@ -190,6 +238,21 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         if reset:
             self._fit_columns: list[str] = table.schema.names
         return table
+
+    def _file_table(self, X: Any) -> pa.Table:
+        """X for a model loaded from a file, read as `dmo predict` reads a table: a DataFrame or arrow table as
+        it is (the preprocessor picks the model's columns by name and names any missing), a numeric matrix as
+        the model's columns in order (float32 kept: the same arithmetic as a float32 column of a file)."""
+        if isinstance(X, (pd.DataFrame, pa.Table)):
+            return X if isinstance(X, pa.Table) else pa.Table.from_pandas(X, preserve_index=False)
+        array = np.asarray(X)
+        array = array if array.dtype.kind == "f" else array.astype(np.float64)  # float32 stays as a file's would
+        if array.ndim != 2 or array.shape[1] != len(self._fit_columns):
+            raise DmoError(
+                f"X has shape {array.shape}; the model reads {len(self._fit_columns)} columns "
+                f"({', '.join(self._fit_columns)}): give a 2-D array of that width, or a DataFrame"
+            )
+        return pa.table({name: array[:, j] for j, name in enumerate(self._fit_columns)})
 
     def _label_array(self, y: Any, features: pa.Table) -> pa.Array:
         """y as the label column: 1-D, one per row of X, missing values (None/NaN/NA) null (unlabeled rows).

@@ -752,6 +752,13 @@ def predict(
         "as formulas; --no-csv-escape writes them verbatim.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    explain: Optional[int] = typer.Option(
+        None,
+        "--explain",
+        metavar="K",
+        help="Also each row's K largest contributions to its logit: explain_<i>_feature and explain_<i>_value "
+        "(linear: exact; gbdt: XGBoost's pred_contribs; mlp: integrated gradients).",
+    ),
     strict: bool = _strict_option(),
     max_unseen: Optional[float] = _max_unseen_option(),
     engine: str = _engine_option(),
@@ -774,6 +781,7 @@ def predict(
         EngineChoice(engine, scheduler, workers),
         **_strictness(strict, max_unseen),
         csv_escape=csv_escape,
+        explain=explain,
     )
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
         for warning in result["warnings"]:

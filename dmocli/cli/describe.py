@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -79,19 +80,55 @@ def _print_solver(record: dict[str, Any], default: str) -> None:
 def info(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+    features: bool = typer.Option(
+        False,
+        "--features",
+        help="Also each column's importance (gbdt: XGBoost total gain; linear, mlp: mean absolute contribution "
+        "on rows drawn from the training profile) and a linear model's coefficients.",
+    ),
 ) -> None:
     """What a model file holds: problem, threshold, classes, features and how it was trained.
 
-    Example: dmo info model.safetensors --json
+    Example: dmo info model.safetensors --features
     """
     from dmocli.pipelines.model_info import model_info
 
-    report = model_info(model)
+    report = model_info(model, features=features)
     if as_json:
         _print_json(report)
         return
     for line in _info_lines(report):
         out.print(line, markup=False)
+    if features:
+        _print_importance(report["importance"])
+
+
+def _print_importance(importance: dict[str, Any]) -> None:
+    """The columns, most important first, with a linear model's coefficients (levels: the 5 largest)."""
+    out.print(f"\nimportance: {importance['method']}", markup=False)
+    linear = any("coefficient" in column or "levels" in column for column in importance["columns"])
+    table = Table(show_edge=False)
+    for heading in ("column", "kind", "importance", *(["coefficient"] if linear else [])):
+        table.add_column(heading)
+    for column in importance["columns"]:
+        shown = "" if column["importance"] is None else f"{column['importance']:.4g}"
+        table.add_row(column["name"], column["kind"], shown, *([_coefficient_text(column)] if linear else []))
+    out.print(table)
+
+
+def _coefficient_text(column: dict[str, Any]) -> str:
+    def number(value: Any) -> str:
+        return f"{value:+.4g}" if isinstance(value, float) else "[" + ", ".join(f"{v:+.3g}" for v in value) + "]"
+
+    if "coefficient" in column:
+        return f"{number(column['coefficient'])} per std ({number(column['per_unit'])} per unit)"
+    if "levels" in column:
+        levels = sorted(column["levels"], key=lambda level: -np.max(np.abs(level["coefficient"])))
+        more = len(levels) - 5
+        return ", ".join(f"{lv['level']} {number(lv['coefficient'])}" for lv in levels[:5]) + (
+            f", {more} more" if more > 0 else ""
+        )
+    return ""
 
 
 def _info_lines(report: dict[str, Any]) -> list[str]:

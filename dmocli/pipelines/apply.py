@@ -26,6 +26,8 @@ from dmocli.operating_point.gate import check_gate_confidence, gate_line, judge_
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.options import POPULATION, check_new_rows
+from dmocli.pipelines.explained import check_k, explain_arrays, with_explain_fields
+from dmocli.pipelines.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.operating_point import (
     OPTIMISTIC,
     certified_rows,
@@ -54,7 +56,7 @@ INT64_MAX = 2**63 - 1
 
 
 def evaluate(
-    model_path: str | Path,
+    model_path: str | Path | ModelLike,
     data: sources.Source,
     report_path: str | Path | None = None,
     plot_path: str | Path | None = None,
@@ -73,8 +75,9 @@ def evaluate(
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
     check_gate_confidence(gate_confidence)
+    model, model_path = opened(model_path)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
-    model = load_model(model_path)
+    model = model or load_model(model_path)
     logits, y, levels, unlabeled, _ = collect_logits(model, data, engine)
     n_rows = len(y) + unlabeled
     if strict:
@@ -100,7 +103,7 @@ def evaluate(
     problem = model.problem
     report = envelope(
         "evaluate",
-        model=str(model_path),
+        model=model_name(model_path),
         data=sources.describe(data),
         engine=engine.name,
         solver=model.solver,
@@ -280,13 +283,24 @@ class Predictions:
     """One batch's output rows and its counts: the per-batch work of predict, in this process or on a Dask
     worker (sent there once, with the model)."""
 
-    def __init__(self, model: DmoModel, schema: pa.Schema, id_col: str | None, per_class_columns: bool, data: str):
+    def __init__(
+        self,
+        model: DmoModel,
+        schema: pa.Schema,
+        id_col: str | None,
+        per_class_columns: bool,
+        data: str,
+        explain: int | None = None,
+    ):
         self.model, self.schema, self.id_col = model, schema, id_col
-        self.per_class_columns, self.data = per_class_columns, data
+        self.per_class_columns, self.data, self.explain = per_class_columns, data, explain
 
     def process(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[pa.Table, dict[str, Any]]:
-        logits, levels = self.model.logits(batch)
+        features, levels = self.model.preprocessor.transform(batch)
+        logits = self.model.logits_of_features(features)
         arrays: list[Any] = _prediction_arrays(self.model, logits, per_class_columns=self.per_class_columns)
+        if self.explain:
+            arrays += explain_arrays(self.model, features, self.explain)
         if self.id_col:
             ids = batch.column(self.id_col)
             expected = self.schema.field(self.id_col).type
@@ -304,7 +318,7 @@ class Predictions:
 
 
 def predict(
-    model_path: str | Path,
+    model_path: str | Path | ModelLike,
     data: sources.Source,
     output: str | Path,
     id_col: str | None = None,
@@ -312,13 +326,18 @@ def predict(
     strict: bool = False,
     max_unseen: float = DEFAULT_MAX_UNSEEN,
     csv_escape: bool = True,
+    explain: int | None = None,
 ) -> dict[str, Any]:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
     engine, OUTPUT is a directory of part files, one per partition, in the data's order. Drift over the whole
     run (unseen levels, emptied columns) is warned about; `strict` refuses it above `max_unseen`, and the
     output, written under a temporary name until then, never appears. A CSV output's text cells that a
     spreadsheet would run as a formula (`=...`, `+...`, `-...`, `@...`) get a leading `'`, unless `csv_escape`
-    is False (for a program that reads the ids back verbatim)."""
+    is False (for a program that reads the ids back verbatim). `explain` K adds each row's K largest
+    contributions (docs/python.md#explanations). `dmocli.predict` with no output returns a DataFrame instead
+    (pipelines/in_memory_predict.py)."""
+    if explain is not None:
+        check_k(explain)
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     engine.check(data)
@@ -336,13 +355,14 @@ def predict(
             f"--engine dask writes a directory of parquet part files; -o {named} needs --engine local "
             "(or give a directory name)"
         )
+    model, model_path = opened(model_path)
     if engine.is_dask:
         outputs.check_parts_output(output, {"MODEL": model_path, "DATA": data})
     else:
         outputs.refuse_foreign_suffix(output, "the predictions", csv=True)
         if not to_stdout:
             outputs.check_outputs({"-o": output}, {"MODEL": model_path, "DATA": data})
-    model = load_model(model_path)
+    model = model or load_model(model_path)
     schema, batches = open_data(data, model)
     model.preprocessor.check_columns(schema)
     if id_col is not None and id_col not in schema.names:
@@ -354,8 +374,10 @@ def predict(
         )
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
-    out_schema = _output_schema(model, schema, id_col, per_class_columns=as_csv)
-    predictions = Predictions(model, out_schema, id_col, per_class_columns=as_csv, data=sources.describe(data))
+    out_schema = with_explain_fields(_output_schema(model, schema, id_col, per_class_columns=as_csv), explain, id_col)
+    predictions = Predictions(
+        model, out_schema, id_col, per_class_columns=as_csv, data=sources.describe(data), explain=explain
+    )
 
     def refuse_drift(parts: list[dict[str, Any]]) -> None:
         if strict:
@@ -381,7 +403,7 @@ def predict(
     rows = sum(c["rows"] for c in parts)
     return envelope(
         "predict",
-        model=str(model_path),
+        model=model_name(model_path),
         data=sources.describe(data),
         engine=engine.name,
         output="standard output" if to_stdout else str(output),

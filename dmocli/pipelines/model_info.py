@@ -13,20 +13,22 @@ from typing import Any
 
 import numpy as np
 
+from dmocli.models.importance import feature_importance
 from dmocli.models.modelfile import DmoModel, load_stored_model
 from dmocli.pipelines.operating_point import problem_fields
 from dmocli.prep.features import Preprocessor
 from dmocli.report import envelope, label_fields
 
 
-def model_info(path: str | Path) -> dict[str, Any]:
-    """The `info` report of the model file at `path` (docs/report-schema.md#info)."""
+def model_info(path: str | Path, *, features: bool = False) -> dict[str, Any]:
+    """The `info` report of the model file at `path` (docs/report-schema.md#info); `features` adds the columns'
+    importance (and a linear model's coefficients: dmocli/models/importance.py)."""
     model, stored = load_stored_model(path)  # every check a model file goes through before it scores a row
     meta = stored.metadata  # the header as stored: the dmocli version that wrote it
     binary = model.binary
     threshold = model.threshold if binary else None
     info = model.info
-    return envelope(
+    report = envelope(
         "info",
         model=str(path),
         format_version=meta["format_version"],
@@ -54,6 +56,9 @@ def model_info(path: str | Path) -> dict[str, Any]:
             "summary": info.get("summary", {}),
         },
     )
+    if features:
+        report["importance"] = feature_importance(model)
+    return report
 
 
 def _size(model: DmoModel) -> dict[str, int]:
