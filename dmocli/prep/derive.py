@@ -359,7 +359,7 @@ class _Tally:
         point, comma = self.rows.get("point only"), self.rows.get("comma only")
         problems = []
         if len(self.currencies) > 1:
-            shown = ", ".join(f"{code} (data row {row}: {value!r})" for code, (row, value) in self.currencies.items())
+            shown = ", ".join(f"{code} ({_named([(row, value)])})" for code, (row, value) in self.currencies.items())
             problems.append(
                 f"column '{name}' holds amounts in several currencies ({shown}); convert them to one currency, or "
                 f"--drop {name}"

@@ -166,9 +166,11 @@ class Preprocessor:
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
+        *,
+        derive: Derivation | None = None,
     ) -> "Preprocessor":
         """survey, refusing every problem it finds in one message."""
-        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case)
+        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case, derive=derive)
         refuse_problems(problems)
         return pre
 
@@ -180,11 +182,14 @@ class Preprocessor:
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
+        *,
+        derive: Derivation | None = None,
     ) -> tuple["Preprocessor", list[str]]:
         """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir; and every
         problem of the columns' values (missing values without --impute, ids, dates or amounts as text, ...),
         each with its fix. With problems, the Preprocessor is not fit to use. `impute` "keep" (gbdt) leaves
-        missing values to the model; `categorical_codes` and `fold_case`: see the fields.
+        missing values to the model; `categorical_codes`, `fold_case` and `derive`: see the fields (`batches` are
+        raw: the derivation, fitted by Derivation.survey, which named its values that do not read, applies here).
 
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
@@ -198,7 +203,10 @@ class Preprocessor:
             impute=impute,
             categorical_codes=categorical_codes,
             fold_case=fold_case,
+            derive=derive or None,
         )
+        if pre.derive:
+            batches = (pre.derive.apply(batch, strict=False) for batch in batches)
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
         moments: RunningMoments | None = None
         bad_nan: np.ndarray | None = None
