@@ -151,6 +151,22 @@ class TrainOptions:
         help="Match text levels whatever their case and surrounding spaces (Grocery, grocery and ' GROCERY ' are "
         "one level), in training and, stored in the model, in predict and evaluate.",
     )
+    dates: str = option(
+        "refuse",
+        "--dates",
+        estimator=True,
+        choices=("refuse", "parts"),
+        help="refuse: a date or timestamp column is a problem to fix; parts: turn each into numeric features (year, "
+        "month, day, weekday, hour and minute when it holds times, days since the earliest training date), stored "
+        "in the model and applied by evaluate and predict (docs/data.md, Dates).",
+    )
+    parse_numbers: bool = option(
+        False,
+        "--parse-numbers",
+        estimator=True,
+        help="Read text columns of numbers written for people ($1,234.50, 1.234,50 EUR, 12%, (300)) as numbers, "
+        "the decimal mark decided per column; stored in the model and applied by evaluate and predict.",
+    )
     device: str = option(
         "auto", "--device", estimator=True, choices=DEVICE_CHOICES, help="auto (CUDA if present), cpu or cuda."
     )

@@ -648,7 +648,7 @@ def _check_findings(report: dict[str, Any]) -> list[str]:
         f"  label '{report['label_col']}': {counts}{positive}; problem {report['problem']}",
         f"  features: {report['n_features']} from {'; '.join(kinds)}"
         + (f"; missing values filled ({report['impute']})" if report["impute"] != "none" else ""),
-    ]
+    ] + [f"  {name}: read as {how['read']}" for name, how in columns.get("derived", {}).items()]
 
 
 @app.command()

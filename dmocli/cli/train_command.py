@@ -64,6 +64,8 @@ CHECKED_OPTIONS = (
     "embedding_col",
     "impute",
     "fold_case",
+    "dates",
+    "parse_numbers",
     "positive",
     "problem",
     "target",

@@ -5,7 +5,7 @@ with its fix; and, when there is none, what train would make of the columns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
@@ -14,6 +14,7 @@ from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions, refuse
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, survey_columns, text_column_warning
+from dmocli.prep.derive import Derivation
 from dmocli.prep.features import Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
 from dmocli.report import envelope
@@ -33,6 +34,7 @@ class Survey:
     pre: Preprocessor
     problems: list[str]
     warnings: list[str]
+    table: pa.Table | None = None  # the table as the preprocessing reads it: dates as parts, numbers parsed
 
     def refuse(self, source: object) -> None:
         """One DmoError naming every problem, each with its fix."""
@@ -94,8 +96,12 @@ def effective_impute(opts: TrainOptions) -> str:
 
 def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
     """Plan the columns, infer the label and fit the preprocessing of `table` as train does, gathering every
-    problem instead of stopping at the first."""
-    plan, problems = survey_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
+    problem instead of stopping at the first. With --dates parts or --parse-numbers, the derived columns replace
+    their sources first (prep/derive.py), a value that does not read named by its row and left missing."""
+    derive, problems = survey_derivation(table.schema, lambda columns: table.select(columns).to_batches(), opts)
+    table = derive.apply(table, strict=False)
+    plan, found = survey_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
+    problems += found
     warnings: list[str] = []
     labels = problem = None
     if opts.label_col in table.schema.names:
@@ -106,12 +112,23 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
         table.to_batches(), plan, effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
     )
     problems += found
+    pre.derive = derive or None
     for name, levels in pre.categorical.items():
         if any(f"'{name}'" in p for p in found):
             continue
         wide = None if trees else text_column_warning(name, len(levels), table.num_rows)
         warnings += [w for w in (wide, case_variant_warning(name, case_variant_groups(levels))) if w]
-    return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings)
+    return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings, table)
+
+
+def survey_derivation(
+    schema: pa.Schema, read: Callable[[list[str]], Iterable[pa.RecordBatch]], opts: TrainOptions
+) -> tuple[Derivation, list[str]]:
+    """The derivation --dates and --parse-numbers ask for, fitted on `read(columns)`'s batches of DATA (the label
+    and --drop columns left as they are), with every value that does not read named by its row."""
+    return Derivation.survey(
+        schema, read, exclude=[opts.label_col, *opts.drop], dates_mode=opts.dates, parse_numbers=opts.parse_numbers
+    )
 
 
 def survey_labels(
@@ -185,6 +202,7 @@ def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
             "categorical": {name: len(levels) for name, levels in pre.categorical.items()},
             "embedding": plan.embedding,
             "dropped": list(opts.drop),
+            **({"derived": pre.derive.report()} if pre.derive else {}),
         },
         impute=opts.impute,
     )

@@ -33,10 +33,10 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
-from dmocli.pipelines.check import effective_impute, resolve_problem
+from dmocli.pipelines.check import effective_impute, resolve_problem, survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.in_memory import case_variant_warnings, plan_profile_builder, profiled
-from dmocli.prep.columns import plan_columns
+from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.dataset import prepare
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
@@ -106,7 +106,9 @@ def train_trees_on_dask(
     choice.check(data)
     p: TreeParams = params
     schema = reading.schema(data)
-    plan = plan_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    derive, problems = survey_derivation(schema, lambda columns: reading.iter_batches(data, columns=columns), opts)
+    plan, found = survey_columns(derive.schema(schema), opts.label_col, opts.drop, opts.embedding_col)
+    refuse_problems(problems + found)
     label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
     counts = label_counts(label_column, opts.label_col)
     if sum(counts.values()) < len(label_column) and not opts.drop_unlabeled:
@@ -120,8 +122,9 @@ def train_trees_on_dask(
     sizes = np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.float64)
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
     profile = plan_profile_builder(plan, opts.fold_case)  # every labeled row, counted in the pass below
-    batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=False)
+    batches = profiled(map(derive.apply, reading.iter_batches(data)), profile, labels, keep_unlabeled=False)
     pre = Preprocessor.fit(batches, plan, effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case)
+    pre.derive = derive or None  # the workers' `prepare` applies it to their raw files
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
     ctx = FitContext(
@@ -143,7 +146,7 @@ def train_trees_on_dask(
             client, fit[rows.columns], fit["label"], weight=fit["weight"], missing=np.nan, max_bin=p.max_bin, **types
         )
         if opts.val is not None:
-            val = prepare(reading.read_table(opts.val, text_columns=list(pre.categorical)), pre, labels).labeled()
+            val = prepare(reading.read_table(opts.val, text_columns=pre.text_columns), pre, labels).labeled()
             monitor_X, monitor_y = val.X, val.y
         else:  # read once: the rows judge early stopping here and the threshold after training
             local_held = held.compute()

@@ -228,6 +228,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         table = reading.read_table(data)
         found = survey(table, opts, solver)
         found.refuse(sources.describe(data))
+        table = found.table  # dates as parts and numbers parsed, as the preprocessing and the profile read them
         label_column = table.column(opts.label_col)
         labels, problem, pre, warnings = found.labels, found.problem, found.pre, found.warnings
         profile = ProfileBuilder.for_preprocessor(pre)
@@ -287,11 +288,11 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
 
     val_unlabeled = 0
     if opts.val is not None:
-        val_table = reading.read_table(opts.val, text_columns=list(pre.categorical))  # a CSV's levels stay text
+        val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
         if opts.cv:  # --cv pools --val's labeled rows into the training rows (train_in_memory), after DATA's
-            profile_rows(val_table, np.flatnonzero(val_all.y >= 0), profile)
+            profile_rows(pre.derived(val_table), np.flatnonzero(val_all.y >= 0), profile)
         val_data: Prepared | None = val_all.labeled()
         del val_table, val_all
         train_data = full

@@ -131,10 +131,11 @@ def _read(
     keyed: dict[Any, _Section] = {}
     row = 0
     for batch in batches(columns):
-        features, _ = model.preprocessor.transform(batch)
+        derived = model.preprocessor.derived(batch)  # dates as parts, numbers parsed: the profile's columns
+        features, _ = model.preprocessor.transform(derived)
         logits = model.logits_of_features(features)
         labels = model.labels.encode(batch.column(model.labels.column)) if labeled else np.full(batch.num_rows, -1)
-        whole.add(batch, logits, labels)
+        whole.add(derived, logits, labels)
         if chunk_col is not None or chunk_size is not None:
             keys = _chunk_keys(batch, chunk_col, chunk_size, row)
             for key in _in_order(keys):
@@ -145,7 +146,7 @@ def _read(
                         "a column of periods (a day, a week), or --chunk-size N"
                     )
                 section = keyed.setdefault(key, _Section(str(key), builder=_builder(model)))
-                section.add(batch.take(pa.array(rows)), logits[rows], labels[rows])
+                section.add(derived.take(pa.array(rows)), logits[rows], labels[rows])
         row += batch.num_rows
     if row == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to monitor")

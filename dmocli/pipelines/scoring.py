@@ -26,7 +26,7 @@ def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[l
     """DATA's schema, and a function streaming its batches of some columns: a file, or `-` (a CSV on standard
     input, read once: its integer columns the model uses as numbers are read as float64). A CSV's columns the
     model one-hot encodes are read as text."""
-    text = list(model.preprocessor.categorical)  # from CSV as text, as they were trained ("001" stays "001")
+    text = model.preprocessor.text_columns  # from CSV as text, as they were trained ("001" stays "001")
     if sources.is_stdin(data):
         numeric = set(model.preprocessor.numeric)
         source = open_stdin_csv(numeric.__contains__, text)

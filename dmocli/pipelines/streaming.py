@@ -39,10 +39,12 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
+from dmocli.pipelines.check import survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.in_memory import case_variant_warnings, profiled
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.prep.columns import refuse_problems, survey_columns
+from dmocli.prep.derive import Derivation
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
@@ -112,6 +114,7 @@ def _prepass(
     impute: str,
     stats_rows: int,
     fold_case: bool,
+    derive: Derivation,
 ) -> tuple[Preprocessor, list[str], dict[str, Any]]:
     """The Preprocessor (with the problems of the values it was fitted on) and the label counts, before learning.
 
@@ -123,23 +126,41 @@ def _prepass(
     ones used at predict time, and a few hundred thousand rows fix a mean
     and a standard deviation to well under 1 % of the deviation. String
     columns need every level and CSV cannot be sampled: both get the full
-    exact pass. `fold_case`: --fold-case, for the levels (Preprocessor.survey).
+    exact pass. `fold_case`: --fold-case, for the levels; `derive`: --dates and --parse-numbers, fitted already
+    (Preprocessor.survey).
     """
+    text = derive.text_sources
     features = [c for c in columns if c != counter.column]
     sample = None
     if stats_rows > 0 and not plan.categorical:
         sample = reading.sample_row_groups(data, features, stats_rows)
     with progress.task("first pass (classes, statistics)", total=lambda: reading.count_rows(data), unit="rows") as bar:
         if sample is None:
-            batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns), bar)
-            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute, fold_case=fold_case)
+            batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text), bar)
+            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute, fold_case=fold_case, derive=derive)
             return pre, problems, {"statistics": "exact", "statistics_rows": counter.rows}
         for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, [counter.column]), bar)):
             pass
     batches, sampled = sample
-    pre, problems = Preprocessor.survey(batches, plan, impute, fold_case=fold_case)
+    pre, problems = Preprocessor.survey(batches, plan, impute, fold_case=fold_case, derive=derive)
     statistics = "exact" if sampled >= counter.rows else "row-group sample"
     return pre, problems, {"statistics": statistics, "statistics_rows": sampled}
+
+
+def _derivation(
+    data: sources.Source, schema: pa.Schema, opts: TrainOptions, stdin: bool
+) -> tuple[Derivation, list[str]]:
+    """--dates and --parse-numbers fitted in a pass over their candidate columns (read as text from a CSV: a column
+    of ISO dates in the first rows may hold other formats further down); refused on standard input, which is read
+    once."""
+    if opts.dates == "refuse" and not opts.parse_numbers:
+        return Derivation(), []
+    if stdin:
+        raise DmoError(
+            f"--dates parts and --parse-numbers read their columns in a pass of their own; {NAME} can be read once: "
+            "save the data to a file"
+        )
+    return survey_derivation(schema, lambda cols: reading.iter_batches(data, BATCH_ROWS, cols, text_columns=cols), opts)
 
 
 def open_stdin(opts: TrainOptions, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
@@ -218,10 +239,13 @@ def train_streaming(
     adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
     stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if sources.is_stdin(data) else None
     schema = stdin.schema if stdin else reading.schema(data)
-    plan, problems = survey_columns(schema, opts.label_col, opts.drop, opts.embedding_col)
+    derive, problems = _derivation(data, schema, opts, stdin is not None)
+    plan, found = survey_columns(derive.schema(schema), opts.label_col, opts.drop, opts.embedding_col)
+    problems += found
     if opts.label_col not in schema.names:  # no labels to count: the columns' problems are all there is to say
         refuse_problems(problems)
-    columns = (plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]) + [opts.label_col]
+    features = plan.numeric + plan.categorical if plan.embedding is None else [plan.embedding]
+    columns = derive.inputs(features) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
     prepass_started = time.perf_counter()
     if stdin is not None:
@@ -230,7 +254,9 @@ def train_streaming(
         prepass = {"statistics": "head of standard input", "statistics_rows": counter.rows}
     else:
         with serial_arrow_decoding(data):
-            pre, found, prepass = _prepass(data, plan, columns, counter, opts.impute, params.stats_rows, opts.fold_case)
+            pre, found, prepass = _prepass(
+                data, plan, columns, counter, opts.impute, params.stats_rows, opts.fold_case, derive
+            )
     problems += found
     # The pre-pass decoded every label batch; arrow's allocator keeps such freed pages for reuse, and the
     # learning pass's own peak would stack on them (the more batches, the more: 1M vs 8M rows differed by
@@ -264,7 +290,12 @@ def train_streaming(
         nonlocal passes_started
         passes_started += 1
         first_pass = passes_started == 1
-        source = itertools.chain(_drained(head), rest) if stdin else reading.iter_batches(data, BATCH_ROWS, columns)
+        source = (
+            itertools.chain(_drained(head), rest)
+            if stdin
+            else reading.iter_batches(data, BATCH_ROWS, columns, text_columns=pre.text_columns)
+        )
+        source = map(pre.derived, source) if pre.derive else source  # the profile counts the derived columns
         if first_pass:  # counted in the reading thread, beside the learner (arrow's and numpy's counting free the GIL)
             source = profiled(source, profile, labels, keep_unlabeled=False)
         for batch in prefetched(source):

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from dmocli.data.csv_dialect import is_number
 from dmocli.errors import DmoError
+from dmocli.prep import dates, human_numbers
 
 MAX_CATEGORICAL_LEVELS = 1000
 ID_LIKE_MIN_LEVELS = 20  # above this, a string column with a distinct value in most rows is refused as id-like
@@ -19,7 +20,6 @@ ID_LIKE_MIN_LEVELS = 20  # above this, a string column with a distinct value in 
 MEDIUM_LEVELS = 50
 MEDIUM_SHARE = 0.05
 # A number written for people: a percent sign, a currency symbol or thousands separators ("12.5%", "$1,234").
-_DECORATED_NUMBER = re.compile(r"[-+(]?[$€£¥]?\s?[-+]?(?:\d{1,3}(?:[,' ]\d{3})+|\d+)(?:[.,]\d+)?\s?%?\)?")
 _DECORATION = re.compile(r"[%$€£¥]|\d[,' ]\d{3}(?:\D|$)")
 # A date or timestamp written as text: 2024-01-31, 2024/01/31, 31/01/2024, 01-31-24, 31.01.2024, each with an
 # optional time of day ("T10:00", " 10:00:00.5Z", "+01:00").
@@ -28,6 +28,7 @@ _DATE_TEXT = re.compile(
     r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s?(?:Z|[AP]M|[+-]\d{2}:?\d{2})?)?",
     re.IGNORECASE,
 )
+_CURRENCY_WORD = re.compile(r"\b[A-Z]{3}\b|[()]")  # a currency code (1.234,50 EUR), accounting parentheses
 WORDS_OF_FREE_TEXT = 4  # a level of this many words or more reads as prose, not as an id or a code
 
 
@@ -52,12 +53,13 @@ def is_date(t: pa.DataType) -> bool:
 def date_problem(columns: list[str]) -> str:
     """One rule for every input format: a date is refused with its fix, typed or written as text. One-hot it
     would make a feature of every day; a number it is not (docs/data.md, "Dates")."""
-    first = columns[0].split(" (")[0]
+    first = columns[0].split(" (")[0].strip("'")
     return (
         f"column(s) {', '.join(columns)} hold dates or times, which dmo does not turn into features (one-hot, "
         f"each day would be a feature of its own); --drop {first}"
         + (" (and the others)" if len(columns) > 1 else "")
-        + ", or derive numbers from it first (e.g. day of week, hour, days since an event; see docs/data.md)"
+        + ", or --dates parts to train on their numeric parts (year, month, weekday, hour, days since the earliest "
+        "date; docs/data.md, Dates)"
     )
 
 
@@ -72,15 +74,18 @@ def text_column_problem(column: str, levels: set[str], n_rows: int, capped: bool
     if nul:
         return nul
     example = min(values)
-    if sum(bool(_DATE_TEXT.fullmatch(v)) for v in values) >= 0.9 * len(values):
-        return date_problem([f"{column} (text such as {example!r})"])
+    text = pa.array(values, pa.string())
+    read_as_dates = dates.read_text(text).form != ""
+    if sum(bool(_DATE_TEXT.fullmatch(v)) for v in values) >= 0.9 * len(values) or read_as_dates.mean() >= 0.9:
+        return date_problem([f"'{column}' (text such as {example!r})"])
     many = capped or (len(levels) > ID_LIKE_MIN_LEVELS and len(levels) > n_rows / 2)
-    decorated = [v for v in values if _DECORATED_NUMBER.fullmatch(v) and _DECORATION.search(v)]
+    shaped = human_numbers.read_text(text).shaped
+    decorated = [v for v, ok in zip(values, shaped) if ok and (_DECORATION.search(v) or _CURRENCY_WORD.search(v))]
     if len(levels) > ID_LIKE_MIN_LEVELS and len(decorated) >= 0.9 * len(values):
         return (
             f"string column '{column}' holds numbers written as text, such as amounts or percentages "
-            f"(e.g. {min(decorated)!r}); convert it to numbers (drop the %, currency sign or thousands "
-            f"separators), or --drop {column}"
+            f"(e.g. {min(decorated)!r}); --parse-numbers reads them as numbers (or convert them: drop the %, "
+            f"currency sign or thousands separators), or --drop {column}"
         )
     if not many:
         return None

@@ -26,6 +26,7 @@ from dmocli.prep.columns import (
     refuse_problems,
     text_column_problem,
 )
+from dmocli.prep.derive import Derivation
 
 RESERVOIR_ROWS = 100_000
 MAX_LISTED_UNSEEN = 100  # unseen levels kept per column, with their counts, for the report
@@ -109,12 +110,26 @@ class Preprocessor:
     # on categories themselves (gbdt: XGBoost's categorical splits); False: one 0/1 feature per level.
     categorical_codes: bool = False
     fold_case: bool = False  # --fold-case: levels matched lower-cased (`folded`), so Grocery and GROCERY are one
+    # --dates parts / --parse-numbers: raw columns turned into numeric ones before this encoding (prep/derive.py);
+    # `numeric` names the derived columns, `input_columns` the raw ones.
+    derive: Derivation | None = None
 
     @property
     def input_columns(self) -> list[str]:
         if self.embedding:
             return [self.embedding]
-        return self.numeric + list(self.categorical)
+        names = self.numeric + list(self.categorical)
+        return self.derive.inputs(names) if self.derive else names
+
+    @property
+    def text_columns(self) -> list[str]:
+        """The columns a CSV reader keeps as text: the one-hot ones ("001" stays "001"), and the dates and numbers
+        the stored derivation reads from text (a file whose dates are all ISO would otherwise read them typed)."""
+        return list(self.categorical) + (self.derive.text_sources if self.derive else [])
+
+    def derived(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
+        """The batch with the stored derivation applied (dates as parts, numbers parsed); as is without one."""
+        return self.derive.apply(batch) if self.derive else batch
 
     @property
     def n_dense(self) -> int:
@@ -151,9 +166,11 @@ class Preprocessor:
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
+        *,
+        derive: Derivation | None = None,
     ) -> "Preprocessor":
         """survey, refusing every problem it finds in one message."""
-        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case)
+        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case, derive=derive)
         refuse_problems(problems)
         return pre
 
@@ -165,11 +182,14 @@ class Preprocessor:
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
+        *,
+        derive: Derivation | None = None,
     ) -> tuple["Preprocessor", list[str]]:
         """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir; and every
         problem of the columns' values (missing values without --impute, ids, dates or amounts as text, ...),
         each with its fix. With problems, the Preprocessor is not fit to use. `impute` "keep" (gbdt) leaves
-        missing values to the model; `categorical_codes` and `fold_case`: see the fields.
+        missing values to the model; `categorical_codes`, `fold_case` and `derive`: see the fields (`batches` are
+        raw: the derivation, fitted by Derivation.survey, which named its values that do not read, applies here).
 
         The median for imputation comes from a uniform reservoir of up to
         100k rows, exact for smaller data; it keeps fitting O(1) in memory.
@@ -183,7 +203,10 @@ class Preprocessor:
             impute=impute,
             categorical_codes=categorical_codes,
             fold_case=fold_case,
+            derive=derive or None,
         )
+        if pre.derive:
+            batches = (pre.derive.apply(batch, strict=False) for batch in batches)
         levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
         moments: RunningMoments | None = None
         bad_nan: np.ndarray | None = None
@@ -349,6 +372,8 @@ class Preprocessor:
 
     def missing_columns(self, schema: pa.Schema) -> list[str]:
         """The training columns `schema` does not have."""
+        if self.derive:
+            return [c for c in self.input_columns if not self.derive.present(c, schema.names)]
         return [c for c in self.input_columns if c not in schema.names]
 
     def kind_problems(self, schema: pa.Schema) -> list[str]:
@@ -362,6 +387,9 @@ class Preprocessor:
             return pa.types.is_null(schema.field(name).type)
 
         present = set(schema.names)
+        if self.derive:  # the derived columns' sources are checked by the derivation
+            problems += self.derive.kind_problems(schema)
+            present -= set(self.derive.text_sources)
         numbers = [c for c in self.numeric if c in present and not (is_numeric(schema.field(c).type) or null(c))]
         texts = [kind(c) for c in numbers if is_string(schema.field(c).type)]
         others = [kind(c) for c in numbers if not is_string(schema.field(c).type)]
@@ -396,6 +424,7 @@ class Preprocessor:
     def transform(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Float32 features and, per categorical column, how many rows had an unseen level or none."""
         self.check_columns(batch.schema)
+        batch = self.derived(batch)
         fast = self._standardized_float32(batch)
         if fast is not None:
             return fast, LevelCounts()
@@ -506,11 +535,15 @@ class Preprocessor:
             "categorical_codes": self.categorical_codes,
             # Only when asked for: a model trained without --fold-case is written byte for byte as before it existed.
             **({"fold_case": True} if self.fold_case else {}),
+            **({"derive": self.derive.to_dict()} if self.derive else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Preprocessor":
-        return cls(**{"trim_text": False, **{k: data[k] for k in cls.__dataclass_fields__ if k in data}})
+        pre = cls(**{"trim_text": False, **{k: data[k] for k in cls.__dataclass_fields__ if k in data}})
+        if pre.derive is not None:  # checked value by value: a malformed rule is a ValueError naming it
+            pre.derive = Derivation.from_dict(pre.derive)
+        return pre
 
 
 def level_text(column: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:

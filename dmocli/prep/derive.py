@@ -1,0 +1,421 @@
+"""The preparation a user would otherwise script, fitted once and stored in the model: `--dates parts` turns each
+date or timestamp column into numeric parts, `--parse-numbers` reads numbers written for people as numbers.
+
+`Derivation.survey` decides, from the training data, which columns are dates (typed, or text of which at least
+CANDIDATE_SHARE of the values read as dates) and which are numbers written as text, how each is read (day or month
+first, the decimal mark) and the reference day of `days_since`; it names every value that does not read, by its
+data row (1 is the first row after a CSV's header). `Derivation.apply` then turns raw batches into batches of
+numbers, the same way in training, evaluate, predict and monitor: the Preprocessor stores it (prep/features.py)
+and applies it before its own encoding. A date column `when` becomes `when.year`, `when.month`, `when.day`,
+`when.weekday` (0 is Monday), `when.hour` and `when.minute` (only when it holds times of day; UTC) and
+`when.days_since` (days since the earliest training date), in its place among the columns; a parsed number column
+keeps its name. A missing cell is a missing value of every part, filled as `--impute` says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from dmocli.errors import DmoError
+from dmocli.prep import dates, human_numbers
+from dmocli.prep.columns import OFFSET_PREFIX, is_date, is_numeric, is_string
+
+CANDIDATE_SHARE = 0.9  # a text column is a date (number) column when this share of its values reads as one
+NAMED_ROWS = 5  # failing rows a message names
+_FIX_EMPTY = "empty a cell that has no value (a missing value, filled as --impute says)"
+
+
+@dataclass
+class DateRule:
+    """How one date column is read: the order of day and month in numeric text, whether it holds times of day,
+    and the reference day of `days_since` (ISO)."""
+
+    column: str
+    order: str | None
+    with_time: bool
+    reference: str
+
+    @property
+    def outputs(self) -> list[str]:
+        return [f"{self.column}.{part}" for part in dates.PARTS if self.with_time or part not in dates.TIME_PARTS]
+
+    def values(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The parts of each row, and the rows holding a value that is no date as this rule reads them."""
+        if is_string(column.type):
+            text = dates.read_text(_decoded(column))
+            micros, ok = dates.instants(text, self.order)
+            bad = text.present & ~ok
+        else:
+            micros, ok = dates.typed_instants(column)
+            bad = np.zeros(len(column), dtype=bool)
+        found = dates.parts(micros, ok, with_time=self.with_time, reference_day=dates.day_number(self.reference))
+        return {f"{self.column}.{part}": found[part] for part in found if f"{self.column}.{part}" in self.outputs}, bad
+
+
+@dataclass
+class NumberRule:
+    """How one column of numbers written as text is read: its decimal mark."""
+
+    column: str
+    decimal: str
+
+    @property
+    def outputs(self) -> list[str]:
+        return [self.column]
+
+    def values(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        if not is_string(column.type):  # numbers already (a clean file at predict time)
+            return {self.column: _floats(column)}, np.zeros(len(column), dtype=bool)
+        text = human_numbers.read_text(_decoded(column))
+        values, ok = text.values(self.decimal)
+        return {self.column: np.where(ok, values, np.nan)}, text.present & ~ok
+
+
+Rule = DateRule | NumberRule
+
+
+@dataclass
+class Derivation:
+    """The fitted rules, by source column, in the data's column order."""
+
+    rules: list[Rule] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def source_of(self, name: str) -> str:
+        """The raw column a derived column comes from (itself when not derived)."""
+        return next((rule.column for rule in self.rules if name in rule.outputs), name)
+
+    def inputs(self, names: Iterable[str]) -> list[str]:
+        """The raw columns behind derived `names`, each once, in order."""
+        return list(dict.fromkeys(self.source_of(name) for name in names))
+
+    @property
+    def text_sources(self) -> list[str]:
+        """The source columns a CSV reader should keep as text (their formats may differ from file to file)."""
+        return [rule.column for rule in self.rules]
+
+    def schema(self, schema: pa.Schema) -> pa.Schema:
+        """`schema` as `apply` turns it: each source replaced by its float64 outputs."""
+        fields = []
+        for f in schema:
+            rule = self._rule(f.name)
+            fields += [pa.field(name, pa.float64()) for name in rule.outputs] if rule else [f]
+        return pa.schema(fields)
+
+    def kind_problems(self, schema: pa.Schema) -> list[str]:
+        """Source columns present in `schema` as a kind no rule reads."""
+        wrong = []
+        for rule in self.rules:
+            if rule.column in schema.names:
+                kind = schema.field(rule.column).type
+                fits = is_string(kind) or pa.types.is_null(kind)
+                fits |= is_date(kind) and not pa.types.is_time(kind) if isinstance(rule, DateRule) else is_numeric(kind)
+                if not fits:
+                    wrong.append(f"{rule.column} ({kind})")
+        if not wrong:
+            return []
+        return [f"column(s) {', '.join(wrong)} are not the dates or numbers the model was trained to read there"]
+
+    def present(self, name: str, names: list[str]) -> bool:
+        """Whether raw column `name` is there, or already derived into its outputs."""
+        rule = self._rule(name)
+        return name in names or (rule is not None and all(out in names for out in rule.outputs))
+
+    def apply(self, batch: pa.RecordBatch | pa.Table, strict: bool = True) -> pa.RecordBatch | pa.Table:
+        """The batch with every source column replaced by its outputs (a batch derived already is returned as is).
+        A value that does not read is refused (strict) or missing (the survey, which names it already)."""
+        arrays, names, problems = [], [], []
+        changed = False
+        for name, column in zip(batch.schema.names, batch.columns):
+            rule = self._rule(name)
+            if rule is None:
+                arrays.append(column)
+                names.append(name)
+                continue
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            values, bad = rule.values(column)
+            if strict and bad.any():
+                problems.append(_unread(rule, column, bad))
+            for out, numbers in values.items():
+                arrays.append(pa.array(numbers, type=pa.float64(), from_pandas=True))
+                names.append(out)
+            changed = True
+        if problems:
+            raise DmoError("; ".join(problems))
+        if not changed:
+            return batch
+        return (pa.Table if isinstance(batch, pa.Table) else pa.RecordBatch).from_arrays(arrays, names=names)
+
+    def report(self) -> dict[str, Any]:
+        """What `dmo check` and the train report say of the derived columns."""
+        return {rule.column: _described(rule) for rule in self.rules}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dates": [
+                {"column": r.column, "order": r.order, "with_time": r.with_time, "reference": r.reference}
+                for r in self.rules
+                if isinstance(r, DateRule)
+            ],
+            "numbers": [{"column": r.column, "decimal": r.decimal} for r in self.rules if isinstance(r, NumberRule)],
+            "order": [r.column for r in self.rules],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Derivation":
+        """The stored rules, every value checked (a ValueError names the malformed one)."""
+        if not isinstance(data, dict):
+            raise ValueError("preprocessing.derive is not a JSON object")
+        rules: dict[str, Rule] = {}
+        for item in data["dates"]:
+            if item["order"] not in (*dates.ORDERS, None) or not isinstance(item["with_time"], bool):
+                raise ValueError(f"preprocessing.derive has a malformed date rule: {item!r}")
+            dates.day_number(item["reference"])  # raises on anything but an ISO date
+            rules[str(item["column"])] = DateRule(
+                str(item["column"]), item["order"], item["with_time"], item["reference"]
+            )
+        for item in data["numbers"]:
+            if item["decimal"] not in (human_numbers.POINT, human_numbers.COMMA):
+                raise ValueError(f"preprocessing.derive has a malformed number rule: {item!r}")
+            rules[str(item["column"])] = NumberRule(str(item["column"]), item["decimal"])
+        if sorted(data["order"]) != sorted(rules):
+            raise ValueError("preprocessing.derive's order does not name its rules' columns")
+        return cls([rules[name] for name in data["order"]])
+
+    def _rule(self, name: str) -> Rule | None:
+        return next((rule for rule in self.rules if rule.column == name), None)
+
+    # ---- fitting ---------------------------------------------------------------------------------------------
+    @classmethod
+    def survey(
+        cls,
+        schema: pa.Schema,
+        read: Callable[[list[str]], Iterable[pa.RecordBatch]],
+        *,
+        exclude: Iterable[str],
+        dates_mode: str,
+        parse_numbers: bool,
+    ) -> tuple["Derivation", list[str]]:
+        """The rules for `schema`'s columns (not `exclude`: the label, --drop), from one pass over the candidate
+        columns (`read(columns)` yields their batches, in row order), and every problem found, rows named."""
+        exclude = set(exclude)
+        want_dates = dates_mode == "parts"
+        candidates = [
+            f.name
+            for f in schema
+            if f.name not in exclude
+            and not f.name.startswith(OFFSET_PREFIX)
+            and (
+                (want_dates and is_date(f.type) and not pa.types.is_time(f.type))
+                or (is_string(f.type) and (want_dates or parse_numbers))
+            )
+        ]
+        if not candidates:
+            return cls(), []
+        tallies = {name: _Tally(want_dates, parse_numbers) for name in candidates}
+        start = 0
+        for batch in read(candidates):
+            for name in candidates:
+                column = batch.column(name)
+                tallies[name].add(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column, start)
+            start += batch.num_rows
+        rules, problems = [], []
+        for name in candidates:
+            rule, found = tallies[name].decide(name)
+            rules += [rule] if rule is not None else []
+            problems += found
+        taken = {out for rule in rules for out in rule.outputs if out != rule.column}
+        clash = sorted(taken & set(schema.names))
+        if clash:
+            problems.append(
+                f"--dates parts makes column(s) {', '.join(clash)}, which the data has already; rename or --drop them"
+            )
+        return cls(rules), problems
+
+
+class _Tally:
+    """What one pass learns of a candidate column: counts, the rows that read or fail under each reading, the
+    earliest date under each order."""
+
+    def __init__(self, want_dates: bool, parse_numbers: bool):
+        self.want_dates, self.parse_numbers = want_dates, parse_numbers
+        self.typed = False
+        self.present = self.date_shaped = self.number_shaped = 0
+        self.with_time = False
+        self.earliest: dict[Any, int] = {}
+        self.rows: dict[str, list[tuple[int, str]]] = {}  # kind of evidence or failure -> (row, value), first few
+        self.counts: dict[str, int] = {}
+        self.currencies: dict[str, tuple[int, str]] = {}
+
+    def note(self, kind: str, rows: np.ndarray, start: int, column: pa.Array) -> None:
+        if not rows.size:
+            return
+        self.counts[kind] = self.counts.get(kind, 0) + int(rows.size)
+        kept = self.rows.setdefault(kind, [])
+        if len(kept) < NAMED_ROWS:
+            chosen = rows[: NAMED_ROWS - len(kept)]
+            kept += zip((start + chosen + 1).tolist(), column.take(pa.array(chosen)).cast(pa.string()).to_pylist())
+
+    def add(self, column: pa.Array, start: int) -> None:
+        if not is_string(column.type):  # a typed date column
+            self.typed = True
+            micros, ok = dates.typed_instants(column)
+            self.with_time |= pa.types.is_timestamp(
+                column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+            )
+            self._earliest(None, micros, ok)
+            return
+        column = _decoded(column)
+        if self.want_dates:
+            text = dates.read_text(column)
+            self.present = self.present + int(text.present.sum())
+            self.date_shaped += int((text.form != "").sum())
+            self.with_time |= bool(text.has_time.any())
+            readings = {order: dates.instants(text, order) for order in (*dates.ORDERS, None)}
+            for order, (micros, ok) in readings.items():
+                self._earliest(order, micros, ok)
+                self.note(f"bad date {order}", np.flatnonzero(text.present & ~ok), start, column)
+            day_ok, month_ok = readings[dates.DAY_FIRST][1], readings[dates.MONTH_FIRST][1]
+            self.note(dates.DAY_FIRST, np.flatnonzero(text.numeric & day_ok & ~month_ok), start, column)
+            self.note(dates.MONTH_FIRST, np.flatnonzero(text.numeric & month_ok & ~day_ok), start, column)
+            self.note(
+                "either order", np.flatnonzero(text.numeric & day_ok & month_ok & (text.a != text.b)), start, column
+            )
+        if self.parse_numbers:
+            numbers = human_numbers.read_text(column)
+            if not self.want_dates:
+                self.present += int(numbers.present.sum())
+            self.number_shaped += int(numbers.shaped.sum())
+            shaped = numbers.shaped
+            self.note("point only", np.flatnonzero(shaped & numbers.point_ok & ~numbers.comma_ok), start, column)
+            self.note("comma only", np.flatnonzero(shaped & numbers.comma_ok & ~numbers.point_ok), start, column)
+            self.note(
+                "dot groups",
+                np.flatnonzero(shaped & numbers.point_ok & numbers.comma_ok & numbers.dotted),
+                start,
+                column,
+            )
+            for decimal in (human_numbers.POINT, human_numbers.COMMA):
+                self.note(
+                    f"bad number {decimal}",
+                    np.flatnonzero(numbers.present & ~numbers.values(decimal)[1]),
+                    start,
+                    column,
+                )
+            for name, row in numbers.currencies(np.flatnonzero(shaped)).items():
+                if name not in self.currencies:
+                    self.currencies[name] = (start + row + 1, column[row].as_py())
+
+    def _earliest(self, order: Any, micros: np.ndarray, ok: np.ndarray) -> None:
+        if ok.any():
+            day = int(np.floor_divide(micros[ok], dates.US_PER_DAY).min())
+            self.earliest[order] = min(self.earliest.get(order, day), day)
+
+    def decide(self, name: str) -> tuple[Rule | None, list[str]]:
+        """The column's rule (None: it stays as it is) and its problems."""
+        if self.typed:
+            if None not in self.earliest:
+                return None, []  # no date at all: survey_columns and the Preprocessor name the empty column
+            return DateRule(name, None, self.with_time, dates.day_text(self.earliest[None])), []
+        if self.present and self.want_dates and self.date_shaped >= CANDIDATE_SHARE * self.present:
+            return self._date_rule(name)
+        if self.present and self.parse_numbers and self.number_shaped >= CANDIDATE_SHARE * self.present:
+            return self._number_rule(name)
+        return None, []
+
+    def _date_rule(self, name: str) -> tuple[Rule | None, list[str]]:
+        day_first, month_first = self.rows.get(dates.DAY_FIRST), self.rows.get(dates.MONTH_FIRST)
+        if day_first and month_first:
+            return None, [
+                f"column '{name}' writes dates day first ({_named(day_first[:1])}) and month first "
+                f"({_named(month_first[:1])}); write them one way (YYYY-MM-DD reads alike everywhere)"
+            ]
+        order = dates.DAY_FIRST if day_first else dates.MONTH_FIRST if month_first else None
+        if order is None and self.rows.get("either order"):
+            return None, [
+                f"column '{name}': no date tells whether the day or the month comes first "
+                f"({_named(self.rows['either order'][:2])} read either way); write them as YYYY-MM-DD"
+            ]
+        failed = self.rows.get(f"bad date {order}", [])
+        problems = []
+        if failed:
+            count = self.counts[f"bad date {order}"]
+            how = "" if order is None else f", read {order} as the column's other dates are"
+            problems.append(
+                f"column '{name}': {count} value(s) are not dates{how} ({_named(failed)}); write them as YYYY-MM-DD, "
+                f"or {_FIX_EMPTY}"
+            )
+        earliest = self.earliest.get(order, 0)
+        return DateRule(name, order, self.with_time, dates.day_text(earliest)), problems
+
+    def _number_rule(self, name: str) -> tuple[Rule | None, list[str]]:
+        point, comma = self.rows.get("point only"), self.rows.get("comma only")
+        problems = []
+        if len(self.currencies) > 1:
+            shown = ", ".join(f"{code} ({_named([(row, value)])})" for code, (row, value) in self.currencies.items())
+            problems.append(
+                f"column '{name}' holds amounts in several currencies ({shown}); convert them to one currency, or "
+                f"--drop {name}"
+            )
+        if point and comma:
+            problems.append(
+                f"column '{name}' writes numbers with a decimal point ({_named(point[:1])}) and a decimal comma "
+                f"({_named(comma[:1])}); write them one way"
+            )
+            return None, problems
+        if not point and not comma and self.rows.get("dot groups"):
+            problems.append(
+                f"column '{name}': no value tells whether '.' is a decimal point or a thousands separator "
+                f"({_named(self.rows['dot groups'][:2])}); write one value with its decimals (1.500,00 or "
+                "1,500.00), or the numbers without thousands separators"
+            )
+            return None, problems
+        decimal = human_numbers.COMMA if comma else human_numbers.POINT
+        failed = self.rows.get(f"bad number {decimal}", [])
+        if failed:
+            mark = "comma" if decimal == human_numbers.COMMA else "point"
+            problems.append(
+                f"column '{name}': {self.counts[f'bad number {decimal}']} value(s) are not numbers (with a decimal "
+                f"{mark}, as the column's other values) ({_named(failed)}); correct them, or {_FIX_EMPTY}"
+            )
+        return NumberRule(name, decimal), problems
+
+
+def _named(rows: list[tuple[int, str]]) -> str:
+    """`data rows 4 '31/31/2024', 9 'yesterday'`: the rows a message names, with their values."""
+    listed = ", ".join(f"{row} {value!r}" for row, value in rows)
+    return f"data row{'s' if len(rows) > 1 else ''} {listed}"
+
+
+def _unread(rule: Rule, column: pa.Array, bad: np.ndarray) -> str:
+    """A value that does not read as the model reads its column, at evaluate or predict time (named by value: a
+    batch does not know its rows' places in the file)."""
+    shown = ", ".join(map(repr, column.filter(pa.array(bad)).cast(pa.string()).to_pylist()[:NAMED_ROWS]))
+    what = "dates" if isinstance(rule, DateRule) else "numbers"
+    return (
+        f"column '{rule.column}' holds {int(bad.sum())} value(s) that are not {what} as the model reads them "
+        f"({_described(rule)['read']}): {shown}; correct them, or {_FIX_EMPTY}"
+    )
+
+
+def _described(rule: Rule) -> dict[str, Any]:
+    if isinstance(rule, DateRule):
+        order = rule.order or "ISO order (year first)"
+        return {"kind": "date", "read": f"dates, {order}", "parts": rule.outputs, "reference": rule.reference}
+    mark = "comma" if rule.decimal == human_numbers.COMMA else "point"
+    return {"kind": "number", "read": f"numbers with a decimal {mark}", "decimal": rule.decimal}
+
+
+def _decoded(column: pa.Array) -> pa.Array:
+    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+
+
+def _floats(column: pa.Array) -> np.ndarray:
+    return np.asarray(_decoded(column).cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
