@@ -18,13 +18,14 @@ then `HH:MM`, `:SS`, `.fraction`, `AM`/`PM`, and `Z`, `UTC` or an offset `+01:00
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dmocli.data.arrow_numpy import to_numpy
+from dmocli.data.arrow_numpy import text_array, to_numpy
 
 DAY_FIRST, MONTH_FIRST = "day-first", "month-first"
 ORDERS = (DAY_FIRST, MONTH_FIRST)
@@ -49,15 +50,22 @@ _FORMS = {
     "day_name": rf"(?i)^(?P<b>\d{{1,2}})[-\s]+{_MONTH}[-\s,]+(?P<y>\d{{4}}|\d{{2}}){_TIME}$",
     "name_day": rf"(?i)^{_MONTH}\s+(?P<b>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}}){_TIME}$",
 }
-_MONTH_KEYS = pa.array(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+_MONTH_KEYS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 # Cells read as missing rather than as a failed date or number: empty, and the markers exports write for none.
-MISSING_MARKERS = pa.array(["", "na", "n/a", "nan", "null", "none", "#n/a", "?"])
+MISSING_MARKERS = ("", "na", "n/a", "nan", "null", "none", "#n/a", "?")
+
+
+@functools.cache
+def _as_arrow(values: tuple[str, ...]) -> pa.Array:
+    """A value set as arrow, made once (not with pa.array: that imports pandas, which the streaming commands never
+    load)."""
+    return text_array(list(values))
 
 
 def present_text(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """A text column trimmed, and which of its cells hold a value (not null, blank or a MISSING_MARKERS)."""
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
-    missing = pc.or_kleene(pc.is_null(text), pc.is_in(pc.utf8_lower(text), value_set=MISSING_MARKERS))
+    missing = pc.or_kleene(pc.is_null(text), pc.is_in(pc.utf8_lower(text), value_set=_as_arrow(MISSING_MARKERS)))
     return text, ~to_numpy(missing.fill_null(True)).astype(bool)
 
 
@@ -102,7 +110,12 @@ def read_text(column: pa.Array) -> TextDates:
         year[rows] = _ints(taken.field("y"))
         if name in ("day_name", "name_day"):  # month by name: a is the month, b the day, as in ISO order
             a[rows] = (
-                to_numpy(pc.index_in(pc.utf8_slice_codeunits(pc.utf8_lower(taken.field("mon")), 0, 3), _MONTH_KEYS)) + 1
+                to_numpy(
+                    pc.index_in(
+                        pc.utf8_slice_codeunits(pc.utf8_lower(taken.field("mon")), 0, 3), _as_arrow(_MONTH_KEYS)
+                    )
+                )
+                + 1
             )
         else:
             a[rows] = _ints(taken.field("a"))
