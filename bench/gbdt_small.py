@@ -109,7 +109,8 @@ def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> di
     from sklearn.model_selection import StratifiedKFold
 
     frame, test_frame = data.to_pandas(), test.to_pandas()
-    y, y_test = frame.pop("label").to_numpy(), test_frame.pop("label").to_numpy()
+    y = frame.pop("label").to_numpy()
+    test_frame.pop("label")
     both = pd.get_dummies(pd.concat([frame, test_frame]), dtype=np.float32)  # text columns one-hot, as dmo does
     X, X_test = both.iloc[: len(frame)].to_numpy(np.float32), both.iloc[len(frame) :].to_numpy(np.float32)
 

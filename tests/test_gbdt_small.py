@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import run_dmo
 from safetensors import safe_open
@@ -61,10 +62,9 @@ def test_val_positives_decide_with_val_and_ero_keeps_its_fixed_warm_start(tmp_pa
         val = tmp_path / f"val{positives}.parquet"
         frame_with(positives, 400, seed=positives).to_parquet(val)
         report, summary = trained(tmp_path, f"v{positives}", str(train), "--model", "gbdt", "--val", str(val))
-        assert report["solver_trace"]["rounds_rule"] | {"held_out": "val", "held_out_positives": positives} == report[
-            "solver_trace"
-        ]["rounds_rule"]
-        assert report["solver_trace"]["rounds_rule"]["rule"] == rule
+        rule_of = report["solver_trace"]["rounds_rule"]
+        assert (rule_of["held_out"], rule_of["held_out_positives"]) == ("val", positives)
+        assert rule_of["rule"] == rule
     few = tmp_path / f"val{LIMIT - 1}.parquet"
     report, summary = trained(tmp_path, "ero", str(train), "--model", "gbdt", "--solver", "ero", "--val", str(few),
                               "--problem", "fpor", "--target", "0.6")  # fmt: skip
@@ -134,7 +134,7 @@ def test_the_rule_is_not_worse_than_early_stopping_on_few_positives_over_draws()
             opts = TrainOptions(problem="ofbs", model="gbdt", seed=seed, device="cpu")
             opts.params = params
             model, _ = train(data, opts)
-            logits, _ = model.logits(test)
+            logits, _ = model.logits(pa.Table.from_pandas(test, preserve_index=False))
             decided, y = model.decide(logits), test.label.to_numpy()
             tp = int((decided & (y == 1)).sum())
             f1.append(2 * tp / (decided.sum() + (y == 1).sum()))

@@ -41,6 +41,8 @@ from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import Evaluation
 from dmocli.solvers.trees import boost_weighted, held_out
 
+KEPT_WARM_START = "warm start kept: no held-out rows to judge iterates"
+
 
 def _at_best_cut(scores: np.ndarray, y: np.ndarray, problem: Problem) -> Evaluation:
     """The metrics of the exact best cut of these scores (docs/operating-points.md)."""
@@ -180,7 +182,7 @@ def fit_ero_trees(
                 break
     trace = {
         "warm_start": warm_trace,
-        "rounds_rule": {**held.rule, **({"ero": "warm start kept: no held-out rows to judge iterates"} if held.fixed else {})},
+        "rounds_rule": {**held.rule, **({"ero": KEPT_WARM_START} if held.fixed else {})},
         "monitored_split": monitor_name,
         "rounds_per_outer": rounds_per_outer,
         "s_steps": s_steps,
