@@ -216,8 +216,19 @@ def train(
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
     outlook = _outlook_line(result, *_held_out_rows(result))
-    lines = header + _certificate_line(result) + _split_lines(result) + outlook + _infeasible_note(result)
+    lines = header + _rounds_rule_line(result) + _certificate_line(result) + _split_lines(result) + outlook
+    lines += _infeasible_note(result)
     _emit(result, as_json, lines)
+
+
+def _rounds_rule_line(report: dict[str, Any]) -> list[str]:
+    """For trees: early stopping or the fixed schedule, and the held-out positives that decided (solvers/trees.py)."""
+    if (report.get("architecture") or {}).get("kind") != "gbdt":
+        return []
+    from dmocli.solvers.trees import rule_line
+
+    line = rule_line(report.get("solver_trace") or {})
+    return [line] if line else []
 
 
 def _certificate_line(report: dict[str, Any]) -> list[str]:

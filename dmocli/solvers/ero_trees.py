@@ -15,7 +15,9 @@ authors' update rule (mu_i grows on violating rows and shrinks elsewhere, mu0
 grows while the metric gap is positive, lam grows). Each outer iterate is
 judged at its own exact operating point on the held-out rows (validation
 split, else a stratified `stop-frac` of the training rows), and the trees are
-cut at the round of the best.
+cut at the round of the best. Where those rows hold fewer than
+`stop-min-positives` positives (solvers/trees.py), nothing can judge the
+iterates: the warm start, on the fixed schedule, is the model.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dmocli.solvers.ero_settings import Settings
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import Evaluation
 from dmocli.solvers.trees import boost_weighted, held_out
+
+KEPT_WARM_START = "warm start kept: no held-out rows to judge iterates"
 
 
 def _at_best_cut(scores: np.ndarray, y: np.ndarray, problem: Problem) -> Evaluation:
@@ -116,8 +120,11 @@ def fit_ero_trees(
     best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": 0, "eval": monitored}
     history: list[dict[str, Any]] = []
     stale = 0
-    with progress.task("ero (gbdt)", total=cfg.outer, unit="outer iterations") as bar:
-        for outer in range(1, cfg.outer + 1):
+    # Too few held-out positives to judge iterates on (solvers/trees.py): the fixed-schedule warm start is kept,
+    # as training rows would pick the iterate that fits them closest.
+    outer_limit = 0 if held.fixed else cfg.outer
+    with progress.task("ero (gbdt)", total=outer_limit, unit="outer iterations") as bar:
+        for outer in range(1, outer_limit + 1):
             outer_started = time.perf_counter()
             for step in range(rounds_per_outer):
                 decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
@@ -175,6 +182,7 @@ def fit_ero_trees(
                 break
     trace = {
         "warm_start": warm_trace,
+        "rounds_rule": {**held.rule, **({"ero": KEPT_WARM_START} if held.fixed else {})},
         "monitored_split": monitor_name,
         "rounds_per_outer": rounds_per_outer,
         "s_steps": s_steps,

@@ -7,10 +7,17 @@ parameters, the data matrices (missing values stay missing: trees route
 them), and the class-weighted fit with early stopping that is `wce` for
 trees and `ero`'s warm start.
 
-Early stopping watches the weighted log-loss of the validation split when
-one is given, else of a stratified share (`stop-frac`) of the training rows
-held out for it, as scikit-learn's HistGradientBoostingClassifier does; the
-trees stop at the best round.
+Early stopping watches the held-out average precision (binary) or the
+weighted log-loss (multiclass) of the validation split when one is given,
+else of a stratified share (`stop-frac`) of the training rows held out for
+it, as scikit-learn's HistGradientBoostingClassifier does; the trees stop at
+the best round. That round is only as good as the held-out rows: with fewer
+than `stop-min-positives` rows of the rarest class among them (a held-out
+tenth of 100 positives holds 10) the best round is noise, so nothing is held
+out and the trees take a fixed, conservative schedule (`fixed-rounds` at
+`fixed-eta`) on every training row instead (bench/gbdt_small.py chose it;
+docs/gbdt.md has the figures). The trace's `rounds_rule` says which rule ran
+and the positives counted.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
     import xgboost
 
 SEED_MODULUS = 2**31  # XGBoost's seed is a 32-bit signed int
+STOP_MIN_POSITIVES = 20  # held-out positives below which early stopping is noise (bench/gbdt_small.py)
 
 
 @dataclass
@@ -69,6 +77,21 @@ class TreeParams(SolverParams):
     )
     reg_lambda: float = field(default=1.0, metadata={"min": 0.0, "help": "gbdt: L2 penalty on leaf values"})
     max_bin: int = field(default=256, metadata={"min": 2, "help": "gbdt: histogram bins per feature"})
+    stop_min_positives: int = field(
+        default=STOP_MIN_POSITIVES,
+        metadata={
+            "min": 0,
+            "help": "gbdt: least rows of the rarest class in the held-out rows for early stopping on them; with "
+            "fewer, nothing is held out and the trees take fixed-rounds at fixed-eta (0: always stop early)",
+        },
+    )
+    fixed_rounds: int = field(
+        default=300, metadata={"min": 1, "help": "gbdt: boosting rounds when too few positives to stop early"}
+    )
+    fixed_eta: float = field(
+        default=0.05,
+        metadata={"positive": True, "max": 1.0, "help": "gbdt: learning rate when too few positives to stop early"},
+    )
     stop_metric: str = field(
         default="auto",
         metadata={
@@ -188,31 +211,56 @@ class Held:
     offsets: np.ndarray | None
     monitor: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None  # (X, y, offsets) of the judging rows
     monitor_name: str | None
+    rule: dict[str, Any] = field(default_factory=dict)  # the trace's rounds_rule: which schedule, positives counted
+
+    @property
+    def fixed(self) -> bool:
+        """Whether too few held-out positives sent the trees to the fixed schedule."""
+        return self.rule.get("rule") == "fixed"
 
 
 def held_out(train: SplitData, val: SplitData | None, p: TreeParams, ctx: FitContext) -> Held:
     """The validation split judges when given; else a stratified `stop-frac` of the training rows, when every class
-    can spare rows for it; else nothing does (every round is kept)."""
+    can spare rows for it; else nothing does (every round is kept). With fewer than `stop-min-positives` rows of
+    the rarest class among the judging rows, their best round is noise: nothing is held out (every training row
+    is fitted) and the trees take the fixed schedule."""
     X, y, offsets = numpy_split(train)
     if len(np.unique(y)) < 2:
         raise DmoError("gbdt training needs rows of at least two classes")
+    if not p.early_stopping or (p.stop_frac <= 0 and (val is None or val.n == 0)):
+        why = "early-stopping=0" if not p.early_stopping else "stop-frac=0 and no --val"
+        return Held(X, y, offsets, None, None, {"rule": "all rounds", "why": why})
     if val is not None and val.n > 0:
-        return Held(X, y, offsets, numpy_split(val), "val")
-    split = stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names, fewest=4) if p.early_stopping else None
-    if split is None:
-        return Held(X, y, offsets, None, None)
-    kept, held = split
-    part = lambda rows: None if offsets is None else offsets[rows]  # noqa: E731
-    return Held(X[kept], y[kept], part(kept), (X[held], y[held], part(held)), f"{p.stop_frac:g} of train")
+        held = Held(X, y, offsets, numpy_split(val), "val")
+    else:
+        split = stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names, fewest=4)
+        if split is None:
+            held = Held(X, y, offsets, None, None)
+        else:
+            kept, out = split
+            part = lambda rows: None if offsets is None else offsets[rows]  # noqa: E731
+            held = Held(X[kept], y[kept], part(kept), (X[out], y[out], part(out)), f"{p.stop_frac:g} of train")
+    counted = 0 if held.monitor is None else int(np.bincount(held.monitor[1]).min())
+    rule = {"held_out": held.monitor_name, "held_out_positives": counted, "stop_min_positives": p.stop_min_positives}
+    if p.stop_min_positives and counted < p.stop_min_positives:
+        why = f"{counted} positives held out < stop-min-positives {p.stop_min_positives}"
+        return Held(X, y, offsets, None, None, {"rule": "fixed", "why": why, **rule})
+    if held.monitor is None:  # stop-min-positives=0: as before the rule, a class too small to hold out keeps all
+        return dataclasses.replace(held, rule={"rule": "all rounds", "why": "too few rows to hold out", **rule})
+    why = f"{counted} positives held out >= stop-min-positives {p.stop_min_positives}"
+    return dataclasses.replace(held, rule={"rule": "early stopping", "why": why, **rule})
 
 
 def boost_weighted(
     held: Held, ctx: FitContext, balanced: bool = True
 ) -> tuple[xgboost.Booster, xgboost.DMatrix, dict[str, Any]]:
-    """Class-weighted logistic (softmax) loss by boosting, early-stopped on the held-out weighted log-loss;
-    returns the booster cut at its best round, the training matrix and the trace."""
+    """Class-weighted logistic (softmax) loss by boosting, early-stopped on the held-out rows (or the fixed schedule,
+    where held_out found too few positives to stop on); returns the booster cut at its best round, the training
+    matrix and the trace."""
     xgb = import_xgboost()
     p: TreeParams = ctx.params
+    if held.fixed:  # too few held-out positives: the conservative schedule, no early stopping
+        p = dataclasses.replace(p, rounds=p.fixed_rounds, eta=p.fixed_eta, early_stopping=0)
     started = time.perf_counter()
     n_classes = max(2, ctx.architecture.n_outputs)
     weight = lambda labels: class_weights(labels, n_classes) if balanced else None  # noqa: E731
@@ -254,6 +302,8 @@ def boost_weighted(
         "rounds_run": booster.num_boosted_rounds(),
         "monitored_split": held.monitor_name,
         "monitored_loss": float(losses[rounds - 1]) if losses else None,
+        "eta": p.eta,
+        "rounds_rule": held.rule,
         "device": params["device"],
         "seconds": time.perf_counter() - started,
     }
@@ -278,3 +328,31 @@ def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balan
     booster, _, trace = boost_weighted(held_out(train, val, ctx.params, ctx), ctx, balanced)
     network = BoostedTrees.from_booster(booster, ctx.architecture.n_outputs)
     return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
+
+
+def rule_line(trace: dict[str, Any]) -> str | None:
+    """The summary's line on the trees' rounds rule, from a fit's trace (a fold ensemble's: its folds'; ERO's:
+    its warm start's), or None for a trace without one (not trees): which rule, in how many fits, and the
+    held-out positives that decided, e.g. `trees: fixed schedule (300 rounds at eta 0.05) in 5 of 5 fits: 3-4
+    positives held out, fewer than stop-min-positives 20`."""
+    fits = [fit.get("warm_start", fit) for fit in trace.get("fold_traces") or [trace]]
+    rules = [fit.get("rounds_rule") for fit in fits]
+    if not fits or not all(rules):
+        return None
+    named = [rule["rule"] for rule in rules]
+    shown = {"fixed": "fixed schedule", "early stopping": "early stopping", "all rounds": "every round kept"}
+    parts = []
+    for name in dict.fromkeys(named):
+        fit = fits[named.index(name)]
+        schedule = f" ({fit['rounds']} rounds at eta {fit['eta']:g})" if name == "fixed" else ""
+        share = f" in {named.count(name)} of {len(named)} fits" if len(named) > 1 else ""
+        parts.append(f"{shown.get(name, name)}{schedule}{share}")
+    counted = [rule["held_out_positives"] for rule in rules if "held_out_positives" in rule]
+    if not counted:
+        return f"trees: {'; '.join(parts)}: {rules[0]['why']}"
+    low, high = min(counted), max(counted)
+    span = str(low) if low == high else f"{low}-{high}"
+    limit = rules[0]["stop_min_positives"]
+    side = "fewer than" if high < limit else "at least" if low >= limit else "against"
+    reason = f"{span} positives held out, {side} stop-min-positives {limit}" if limit else f"{span} positives held out"
+    return f"trees: {'; '.join(parts)}: {reason}"

@@ -95,7 +95,9 @@ class WeightedCrossEntropy(InMemorySolver):
         """Trees: the folds' median early-stopped rounds; adam: the folds' median best epoch, on all rows."""
         if fold_traces and all("rounds" in trace for trace in fold_traces):
             rounds = int(np.median([trace["rounds"] for trace in fold_traces]))
-            return dataclasses.replace(params, rounds=rounds, early_stopping=0)
+            etas = {trace.get("eta", params.eta) for trace in fold_traces}  # the fixed schedule's, where folds took it
+            eta = etas.pop() if len(etas) == 1 else params.eta
+            return dataclasses.replace(params, rounds=rounds, eta=eta, early_stopping=0)
         stopped_on_held_out = [trace.get("monitored_split") not in (None, "train") for trace in fold_traces]
         if fold_traces and all(stopped_on_held_out):
             epochs = int(np.median([trace["best_epoch"] for trace in fold_traces]))

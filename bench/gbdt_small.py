@@ -1,0 +1,327 @@
+"""Boosted trees when positives are few: dmo's `--model gbdt` against XGBoost and HistGradientBoosting used directly.
+
+Every binary set of ../shared/data (train + val + test pooled) and one generated set (`generated`: 20 features,
+a non-linear label, about 5 % positives) is subsampled to 20, 50, 100 and 300 positives (negatives kept at the
+set's ratio, capped at --neg-cap; a size above the set's positives is skipped), then split, stratified, into 80 %
+DATA and 20 % test, --resplits times per size (a new subsample each time). On each, for FPOR 0.8, FROP 0.8 and
+OFBS (objective: test recall, precision, F1; counted 0 where the test split misses the target or the run is
+refused because the target is out of reach on the held-out scores):
+
+- `dmo_gbdt`: `dmo train --model gbdt` with today's defaults (5-fold cross-fitting, fold models averaged);
+- `dmo_gbdt_prev`: the same with `--param stop-min-positives=0`: early stopping on the held-out tenth whatever
+  its positives, the behaviour before the rule (commit 737d19d);
+- `xgb_fixed_oof`: xgboost.XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight = neg/pos), the exact
+  threshold searched (dmocli.operating_point.search) on its own 5-fold out-of-fold margins, then refit on DATA;
+- `hgb_oof`: HistGradientBoostingClassifier(class_weight="balanced"), the same out-of-fold threshold;
+- `dmo_linear`: `dmo train` (linear wce, defaults);
+- `--variant NAME:KEY=VALUE,...`: more dmo gbdt runs with these `--param`s (how the rule was chosen).
+
+Each method trains once per (set, size, resplit); the threshold of each problem is searched on the held-out curve
+the model keeps (dmo: the out-of-fold scores, as `dmo threshold MODEL` re-targets), so the three problems share
+one fit. Paired differences (dmo_gbdt minus each method) have standard errors over resplits (each resplit's
+three problems averaged first, so the SE counts independent draws).
+
+    python bench/gbdt_small.py --resplits 3          # the short run
+    nice -n 10 python bench/gbdt_small.py            # 10 resplits; writes bench/results/gbdt_small.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
+from operating_point import PROBLEMS, outcome, pooled, resplit, test_metrics  # noqa: E402
+
+SIZES = (20, 50, 100, 300)
+BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
+DMO_PARAMS = {"dmo_gbdt": {}, "dmo_gbdt_prev": {"stop-min-positives": "0"}}
+GENERATED = "generated"
+
+
+def generated_pool(seed: int = 0, rows: int = 60_000) -> pa.Table:
+    """20 features, a label from interactions and a threshold on a non-linear score (about 5 % positives): a set
+    where trees can beat a linear model, with positives enough to subsample any size."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((rows, 20)).astype(np.float32)
+    score = X[:, 0] * X[:, 1] + np.abs(X[:, 2]) + 0.5 * X[:, 3] + np.where(X[:, 4] > 0.5, 1.0, 0.0)
+    y = (score + 0.8 * rng.standard_normal(rows) > 2.6).astype(np.int64)
+    return pa.table({**{f"x{j}": X[:, j] for j in range(20)}, "label": y})
+
+
+def subsample(table: pa.Table, positives: int, seed: int, neg_cap: int) -> pa.Table | None:
+    """`positives` positive rows and negatives at the set's ratio (at most `neg_cap`), drawn without replacement;
+    None where the set has fewer positives."""
+    y = table.column("label").to_numpy()
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    if positives > pos.size:
+        return None
+    n_neg = min(int(round(positives * neg.size / pos.size)), neg_cap, neg.size)
+    rng = np.random.default_rng(1_000_003 * positives + seed)
+    rows = np.sort(np.concatenate([rng.choice(pos, positives, replace=False), rng.choice(neg, n_neg, replace=False)]))
+    return table.take(pa.array(rows))
+
+
+def scored(problem: str, target: float | None, cv_logits, cv_y, test_logits, y_test) -> dict[str, Any]:
+    """The exact threshold of `problem` on the held-out curve, applied to the test logits; refused when the target
+    is out of reach there. `score` is the objective counted 0 where refused or missed on test."""
+    from dmocli import Problem, search_threshold
+
+    point = search_threshold(cv_logits, cv_y, Problem(problem, target))
+    if point.feasible is False:
+        return {"refused": True, "test_feasible": None, "test_objective": None, "score": 0.0}
+    result = outcome(problem, target, test_metrics(test_logits >= point.threshold, y_test))
+    return {**result, "score": 0.0 if result["test_feasible"] is False else result["test_objective"]}
+
+
+def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: dict[str, str]) -> dict[str, Any]:
+    """One `dmo train` (defaults: --cv 5, fold ensemble); the curve its threshold was searched on, test logits."""
+    from dmocli import TrainOptions, train
+
+    opts = TrainOptions(problem="ofbs", solver="wce", model=model, seed=seed, device="cpu")
+    opts.params = dict(params)
+    started = time.perf_counter()
+    trained, report = train(data, opts)
+    cv_logits, cv_y = trained.evidence.rows()
+    test_logits, _ = trained.logits(test)
+    trace = report["solver_trace"]
+    rules = [fit.get("rounds_rule", {}).get("rule") for fit in trace.get("fold_traces", [trace])]
+    rounds = [fit.get("rounds") for fit in trace.get("fold_traces", [trace])]
+    extra = {"rules": rules, "rounds": rounds} if model == "gbdt" else {}
+    return {"cv": (cv_logits, cv_y), "test": test_logits, "seconds": time.perf_counter() - started, **extra}
+
+
+def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> dict[str, Any]:
+    """XGBoost (fixed schedule, scale_pos_weight) or HistGradientBoosting (balanced) with 5-fold out-of-fold
+    margins for the threshold and a refit on all of DATA for test."""
+    import pandas as pd
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import StratifiedKFold
+
+    frame, test_frame = data.to_pandas(), test.to_pandas()
+    y = frame.pop("label").to_numpy()
+    test_frame.pop("label")
+    both = pd.get_dummies(pd.concat([frame, test_frame]), dtype=np.float32)  # text columns one-hot, as dmo does
+    X, X_test = both.iloc[: len(frame)].to_numpy(np.float32), both.iloc[len(frame) :].to_numpy(np.float32)
+
+    def model_for(labels: np.ndarray) -> Any:
+        if method == "xgb_fixed_oof":
+            spw = float((labels == 0).sum() / max((labels == 1).sum(), 1))
+            return xgb.XGBClassifier(
+                n_estimators=300,
+                learning_rate=0.05,
+                max_depth=6,
+                scale_pos_weight=spw,
+                tree_method="hist",
+                random_state=seed,
+                n_jobs=1,
+            )
+        return HistGradientBoostingClassifier(class_weight="balanced", random_state=seed)
+
+    def margins(model: Any, rows: np.ndarray) -> np.ndarray:
+        return model.predict(rows, output_margin=True) if method == "xgb_fixed_oof" else model.decision_function(rows)
+
+    started = time.perf_counter()
+    oof = np.empty(len(y), dtype=np.float64)
+    for fit_rows, held in StratifiedKFold(5, shuffle=True, random_state=seed).split(X, y):
+        model = model_for(y[fit_rows]).fit(X[fit_rows], y[fit_rows])
+        oof[held] = margins(model, X[held])
+    final = model_for(y).fit(X, y)
+    return {"cv": (oof, y), "test": margins(final, X_test), "seconds": time.perf_counter() - started}
+
+
+def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str, str]]]) -> list[dict[str, Any]]:
+    """Every method on one (set, size, resplit): one fit each, three problems."""
+    data_dir, name, size, seed, neg_cap, methods, variants = task
+    table = generated_pool() if name == GENERATED else pooled(Path(data_dir), name)
+    sub = subsample(table, size, seed, neg_cap)
+    if sub is None:
+        return []
+    data, test = resplit(sub, seed)
+    y_test = test.column("label").to_numpy()
+    rows = []
+    for method in methods:
+        if method in ("xgb_fixed_oof", "hgb_oof"):
+            fitted = library_method(data, test, seed, method)
+        else:
+            params = variants.get(method, DMO_PARAMS.get(method, {}))
+            fitted = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
+        for problem, target in PROBLEMS:
+            rows.append(
+                {
+                    "set": name,
+                    "size": size,
+                    "seed": seed,
+                    "method": method,
+                    "problem": problem,
+                    "seconds": fitted["seconds"],
+                    **{key: fitted[key] for key in ("rules", "rounds") if key in fitted},
+                    **scored(problem, target, *fitted["cv"], fitted["test"], y_test),
+                }
+            )
+    return rows
+
+
+def _one_thread() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"  # before xgboost and torch load: one core per worker process
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def units(runs: list[dict[str, Any]], method: str, keep: Any) -> dict[tuple, float]:
+    """(set, size, seed) -> the method's score averaged over the three problems, for the runs `keep` accepts."""
+    per: dict[tuple, list[float]] = {}
+    for r in runs:
+        if r["method"] == method and keep(r):
+            per.setdefault((r["set"], r["size"], r["seed"]), []).append(r["score"])
+    return {key: float(np.mean(scores)) for key, scores in per.items()}
+
+
+def mean_se(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else None
+    return float(np.mean(values)), se
+
+
+def method_table(runs: list[dict[str, Any]], methods: list[str], group: str) -> list[dict[str, Any]]:
+    """Per `group` value (size or set) and method: mean score (0 where refused or missed), its SE over draws, the
+    refused share and the test feasibility of the constrained problems (a refusal counts as not feasible)."""
+    table = []
+    for value in sorted({r[group] for r in runs}, key=str):
+        for method in methods:
+            these = [r for r in runs if r[group] == value and r["method"] == method]
+            if not these:
+                continue
+            mean, se = mean_se(list(units(runs, method, lambda r, v=value: r[group] == v).values()))
+            constrained = [r for r in these if r["problem"] != "ofbs"]
+            table.append(
+                {
+                    group: value,
+                    "method": method,
+                    "draws": len(these) // len(PROBLEMS),
+                    "mean_score": mean,
+                    "se": se,
+                    "refused": float(np.mean([r["refused"] for r in these])),
+                    "feasible": float(np.mean([r["test_feasible"] is True for r in constrained])),
+                }
+            )
+    return table
+
+
+def paired(runs: list[dict[str, Any]], method: str, others: list[str], group: str | None) -> list[dict[str, Any]]:
+    """`method` minus each other method on the same draws, per `group` value (or pooled): mean and SE."""
+    values = [None] if group is None else sorted({r[group] for r in runs}, key=str)
+    table = []
+    for value in values:
+        keep = (lambda r: True) if value is None else (lambda r, v=value: r[group] == v)
+        mine = units(runs, method, keep)
+        for other in others:
+            theirs = units(runs, other, keep)
+            diffs = [mine[key] - theirs[key] for key in mine if key in theirs]
+            mean, se = mean_se(diffs)
+            table.append({group or "pooled": value or "all", "baseline": other, "draws": len(diffs),
+                          "difference": mean, "se": se})  # fmt: skip
+    return table
+
+
+def within_best(runs: list[dict[str, Any]], method: str, methods: list[str]) -> list[dict[str, Any]]:
+    """Per set: the best method by mean score and whether `method` is within one SE (paired) of it."""
+    table = []
+    for name in sorted({r["set"] for r in runs}):
+        keep = lambda r, n=name: r["set"] == n  # noqa: E731
+        means = {m: np.mean(list(units(runs, m, keep).values())) for m in methods if units(runs, m, keep)}
+        best = max(means, key=means.get)
+        mine, theirs = units(runs, method, keep), units(runs, best, keep)
+        diff, se = mean_se([mine[key] - theirs[key] for key in mine if key in theirs])
+        ok = best == method or (diff is not None and se is not None and diff >= -se)
+        table.append({"set": name, "best": best, "best_score": float(means[best]), "difference": diff, "se": se,
+                      "within_one_se": ok})  # fmt: skip
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--resplits", type=int, default=10)
+    parser.add_argument("--sets", nargs="*", default=[*BINARY_SETS, GENERATED])
+    parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
+    parser.add_argument("--neg-cap", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--methods", nargs="*", default=list(BASE_METHODS))
+    parser.add_argument("--variant", action="append", default=[], help="NAME:KEY=VALUE,... more dmo gbdt runs")
+    parser.add_argument("--name", default="gbdt_small", help="results file bench/results/NAME.json")
+    args = parser.parse_args()
+    variants = {}
+    for spec in args.variant:
+        name, _, pairs = spec.partition(":")
+        variants[name] = dict(item.split("=", 1) for item in pairs.split(",") if item)
+    methods = [*args.methods, *variants]
+    tasks = [
+        (args.data, name, size, seed, args.neg_cap, methods, variants)
+        for size in args.sizes
+        for name in args.sets
+        for seed in range(args.resplits)
+    ]
+    runs: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(args.workers, initializer=_one_thread) as pool:
+        for done, rows in enumerate(pool.map(one_draw, tasks), 1):
+            runs.extend(rows)
+            print(f"{done}/{len(tasks)} draws", file=sys.stderr, flush=True)
+    by_size = method_table(runs, methods, "size")
+    by_set = method_table(runs, methods, "set")
+    reference = "dmo_gbdt"
+    others = [m for m in methods if m != reference]
+    pairs_by_size = paired(runs, reference, others, "size")
+    pairs_pooled = paired(runs, reference, others, None)
+    best = within_best(runs, reference, methods)
+    rules = {}
+    for r in runs:
+        if r["method"] == reference and r["problem"] == "ofbs":
+            for rule in r.get("rules", []):
+                rules.setdefault(r["size"], {}).setdefault(rule, 0)
+                rules[r["size"]][rule] += 1
+    print("by size: mean objective (0 where refused or missed on test), SE over draws, feasibility (FPOR, FROP)")
+    print_table(by_size, ["size", "method", "draws", "mean_score", "se", "refused", "feasible"])
+    print("\nby set (all sizes)")
+    print_table(by_set, ["set", "method", "draws", "mean_score", "se", "refused", "feasible"])
+    print(f"\npaired: {reference} minus baseline, per size")
+    print_table(pairs_by_size, ["size", "baseline", "draws", "difference", "se"])
+    print(f"\npaired: {reference} minus baseline, pooled")
+    print_table(pairs_pooled, ["pooled", "baseline", "draws", "difference", "se"])
+    print(f"\n{reference} against the best method of each set (paired SE)")
+    print_table(best, ["set", "best", "best_score", "difference", "se", "within_one_se"])
+    print(f"\n{reference}'s fold fits by rule, per size: {rules}")
+    path = write_results(
+        args.name,
+        {
+            "resplits": args.resplits,
+            "sets": args.sets,
+            "sizes": args.sizes,
+            "neg_cap": args.neg_cap,
+            "variants": variants,
+            "by_size": by_size,
+            "by_set": by_set,
+            "paired_by_size": pairs_by_size,
+            "paired_pooled": pairs_pooled,
+            "within_best": best,
+            "rules_by_size": {str(k): v for k, v in rules.items()},
+            "runs": runs,
+        },
+    )
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
