@@ -27,7 +27,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cross_fit import cross_fit, cv_report, transfer_threshold
-from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
+from dmocli.pipelines.multiclass import class_problem, multiclass_cv_report, settle_classes
 from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.shared_folds import val_share
@@ -102,6 +102,7 @@ def train_in_memory(
     val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
+    class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
     folds = _folds(opts, solver, train_data, group)
     val_levels = val_data.levels if val_data is not None else None
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
@@ -215,7 +216,15 @@ def train_in_memory(
         if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
             settled.evidence, settled.heldout_scores = None, None
     else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
-        settled = settle_classes(logits, truth, labels.classes, calibrate)
+        settled = settle_classes(
+            logits,
+            truth,
+            labels.classes,
+            calibrate,
+            problem=class_op,
+            confidence=opts.confidence,
+            allow_infeasible=opts.allow_infeasible,
+        )
         report.update(settled.report)
         report["warnings"] += settled.warnings
     report["solver_trace"] = result.trace
@@ -230,7 +239,7 @@ def train_in_memory(
             "pooled_val": opts.val is not None,
             "oof_threshold": report["operating_point"]["threshold"],
         }
-    if problem is not None and settled.refusal is not None:
+    if settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path if group is None or group.primary else None, started)
 
     model = DmoModel(
@@ -245,6 +254,8 @@ def train_in_memory(
         evidence=settled.evidence if problem is not None else None,
         training_rows=_fingerprint(train_data, group) if labels.binary else None,
         profile=finished_profile(profile, settled.heldout_scores if problem is not None else None),
+        class_offsets=settled.offsets if problem is None else None,
+        class_problem=settled.problem if problem is None else None,
     )
     if group is not None and not group.primary:
         return finish(model, report, None, None, started)
