@@ -106,6 +106,20 @@ class TrainOptions:
     beta: float = option(
         1.0, "--beta", estimator=True, positive=True, help="Beta of F-beta (ofbs, and F-beta in reports)."
     )
+    class_target: dict[str, str] = option(
+        {},
+        "--class-target",
+        metavar="CLASS=A",
+        help="Multi-class fpor/frop: class CLASS's own floor A, over --target's (repeatable; a class given neither is "
+        "unconstrained).",
+    )
+    focus: str | None = option(
+        None,
+        "--focus",
+        metavar="CLASS",
+        help="Multi-class fpor/frop/ofbs: the constraint (or F-beta) of class CLASS alone; the other classes are "
+        "decided by the arg-max among themselves.",
+    )
     solver: str = option("wce", "--solver", "-s", estimator=True, help="Training method; `dmo solvers` lists them.")
     model: str = option(
         "linear",

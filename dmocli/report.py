@@ -20,6 +20,7 @@ from dmocli.data.outputs import atomic_path, write_text
 from dmocli.data.sources import describe
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import Calibration, calibration_figures, probability
+from dmocli.operating_point.class_offsets import decide
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.metrics import binary_scores, multiclass_scores
 from dmocli.operating_point.multiclass_calibration import (
@@ -67,14 +68,29 @@ def binary_split_report(
 
 
 def multiclass_split_report(
-    logits: np.ndarray, y: np.ndarray, classes: list[Any], calibration: MulticlassCalibration | None = None
+    logits: np.ndarray,
+    y: np.ndarray,
+    classes: list[Any],
+    calibration: MulticlassCalibration | None = None,
+    offsets: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Arg-max metrics of the raw logits (the decision), and log loss and calibration figures of the class
-    probabilities (through `calibration` where there is one)."""
+    """Metrics of the decision (the arg-max of the logits, plus the class offsets of an operating point where there
+    are), each class's precision and recall with their Clopper-Pearson intervals, and log loss and calibration
+    figures of the class probabilities (through `calibration` where there is one)."""
     proba = class_probabilities(logits, calibration)
-    predicted = logits.argmax(axis=1)
+    predicted = decide(logits, offsets)
     out = multiclass_scores(y, predicted, len(classes), proba)
     out["classes"] = classes
+    per_class, tp = out["per_class"], np.diag(np.asarray(out["confusion_matrix"]))
+    per_class["predicted"] = np.asarray(out["confusion_matrix"]).sum(axis=0).tolist()
+    per_class["precision_interval"] = [
+        clopper_pearson_interval(int(hit), int(made)) for hit, made in zip(tp, per_class["predicted"])
+    ]
+    per_class["recall_interval"] = [
+        clopper_pearson_interval(int(hit), int(rows)) for hit, rows in zip(tp, per_class["support"])
+    ]
+    out["macro_precision"] = float(np.mean(per_class["precision"]))
+    out["macro_recall"] = float(np.mean(per_class["recall"]))
     out["calibration"] = multiclass_calibration_figures(proba, y, predicted)
     return out
 

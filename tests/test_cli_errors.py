@@ -81,12 +81,14 @@ def test_one_class_only(tmp_path):
 
 
 def test_multiclass_without_positive(tmp_path):
+    """fpor/frop/ofbs on 3 classes without --positive is a multi-class operating point (tests/test_multiclass_op.py)
+    for a solver that trains multi-class models; a binary-only solver still asks for --positive."""
     path = tmp_path / "multi.parquet"
     frame = make_binary_frame()
     frame["label"] = np.arange(len(frame)) % 3
     frame.to_parquet(path)
     assert_clean_failure(
-        train_fails(tmp_path, path, "--problem", "frop", "--target", "0.8"), 2, "3 classes", "--positive"
+        train_fails(tmp_path, path, "--problem", "frop", "--target", "0.8", "--solver", "ero"), 2, "--positive"
     )
 
 

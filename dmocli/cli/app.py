@@ -164,6 +164,7 @@ def _split_lines(report: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{name:>6}: accuracy {s['accuracy']:.4f}  balanced accuracy {s['balanced_accuracy']:.4f}  "
                 f"macro F1 {s['macro_f1']:.4f}  (n {s['n']})"
+                + (f"  min recall {min(s['per_class']['recall']):.4f}" if "macro_recall" in s else "")
             )
     return lines
 
@@ -209,6 +210,8 @@ def train(
     header = [f"model: {result['model']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
+    if "class_operating_point" in result:
+        header.append(_offsets_text(result["class_operating_point"]))
     if "online" in result:
         o = result["online"]
         header.append(
@@ -390,11 +393,20 @@ def threshold(
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"
+    point = result.get("class_operating_point")  # a multi-class model's offsets, not one threshold
     lines = [
-        f"model: {output}  threshold (logit): {result['threshold']:.6g}",
+        f"model: {output}  "
+        + (f"threshold (logit): {result['threshold']:.6g}" if point is None else _offsets_text(point)),
         f"problem: {result['problem']}{target_text}{stored}",
     ]
     _emit(result, as_json, lines + _split_lines(result) + _outlook_line(result, "data", None))
+
+
+def _offsets_text(point: dict[str, Any]) -> str:
+    """A multi-class operating point in one line: its class offsets and the classes left below their floor."""
+    offsets = ", ".join(f"{row['class']} {row['offset']:+.3g}" for row in point["per_class"])
+    below = f"; below the floor: {', '.join(map(str, point['below_floor']))}" if point["below_floor"] else ""
+    return f"class offsets: {offsets}{below}"
 
 
 def _adapt_threshold(

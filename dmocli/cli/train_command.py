@@ -27,6 +27,7 @@ from dmocli.options import TrainOptions, read_new_rows
 CLI_TYPES: dict[str, Any] = {
     "drop": list[str],
     "params": list[str],
+    "class_target": list[str],
     "val": Optional[Path],
     "unlabeled_truth": Optional[Path],
     "plot": Optional[Path],
@@ -43,6 +44,17 @@ def parse_params(values: list[str]) -> dict[str, str]:
         key, value = item.split("=", 1)
         params[key.strip()] = value.strip()
     return params
+
+
+def parse_class_targets(values: list[str]) -> dict[str, str]:
+    """`--class-target CLASS=A` strings as a dict (the floors are read and checked against the classes in training)."""
+    targets = {}
+    for item in values:
+        if "=" not in item or not item.rsplit("=", 1)[0].strip():
+            raise DmoError(f"--class-target {item!r} must look like CLASS=A, e.g. fraud=0.9")
+        name, value = item.rsplit("=", 1)
+        targets[name.strip()] = value.strip()
+    return targets
 
 
 def _cli_type(name: str, annotation: Any) -> Any:
@@ -87,7 +99,7 @@ def option_parameters(used: Collection[str] | None = None) -> list[inspect.Param
     hints = typing.get_type_hints(TrainOptions)
     parameters = []
     for spec in dataclasses.fields(TrainOptions):
-        default = [] if spec.name in ("drop", "params") else spec.default
+        default = [] if spec.name in ("drop", "params", "class_target") else spec.default
         help_text = escape(spec.metadata["help"])  # `dmocli[gbdt]` is an install command, not rich markup
         info = typer.Option(
             default,
@@ -116,6 +128,8 @@ def options_from_cli(values: dict[str, Any]) -> TrainOptions:
         values["params"] = parse_params(values["params"])
     if "new_rows" in values:
         values["new_rows"] = read_new_rows(values["new_rows"])
+    if "class_target" in values:
+        values["class_target"] = parse_class_targets(values["class_target"])
     return TrainOptions(**values)
 
 

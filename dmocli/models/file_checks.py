@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # logits are float32: a threshold beyond it decides every row alike
 TREE_TENSOR = "booster"  # a gbdt member's one tensor: its booster's bytes (models/trees.py)
 MEMBER_MAP = "member_map"  # an ensemble's (slope, intercept) probability map (models/networks.py)
+CLASS_OFFSETS = "class_offsets"  # a multi-class operating point's offsets (operating_point/class_offsets.py)
 
 
 def check_tensors(arch: Architecture, tensors: dict[str, np.ndarray]) -> None:
@@ -71,6 +72,19 @@ def _check_member_map(arch: Architecture, member_map: np.ndarray) -> None:
         raise ValueError(f"member_map is {member_map.dtype} {member_map.shape}, not two float64 numbers")
     if not np.isfinite(member_map).all():
         raise ValueError("member_map holds values that are not finite (NaN or infinite)")
+
+
+def check_class_offsets(offsets: np.ndarray | None, binary: bool, n_classes: int) -> None:
+    """A multi-class operating point's offsets: one finite float64 per class, only in a multi-class model (a NaN
+    offset would send every row to class 0, an offset missing for a class would shift the others' decisions)."""
+    if offsets is None:
+        return
+    if binary:
+        raise ValueError("class offsets are only stored with a multi-class model")
+    if offsets.dtype != np.float64 or offsets.shape != (n_classes,):
+        raise ValueError(f"class_offsets is {offsets.dtype} {offsets.shape}, not {n_classes} float64 numbers")
+    if not np.isfinite(offsets).all() or (np.abs(offsets) > FLOAT32_MAX).any():
+        raise ValueError("class_offsets holds values that are not finite numbers within the logits' range")
 
 
 def check_threshold(threshold: Any) -> None:

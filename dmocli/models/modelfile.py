@@ -19,9 +19,17 @@ from safetensors.numpy import save, save_file
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError, first_line
 from dmocli.models.architecture import Architecture
-from dmocli.models.file_checks import check_preprocessing, check_tensors, check_threshold, check_trees
+from dmocli.models.file_checks import (
+    CLASS_OFFSETS,
+    check_class_offsets,
+    check_preprocessing,
+    check_tensors,
+    check_threshold,
+    check_trees,
+)
 from dmocli.models.file_reading import METADATA_KEY, StoredModel, read_model_file
 from dmocli.operating_point.calibration import Calibration, probability
+from dmocli.operating_point.class_offsets import ClassProblem, decide
 from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
@@ -55,6 +63,8 @@ class DmoModel:
     evidence: HeldOutCurve | None = None  # the held-out curve its threshold was searched on (binary models)
     training_rows: np.ndarray | None = None  # the sketch of its training rows (prep/row_fingerprint.py)
     profile: Profile | None = None  # its training rows' features and held-out scores, for drift checks (info.profile)
+    class_offsets: np.ndarray | None = None  # a multi-class operating point: added to the logits before the arg-max
+    class_problem: ClassProblem | None = None  # ... and the problem they were searched for
 
     @property
     def binary(self) -> bool:
@@ -101,13 +111,13 @@ class DmoModel:
 
     def class_probabilities(self, logits: np.ndarray) -> np.ndarray:
         """P(class | x), (n, K), of a multi-class model's logits (calibrated where the model file says how). Its
-        arg-max may differ from decide's, which stays the arg-max of the logits."""
+        arg-max may differ from decide's, the arg-max of the logits (plus the class offsets where there are)."""
         return class_probabilities(logits, self.calibration)
 
     def decide(self, logits: np.ndarray) -> np.ndarray:
         if self.binary:
             return (logits >= self.threshold).astype(np.int8)
-        return logits.argmax(axis=1)
+        return decide(logits, self.class_offsets)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -117,7 +127,14 @@ class DmoModel:
             "solver": self.solver,
             **(self.problem.to_dict() if self.problem else {"problem": None, "target": None, "beta": None}),
             "threshold": self.threshold,
-            "decision_rule": "logit >= threshold" if self.binary else "argmax over class logits",
+            "decision_rule": "logit >= threshold"
+            if self.binary
+            else "argmax over class logits" + (" + class_offsets" if self.class_offsets is not None else ""),
+            **(
+                {"class_problem": self.class_problem.to_dict(self.labels.classes)}
+                if self.class_problem is not None
+                else {}
+            ),
             "labels": self.labels.to_dict(),
             "feature_columns": self.preprocessor.input_columns,
             "preprocessing": self.preprocessor.to_dict(),
@@ -138,6 +155,8 @@ class DmoModel:
             tensors.update(self.evidence.tensors())
         if self.training_rows is not None:
             tensors[FINGERPRINT] = self.training_rows
+        if self.class_offsets is not None:
+            tensors[CLASS_OFFSETS] = np.asarray(self.class_offsets, dtype=np.float64)
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
             if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
@@ -195,7 +214,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         weights = {
             name: value
             for name, value in stored.tensors.items()
-            if not name.startswith(EVIDENCE_PREFIX) and name != FINGERPRINT
+            if not name.startswith(EVIDENCE_PREFIX) and name not in (FINGERPRINT, CLASS_OFFSETS)
         }
         check_tensors(arch, weights)
         network = _network_from_state(arch, weights, device)
@@ -218,7 +237,11 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
             evidence=evidence,
             training_rows=training_rows,
             profile=profile,
+            class_offsets=stored.tensors.get(CLASS_OFFSETS),
         )
+        check_class_offsets(model.class_offsets, model.labels.binary, len(model.labels.classes))
+        if model.class_offsets is not None:
+            model.class_problem = ClassProblem.from_dict(meta.get("class_problem"), model.labels.classes)
         check_preprocessing(model.preprocessor, meta.get("feature_columns"))
         _check_profile(model.profile, model.preprocessor)
         _check_consistent(model)

@@ -28,6 +28,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.explained import check_k, explain_arrays, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, model_name, opened
+from dmocli.pipelines.multiclass import refit_class_offsets
 from dmocli.pipelines.operating_point import (
     OPTIMISTIC,
     certified_rows,
@@ -47,6 +48,7 @@ from dmocli.report import (
     envelope,
     label_fields,
     model_summary,
+    multiclass_split_report,
     plot_pr_curve,
     unlabeled_warning,
     write_report,
@@ -85,6 +87,8 @@ def evaluate(
     split = split_reports(
         {"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes, model.calibration
     )["data"]
+    if model.class_offsets is not None:  # a multi-class operating point: the splits at its offsets
+        split = multiclass_split_report(logits, y, model.labels.classes, model.calibration, model.class_offsets)
     if model.binary:
         if plot_path is not None:
             if split["n_pos"] == 0:
@@ -205,7 +209,18 @@ def refit_threshold(
     outputs.check_distinct({"--report": report_path}, {"MODEL": model_path})
     model = load_model(model_path)
     if not model.binary:
-        raise DmoError("threshold applies to binary models; this model is multi-class")
+        return refit_class_offsets(
+            model,
+            model_path=model_path,
+            data=data,
+            problem=problem,
+            output=output,
+            confidence=confidence,
+            allow_infeasible=allow_infeasible,
+            report_path=report_path,
+            engine=engine,
+            started=started,
+        )
     problem_source = "option" if problem is not None else "model"
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
@@ -494,9 +509,9 @@ def _prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: b
             pa.array(decision, pa.int8()),
             predicted,
         ]
-    # The predicted class is the logits' arg-max, as the model decides; its probability (and every class's) is the
-    # calibrated one, whose own arg-max may differ (the calibration's per-class bias undoes the class weighting).
-    best = logits.argmax(axis=1)
+    # The predicted class is the model's decision (the arg-max of the logits plus its class offsets, if any); its
+    # probability (and every class's) is the calibrated one, whose own arg-max may differ.
+    best = model.decide(logits)
     proba = model.class_probabilities(logits)
     classes = model.labels.classes
     predicted = pa.array(np.asarray(classes, dtype=object)[best], type=_label_type(classes))

@@ -47,12 +47,14 @@ class Survey:
 
 def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     """The binary problem to solve, or None for multi-class (the default for a label of over two classes
-    without --positive)."""
+    without --positive, and fpor/frop/ofbs on such a label: per-class offsets, pipelines/multiclass.py)."""
     kind = opts.problem
     if kind is None:
         kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
     if kind == "multiclass":
         refuse(multiclass_conflicts(opts))
+        return None
+    if n_classes > 2 and opts.positive is None:  # a multi-class operating point: pipelines/multiclass.py checks it
         return None
     return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
 

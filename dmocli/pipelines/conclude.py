@@ -21,6 +21,7 @@ from dmocli.data import sources
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
+from dmocli.operating_point.class_offsets import ClassProblem
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
@@ -65,6 +66,7 @@ class FittedRun:
     calibration: Calibration | None = None  # a probability map given instead of fitted (an ensemble's identity)
     training_rows: np.ndarray | None = None  # the sketch of the training rows (prep/row_fingerprint.py)
     online: dict[str, Any] | None = None  # a streaming solver's own progressive figures: the model's summary
+    class_problem: ClassProblem | None = None  # a multi-class operating point (class offsets); None: arg-max
 
 
 def conclude(
@@ -115,8 +117,16 @@ def conclude(
         if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
             settled.evidence, settled.heldout_scores = None, None
         threshold, evidence, heldout_scores = settled.threshold, settled.evidence, settled.heldout_scores
-    else:  # arg-max over the class logits: no threshold, class probabilities calibrated on the held-out logits
-        settled = settle_classes(run.logits, run.truth, run.labels.classes, run.calibrate)
+    else:  # arg-max over the class logits plus the searched class offsets, if any; probabilities calibrated
+        settled = settle_classes(
+            run.logits,
+            run.truth,
+            run.labels.classes,
+            run.calibrate,
+            problem=run.class_problem,
+            confidence=opts.confidence,
+            allow_infeasible=opts.allow_infeasible,
+        )
         threshold, evidence, heldout_scores = None, None, None
     report.update(settled.report)
     report["warnings"] += settled.warnings + run.solver_warnings
@@ -127,7 +137,7 @@ def conclude(
     report.update(run.after_fields)
     if crossed is not None:
         report["cv"] = _cv_section(crossed, opts, problem, run.labels, report)
-    if problem is not None and settled.refusal is not None:
+    if settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path, started)
 
     model = DmoModel(
@@ -142,6 +152,8 @@ def conclude(
         evidence=evidence,
         training_rows=run.training_rows,
         profile=_finished_profile(run.profile, heldout_scores),
+        class_offsets=settled.offsets if problem is None else None,
+        class_problem=settled.problem if problem is None else None,
     )
     return finish(model, report, output, report_path, started)
 

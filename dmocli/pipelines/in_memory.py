@@ -27,6 +27,7 @@ from dmocli.options import TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.cross_fit import cross_fit
+from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
@@ -99,6 +100,7 @@ def train_in_memory(
     val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
+    class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
     folds = _folds(opts, solver, train_data, group)
     val_levels = val_data.levels if val_data is not None else None
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
@@ -193,6 +195,7 @@ def train_in_memory(
         calibrate=calibrate,
         calibration=Calibration.identity("cv") if member_map is not None else None,  # the members' map is the model's
         training_rows=_fingerprint(train_data, group) if labels.binary else None,
+        class_problem=class_op,
     )
     writes = group is None or group.primary
     return conclude(

@@ -1,22 +1,36 @@
-"""The multi-class step after training, the counterpart of settle_threshold: no threshold to fit (the decision is
-the arg-max of the logits), but a probability map fitted on held-out logits, the split reports, and the folds'
-figures of --cv.
+"""The multi-class step after training, the counterpart of settle_threshold: the class offsets of a multi-class
+operating point (--problem fpor|frop|ofbs on a label of over two classes, without --positive) searched on held-out
+logits, the probability map fitted on the same logits, the split reports, and the folds' figures of --cv.
 
-The map is fitted where the binary threshold would be: on the out-of-fold logits
-of --cv, else on the validation split, else on the training rows (overconfident,
-and said so). dmocli/operating_point/multiclass_calibration.py has the map.
+Both are fitted where the binary threshold would be: on the out-of-fold logits
+of --cv, else on the validation split, else on the training rows (optimistic,
+and said so). dmocli/operating_point/class_offsets.py has the search,
+dmocli/operating_point/multiclass_calibration.py the map. Without such a problem
+(--problem multiclass, the default) the decision stays the arg-max of the logits.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dmocli.data import sources
+from dmocli.engines.choice import EngineChoice
+from dmocli.errors import DmoError, UnreachableTarget, option_hint
+from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.class_offsets import ClassProblem, search_offsets
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, fit_temperature_bias
+from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
+from dmocli.options import TrainOptions, refuse, target_problem
 from dmocli.pipelines.cross_fit import CrossFitted
-from dmocli.report import multiclass_split_report
+from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.scoring import collect_logits
+from dmocli.report import envelope, label_fields, model_summary, multiclass_split_report, write_report
 
 
 @dataclass
@@ -27,27 +41,137 @@ class SettledClasses:
     report: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     calibration: MulticlassCalibration | None = None
+    offsets: np.ndarray | None = None  # the class offsets of an operating point, for the model file
+    problem: ClassProblem | None = None
+    refusal: UnreachableTarget | None = None  # an unreachable floor without --allow-infeasible (exit 3)
+
+
+def class_problem(opts: TrainOptions, classes: list[Any], binary: bool) -> ClassProblem | None:
+    """The multi-class operating point the options ask for (None: the arg-max, --problem multiclass), every
+    problem of --target, --class-target, --focus, --beta and --confidence against the classes in one message."""
+    kind = opts.problem
+    asks = bool(opts.class_target) or opts.focus is not None
+    if binary or kind in (None, "multiclass"):
+        if asks:
+            refuse(
+                [
+                    "--class-target and --focus apply to --problem fpor|frop|ofbs on a label of over two classes "
+                    "(without --positive)"
+                ]
+            )
+        return None
+    names = [str(c) for c in classes]
+    problems: list[str] = []
+    floors: list[float | None] = [opts.target] * len(classes) if kind != "ofbs" else [None] * len(classes)
+    for name, text in opts.class_target.items():
+        try:
+            floor = float(text)
+        except ValueError:
+            floor = math.nan
+        if name not in names:
+            problems.append(f"--class-target {name}={text}: {name!r} is not a class (classes: {', '.join(names[:10])})")
+        elif target_problem(floor) is not None:
+            problems.append(f"--class-target {name}={text}: the floor must be in (0, 1), e.g. 0.8")
+        else:
+            floors[names.index(name)] = floor
+    focus = None
+    if opts.focus is not None:
+        if opts.focus not in names:
+            problems.append(f"--focus {opts.focus!r} is not a class (classes: {', '.join(names[:10])})")
+        else:
+            focus = names.index(opts.focus)
+            floors = [floors[k] if k == focus else None for k in range(len(classes))]
+            if opts.class_target and set(opts.class_target) != {opts.focus}:
+                problems.append("--focus constrains one class; give --class-target for that class only, or --target")
+    if kind == "ofbs" and (opts.target is not None or opts.class_target):
+        problems.append("--target and --class-target apply to fpor/frop; --problem ofbs maximizes macro F-beta")
+    if kind == "ofbs" and opts.confidence is not None:
+        problems.append(OFBS_HAS_NO_BOUND)
+    if kind != "ofbs" and all(floor is None for floor in floors):
+        problems.append(
+            f"--problem {kind} on {len(classes)} classes needs --target A (every class's floor) or "
+            "--class-target CLASS=A"
+        )
+    if opts.new_rows is not None and focus is None:
+        problems.append(
+            "--new-rows applies to a binary certificate (or --focus); a multi-class one is of the "
+            "population values: drop --new-rows"
+        )
+    refuse(problems)
+    return ClassProblem(kind, tuple(floors), opts.beta, focus)
 
 
 def settle_classes(
-    logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], classes: list[Any], calibrate: bool = True
+    logits: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+    classes: list[Any],
+    calibrate: bool = True,
+    *,
+    problem: ClassProblem | None = None,
+    confidence: float | None = None,
+    allow_infeasible: bool = False,
 ) -> SettledClasses:
-    """The probability map fitted on the held-out logits ("cv", else "val", else "train"), and every split's
-    arg-max metrics with probabilities through it. Not with `calibrate` False: on rows of a `dmo subsample` file,
+    """The probability map fitted on the held-out logits ("cv", else "val", else "train"), the offsets of
+    `problem` searched on the same logits, and every split's metrics at the offsets (at the arg-max without a
+    problem) with probabilities through the map. Not with `calibrate` False: on rows of a `dmo subsample` file,
     whose class rates are not the population's."""
-    held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
-    settled = SettledClasses()
+    held_out = next((name for name in ("cv", "val", "data", "train") if name in logits), None)  # data: threshold
+    settled = SettledClasses(problem=problem)
     if held_out is not None and calibrate:
         settled.calibration = fit_temperature_bias(logits[held_out], truth[held_out], held_out)
     if settled.calibration is not None and held_out == "train":
         settled.warnings.append(OVERCONFIDENT)
+    if problem is not None and held_out is not None:
+        point = search_offsets(logits[held_out], truth[held_out], problem, confidence)
+        settled.offsets = point.offsets
+        settled.report.update(problem_report_fields(problem))
+        settled.report["class_operating_point"] = {"split": held_out, **point.to_dict(problem, classes)}
+        settled.report["feasible"] = point.feasible
+        if held_out == "train":
+            settled.warnings.append(OPTIMISTIC_OFFSETS)
+        if point.below:
+            message = unreachable_message(point.to_dict(problem, classes), problem, confidence, held_out)
+            if allow_infeasible:
+                kept = option_hint("--allow-infeasible", "allow_infeasible=True")
+                settled.warnings.append(f"{message}; the closest offsets are kept ({kept})")
+            else:
+                settled.refusal = UnreachableTarget(
+                    f"{message}; lower the floors, add rows of those classes, or pass "
+                    f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest offsets",
+                    best_achievable=None,
+                )
     settled.report["threshold"] = None
     settled.report["splits"] = {
-        name: multiclass_split_report(logits[name], truth[name], classes, settled.calibration) for name in logits
+        name: multiclass_split_report(logits[name], truth[name], classes, settled.calibration, settled.offsets)
+        for name in logits
     }
     if settled.calibration is not None:
         settled.report["calibration"] = settled.calibration.to_dict()
     return settled
+
+
+def problem_report_fields(problem: ClassProblem) -> dict[str, Any]:
+    """The report's problem fields of a multi-class operating point: its kind, the floor when every constrained
+    class shares one (else null: the per-class floors are in class_operating_point), and beta."""
+    floors = {problem.floors[k] for k in problem.constrained()}
+    return {"problem": problem.kind, "target": floors.pop() if len(floors) == 1 else None, "beta": problem.beta}
+
+
+def unreachable_message(point: dict[str, Any], problem: ClassProblem, confidence: float | None, where: str) -> str:
+    """Which classes stay below their floor on the held-out logits, with the best each reached there."""
+    what = problem.constraint_name
+    measured = "bound" if confidence is not None else what
+    below = [row for row in point["per_class"] if row["meets_floor"] is False]
+    listed = ", ".join(
+        f"{row['class']} {row['bound'] if confidence is not None else row[what]:.4f} < {row['floor']:g}"
+        for row in below
+    )
+    scores = "out-of-fold logits" if where == "cv" else f"{where} split"
+    return (
+        f"{what} floor{'s' if len(below) > 1 else ''} not {'certified' if confidence else 'reachable'} on the "
+        f"{scores} for {len(below)} class{'es' if len(below) > 1 else ''} (best achievable {measured} with every "
+        f"other floor held as far as it can be: {listed})"
+    )
 
 
 def multiclass_cv_report(crossed: CrossFitted, classes: list[Any], pooled_val: bool) -> dict[str, Any]:
@@ -68,7 +192,89 @@ def multiclass_cv_report(crossed: CrossFitted, classes: list[Any], pooled_val: b
     }
 
 
+OPTIMISTIC_OFFSETS = (
+    "the class offsets were searched on the rows the model was trained on, so the operating point is optimistic "
+    "(new data will usually do worse); give --val FILE, or --cv K where the solver can be refitted per fold"
+)
+
 OVERCONFIDENT = (
     "the class probabilities were calibrated on the rows the model was trained on, so they are overconfident (new "
     "data will usually do worse); give --val FILE, or --cv K where the solver can be refitted per fold"
 )
+
+
+def refit_class_offsets(
+    model: DmoModel,
+    *,
+    model_path: str | Path,
+    data: sources.Source | None,
+    problem: Problem | None,
+    output: str | Path,
+    confidence: float | None,
+    allow_infeasible: bool,
+    report_path: str | Path | None,
+    engine: EngineChoice,
+    started: float,
+) -> dict[str, Any]:
+    """`dmo threshold` of a multi-class model: the class offsets searched again on DATA's logits, for `problem`
+    (every class's floor its target) or, without one, the class problem MODEL stores (and its --confidence, unless
+    one is given); the probability map refitted on the same rows. A multi-class model keeps no held-out logits,
+    so DATA is needed."""
+    if data is None:
+        raise DmoError(
+            "a multi-class model keeps no held-out logits to re-search its class offsets on; give a labeled DATA "
+            "of rows it was not trained on"
+        )
+    classes = model.labels.classes
+    source = "option" if problem is not None else "model"
+    if problem is not None:
+        floors = [problem.target] * len(classes) if problem.kind != "ofbs" else [None] * len(classes)
+        wanted = ClassProblem(problem.kind, tuple(floors), problem.beta)
+    elif model.class_problem is not None:
+        wanted = model.class_problem
+        confidence = model.info.get("confidence") if confidence is None and wanted.kind != "ofbs" else confidence
+    else:
+        raise DmoError(
+            "this multi-class model decides by the arg-max (no class problem stored); give --problem "
+            "fpor|frop|ofbs (and --target A) for the operating point to search"
+        )
+    logits, y, _, unlabeled, _ = collect_logits(model, data, engine)
+    fitted_on = sources.describe(data)
+    settled = settle_classes(
+        {"data": logits}, {"data": y}, classes, problem=wanted, confidence=confidence, allow_infeasible=allow_infeasible
+    )
+    previous = None if model.class_offsets is None else [float(b) for b in model.class_offsets]
+    model.class_offsets, model.class_problem = settled.offsets, wanted
+    model.info = {
+        **{key: value for key, value in model.info.items() if key not in ("new_rows", "certified", "calibration")},
+        "confidence": confidence,
+        **({"certified": settled.report["feasible"]} if confidence is not None else {}),
+        "threshold_fitted_on": fitted_on,
+        "summary": model_summary(settled.report["splits"]),
+        **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
+    }
+    report = envelope(
+        "threshold",
+        model=str(model_path),
+        data=fitted_on,
+        engine=engine.name,
+        output=str(output),
+        solver=model.solver,
+        **label_fields(model.labels),
+        problem_source=source,
+        confidence=confidence,
+        seed=model.info.get("seed"),
+        device="cpu",
+        previous_threshold=None,  # a multi-class model moves its class offsets, not a threshold
+        previous_offsets=previous,
+        unlabeled_rows=unlabeled,
+        warnings=settled.warnings,
+        **settled.report,
+    )
+    if settled.refusal is not None:
+        refuse_with_report(settled.refusal, report, report_path, started)
+    model.save(output)
+    report["wall_seconds"] = time.perf_counter() - started
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
