@@ -833,7 +833,7 @@ def extract(
     device: str = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda."),
     batch_size: int = typer.Option(64, "--batch-size", help="Items per forward pass."),
     dtype: str = typer.Option(
-        "auto", "--dtype", help="auto (bf16 on CUDA when supported, else fp32), fp32, bf16 or fp16 (autocast)."
+        "auto", "--dtype", help="auto (bf16 for images on CUDA, else fp32), fp32, bf16 or fp16 (autocast)."
     ),
     workers: Optional[int] = typer.Option(
         None,
