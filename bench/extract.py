@@ -99,7 +99,7 @@ def minilm_sized(path: Path, max_len: int) -> Path:
     import transformers
     from sentence_transformers import (
         SentenceTransformer,
-        models,  # noqa: deprecated alias kept for sentence-transformers < 6
+        models,  # deprecated alias, kept for sentence-transformers < 6
     )
 
     if not (path / "modules.json").exists():
