@@ -220,8 +220,6 @@ def train_streaming(
     started = time.perf_counter()
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
-    if opts.model != "linear":
-        raise DmoError(f"solver {solver.name} learns a linear (logistic) model; drop --model {opts.model}")
     epochs = 1 if opts.epochs is None else opts.epochs
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
