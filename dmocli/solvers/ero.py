@@ -170,7 +170,19 @@ class ERO(InMemorySolver):
                 outer_started = time.perf_counter()
                 weights = penalties.row_weights()
                 steps = inner_solve(
-                    network, s, s_adam, train, problem, weights, penalties.mu0, cfg, batch, generator, rows, n, n_pos
+                    network,
+                    s,
+                    s_adam=s_adam,
+                    train=train,
+                    problem=problem,
+                    weights=weights,
+                    mu0=penalties.mu0,
+                    cfg=cfg,
+                    batch=batch,
+                    generator=generator,
+                    rows=rows,
+                    n=n,
+                    n_pos=n_pos,
                 )
                 steps_total += steps
                 rows.broadcast_parameters(network)
