@@ -132,3 +132,17 @@ def test_the_command_refuses_an_unadvertised_model_before_reading_data(dmo, tmp_
     line = err.strip()
     assert "\n" not in line and "solver fofo does not train --model mlp (solvers that do: " in line
     assert "--cv 1 leaves no fold" in line  # every problem of the command line in the same run
+
+
+def test_the_listing_for_people_says_the_same(dmo, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # one table row per parameter
+    code, out, _ = dmo("solvers", "ero")
+    assert code == 0
+    assert "(only --model linear, mlp, without torchrun)" in next(
+        line for line in out.splitlines() if " folding " in line
+    )
+    assert "(only --model gbdt)" in next(line for line in out.splitlines() if " tree-rounds " in line)
+    code, out, _ = dmo("solvers", "wce")
+    assert code == 0 and "models: linear, mlp, gbdt (gbdt also with --engine dask);" in out
+    code, out, _ = dmo("solvers", "fofo")
+    assert code == 0 and "models: linear;" in out
