@@ -14,7 +14,7 @@ import pytest
 
 from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
-from dmocli.options import MODEL_CHOICES, TrainOptions
+from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions
 from dmocli.pipelines.train import check_options
 from dmocli.solvers import available, get_solver
 
@@ -75,6 +75,19 @@ def test_train_accepts_exactly_the_advertised_models_on_each_engine(advertised, 
     assert refusal is not None, f"{name} does not advertise --model {model} on --engine {engine}, yet it passed"
     assert "\n" not in refusal and f"--model {model}" in refusal and name in refusal
     assert "; " not in refusal  # one problem: the others of these options pass
+
+
+@pytest.mark.parametrize("problem", PROBLEM_CHOICES)
+@pytest.mark.parametrize("name", available())
+def test_train_accepts_exactly_the_advertised_problems(advertised, name, problem):
+    record = advertised[name]
+    target = 0.8 if problem in ("fpor", "frop") else None
+    refusal = _refusal(TrainOptions(problem=problem, target=target, solver=name))
+    if problem in record["problems"] or (problem == "multiclass" and record["multiclass"]):
+        assert refusal is None, f"{name} advertises --problem {problem}, yet: {refusal}"
+        return
+    assert refusal is not None and "\n" not in refusal and "; " not in refusal
+    assert f"solver {name} " in refusal and "--problem" in refusal
 
 
 def _changed(spec: dataclasses.Field, annotation: typing.Any) -> str:

@@ -16,7 +16,7 @@ from dmocli.engines import torchrun
 from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import MODEL_CHOICES, TrainOptions, choice_list, refuse
+from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions, choice_list, refuse
 from dmocli.pipelines.in_memory import NOT_PARQUET, train_in_memory
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams, StreamingSolver
@@ -67,7 +67,7 @@ def train(
         if not solver.streaming:
             raise DmoError(
                 f"DATA '-' (standard input) is read in one pass, which only the streaming solvers "
-                f"(fofo, ofo, lr) can learn from; save the data to a file for solver {opts.solver}"
+                f"({_solvers_that('streaming')}) can learn from; save the data to a file for solver {opts.solver}"
             )
         if output is None:
             raise DmoError("DATA '-' (standard input) has no file name to name the model after; give -o MODEL")
@@ -118,6 +118,7 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     if opts.cv == 1:  # a range check cannot say "0 or at least 2"
         problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
     problems += _capability_problems(opts, solver)
+    problems += _problem_kind_problems(opts, solver)
     params = None
     try:
         params = solver.parse_params(_solver_params(opts, solver))
@@ -152,6 +153,22 @@ def _capability_problems(opts: TrainOptions, solver: Solver) -> list[str]:
         f"--engine {opts.engine} trains {on_engine}, not --model {opts.model} --solver {solver.name} (other models "
         "train in one process, or under torchrun)"
     ]
+
+
+def _problem_kind_problems(opts: TrainOptions, solver: Solver) -> list[str]:
+    """A given --problem against what the solver declares it solves (`Solver.problems`, `Solver.multiclass`); the
+    default, which depends on the labels, is checked once they are read (pipelines/check.py:solved_problem)."""
+    if opts.problem == "multiclass" and not solver.multiclass:
+        multiclass = [name for name in available() if solver_class(name).multiclass]
+        return [
+            f"solver {solver.name} learns one class against the rest (for --problem multiclass use "
+            f"--solver {choice_list(multiclass)})"
+        ]
+    if opts.problem in PROBLEM_CHOICES and opts.problem != "multiclass" and opts.problem not in solver.problems:
+        return [
+            f"solver {solver.name} does not solve --problem {opts.problem} (it solves: {', '.join(solver.problems)})"
+        ]
+    return []
 
 
 def _param_scope_problems(opts: TrainOptions, params: SolverParams) -> list[str]:
@@ -195,13 +212,21 @@ def _inapplicable_options(opts: TrainOptions, solver: Solver) -> list[str]:
         problems.append("give either --val FILE or --val-frac, not both")
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         problems.append(
-            f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
+            f"--unlabeled-truth applies to solvers that use unlabeled rows ({_solvers_that('uses_unlabeled')}), "
+            f"not {solver.name}"
         )
     if opts.scheduler is not None and opts.engine != "dask":
         problems.append("--scheduler names a Dask scheduler; add --engine dask")
     if not solver.streaming and (opts.epochs is not None or opts.plot is not None):
-        problems.append(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
+        problems.append(
+            f"--epochs and --plot apply to the streaming solvers ({_solvers_that('streaming')}), not to {solver.name}"
+        )
     return problems
+
+
+def _solvers_that(capability: str) -> str:
+    """The solvers whose declared `capability` holds, for a message: `fofo, lr, ofo`."""
+    return ", ".join(name for name in available() if getattr(get_solver(name), capability))
 
 
 _SHORTCUTS = {"gamma": "--gamma", "folding": "--folding"}  # train options that set one solver's --param
