@@ -5,8 +5,11 @@ without an edit here; nothing is trained (the check reads no data)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import signal
 import typing
 from pathlib import Path
 
@@ -23,20 +26,19 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "train.parquet"
 
 @pytest.fixture(scope="module")
 def advertised() -> dict[str, dict]:
-    """`dmo solvers --json`, run once through the real command in this process."""
+    """`dmo solvers --json`, run once through the real command in this process (what the command sets for the
+    whole process, as the `dmo` fixture does, put back afterwards)."""
+    from dmocli import errors
     from dmocli.cli.process import main
 
-    with pytest.raises(SystemExit) as ended, _captured() as out:
-        main(["solvers", "--json"])
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
+        patch.setitem(errors._SPELLING, "cli", errors._SPELLING["cli"])
+        with pytest.raises(SystemExit) as ended:
+            main(["solvers", "--json"])
+    signal.signal(signal.SIGTERM, previous)
     assert ended.value.code == 0
     return {record["name"]: record for record in json.loads(out.getvalue())["solvers"]}
-
-
-def _captured():
-    import contextlib
-    import io
-
-    return contextlib.redirect_stdout(io.StringIO())
 
 
 def _options(name: str, **given: typing.Any) -> TrainOptions:
