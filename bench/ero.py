@@ -260,9 +260,19 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
         optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             totals = soft_counts(s, y)
-        penalty_value(network(X).squeeze(-1), s_rows, y, totals, 1.0, problem, n_pos, row_penalty, row_reg, 100.0)[
-            0
-        ].backward()
+        loss, _ = penalty_value(
+            network(X).squeeze(-1),
+            s_rows,
+            positive_rows=y,
+            totals=totals,
+            scale=1.0,
+            problem=problem,
+            n_pos=n_pos,
+            row_penalty=row_penalty,
+            row_reg=row_reg,
+            mu0=100.0,
+        )
+        loss.backward()
         optimizer.step()
         s_adam.step(s, slice(None), s_rows.grad, 0.1)
 

@@ -166,7 +166,7 @@ def test_bad_option_fails_with_one_line_and_no_output(stream_files, tmp_path):
     "options, needle",
     [
         ({"solver": "fofo", "val_frac": 0.2}, "--val-frac"),
-        ({"solver": "fofo", "model": "mlp"}, "linear"),
+        ({"solver": "fofo", "model": "mlp"}, "solver fofo does not train --model mlp"),
         ({"solver": "wce", "epochs": 2}, "--epochs"),
         ({"solver": "fofo", "epochs": 0}, "--epochs 0"),
         ({"solver": "fofo", "params": {"horizon": "never"}}, "horizon"),

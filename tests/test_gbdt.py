@@ -160,7 +160,16 @@ def test_ero_round_gradients_are_the_penalty_functions_derivative():
 
     def n_f(values: torch.Tensor) -> float:
         loss, _ = penalty_value(
-            values, s, positive, soft_counts(s, positive), 1.0, problem, n_pos, row_penalty, row_reg, 100.0
+            values,
+            s,
+            positive_rows=positive,
+            totals=soft_counts(s, positive),
+            scale=1.0,
+            problem=problem,
+            n_pos=n_pos,
+            row_penalty=row_penalty,
+            row_reg=row_reg,
+            mu0=100.0,
         )
         return float(loss) * n
 

@@ -60,7 +60,13 @@ def _print_solver(record: dict[str, Any], default: str) -> None:
     yes_no = {True: "yes", False: "no"}
     out.print(f"{record['name']}{' (default)' if record['name'] == default else ''}: {record['summary']}", markup=False)
     out.print(
-        f"models: {', '.join(record['models'])}; problems: {', '.join(record['problems'])}; "
+        f"models: {', '.join(record['models'])}"
+        + "".join(
+            f" ({', '.join(kinds)} also with --engine {engine})"
+            for engine, kinds in record["engines"].items()
+            if engine != "local"
+        )
+        + f"; problems: {', '.join(record['problems'])}; "
         f"multi-class: {yes_no[record['multiclass']]}; "
         f"streaming: {yes_no[record['streaming']]}; unlabeled rows: {yes_no[record['uses_unlabeled']]}; "
         f"torchrun: {yes_no[record['distributed']]}",
@@ -73,8 +79,16 @@ def _print_solver(record: dict[str, Any], default: str) -> None:
     table.add_column("default")
     table.add_column("meaning")
     for param in record["params"]:
-        table.add_row(param["name"], repr(param["default"]), param["help"])
+        table.add_row(param["name"], repr(param["default"]), param["help"] + _scope(param))
     out.print(table)
+
+
+def _scope(param: dict[str, Any]) -> str:
+    """Where a parameter applies when narrower than its solver (its declared `models`, `torchrun`), as the train
+    check enforces it."""
+    limits = [f"--model {', '.join(param['models'])}"] if "models" in param else []
+    limits += ["without torchrun"] if param.get("torchrun") is False else []
+    return f" (only {', '.join(limits)})" if limits else ""
 
 
 def info(

@@ -141,6 +141,7 @@ def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_inf
 def settle_threshold(
     logits: dict[str, np.ndarray],
     truth: dict[str, np.ndarray],
+    *,
     problem: Problem,
     own: float | None,
     adjust: bool,

@@ -220,19 +220,10 @@ def train_streaming(
     started = time.perf_counter()
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
-    if opts.model != "linear":
-        raise DmoError(f"solver {solver.name} learns a linear (logistic) model; drop --model {opts.model}")
     epochs = 1 if opts.epochs is None else opts.epochs
     if epochs < 1:
         raise DmoError(f"--epochs {epochs} must be at least 1")
-    if opts.problem == "multiclass":
-        raise DmoError(
-            f"solver {solver.name} learns one class against the rest (F-beta); for --problem multiclass "
-            "use --solver wce or lus"
-        )
     problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta, opts.confidence)
-    if problem.kind not in solver.problems:
-        raise DmoError(f"solver {solver.name} does not solve --problem {problem.kind} (it solves: ofbs)")
     if opts.device not in ("auto", "cpu"):
         raise DmoError(f"solver {solver.name} streams on the CPU (numpy); use --device auto or cpu")
 

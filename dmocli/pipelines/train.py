@@ -4,6 +4,7 @@ pipeline (and, under torchrun, form the process group).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,12 +13,13 @@ import pyarrow as pa
 
 from dmocli.data import outputs, sources
 from dmocli.engines import torchrun
+from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import MODEL_CHOICES, TrainOptions, refuse
+from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions, choice_list, refuse
 from dmocli.pipelines.in_memory import NOT_PARQUET, train_in_memory
 from dmocli.solvers import available, get_solver, solver_class
-from dmocli.solvers.base import InMemorySolver, Solver, StreamingSolver
+from dmocli.solvers.base import InMemorySolver, Solver, SolverParams, StreamingSolver
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
     pass
@@ -54,35 +56,18 @@ def train(
     """
     started = time.perf_counter()
     data = sources.accept(data)
-    problems = opts.problems()  # with the solver's --param problems below: every one in one message
-    try:
-        solver = get_solver(opts.solver)
-    except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
-        refuse([*problems, str(exc)])
-        raise
-    if opts.cv == 1:  # a range check cannot say "0 or at least 2"
-        problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
-    if opts.model in MODEL_CHOICES and opts.model not in solver.models:
-        trains = ", ".join(name for name in available() if opts.model in solver_class(name).models)
-        problems.append(f"solver {solver.name} does not train --model {opts.model} (solvers that do: {trains})")
-    try:
-        params = solver.parse_params(_solver_params(opts, solver))
-    except DmoError as exc:
-        problems.append(str(exc))
-    problems += _inapplicable_options(opts, solver)
-    refuse(problems)
+    solver, params = check_options(opts)
     if opts.model == "gbdt":
         from dmocli.models.trees import import_xgboost
 
         import_xgboost()  # an optional dependency: say which extra to install before any data is read
-    solver.check_params(params, opts.model)
     if sources.is_stdin(opts.val) or sources.is_stdin(opts.unlabeled_truth):
         raise DmoError("only DATA can be read from standard input ('-'); give --val and --unlabeled-truth as files")
     if sources.is_stdin(data):
         if not solver.streaming:
             raise DmoError(
                 f"DATA '-' (standard input) is read in one pass, which only the streaming solvers "
-                f"(fofo, ofo, lr) can learn from; save the data to a file for solver {opts.solver}"
+                f"({_solvers_that('streaming')}) can learn from; save the data to a file for solver {opts.solver}"
             )
         if output is None:
             raise DmoError("DATA '-' (standard input) has no file name to name the model after; give -o MODEL")
@@ -96,8 +81,6 @@ def train(
             {"DATA": data, "--val": opts.val, "--unlabeled-truth": opts.unlabeled_truth},
         )
     outputs.refuse_misnamed_model(output)
-    if opts.engine == "dask":
-        _check_dask(opts, solver)
     _check_cv(opts, solver)
     if torchrun.launched():
         _check_distributed(data, opts, solver)
@@ -121,6 +104,106 @@ def train(
         group.close()
 
 
+def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
+    """The solver and its parsed `--param`s, once every option is checked against its declaration and the solver's:
+    the declared choices and ranges, the --model kinds the solver declares for the --engine (`Solver.engines`),
+    each `--param`'s declared scope, and the options this run would ignore; every problem in one message.
+    Reads no data, so `dmo solvers --json` can be checked against it without training."""
+    problems = opts.problems()
+    try:
+        solver = get_solver(opts.solver)
+    except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
+        refuse([*problems, str(exc)])
+        raise
+    if opts.cv == 1:  # a range check cannot say "0 or at least 2"
+        problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
+    problems += _capability_problems(opts, solver)
+    problems += _problem_kind_problems(opts, solver)
+    params = None
+    try:
+        params = solver.parse_params(_solver_params(opts, solver))
+    except DmoError as exc:
+        problems.append(str(exc))
+    if params is not None:
+        problems += _param_scope_problems(opts, params)
+    problems += _inapplicable_options(opts, solver)
+    if opts.engine == "dask":
+        problems += _dask_problems(opts)
+    refuse(problems)
+    assert params is not None  # parse_params raised otherwise, and refuse with it
+    solver.check_params(params, opts.model)
+    return solver, params
+
+
+def _capability_problems(opts: TrainOptions, solver: Solver) -> list[str]:
+    """--model and --engine against what the solver declares it trains (`Solver.models`, `Solver.dask_models`)."""
+    if opts.model not in MODEL_CHOICES or opts.engine not in ENGINES:
+        return []  # an unknown kind or engine: the choice check has named it
+    if opts.model in solver.engines().get(opts.engine, ()):
+        return []
+    if opts.engine == "local":
+        trains = ", ".join(name for name in available() if opts.model in solver_class(name).models)
+        return [f"solver {solver.name} does not train --model {opts.model} (solvers that do: {trains})"]
+    on_engine = " or ".join(
+        f"--model {model} --solver {name}"
+        for name in available()
+        for model in solver_class(name).engines().get(opts.engine, ())
+    )
+    return [
+        f"--engine {opts.engine} trains {on_engine}, not --model {opts.model} --solver {solver.name} (other models "
+        "train in one process, or under torchrun)"
+    ]
+
+
+def _problem_kind_problems(opts: TrainOptions, solver: Solver) -> list[str]:
+    """A given --problem against what the solver declares it solves (`Solver.problems`, `Solver.multiclass`); the
+    default, which depends on the labels, is checked once they are read (pipelines/check.py:solved_problem)."""
+    if opts.problem == "multiclass" and not solver.multiclass:
+        multiclass = [name for name in available() if solver_class(name).multiclass]
+        return [
+            f"solver {solver.name} learns one class against the rest (for --problem multiclass use "
+            f"--solver {choice_list(multiclass)})"
+        ]
+    if opts.problem in PROBLEM_CHOICES and opts.problem != "multiclass" and opts.problem not in solver.problems:
+        return [
+            f"solver {solver.name} does not solve --problem {opts.problem} (it solves: {', '.join(solver.problems)})"
+        ]
+    return []
+
+
+def _param_scope_problems(opts: TrainOptions, params: SolverParams) -> list[str]:
+    """`--param`s changed from their default outside their declared scope (field metadata `models`, `torchrun`):
+    they would be ignored, or cannot hold; the keys of one scope named together."""
+    defaults = type(params)()
+    by_scope: dict[tuple[str, ...], list[str]] = {}
+    one_process = []
+    for spec in dataclasses.fields(params):
+        if getattr(params, spec.name) == getattr(defaults, spec.name):
+            continue
+        models = spec.metadata.get("models")
+        if models is not None and opts.model not in models:
+            by_scope.setdefault(tuple(models), []).append(spec.name)
+        if spec.metadata.get("torchrun") is False and torchrun.launched():
+            one_process.append(spec.name)
+    problems = [
+        f"{_as_typed(opts, names)} applies to --model {choice_list(models)}, not to --model {opts.model}: drop it"
+        for models, names in by_scope.items()
+    ]
+    if one_process:
+        problems.append(
+            f"{_as_typed(opts, one_process)} holds out rows of one process, not under torchrun: drop it "
+            "(give --val FILE)"
+        )
+    return problems
+
+
+def _as_typed(opts: TrainOptions, names: list[str]) -> str:
+    """`--param` keys as the user gave them: `--folding` for a train option that set one, else `--param a, b`."""
+    flags = [_SHORTCUTS[name] for name in names if name in _SHORTCUTS and getattr(opts, name) is not None]
+    keys = [name.replace("_", "-") for name in names if not (name in _SHORTCUTS and getattr(opts, name) is not None)]
+    return ", ".join([*flags, *([f"--param {', '.join(keys)}"] if keys else [])])
+
+
 def _inapplicable_options(opts: TrainOptions, solver: Solver) -> list[str]:
     """Options this run would ignore or cannot combine, found from the options alone, so that they are named
     in one message with every other problem of the command line."""
@@ -129,13 +212,24 @@ def _inapplicable_options(opts: TrainOptions, solver: Solver) -> list[str]:
         problems.append("give either --val FILE or --val-frac, not both")
     if opts.unlabeled_truth is not None and not solver.uses_unlabeled:
         problems.append(
-            f"--unlabeled-truth applies to solvers that use unlabeled rows (adsh, fixmatch), not {solver.name}"
+            f"--unlabeled-truth applies to solvers that use unlabeled rows ({_solvers_that('uses_unlabeled')}), "
+            f"not {solver.name}"
         )
     if opts.scheduler is not None and opts.engine != "dask":
         problems.append("--scheduler names a Dask scheduler; add --engine dask")
     if not solver.streaming and (opts.epochs is not None or opts.plot is not None):
-        problems.append(f"--epochs and --plot apply to the streaming solvers (fofo, ofo, lr), not to {solver.name}")
+        problems.append(
+            f"--epochs and --plot apply to the streaming solvers ({_solvers_that('streaming')}), not to {solver.name}"
+        )
     return problems
+
+
+def _solvers_that(capability: str) -> str:
+    """The solvers whose declared `capability` holds, for a message: `fofo, lr, ofo`."""
+    return ", ".join(name for name in available() if getattr(get_solver(name), capability))
+
+
+_SHORTCUTS = {"gamma": "--gamma", "folding": "--folding"}  # train options that set one solver's --param
 
 
 def _solver_params(opts: TrainOptions, solver: Solver) -> dict[str, str]:
@@ -174,14 +268,10 @@ def _check_distributed(data: sources.Source, opts: TrainOptions, solver: Solver)
         )
 
 
-def _check_dask(opts: TrainOptions, solver: Solver) -> None:
-    """What training on Dask workers (XGBoost's Dask interface) covers, refused before any data is read."""
+def _dask_problems(opts: TrainOptions) -> list[str]:
+    """What training on Dask workers (XGBoost's Dask interface) cannot combine with, found before any data is read
+    (which solvers and models it trains: `Solver.dask_models`)."""
     problems = []
-    if opts.model != "gbdt" or solver.name != "wce":
-        problems.append(
-            "--engine dask trains --model gbdt --solver wce (XGBoost's Dask interface); other models train in "
-            "one process, or under torchrun"
-        )
     if opts.cv:
         problems.append(
             "--cv refits per fold, which --engine dask does not; drop --cv (held-out rows set the threshold)"
@@ -190,7 +280,7 @@ def _check_dask(opts: TrainOptions, solver: Solver) -> None:
         problems.append("--engine dask holds out --param stop-frac of every file; drop --val-frac")
     if torchrun.launched():
         problems.append("--engine dask starts its own workers; run it without torchrun")
-    refuse(problems)
+    return problems
 
 
 def _check_cv(opts: TrainOptions, solver: Solver) -> None:

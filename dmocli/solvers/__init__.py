@@ -53,7 +53,9 @@ def describe(name: str) -> dict:
     ):
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
         checks = {
-            key: spec.metadata[key] for key in ("choices", "min", "max", "below", "positive") if key in spec.metadata
+            key: spec.metadata[key]
+            for key in ("choices", "min", "max", "below", "positive", "models", "torchrun")
+            if key in spec.metadata
         }
         params.append(
             {"name": spec.name.replace("_", "-"), "default": default, "help": spec.metadata.get("help", ""), **checks}
@@ -69,5 +71,6 @@ def describe(name: str) -> dict:
         "distributed": solver.distributed,
         "adjust_by_default": solver.adjust_by_default,
         "models": list(solver.models),
+        "engines": {engine: list(models) for engine, models in solver.engines().items()},
         "params": params,
     }

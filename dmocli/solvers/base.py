@@ -82,7 +82,9 @@ class FitResult:
 
 class SolverParams:
     """Base of every solver's `Params` dataclass: its fields are the solver's `--param` keys, each declaring its
-    help text and its checks (`choices`, `min`, `max`, `below`, `positive`) in the field metadata."""
+    help text and its checks (`choices`, `min`, `max`, `below`, `positive`) in the field metadata, and where it
+    applies when that is narrower than the solver: `models` (the --model kinds it applies to) and `torchrun`
+    (False: not under torchrun). pipelines/train.py refuses a value changed from its default outside its scope."""
 
 
 class Solver:
@@ -100,11 +102,17 @@ class Solver:
     problems: ClassVar[tuple[str, ...]] = ("fpor", "frop", "ofbs")
     adjust_by_default: ClassVar[bool] = True  # exact threshold adjustment unless --no-adjust
     distributed: ClassVar[bool] = False  # fit() reduces over FitContext.group: trains under torchrun
-    models: ClassVar[tuple[str, ...]] = ("linear", "mlp")  # the --model kinds it trains
+    models: ClassVar[tuple[str, ...]] = ("linear", "mlp")  # the --model kinds it trains (--engine local)
+    dask_models: ClassVar[tuple[str, ...]] = ()  # the --model kinds it trains on Dask workers (--engine dask)
 
     @dataclass
     class Params(SolverParams):
         pass
+
+    @classmethod
+    def engines(cls) -> dict[str, tuple[str, ...]]:
+        """The --model kinds it trains on each --engine: what `dmo solvers` lists and the train check accepts."""
+        return {"local": cls.models, **({"dask": cls.dask_models} if cls.dask_models else {})}
 
     @property
     def streaming(self) -> bool:
@@ -192,6 +200,7 @@ class StreamingSolver(Solver, abc.ABC):
 
     adjust_by_default: ClassVar[bool] = False  # keep the threshold learned online; --adjust asks for TA
     problems: ClassVar[tuple[str, ...]] = ("ofbs",)
+    models: ClassVar[tuple[str, ...]] = ("linear",)  # numpy weights of a logistic model
 
     @abc.abstractmethod
     def fit_stream(self, stream: Stream, ctx: FitContext) -> StreamFitResult:

@@ -95,8 +95,6 @@ class ERO(InMemorySolver):
 
     def check_params(self, params: EroParams, model: str) -> None:
         check_model_params(params, model, TORCH_ONLY if model == "gbdt" else ())
-        if model != "gbdt" and (params.tree_rounds, params.s_steps) != (EroParams.tree_rounds, EroParams.s_steps):
-            raise DmoError("--param tree-rounds and s-steps apply to --model gbdt: drop them")
         self.settings(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
@@ -105,14 +103,8 @@ class ERO(InMemorySolver):
         problem = ctx.problem
         cfg = self.settings(p, ctx.architecture.kind)
         if ctx.architecture.kind == "gbdt":  # boosting rounds in place of the network's Adam steps (docs/ero.md)
-            if p.folding:
-                raise DmoError("--folding selects a network's iterate; gbdt holds out --param stop-frac of DATA")
             return fit_ero_trees(train, val, ctx, cfg, p.tree_rounds, p.s_steps)
         generator = seed_everything(ctx.seed)
-        if ctx.group is not None and p.folding:
-            raise DmoError(
-                "--folding holds out a fold of rows spread over every process; under torchrun give --val FILE"
-            )
         rows = ctx.group if ctx.group is not None else OneProcess()
         train, monitor, monitor_name = _monitor_split(train, val, p.folding, p.fold, ctx.seed)
         positive = train.y == 1
@@ -178,7 +170,19 @@ class ERO(InMemorySolver):
                 outer_started = time.perf_counter()
                 weights = penalties.row_weights()
                 steps = inner_solve(
-                    network, s, s_adam, train, problem, weights, penalties.mu0, cfg, batch, generator, rows, n, n_pos
+                    network,
+                    s,
+                    s_adam=s_adam,
+                    train=train,
+                    problem=problem,
+                    weights=weights,
+                    mu0=penalties.mu0,
+                    cfg=cfg,
+                    batch=batch,
+                    generator=generator,
+                    rows=rows,
+                    n=n,
+                    n_pos=n_pos,
                 )
                 steps_total += steps
                 rows.broadcast_parameters(network)

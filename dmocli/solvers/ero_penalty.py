@@ -88,6 +88,7 @@ class RowAdam:
 def penalty_value(
     logits: torch.Tensor,
     s_rows: torch.Tensor,
+    *,
     positive_rows: torch.Tensor,
     totals: tuple[torch.Tensor, torch.Tensor],
     scale: float,
@@ -127,6 +128,7 @@ def penalty_value(
 def inner_solve(
     network: torch.nn.Module,
     s: torch.Tensor,
+    *,
     s_adam: RowAdam,
     train: SplitData,
     problem,
@@ -176,14 +178,14 @@ def inner_solve(
         loss, row_part = penalty_value(
             logits,
             s_rows,
-            positive[index],
-            (tp, fp),
-            n / batch_rows,
-            problem,
-            n_pos,
-            weights[0][index],
-            weights[1][index],
-            mu0,
+            positive_rows=positive[index],
+            totals=(tp, fp),
+            scale=n / batch_rows,
+            problem=problem,
+            n_pos=n_pos,
+            row_penalty=weights[0][index],
+            row_reg=weights[1][index],
+            mu0=mu0,
             batch_rows=batch_rows if rows.world_size > 1 else None,
         )
         loss.backward()

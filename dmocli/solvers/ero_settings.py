@@ -244,13 +244,18 @@ class EroParams(TreeParams):
             "min": 0,
             "help": "K >= 2 and no validation split: hold out fold `fold` of a stratified K-fold partition of "
             "train for iterate selection",
+            "models": ("linear", "mlp"),  # selects a network's iterate; gbdt holds out --param stop-frac of DATA
+            "torchrun": False,  # one process's fold; under torchrun the rows are spread over every process
         },
     )
     fold: int = field(default=0, metadata={"min": 0, "help": "which fold to hold out (0..K-1) with folding"})
     tree_rounds: int = field(
-        default=10, metadata={"min": 1, "help": "gbdt: boosting rounds per outer iteration (docs/ero.md)"}
+        default=10,
+        metadata={"min": 1, "models": ("gbdt",), "help": "gbdt: boosting rounds per outer iteration (docs/ero.md)"},
     )
-    s_steps: int = field(default=10, metadata={"min": 1, "help": "gbdt: Adam steps on s before each boosting round"})
+    s_steps: int = field(
+        default=10, metadata={"min": 1, "models": ("gbdt",), "help": "gbdt: Adam steps on s before each boosting round"}
+    )
 
 
 WARM_PARAMS = {

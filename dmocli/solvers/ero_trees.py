@@ -76,7 +76,16 @@ def round_gradients(
     XGBoost's objectives) in the margin f_i for fixed s, and the curvature (row_reg + row_penalty) p (1 - p)."""
     logits = logits.detach().clone().requires_grad_(True)
     loss, _ = penalty_value(
-        logits, s.detach(), positive, soft_counts(s, positive), 1.0, problem, n_pos, row_penalty, row_reg, mu0
+        logits,
+        s.detach(),
+        positive_rows=positive,
+        totals=soft_counts(s, positive),
+        scale=1.0,
+        problem=problem,
+        n_pos=n_pos,
+        row_penalty=row_penalty,
+        row_reg=row_reg,
+        mu0=mu0,
     )
     (grad,) = torch.autograd.grad(loss, logits)
     p = torch.sigmoid(logits.detach())
@@ -135,14 +144,14 @@ def fit_ero_trees(
                     loss, _ = penalty_value(
                         logits,
                         s_rows,
-                        positive,
-                        soft_counts(s, positive),
-                        1.0,
-                        problem,
-                        n_pos,
-                        row_penalty,
-                        row_reg,
-                        penalties.mu0,
+                        positive_rows=positive,
+                        totals=soft_counts(s, positive),
+                        scale=1.0,
+                        problem=problem,
+                        n_pos=n_pos,
+                        row_penalty=row_penalty,
+                        row_reg=row_reg,
+                        mu0=penalties.mu0,
                     )
                     loss.backward()
                     s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)

@@ -58,6 +58,7 @@ class WeightedCrossEntropy(InMemorySolver):
     uses_offsets = True
     distributed = True
     models = ("linear", "mlp", "gbdt")
+    dask_models = ("gbdt",)  # XGBoost's Dask interface (pipelines/dask_trees.py)
 
     @dataclass
     class Params(TreeParams):
