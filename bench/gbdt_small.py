@@ -10,11 +10,17 @@ refused because the target is out of reach on the held-out scores):
 - `dmo_gbdt`: `dmo train --model gbdt` with today's defaults (5-fold cross-fitting, fold models averaged);
 - `dmo_gbdt_prev`: the same with `--param stop-min-positives=0`: early stopping on the held-out tenth whatever
   its positives, the behaviour before the rule (commit 737d19d);
+- `dmo_gbdt_wbins` (not run unless named in --methods): today's defaults with the histogram bins sketched on the
+  class-weighted rows, as before 2026-11-27 (solvers/trees.matrix now bins the unweighted rows);
 - `xgb_fixed_oof`: xgboost.XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight = neg/pos), the exact
   threshold searched (dmocli.operating_point.search) on its own 5-fold out-of-fold margins, then refit on DATA;
 - `hgb_oof`: HistGradientBoostingClassifier(class_weight="balanced"), the same out-of-fold threshold;
 - `dmo_linear`: `dmo train` (linear wce, defaults);
-- `--variant NAME:KEY=VALUE,...`: more dmo gbdt runs with these `--param`s (how the rule was chosen).
+- `xgb_refold` (not run unless named in --methods): `xgb_fixed_oof` again with other folds (another fold seed):
+  the same model, so its difference from `xgb_fixed_oof` is what the fold assignment alone moves the objective,
+  the noise floor of every paired difference here (it is a control, never the "best method" of a set);
+- `--variant NAME:KEY=VALUE,...`: more dmo gbdt runs with these `--param`s (how the rule was chosen);
+  `cv-transfer=apply` among them sets `--cv-transfer` instead.
 
 Each method trains once per (set, size, resplit); the threshold of each problem is searched on the held-out curve
 the model keeps (dmo: the out-of-fold scores, as `dmo threshold MODEL` re-targets), so the three problems share
@@ -22,6 +28,7 @@ one fit. Paired differences (dmo_gbdt minus each method) have standard errors ov
 three problems averaged first, so the SE counts independent draws).
 
     python bench/gbdt_small.py --resplits 3          # the short run
+    python bench/gbdt_small.py --first-resplit 10 --sizes 20 50 --methods dmo_gbdt xgb_fixed_oof xgb_refold
     nice -n 10 python bench/gbdt_small.py            # 10 resplits; writes bench/results/gbdt_small.json
 """
 
@@ -44,6 +51,8 @@ from operating_point import PROBLEMS, outcome, pooled, resplit, test_metrics  # 
 
 SIZES = (20, 50, 100, 300)
 BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
+CONTROLS = ("xgb_refold",)  # same model as a method above, other folds: the noise floor, never "the best"
+REFOLD_SEED = 7919  # added to the resplit's seed for xgb_refold's folds
 DMO_PARAMS = {"dmo_gbdt": {}, "dmo_gbdt_prev": {"stop-min-positives": "0"}}
 GENERATED = "generated"
 
@@ -83,12 +92,32 @@ def scored(problem: str, target: float | None, cv_logits, cv_y, test_logits, y_t
     return {**result, "score": 0.0 if result["test_feasible"] is False else result["test_objective"]}
 
 
+def weighted_bins(on: bool) -> None:
+    """For `dmo_gbdt_wbins`: the trees' training matrix built with its class weights in the quantile sketch (the
+    behaviour before 2026-11-27), or today's matrix back."""
+    from dmocli.solvers import trees
+
+    today = trees.__dict__.setdefault("_today_matrix", trees.matrix)
+    if not on:
+        trees.matrix = today
+        return
+    xgb = trees.import_xgboost()
+
+    def matrix(X, y, weight, margin, types, ref=None):  # type: ignore[no-untyped-def]
+        if ref is not None or weight is None or (types and "c" in types):
+            return today(X, y, weight, margin, types, ref)
+        return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, missing=np.nan)
+
+    trees.matrix = matrix
+
+
 def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: dict[str, str]) -> dict[str, Any]:
     """One `dmo train` (defaults: --cv 5, fold ensemble); the curve its threshold was searched on, test logits."""
     from dmocli import TrainOptions, train
 
     opts = TrainOptions(problem="ofbs", solver="wce", model=model, seed=seed, device="cpu")
-    opts.params = dict(params)
+    opts.params = {key: value for key, value in params.items() if key != "cv-transfer"}
+    opts.cv_transfer = params.get("cv-transfer", opts.cv_transfer)
     started = time.perf_counter()
     trained, report = train(data, opts)
     cv_logits, cv_y = trained.evidence.rows()
@@ -102,7 +131,7 @@ def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: di
 
 def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> dict[str, Any]:
     """XGBoost (fixed schedule, scale_pos_weight) or HistGradientBoosting (balanced) with 5-fold out-of-fold
-    margins for the threshold and a refit on all of DATA for test."""
+    margins for the threshold and a refit on all of DATA for test; `xgb_refold` is XGBoost with other folds."""
     import pandas as pd
     import xgboost as xgb
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -115,7 +144,7 @@ def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> di
     X, X_test = both.iloc[: len(frame)].to_numpy(np.float32), both.iloc[len(frame) :].to_numpy(np.float32)
 
     def model_for(labels: np.ndarray) -> Any:
-        if method == "xgb_fixed_oof":
+        if method in ("xgb_fixed_oof", "xgb_refold"):
             spw = float((labels == 0).sum() / max((labels == 1).sum(), 1))
             return xgb.XGBClassifier(
                 n_estimators=300,
@@ -129,11 +158,13 @@ def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> di
         return HistGradientBoostingClassifier(class_weight="balanced", random_state=seed)
 
     def margins(model: Any, rows: np.ndarray) -> np.ndarray:
-        return model.predict(rows, output_margin=True) if method == "xgb_fixed_oof" else model.decision_function(rows)
+        xgboost = method in ("xgb_fixed_oof", "xgb_refold")
+        return model.predict(rows, output_margin=True) if xgboost else model.decision_function(rows)
 
     started = time.perf_counter()
     oof = np.empty(len(y), dtype=np.float64)
-    for fit_rows, held in StratifiedKFold(5, shuffle=True, random_state=seed).split(X, y):
+    fold_seed = seed + (REFOLD_SEED if method == "xgb_refold" else 0)
+    for fit_rows, held in StratifiedKFold(5, shuffle=True, random_state=fold_seed).split(X, y):
         model = model_for(y[fit_rows]).fit(X[fit_rows], y[fit_rows])
         oof[held] = margins(model, X[held])
     final = model_for(y).fit(X, y)
@@ -151,10 +182,11 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
     y_test = test.column("label").to_numpy()
     rows = []
     for method in methods:
-        if method in ("xgb_fixed_oof", "hgb_oof"):
+        if method in ("xgb_fixed_oof", "hgb_oof", *CONTROLS):
             fitted = library_method(data, test, seed, method)
         else:
             params = variants.get(method, DMO_PARAMS.get(method, {}))
+            weighted_bins(method == "dmo_gbdt_wbins")
             fitted = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
         for problem, target in PROBLEMS:
             rows.append(
@@ -241,7 +273,8 @@ def within_best(runs: list[dict[str, Any]], method: str, methods: list[str]) -> 
     table = []
     for name in sorted({r["set"] for r in runs}):
         keep = lambda r, n=name: r["set"] == n  # noqa: E731
-        means = {m: np.mean(list(units(runs, m, keep).values())) for m in methods if units(runs, m, keep)}
+        candidates = [m for m in methods if m not in CONTROLS and units(runs, m, keep)]
+        means = {m: np.mean(list(units(runs, m, keep).values())) for m in candidates}
         best = max(means, key=means.get)
         mine, theirs = units(runs, method, keep), units(runs, best, keep)
         diff, se = mean_se([mine[key] - theirs[key] for key in mine if key in theirs])
@@ -255,6 +288,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--resplits", type=int, default=10)
+    parser.add_argument("--first-resplit", type=int, default=0, help="resplit seeds from here (fresh draws)")
     parser.add_argument("--sets", nargs="*", default=[*BINARY_SETS, GENERATED])
     parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
     parser.add_argument("--neg-cap", type=int, default=20_000)
@@ -272,7 +306,7 @@ def main() -> None:
         (args.data, name, size, seed, args.neg_cap, methods, variants)
         for size in args.sizes
         for name in args.sets
-        for seed in range(args.resplits)
+        for seed in range(args.first_resplit, args.first_resplit + args.resplits)
     ]
     runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers, initializer=_one_thread) as pool:
@@ -307,6 +341,7 @@ def main() -> None:
         args.name,
         {
             "resplits": args.resplits,
+            "first_resplit": args.first_resplit,
             "sets": args.sets,
             "sizes": args.sizes,
             "neg_cap": args.neg_cap,

@@ -141,3 +141,35 @@ def test_the_rule_is_not_worse_than_early_stopping_on_few_positives_over_draws()
         gains.append(f1[0] - f1[1])
     assert np.mean(gains) >= 0, gains
     assert sum(gain >= 0 for gain in gains) >= 4, gains
+
+
+def test_the_trees_are_xgboost_with_scale_pos_weight_once_the_weight_scale_is_matched():
+    """Independent check against XGBoost used directly (bench/gbdt_small.py's `xgb_fixed_oof`): dmo's balanced
+    weights are scale_pos_weight's (negatives 1, positives neg/pos) times s = n / (2 neg), the same fit as
+    scale_pos_weight with reg-lambda and min-child-weight times s; and dmo's histogram bins follow the rows, not
+    the class weights, as scale_pos_weight's do (1,040 rows: more than max-bin's 256 values per feature, so a
+    class-weighted sketch would cut elsewhere). With the scale matched, on the fixed schedule, dmo's trees give
+    XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight)'s margins; at the defaults the regularization
+    is 1/s (about twice) stronger, so they differ."""
+    import xgboost as xgb
+
+    from dmocli import TrainOptions, train
+
+    data, test = generated_draw(3)
+    y = data.label.to_numpy()
+    scale = float(len(y) / (2 * (y == 0).sum()))
+    direct = xgb.XGBClassifier(n_estimators=300, learning_rate=0.05, max_depth=6, tree_method="hist", n_jobs=1,
+                               scale_pos_weight=(y == 0).sum() / (y == 1).sum())  # fmt: skip
+    direct.fit(data.drop(columns="label").to_numpy(np.float32), y)
+    expected = direct.predict(test.drop(columns="label").to_numpy(np.float32), output_margin=True)
+    table = pa.Table.from_pandas(test, preserve_index=False)
+    margins = {}
+    for name, params in (("matched", {"reg-lambda": repr(scale), "min-child-weight": repr(scale)}), ("default", {})):
+        opts = TrainOptions(problem="ofbs", model="gbdt", seed=0, device="cpu", cv=0)  # 40 positives: fixed schedule
+        opts.params = params
+        with xgb.config_context(nthread=1):  # one thread: small trees, a busy machine
+            model, report = train(pa.Table.from_pandas(data, preserve_index=False), opts)
+        assert report["solver_trace"]["rounds_rule"]["rule"] == "fixed"
+        margins[name], _ = model.logits(table)
+    assert np.abs(margins["matched"] - expected).max() < 1e-4
+    assert np.abs(margins["default"] - expected).max() > 0.05

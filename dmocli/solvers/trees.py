@@ -196,10 +196,18 @@ def matrix(
     ref: xgboost.DMatrix | None = None,
 ) -> xgboost.DMatrix:
     """A QuantileDMatrix (histogram bins built once from X, NaN as missing); `ref` shares training's bins; `types`
-    marks the categorical columns (a level's index), which the trees split on by level sets."""
+    marks the categorical columns (a level's index), which the trees split on by level sets.
+
+    The weights are set after the bins are built: the bins follow the rows, not the class weights. Sketched with
+    the balanced weights, half of a feature's cut points went to the few positives' values (with 100 positives
+    nearly one cut per positive) and the negatives' range was left coarse; the weights belong to the loss, and
+    XGBoost's own scale_pos_weight bins so too. bench/gbdt_small.py measured it (docs/gbdt.md)."""
     xgb = import_xgboost()
     categorical = {"feature_types": types, "enable_categorical": True} if types and "c" in types else {}
-    return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, ref=ref, missing=np.nan, **categorical)
+    dmatrix = xgb.QuantileDMatrix(X, label=y, base_margin=margin, ref=ref, missing=np.nan, **categorical)
+    if weight is not None:
+        dmatrix.set_weight(weight)
+    return dmatrix
 
 
 @dataclass
