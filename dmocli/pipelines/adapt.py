@@ -6,7 +6,10 @@ or estimated on unlabeled NEW rows (PACC on the stored curve, with its interval)
 exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
 label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
 the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
-precision rises with the rate), half to the precision bound.
+precision rises with the rate), half to the precision bound. As train's, that bound is about the metric measured on
+the next --new-rows rows (operating_point/adapted_sample.py): by default as many as NEW has (the rows whose rate
+was estimated, the natural next batch), or with --prior the held-out sample size the model stored (train's rule);
+`--new-rows inf` asks for the population value at the new rate.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
 from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
-from dmocli.options import check_confidence
+from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
+from dmocli.pipelines.operating_point import certified_rows
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import open_data
 from dmocli.report import binary_split_report, envelope, label_fields, model_summary, write_report
@@ -38,9 +42,11 @@ def adapt_to_rate(
     confidence: float | None = None,
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
+    new_rows: int | float | str | None = None,
 ) -> dict[str, Any]:
     """The model's threshold re-targeted for the positive rate of `new_data` (estimated) or `prior` (given),
-    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md)."""
+    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). `new_rows` is
+    --new-rows as given (module docstring: its default)."""
     started = time.perf_counter()
     if (new_data is None) == (prior is None):
         raise DmoError(
@@ -49,6 +55,7 @@ def adapt_to_rate(
     if prior is not None and not 0.0 < prior < 1.0:
         raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
     check_confidence(confidence)
+    check_new_rows(new_rows, confidence)
     new_data = None if new_data is None else sources.accept(new_data)
     outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
     outputs.refuse_misnamed_model(output)
@@ -64,8 +71,15 @@ def adapt_to_rate(
         rate = usable_rate(estimate.rate, logits.size)
         interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
         source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
+    sample = certified_rows(new_rows, confidence, curve.certified_rows if new_data is None else int(logits.size))
     adapted = adapt_threshold(
-        curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=model.threshold
+        curve,
+        model.problem,
+        rate,
+        confidence=confidence,
+        rate_interval=interval,
+        threshold=model.threshold,
+        new_rows=sample,
     )
     previous = model.threshold
     model.threshold = adapted.threshold
