@@ -467,9 +467,10 @@ def _adapt_threshold(
         _expected_line("at the new threshold", adapted["at_new"]),
     ]
     if adapted.get("new_rows") is not None:
+        metric = "recall" if result["problem"] == "frop" else "precision"
         lines.append(
-            f"certified (feasible={adapted['feasible']}) for the {result['problem'] == 'frop' and 'recall' or 'precision'}"
-            f" measured on the next {adapted['new_rows']:,} rows at a rate of at least {adapted['rate_used']:.4f}"
+            f"certified (feasible={adapted['feasible']}) for the {metric} measured on the next "
+            f"{adapted['new_rows']:,} rows at a rate of at least {adapted['rate_used']:.4f}"
         )
     _emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
 

@@ -680,7 +680,9 @@ def adapt_threshold(
                 curve.score_curve(), tp=tp, target=problem.target, rate_low=rate_used, new_rows=new_rows, error=error
             )
         else:
-            bound = tp / curve.n_pos if confidence is None else float(clopper_pearson_lower(tp, curve.n_pos, confidence))
+            bound = tp / curve.n_pos
+            if confidence is not None:
+                bound = float(clopper_pearson_lower(tp, curve.n_pos, confidence))
             feasible = bool(bound >= problem.target - 1e-12)
         note = "recall does not move under label shift, so the FROP threshold stays where it is"
     return AdaptedThreshold(
