@@ -18,7 +18,9 @@ x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives
     python bench/shift.py --only adapt --resplits 8 --results-name shift-adapt   # skips the re-targeting checks
 
 `--adapt --confidence 0.95` is run twice: certifying the precision measured on the next rows, as many as the test
-split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`).
+split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`);
+beside them `--adapt --confidence 0.8` (the test split's rows) and `--prior TRUE_RATE --confidence 0.95` (the rate
+known: what the rate's uncertainty costs).
 Each run also keeps the label-shift estimate's probability that precision >= the target holds on the test split's
 rows (the rate and curve replicates of the estimate, each with a binomial draw of that many rows), so gates that
 fire when it is low can be compared with the interval gate.
@@ -54,6 +56,8 @@ from dmocli.operating_point.search import search_curve  # noqa: E402
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
 MODELS = {"linear": {}, "gbdt": {"model": "gbdt"}}
+VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95")  # _shift_runs says what each is
+OUTLOOK_LIMITS = (0.05, 0.1, 0.2, 0.3, 0.5)  # the outlook gates measured: fire below each
 
 
 def resampled(y: np.ndarray, factor: float, rng: np.random.Generator) -> np.ndarray | None:
@@ -155,16 +159,20 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
         }
         rate = usable_rate(estimate.rate, t.size)  # as `dmo threshold --adapt` takes it
         bounds = (usable_rate(estimate.low, t.size), usable_rate(estimate.high, t.size))
-        variants = (
-            ("adapt", None, None, None),
-            ("adapt95", 0.95, bounds, int(t.size)),
-            ("adapt95pop", 0.95, bounds, None),
+        at80 = estimate_prevalence(curve, s, model.calibration, 0.8)
+        bounds80 = (usable_rate(at80.low, t.size), usable_rate(at80.high, t.size))
+        variants = (  # label, rate, confidence, rate interval, --new-rows
+            ("adapt", rate, None, None, None),
+            ("adapt95", rate, 0.95, bounds, int(t.size)),
+            ("adapt95pop", rate, 0.95, bounds, None),
+            ("adapt80", rate, 0.8, bounds80, int(t.size)),
+            ("prior95", usable_rate(true_rate, t.size), 0.95, None, int(t.size)),  # the true rate given: --prior
         )
-        for label, confidence, interval, new_rows in variants:
+        for label, new_rate, confidence, interval, new_rows in variants:
             adapted = adapt_threshold(
                 curve,
                 model.problem,
-                rate,
+                new_rate,
                 confidence=confidence,
                 rate_interval=interval,
                 threshold=threshold,
@@ -210,7 +218,7 @@ def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]
             "feasible_training",
         ):
             row[field] = float(np.mean([m[field] for m in members]))
-        for label in ("adapt", "adapt95", "adapt95pop"):
+        for label in VARIANTS:
             answered = [m for m in members if m[f"answered_{label}"]]
             row[f"answered_{label}"] = len(answered)
             row[f"feasible_{label}"] = float(np.mean([m[f"feasible_{label}"] for m in answered])) if answered else None
@@ -238,14 +246,15 @@ def gate_rates(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "fires_where_precision_fell": _share([r["hold_probability"] < limit for r in fell]),
                 "fires_at_lower_rates_where_it_fell": _share([r["hold_probability"] < limit for r in fell_shifted]),
                 "fires_at_x1": _share([r["hold_probability"] < limit for r in same]),
+                "with_interval_gate_fires_where_precision_fell": _share(
+                    [r["gate"] or r["hold_probability"] < limit for r in fell]
+                ),
+                "with_interval_gate_fires_at_x1": _share([r["gate"] or r["hold_probability"] < limit for r in same]),
             }
             for limit in OUTLOOK_LIMITS
         },
         "fell_by_shift": {str(f): sum(r["shift"] == f for r in fell) for f in SHIFTS},
     }
-
-
-OUTLOOK_LIMITS = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def _share(flags: list[bool]) -> float | None:
@@ -303,7 +312,8 @@ def main() -> None:
     columns = ["group", "runs", "rate_error", "cc_error", "rate_covered", "precision_error",
                "unchanged_precision_error", "precision_covered", "recall_covered", "feasible_training",
                "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95",
-               "feasible_adapt95pop", "answered_adapt95pop", "recall_given_adapt95pop"]  # fmt: skip
+               "feasible_adapt95pop", "answered_adapt95pop", "recall_given_adapt95pop",
+               "feasible_adapt80", "answered_adapt80", "feasible_prior95", "answered_prior95"]  # fmt: skip
     tables = {key or "pooled": summary(runs, key) for key in ("shift", "set", "model", None)}
     for key, table in tables.items():
         print(f"\n== by {key}")

@@ -112,8 +112,9 @@ def adapt_to_rate(
     if adapted.feasible is False and not allow_infeasible:
         refusal = UnreachableTarget(
             f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
-            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source}); "
-            f"lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
+            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source})"
+            + _sample_clause(adapted.new_rows)
+            + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
             f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
         )
         refuse_with_report(refusal, report, report_path, started)
@@ -122,6 +123,14 @@ def adapt_to_rate(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _sample_clause(new_rows: int | None) -> str:
+    """What a refused new-sample certificate was about, and the options that ask less."""
+    if new_rows is None:
+        return ""
+    less = f"a larger {option_hint('--new-rows', 'new_rows=')}, or {option_hint('--new-rows inf', 'new_rows=inf')}"
+    return f" for the value measured on {new_rows:,} new rows ({less} for the population value, asks less)"
 
 
 def _scores(model: Any, data: sources.Source) -> np.ndarray:
