@@ -183,6 +183,7 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
             run[f"answered_{label}"] = answered
             run[f"feasible_{label}"] = answered and p >= TARGET
             run[f"recall_given_{label}"] = recall - r if answered else None
+            run[f"flags_nothing_{label}"] = answered and not np.any(s >= np.float32(adapted.threshold))
         out.append(run)
     return out
 
@@ -224,6 +225,7 @@ def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]
             row[f"feasible_{label}"] = float(np.mean([m[f"feasible_{label}"] for m in answered])) if answered else None
             given = [m[f"recall_given_{label}"] for m in answered]
             row[f"recall_given_{label}"] = float(np.mean(given)) if given else None
+            row[f"flags_nothing_{label}"] = sum(m[f"flags_nothing_{label}"] for m in answered)
         table.append(row)
     return table
 

@@ -157,3 +157,13 @@ def test_adapt_with_confidence_certifies_the_next_rows_of_new_by_default(dmo, tr
     assert code == 3 and "measured on 5,000 new rows" in err and "--new-rows inf" in err, err
     code, _, err = dmo("threshold", trained / "m.st", "--prior", "0.1", "--new-rows", "100", "-o", tmp_path / "d.st")
     assert code == 2 and "give --confidence C with it" in err and err.count("\n") == 1, err
+
+
+def test_a_threshold_above_every_new_score_is_warned_about():
+    """The stored curve may reach scores the model never gives (a --cv ensemble of boosted trees): a threshold
+    above all of NEW's scores flags nothing, and the adapted report says so."""
+    from dmocli.pipelines.adapt import _flags_nothing
+
+    scores = np.array([-1.0, 0.5, 1.67], dtype=np.float32)
+    assert "flags none of its rows" in _flags_nothing(28.5, scores)[0]
+    assert _flags_nothing(1.67, scores) == [] and _flags_nothing(28.5, None) == []

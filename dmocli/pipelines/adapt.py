@@ -64,7 +64,7 @@ def adapt_to_rate(
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
     if new_data is None:
-        rate, interval, source = float(prior), None, f"given rate {prior:g}"
+        rate, interval, source, logits = float(prior), None, f"given rate {prior:g}", None
     else:
         logits = _scores(model, new_data)
         estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
@@ -106,7 +106,7 @@ def adapt_to_rate(
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=[adapted.note] if adapted.note else [],
+        warnings=([adapted.note] if adapted.note else []) + _flags_nothing(adapted.threshold, logits),
         splits={"data": split},
     )
     if adapted.feasible is False and not allow_infeasible:
@@ -123,6 +123,21 @@ def adapt_to_rate(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _flags_nothing(threshold: float, logits: np.ndarray | None) -> list[str]:
+    """The warning when the new threshold is above every score of NEW: the model would flag none of its rows.
+    The stored curve can hold scores the model itself never gives: a `--cv` ensemble of boosted trees averages
+    its members' probabilities, while the curve keeps each member's out-of-fold logits, far larger at the top
+    (bench/shift.py: 13 of the 244 runs `--adapt --confidence 0.95` answered, all gbdt)."""
+    if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
+        return []
+    return [
+        f"the new threshold {threshold:.6g} is above every score of NEW (the highest: {float(logits.max()):.6g}), so "
+        "the model flags none of its rows: the held-out scores it was chosen on reach higher than this model's own "
+        "(a --cv ensemble averages its members' probabilities); a lower --confidence or a larger --new-rows asks "
+        "less, or retrain"
+    ]
 
 
 def _sample_clause(new_rows: int | None) -> str:
