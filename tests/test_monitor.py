@@ -155,6 +155,9 @@ def test_adapt_with_confidence_certifies_the_next_rows_of_new_by_default(dmo, tr
     assert thresholds[50000] >= thresholds[None], thresholds
     code, _, err = dmo(*base, "-o", tmp_path / "e.st")  # 5,000 rows hold about 500 positives: too few here
     assert code == 3 and "measured on 5,000 new rows" in err and "--new-rows inf" in err, err
+    prior = ("threshold", trained / "m.st", "--prior", "0.1", "--confidence", "0.9", "--allow-infeasible", "--json")
+    code, out, err = dmo(*prior, "-o", tmp_path / "p.st")  # --prior: the held-out size training certified
+    assert code == 0 and json.loads(out)["adapted"]["new_rows"] == load_model(trained / "m.st").evidence.certified_rows
     code, _, err = dmo("threshold", trained / "m.st", "--prior", "0.1", "--new-rows", "100", "-o", tmp_path / "d.st")
     assert code == 2 and "give --confidence C with it" in err and err.count("\n") == 1, err
 
