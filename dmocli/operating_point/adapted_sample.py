@@ -44,6 +44,7 @@ from dmocli.operating_point.new_sample import SEQUENCES, least_successes, sequen
 
 COUNT_SHARE = 0.2  # of the sample's error: too few positives in the new sample; the rest goes to the tests
 CHUNK = 32  # cuts first tested at a time: a sequence ends at its first failure, so most cuts are never tested
+ELEMENTS = 1 << 22  # the most (cut, count) terms one chunk's test holds at once (32 MB of float64 a matrix)
 
 
 def fewest_new_positives(new_rows: int, rate_low: float, error: float) -> int:
@@ -68,10 +69,11 @@ def certified_precision_cuts(
         return certified
     test = _PrecisionTest(int(curve.n_pos), int(curve.n_neg), m_lo, new_rows - m_lo, target, _test_level(error))
     predicted = tp + fp
+    largest = max(1, ELEMENTS // test.width)  # a chunk's cuts: memory stays bounded however large N is
     for rate in sequence_start_rates(mapped_target):
         record = np.minimum(np.floor(predicted * rate + 1e-9).astype(np.int64), curve.n_pos)
-        start = _first(0, tp.size, lambda cuts, r=record: test.passes(r[cuts], predicted[cuts] - r[cuts]))
-        end = _first(start, tp.size, lambda cuts: ~test.passes(tp[cuts], fp[cuts]))
+        start = _first(0, tp.size, lambda cuts, r=record: test.passes(r[cuts], predicted[cuts] - r[cuts]), largest)
+        end = _first(start, tp.size, lambda cuts: ~test.passes(tp[cuts], fp[cuts]), largest)
         certified[start:end] = True
     return certified
 
@@ -121,6 +123,7 @@ class _PrecisionTest:
         # y > (1 - a) x / a; x = 0 misses whatever y is (no precision at all).
         self.x = x
         self.least_missing = np.where(x > 0, np.floor((1.0 - target) * x / target + 1e-9).astype(np.int64) + 1, 0)
+        self.width = x.size + min(int(self.least_missing.max()), m_neg) + 1  # the terms one cut's test sums
 
     def passes(self, tp: np.ndarray, fp: np.ndarray) -> np.ndarray:
         """Whether held-out counts (tp, fp) above a cut certify the new sample's precision, per cut."""
@@ -150,13 +153,14 @@ def _beta_binomial_pmf(k: np.ndarray, m: int, alpha: np.ndarray, beta: np.ndarra
     return np.exp(log_choose + betaln(k + alpha, m - k + beta) - betaln(alpha, beta))
 
 
-def _first(start: int, size: int, holds: Callable[[np.ndarray], np.ndarray]) -> int:
-    """The first cut from `start` on where `holds`, in chunks that double from CHUNK; `size` when none."""
-    first, chunk = start, CHUNK
+def _first(start: int, size: int, holds: Callable[[np.ndarray], np.ndarray], largest: int) -> int:
+    """The first cut from `start` on where `holds`, in chunks that double from CHUNK up to `largest` cuts; `size`
+    when none."""
+    first, chunk = start, min(CHUNK, largest)
     while first < size:
         cuts = np.arange(first, min(first + chunk, size))
         hits = np.flatnonzero(holds(cuts))
         if hits.size:
             return int(cuts[hits[0]])
-        first, chunk = first + chunk, 2 * chunk
+        first, chunk = first + chunk, min(2 * chunk, largest)
     return size
