@@ -20,7 +20,8 @@ x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives
 `--adapt --confidence 0.95` is run twice: certifying the precision measured on the next rows, as many as the test
 split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`);
 beside them `--adapt --confidence 0.8` (the test split's rows) and `--prior TRUE_RATE --confidence 0.95` (the rate
-known: what the rate's uncertainty costs).
+known: what the rate's uncertainty costs). `*_share` variants carry the same cuts to the model's own scores by the
+share of the test split they are expected to flag (carried_by_share: an experiment, not what `dmo` does).
 Each run also keeps the label-shift estimate's probability that precision >= the target holds on the test split's
 rows (the rate and curve replicates of the estimate, each with a binomial draw of that many rows), so gates that
 fire when it is low can be compared with the interval gate.
@@ -56,7 +57,8 @@ from dmocli.operating_point.search import search_curve  # noqa: E402
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
 MODELS = {"linear": {}, "gbdt": {"model": "gbdt"}}
-VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95")  # _shift_runs says what each is
+CARRIED = ("adapt", "adapt95", "adapt95pop")  # also measured carried by share (carried_by_share)
+VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95") + tuple(f"{v}_share" for v in CARRIED)
 OUTLOOK_LIMITS = (0.05, 0.1, 0.2, 0.3, 0.5)  # the outlook gates measured: fire below each
 
 
@@ -184,8 +186,26 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
             run[f"feasible_{label}"] = answered and p >= TARGET
             run[f"recall_given_{label}"] = recall - r if answered else None
             run[f"flags_nothing_{label}"] = answered and not np.any(s >= np.float32(adapted.threshold))
+            if label in CARRIED:  # the same cut carried to the model's scores by the share of NEW it should flag
+                p, r = at(s, t, carried_by_share(curve, adapted.threshold, new_rate, s))
+                run[f"answered_{label}_share"] = answered
+                run[f"feasible_{label}_share"] = answered and p >= TARGET
+                run[f"recall_given_{label}_share"] = recall - r if answered else None
+                run[f"flags_nothing_{label}_share"] = False
         out.append(run)
     return out
+
+
+def carried_by_share(curve: HeldOutCurve, cut: float, rate: float, scores: np.ndarray) -> float:
+    """An experiment, not what `dmo` does: the threshold on the model's own scores of NEW that flags the share of
+    NEW the curve's cut is expected to flag at `rate` (r TPR + (1 - r) FPR), as --cv-transfer rank carries an
+    out-of-fold threshold. A --cv ensemble's score averages its members' probabilities, a scale the stored curve
+    (each member's out-of-fold logits) does not share; the share is on both."""
+    tp, fp = curve.counts_at(cut)
+    flagged = int(round((rate * tp / curve.n_pos + (1.0 - rate) * fp / curve.n_neg) * scores.size))
+    if flagged == 0:
+        return float(np.nextafter(np.float32(scores.max()), np.float32(np.inf)))
+    return float(np.sort(scores)[::-1][min(flagged, scores.size) - 1])
 
 
 def hold_probability(curve: HeldOutCurve, threshold: float, estimate: Any, rows: int, seed: int) -> float:
@@ -315,7 +335,8 @@ def main() -> None:
                "unchanged_precision_error", "precision_covered", "recall_covered", "feasible_training",
                "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95",
                "feasible_adapt95pop", "answered_adapt95pop", "recall_given_adapt95pop",
-               "feasible_adapt80", "answered_adapt80", "feasible_prior95", "answered_prior95"]  # fmt: skip
+               "feasible_adapt80", "answered_adapt80", "feasible_prior95", "answered_prior95",
+               "feasible_adapt95_share", "feasible_adapt95pop_share"]  # fmt: skip
     tables = {key or "pooled": summary(runs, key) for key in ("shift", "set", "model", None)}
     for key, table in tables.items():
         print(f"\n== by {key}")
