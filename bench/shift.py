@@ -15,6 +15,16 @@ x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives
   fell below the target, and on the x1 runs.
 
     python bench/shift.py --resplits 20                     # writes bench/results/shift.json
+    python bench/shift.py --only adapt --resplits 8 --results-name shift-adapt   # skips the re-targeting checks
+
+`--adapt --confidence 0.95` is run twice: certifying the precision measured on the next rows, as many as the test
+split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`);
+beside them `--adapt --confidence 0.8` (the test split's rows) and `--prior TRUE_RATE --confidence 0.95` (the rate
+known: what the rate's uncertainty costs). `*_share` variants carry the same cuts to the model's own scores by the
+share of the test split they are expected to flag (carried_by_share: an experiment, not what `dmo` does).
+Each run also keeps the label-shift estimate's probability that precision >= the target holds on the test split's
+rows (the rate and curve replicates of the estimate, each with a binomial draw of that many rows), so gates that
+fire when it is low can be compared with the interval gate.
 """
 
 from __future__ import annotations
@@ -47,6 +57,9 @@ from dmocli.operating_point.search import search_curve  # noqa: E402
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
 MODELS = {"linear": {}, "gbdt": {"model": "gbdt"}}
+CARRIED = ("adapt", "adapt95", "adapt95pop")  # also measured carried by share (carried_by_share)
+VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95") + tuple(f"{v}_share" for v in CARRIED)
+OUTLOOK_LIMITS = (0.05, 0.1, 0.2, 0.3, 0.5)  # the outlook gates measured: fire below each
 
 
 def resampled(y: np.ndarray, factor: float, rng: np.random.Generator) -> np.ndarray | None:
@@ -71,7 +84,7 @@ def at(logits: np.ndarray, y: np.ndarray, threshold: float) -> tuple[float, floa
 
 
 def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, Any]]:
-    data_dir, name, seed, models = task
+    data_dir, name, seed, models, only_adapt = task
     data, test = resplit(pooled(Path(data_dir), name), seed)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as work:
@@ -89,7 +102,7 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, A
                 rows.append({"set": name, "seed": seed, "model": family, "refused": type(exc).__name__})
                 continue
             rows += _shift_runs(name, seed, family, model_path, test)
-            if seed == 0:
+            if seed == 0 and not only_adapt:
                 rows.append(_retarget_check(name, family, pq_path, model_path, work, seed))
     return rows
 
@@ -143,21 +156,67 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
             "unchanged_precision_error": abs(unchanged[0] - precision),
             "unchanged_recall_error": abs(unchanged[1] - recall),
             "gate": shifted["precision_interval"][1] < TARGET,
+            "hold_probability": hold_probability(curve, threshold, estimate, int(t.size), seed),
             "feasible_training": precision >= TARGET,
         }
         rate = usable_rate(estimate.rate, t.size)  # as `dmo threshold --adapt` takes it
         bounds = (usable_rate(estimate.low, t.size), usable_rate(estimate.high, t.size))
-        for label, confidence, interval in (("adapt", None, None), ("adapt95", 0.95, bounds)):
+        at80 = estimate_prevalence(curve, s, model.calibration, 0.8)
+        bounds80 = (usable_rate(at80.low, t.size), usable_rate(at80.high, t.size))
+        variants = (  # label, rate, confidence, rate interval, --new-rows
+            ("adapt", rate, None, None, None),
+            ("adapt95", rate, 0.95, bounds, int(t.size)),
+            ("adapt95pop", rate, 0.95, bounds, None),
+            ("adapt80", rate, 0.8, bounds80, int(t.size)),
+            ("prior95", usable_rate(true_rate, t.size), 0.95, None, int(t.size)),  # the true rate given: --prior
+        )
+        for label, new_rate, confidence, interval, new_rows in variants:
             adapted = adapt_threshold(
-                curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=threshold
+                curve,
+                model.problem,
+                new_rate,
+                confidence=confidence,
+                rate_interval=interval,
+                threshold=threshold,
+                new_rows=new_rows,
             )
             answered = adapted.feasible is not False
             p, r = at(s, t, adapted.threshold)
             run[f"answered_{label}"] = answered
             run[f"feasible_{label}"] = answered and p >= TARGET
             run[f"recall_given_{label}"] = recall - r if answered else None
+            run[f"flags_nothing_{label}"] = answered and not np.any(s >= np.float32(adapted.threshold))
+            if label in CARRIED:  # the same cut carried to the model's scores by the share of NEW it should flag
+                p, r = at(s, t, carried_by_share(curve, adapted.threshold, new_rate, s))
+                run[f"answered_{label}_share"] = answered
+                run[f"feasible_{label}_share"] = answered and p >= TARGET
+                run[f"recall_given_{label}_share"] = recall - r if answered else None
+                run[f"flags_nothing_{label}_share"] = False
         out.append(run)
     return out
+
+
+def carried_by_share(curve: HeldOutCurve, cut: float, rate: float, scores: np.ndarray) -> float:
+    """An experiment, not what `dmo` does: the threshold on the model's own scores of NEW that flags the share of
+    NEW the curve's cut is expected to flag at `rate` (r TPR + (1 - r) FPR), as --cv-transfer rank carries an
+    out-of-fold threshold. A --cv ensemble's score averages its members' probabilities, a scale the stored curve
+    (each member's out-of-fold logits) does not share; the share is on both."""
+    tp, fp = curve.counts_at(cut)
+    flagged = int(round((rate * tp / curve.n_pos + (1.0 - rate) * fp / curve.n_neg) * scores.size))
+    if flagged == 0:
+        return float(np.nextafter(np.float32(scores.max()), np.float32(np.inf)))
+    return float(np.sort(scores)[::-1][min(flagged, scores.size) - 1])
+
+
+def hold_probability(curve: HeldOutCurve, threshold: float, estimate: Any, rows: int, seed: int) -> float:
+    """The label-shift estimate's probability that precision >= TARGET on `rows` new rows at the threshold: per
+    bootstrap replicate (its rate, TPR and FPR), one draw of the rows' positives, true and false positives."""
+    rng = np.random.default_rng(seed)
+    tps, fps = estimate.curve_replicates.counts_at(threshold)
+    positives = rng.binomial(rows, np.clip(estimate.replicates, 0.0, 1.0))
+    tp = rng.binomial(positives, np.clip(tps / curve.n_pos, 0.0, 1.0))
+    fp = rng.binomial(rows - positives, np.clip(fps / curve.n_neg, 0.0, 1.0))
+    return float(np.mean(tp >= TARGET * np.maximum(tp + fp, 1) - 1e-9))
 
 
 def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]:
@@ -180,12 +239,13 @@ def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]
             "feasible_training",
         ):
             row[field] = float(np.mean([m[field] for m in members]))
-        for label in ("adapt", "adapt95"):
+        for label in VARIANTS:
             answered = [m for m in members if m[f"answered_{label}"]]
             row[f"answered_{label}"] = len(answered)
             row[f"feasible_{label}"] = float(np.mean([m[f"feasible_{label}"] for m in answered])) if answered else None
             given = [m[f"recall_given_{label}"] for m in answered]
             row[f"recall_given_{label}"] = float(np.mean(given)) if given else None
+            row[f"flags_nothing_{label}"] = sum(m[f"flags_nothing_{label}"] for m in answered)
         table.append(row)
     return table
 
@@ -203,7 +263,24 @@ def gate_rates(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "runs_where_precision_fell_at_lower_rates": len(fell_shifted),
         "fires_at_x1": float(np.mean([r["gate"] for r in same])) if same else None,
         "runs_at_x1": len(same),
+        "outlook": {  # fire when the probability that the target holds on the test split's rows is below a limit
+            str(limit): {
+                "fires_where_precision_fell": _share([r["hold_probability"] < limit for r in fell]),
+                "fires_at_lower_rates_where_it_fell": _share([r["hold_probability"] < limit for r in fell_shifted]),
+                "fires_at_x1": _share([r["hold_probability"] < limit for r in same]),
+                "with_interval_gate_fires_where_precision_fell": _share(
+                    [r["gate"] or r["hold_probability"] < limit for r in fell]
+                ),
+                "with_interval_gate_fires_at_x1": _share([r["gate"] or r["hold_probability"] < limit for r in same]),
+            }
+            for limit in OUTLOOK_LIMITS
+        },
+        "fell_by_shift": {str(f): sum(r["shift"] == f for r in fell) for f in SHIFTS},
     }
+
+
+def _share(flags: list[bool]) -> float | None:
+    return float(np.mean(flags)) if flags else None
 
 
 def retarget_speed(rows: int = 1_000_000) -> dict[str, float]:
@@ -236,10 +313,15 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(BINARY_SETS))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--results-name", default="shift")
+    parser.add_argument(
+        "--only", choices=["adapt"], help="adapt: skip the re-targeting checks (train for FROP and OFBS, 1M rows)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     tasks = [
-        (str(args.data_dir), name, seed, tuple(args.models)) for name in args.sets for seed in range(args.resplits)
+        (str(args.data_dir), name, seed, tuple(args.models), args.only == "adapt")
+        for name in args.sets
+        for seed in range(args.resplits)
     ]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers) as pool:
@@ -251,17 +333,20 @@ def main() -> None:
     refused = [r for r in rows if "refused" in r]
     columns = ["group", "runs", "rate_error", "cc_error", "rate_covered", "precision_error",
                "unchanged_precision_error", "precision_covered", "recall_covered", "feasible_training",
-               "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95"]  # fmt: skip
+               "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95",
+               "feasible_adapt95pop", "answered_adapt95pop", "recall_given_adapt95pop",
+               "feasible_adapt80", "answered_adapt80", "feasible_prior95", "answered_prior95",
+               "feasible_adapt95_share", "feasible_adapt95pop_share"]  # fmt: skip
     tables = {key or "pooled": summary(runs, key) for key in ("shift", "set", "model", None)}
     for key, table in tables.items():
         print(f"\n== by {key}")
         print_table(table, columns)
     gates = gate_rates(runs)
-    speed = retarget_speed()
+    speed = None if args.only == "adapt" else retarget_speed()
     equal = sum(r["retarget_equal"] for r in checks)
     print(f"\ngate: {gates}\nre-targeting: {equal} of {sum(r['retarget_checked'] for r in checks)} equal to train")
     print(f"1M held-out rows: {speed}\nrefused trainings: {len(refused)}; {time.perf_counter() - started:.0f} s")
-    payload = {"resplits": args.resplits, "models": args.models, "sets": args.sets, "tables": tables,
+    payload = {"resplits": args.resplits, "only": args.only, "models": args.models, "sets": args.sets, "tables": tables,
                "gate": gates, "retarget": {"equal": equal, "checked": len(checks) * 2, "speed": speed},
                "refused": refused, "runs": runs}  # fmt: skip
     print(f"wrote {write_results(args.results_name, payload)}")

@@ -135,3 +135,38 @@ def test_adapting_to_rows_whose_estimated_rate_is_zero_is_an_answer_not_a_crash(
     negatives.drop(columns="label").to_parquet(tmp_path / "none.parquet")
     code, _, err = dmo("threshold", trained / "m.st", "--adapt", tmp_path / "none.parquet", "-o", tmp_path / "z.st")
     assert code in (0, 3) and "Traceback" not in err and err.count("\n") <= 1, err
+
+
+def test_adapt_with_confidence_certifies_the_next_rows_of_new_by_default(dmo, trained, tmp_path):
+    """--adapt NEW --confidence: the certificate is about as many rows as NEW has (`adapted.new_rows`); --new-rows
+    names another count, inf the population value; --new-rows needs --confidence."""
+    new = shifted(0.1, 5000, seed=11)
+    new.drop(columns="label").to_parquet(tmp_path / "new.parquet")
+    base = ("threshold", trained / "m.st", "--adapt", tmp_path / "new.parquet", "--confidence", "0.9")
+    thresholds = {}
+    for extra, rows in (((), 5000), (("--new-rows", "inf"), None), (("--new-rows", "50000"), 50000)):
+        code, out, err = dmo(*base, *extra, "-o", tmp_path / "c.st", "--json", "--allow-infeasible")
+        assert code == 0, err
+        report = json.loads(out)
+        jsonschema.validate(report, report_schema())
+        assert report["adapted"]["new_rows"] == rows and report["adapted"]["feasible"] is not None
+        thresholds[rows] = report["threshold"]
+    # The precision measured on 50,000 rows scatters around the population value: a cut at least as high.
+    assert thresholds[50000] >= thresholds[None], thresholds
+    code, _, err = dmo(*base, "-o", tmp_path / "e.st")  # 5,000 rows hold about 500 positives: too few here
+    assert code == 3 and "measured on 5,000 new rows" in err and "--new-rows inf" in err, err
+    prior = ("threshold", trained / "m.st", "--prior", "0.1", "--confidence", "0.9", "--allow-infeasible", "--json")
+    code, out, err = dmo(*prior, "-o", tmp_path / "p.st")  # --prior: the held-out size training certified
+    assert code == 0 and json.loads(out)["adapted"]["new_rows"] == load_model(trained / "m.st").evidence.certified_rows
+    code, _, err = dmo("threshold", trained / "m.st", "--prior", "0.1", "--new-rows", "100", "-o", tmp_path / "d.st")
+    assert code == 2 and "give --confidence C with it" in err and err.count("\n") == 1, err
+
+
+def test_a_threshold_above_every_new_score_is_warned_about():
+    """The stored curve may reach scores the model never gives (a --cv ensemble of boosted trees): a threshold
+    above all of NEW's scores flags nothing, and the adapted report says so."""
+    from dmocli.pipelines.adapt import _flags_nothing
+
+    scores = np.array([-1.0, 0.5, 1.67], dtype=np.float32)
+    assert "flags none of its rows" in _flags_nothing(28.5, scores)[0]
+    assert _flags_nothing(1.67, scores) == [] and _flags_nothing(28.5, None) == []

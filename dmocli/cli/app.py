@@ -16,7 +16,14 @@ from dmocli.cli import describe
 from dmocli.cli.train_command import CHECKED_OPTIONS, takes_train_options
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
-from dmocli.options import TrainOptions, check_confidence, new_rows_format_problem, read_new_rows, refuse
+from dmocli.options import (
+    NEW_ROWS_WITHOUT_CONFIDENCE,
+    TrainOptions,
+    check_confidence,
+    new_rows_format_problem,
+    read_new_rows,
+    refuse,
+)
 
 app = typer.Typer(
     name="dmo",
@@ -319,7 +326,8 @@ def threshold(
         "--new-rows",
         metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
-        "(default: as many as DATA's labeled rows; inf: the population value). Without --problem and "
+        "(default: as many as DATA's labeled rows, or as NEW has with --adapt; inf: the population value). "
+        "Without --problem and "
         "--confidence, the model's own certificate is re-fitted with the sample size it stored.",
     ),
     allow_infeasible: bool = typer.Option(
@@ -353,7 +361,9 @@ def threshold(
     Example: dmo threshold model.safetensors --adapt march.parquet -o march.safetensors  (a new positive rate)
     """
     if adapt is not None or prior is not None:
-        _adapt_threshold(model, data, adapt, prior, problem, confidence, allow_infeasible, output, report, as_json)
+        _adapt_threshold(
+            model, data, adapt, prior, problem, confidence, allow_infeasible, output, report, as_json, new_rows
+        )
         return
     from dmocli.engines.choice import EngineChoice
     from dmocli.operating_point.problems import Problem
@@ -420,6 +430,7 @@ def _adapt_threshold(
     output: Path,
     report: Optional[Path],
     as_json: bool,
+    new_rows: Optional[str] = None,
 ) -> None:
     """`threshold --adapt NEW | --prior R`: the model's own problem at a new positive rate."""
     from dmocli.pipelines.adapt import adapt_to_rate
@@ -431,6 +442,10 @@ def _adapt_threshold(
         problems.append("--adapt and --prior keep the problem stored in MODEL: leave --problem out")
     if adapt is not None and prior is not None:
         problems.append("give --adapt NEW or --prior R, not both")
+    sample = read_new_rows(new_rows)
+    problems += [problem for problem in [new_rows_format_problem(sample)] if problem]
+    if sample is not None and confidence is None:
+        problems.append(NEW_ROWS_WITHOUT_CONFIDENCE)
     refuse(problems)
     with _report_on_refusal(as_json):
         result = adapt_to_rate(
@@ -441,6 +456,7 @@ def _adapt_threshold(
             confidence=confidence,
             allow_infeasible=allow_infeasible,
             report_path=report,
+            new_rows=sample,
         )
     adapted = result["adapted"]
     lines = [
@@ -450,6 +466,12 @@ def _adapt_threshold(
         _expected_line("at the old threshold", adapted["at_old"]),
         _expected_line("at the new threshold", adapted["at_new"]),
     ]
+    if adapted.get("new_rows") is not None:
+        metric = "recall" if result["problem"] == "frop" else "precision"
+        lines.append(
+            f"certified (feasible={adapted['feasible']}) for the {metric} measured on the next "
+            f"{adapted['new_rows']:,} rows at a rate of at least {adapted['rate_used']:.4f}"
+        )
     _emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
 
 

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.operating_point.adapted_sample import best_certified_cut, recall_passes
 from dmocli.operating_point.bounds import clopper_pearson_lower
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.curve import ScoreCurve
@@ -566,6 +567,8 @@ class AdaptedThreshold:
         Expected precision, recall and f_beta at new_rate at the old and the new threshold.
     certificate, note : str or None
         How a confidence was made to hold; what happened (FROP: the threshold does not move).
+    new_rows : int or None
+        The size of the new sample the certificate is about (None: the population value at the new rate).
     """
 
     problem: dict
@@ -578,6 +581,7 @@ class AdaptedThreshold:
     at_new: dict
     certificate: str | None = None
     note: str | None = None
+    new_rows: int | None = None  # with a confidence: the certificate is about the metric measured on this many rows
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -591,6 +595,7 @@ def adapt_threshold(
     confidence: float | None = None,
     rate_interval: tuple[float, float] | None = None,
     threshold: float | None = None,
+    new_rows: int | None = None,
 ) -> AdaptedThreshold:
     """Move the operating point's threshold to a new positive rate, from the stored curve alone.
 
@@ -625,6 +630,8 @@ def adapt_threshold(
         The rate's two-sided interval at level `confidence` (read only with `confidence`, for FPOR).
     threshold : float, optional
         The model's current threshold; by default the one search.py gives on the curve at its own rate.
+    new_rows : int, optional
+        With `confidence`: the size of the new sample the certificate is about (None: the population value).
 
     Returns
     -------
@@ -644,13 +651,20 @@ def adapt_threshold(
         mapped = Problem("fpor", _training_target(problem.target, rate_used, curve.rate))
         point = search_curve(curve.score_curve(), mapped, level)
         new_threshold, feasible = point.threshold, bool(point.feasible)
-        if confidence is not None:
+        if confidence is not None and new_rows is not None:
+            new_threshold, feasible = _new_sample_cut(curve, problem, mapped, rate_used, new_rows, 1.0 - level, point)
+            certificate = (
+                f"precision measured on {new_rows} new rows at a rate of at least {rate_used:.4g} >= "
+                f"{problem.target:g}, certified by per-class exchangeable tests in fixed sequences (adapted_sample.py) "
+                f"at {level:g}"
+            )
+        elif confidence is not None:
             certificate = (
                 f"precision >= {problem.target:g} at rate {rate_used:.4g} is precision >= {mapped.target:.6g} "
                 f"on the held-out curve, certified by search.py's fixed-sequence Clopper-Pearson bounds at {level:g}"
             )
-            if split:
-                certificate += f"; the rate interval's low end takes the other {(1 - confidence) / 2:g}"
+        if confidence is not None and split:
+            certificate += f"; the rate interval's low end takes the other {(1 - confidence) / 2:g}"
     elif problem.kind == "ofbs":
         weighted = adapted_curve(curve, new_rate)
         tp, fp = np.concatenate(([0.0], weighted.tp)), np.concatenate(([0.0], weighted.fp))
@@ -659,8 +673,17 @@ def adapt_threshold(
     else:
         new_threshold = threshold
         tp, _ = curve.counts_at(threshold)
-        bound = tp / curve.n_pos if confidence is None else float(clopper_pearson_lower(tp, curve.n_pos, confidence))
-        feasible = bool(bound >= problem.target - 1e-12)
+        if confidence is not None and new_rows is not None:
+            rate_used = float(rate_interval[0]) if rate_interval is not None else new_rate
+            error = (1.0 - confidence) / (2.0 if rate_interval is not None else 1.0)
+            feasible = recall_passes(
+                curve.score_curve(), tp=tp, target=problem.target, rate_low=rate_used, new_rows=new_rows, error=error
+            )
+        else:
+            bound = tp / curve.n_pos
+            if confidence is not None:
+                bound = float(clopper_pearson_lower(tp, curve.n_pos, confidence))
+            feasible = bool(bound >= problem.target - 1e-12)
         note = "recall does not move under label shift, so the FROP threshold stays where it is"
     return AdaptedThreshold(
         problem=problem.to_dict(),
@@ -673,7 +696,20 @@ def adapt_threshold(
         at_new=_expected_at(curve, new_threshold, new_rate, problem.beta),
         certificate=certificate,
         note=note,
+        new_rows=new_rows if confidence is not None and problem.kind != "ofbs" else None,
     )
+
+
+def _new_sample_cut(
+    curve: HeldOutCurve, problem: Problem, mapped: Problem, rate_low: float, new_rows: int, error: float, closest
+) -> tuple[float, bool]:
+    """The FPOR cut certified for the precision measured on `new_rows` new rows (adapted_sample.py), and
+    whether there is one; none: the population certificate's cut (`closest`), infeasible."""
+    scored = curve.score_curve()
+    best = best_certified_cut(
+        scored, target=problem.target, mapped_target=mapped.target, rate_low=rate_low, new_rows=new_rows, error=error
+    )
+    return (closest.threshold, False) if best is None else (scored.cut_threshold(best), True)
 
 
 def _training_target(target: float, rate: float, training_rate: float) -> float:

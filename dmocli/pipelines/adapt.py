@@ -6,7 +6,10 @@ or estimated on unlabeled NEW rows (PACC on the stored curve, with its interval)
 exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
 label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
 the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
-precision rises with the rate), half to the precision bound.
+precision rises with the rate), half to the precision bound. As train's, that bound is about the metric measured on
+the next --new-rows rows (operating_point/adapted_sample.py): by default as many as NEW has (the rows whose rate
+was estimated, the natural next batch), or with --prior the held-out sample size the model stored (train's rule);
+`--new-rows inf` asks for the population value at the new rate.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
 from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
-from dmocli.options import check_confidence
+from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
+from dmocli.pipelines.operating_point import certified_rows
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import open_data
 from dmocli.report import binary_split_report, envelope, label_fields, model_summary, write_report
@@ -38,9 +42,11 @@ def adapt_to_rate(
     confidence: float | None = None,
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
+    new_rows: int | float | str | None = None,
 ) -> dict[str, Any]:
     """The model's threshold re-targeted for the positive rate of `new_data` (estimated) or `prior` (given),
-    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md)."""
+    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). `new_rows` is
+    --new-rows as given (module docstring: its default)."""
     started = time.perf_counter()
     if (new_data is None) == (prior is None):
         raise DmoError(
@@ -49,6 +55,7 @@ def adapt_to_rate(
     if prior is not None and not 0.0 < prior < 1.0:
         raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
     check_confidence(confidence)
+    check_new_rows(new_rows, confidence)
     new_data = None if new_data is None else sources.accept(new_data)
     outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
     outputs.refuse_misnamed_model(output)
@@ -57,15 +64,22 @@ def adapt_to_rate(
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
     if new_data is None:
-        rate, interval, source = float(prior), None, f"given rate {prior:g}"
+        rate, interval, source, logits = float(prior), None, f"given rate {prior:g}", None
     else:
         logits = _scores(model, new_data)
         estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
         rate = usable_rate(estimate.rate, logits.size)
         interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
         source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
+    sample = certified_rows(new_rows, confidence, curve.certified_rows if new_data is None else int(logits.size))
     adapted = adapt_threshold(
-        curve, model.problem, rate, confidence=confidence, rate_interval=interval, threshold=model.threshold
+        curve,
+        model.problem,
+        rate,
+        confidence=confidence,
+        rate_interval=interval,
+        threshold=model.threshold,
+        new_rows=sample,
     )
     previous = model.threshold
     model.threshold = adapted.threshold
@@ -92,14 +106,15 @@ def adapt_to_rate(
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=[adapted.note] if adapted.note else [],
+        warnings=([adapted.note] if adapted.note else []) + _flags_nothing(adapted.threshold, logits),
         splits={"data": split},
     )
     if adapted.feasible is False and not allow_infeasible:
         refusal = UnreachableTarget(
             f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
-            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source}); "
-            f"lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
+            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source})"
+            + _sample_clause(adapted.new_rows)
+            + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
             f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
         )
         refuse_with_report(refusal, report, report_path, started)
@@ -108,6 +123,29 @@ def adapt_to_rate(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _flags_nothing(threshold: float, logits: np.ndarray | None) -> list[str]:
+    """The warning when the new threshold is above every score of NEW: the model would flag none of its rows.
+    The stored curve can hold scores the model itself never gives: a `--cv` ensemble of boosted trees averages
+    its members' probabilities, while the curve keeps each member's out-of-fold logits, far larger at the top
+    (bench/shift.py: 13 of the 244 runs `--adapt --confidence 0.95` answered, all gbdt)."""
+    if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
+        return []
+    return [
+        f"the new threshold {threshold:.6g} is above every score of NEW (the highest: {float(logits.max()):.6g}), so "
+        "the model flags none of its rows: the held-out scores it was chosen on reach higher than this model's own "
+        "(a --cv ensemble averages its members' probabilities); a lower --confidence or a larger --new-rows asks "
+        "less, or retrain"
+    ]
+
+
+def _sample_clause(new_rows: int | None) -> str:
+    """What a refused new-sample certificate was about, and the options that ask less."""
+    if new_rows is None:
+        return ""
+    less = f"a larger {option_hint('--new-rows', 'new_rows=')}, or {option_hint('--new-rows inf', 'new_rows=inf')}"
+    return f" for the value measured on {new_rows:,} new rows ({less} for the population value, asks less)"
 
 
 def _scores(model: Any, data: sources.Source) -> np.ndarray:
