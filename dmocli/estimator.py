@@ -76,6 +76,17 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         one-hot encoded, one embedding list column, as `dmo train` reads a file) or
         any numeric array-like (columns named x0..x{d-1} in the model file).
 
+        Cost inside model selection: with the default `cv=None`, every `fit` fits the
+        model 5 times on folds (to fit the threshold on out-of-fold scores) and keeps
+        their average, so one fit costs about five, and `cross_val_score` or
+        `GridSearchCV` multiply that again by their own folds and candidates. The
+        cheap settings: `cv="auto"` keeps the 5 folds only when a held-out fifth would
+        hold too few positives for a precise threshold and otherwise fits once on
+        four fifths (docs/training.md#cv-auto); `val_frac=0.2` always fits once, the
+        threshold on a held-out fifth; `cv=0` fits once, the threshold on the training
+        rows (optimistic, fine for ranking candidates). Refit the chosen candidate
+        with the default for the model you keep.
+
     {parameters}
     """
 

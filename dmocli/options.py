@@ -207,14 +207,17 @@ class TrainOptions:
         help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same "
         "as --param folding=K; pick the fold with --param fold=k).",
     )
-    cv: int | None = option(
+    cv: int | str | None = option(
         None,
         "--cv",
         estimator=True,
         min=0,
+        metavar="K|auto",
         help="Fit the threshold on out-of-fold scores of K stratified folds of DATA (with --val, its rows are "
         "pooled in), then save the K fold models averaged, or see --cv-transfer (default: 5 without "
-        "--val/--val-frac; 0: fit the threshold on the training rows, which is optimistic).",
+        "--val/--val-frac; 0: fit the threshold on the training rows, which is optimistic). auto: 5 folds when a "
+        "held-out fifth of DATA (or --val) would hold too few positives for a precise threshold, else that one "
+        "held-out split (docs/training.md#cv-auto).",
     )
     cv_transfer: str = option(
         "ensemble",
@@ -289,12 +292,16 @@ class TrainOptions:
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)
         self.new_rows = read_new_rows(self.new_rows)  # the API may spell it as the command line does, or numpy
+        self.cv = read_cv(self.cv)  # a number of folds or auto, as the command line spells it (typer gives text)
 
     def problems(self) -> list[str]:
         """What breaks a declared choice or range: every such option, checked before any data is read."""
         problems = []
         for spec in dataclasses.fields(self):
             if spec.name == "new_rows":  # a count of rows or inf: new_rows_problem below
+                continue
+            if spec.name == "cv" and not isinstance(self.cv, int) and self.cv not in (None, CV_AUTO):
+                problems.append(f"--cv {self.cv!r} must be a number of folds K >= 2, 0 for none, or auto")
                 continue
             value = getattr(self, spec.name)
             problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
@@ -335,6 +342,24 @@ def _declared(name: str) -> Mapping[str, Any]:
 def check_seed(seed: int) -> None:
     """The seed check of the commands that have no TrainOptions (subsample, extract)."""
     refuse([problem for problem in [check_value(f"--seed {seed}", seed, _declared("seed"))] if problem])
+
+
+CV_AUTO = "auto"  # --cv auto: folds or one held-out split by the count of positives (pipelines/cv_auto.py)
+
+
+def read_cv(value: Any) -> Any:
+    """--cv as the command line spells it (`5`, `auto`) and a numpy integer as the int it is; anything else is
+    kept as given, for `TrainOptions.problems` to name."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, str):
+        return value
+    spelled = value.strip().lower()
+    if spelled == CV_AUTO:
+        return CV_AUTO
+    if spelled.isascii() and spelled.lstrip("-").isdigit():
+        return int(spelled)
+    return value
 
 
 NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"

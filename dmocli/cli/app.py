@@ -226,7 +226,8 @@ def train(
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
     outlook = _outlook_line(result, *_held_out_rows(result))
-    lines = header + _rounds_rule_line(result) + _certificate_line(result) + _split_lines(result) + outlook
+    lines = header + _rounds_rule_line(result) + _cv_rule_line(result) + _certificate_line(result)
+    lines += _split_lines(result) + outlook
     lines += _infeasible_note(result)
     _emit(result, as_json, lines)
 
@@ -239,6 +240,15 @@ def _rounds_rule_line(report: dict[str, Any]) -> list[str]:
 
     line = rule_line(report.get("solver_trace") or {})
     return [line] if line else []
+
+
+def _cv_rule_line(report: dict[str, Any]) -> list[str]:
+    """What --cv auto decided, folds or one held-out split, and the positives it decided on (pipelines/cv_auto.py)."""
+    if "cv_rule" not in report:
+        return []
+    from dmocli.pipelines.cv_auto import rule_line
+
+    return [rule_line(report["cv_rule"])]
 
 
 def _certificate_line(report: dict[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ CLI_TYPES: dict[str, Any] = {
     "unlabeled_truth": Optional[Path],
     "plot": Optional[Path],
     "new_rows": Optional[str],  # a number of rows, or inf
+    "cv": Optional[str],  # a number of folds, or auto (read by TrainOptions)
 }
 
 

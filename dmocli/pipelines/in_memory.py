@@ -23,10 +23,11 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.problems import Problem
-from dmocli.options import TrainOptions
+from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.cross_fit import cross_fit
+from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, SPLIT_FRAC, CvRule, decide
 from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
@@ -73,6 +74,7 @@ class _Loaded:
     val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
     warnings: list[str]  # what the survey of DATA found worth saying (wide text columns, look-alike classes)
     profile: ProfileBuilder  # the training rows' features counted, every process's under torchrun (drift profile)
+    cv_rule: CvRule | None = None  # what --cv auto decided, where its rule applies (a binary problem, one process)
 
 
 def train_in_memory(
@@ -98,10 +100,12 @@ def train_in_memory(
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
     labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
     val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
+    rule = loaded.cv_rule
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
-    folds = _folds(opts, solver, train_data, group)
+    folds = _folds(opts, solver, train_data, group, rule)
+    rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
     val_levels = val_data.levels if val_data is not None else None
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
     # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
@@ -189,6 +193,7 @@ def train_in_memory(
         report_fields={
             **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
             **({} if group is None else {"distributed": {"world_size": group.world_size, "backend": group.backend}}),
+            **({"cv_rule": rule.report()} if rule is not None else {}),
         },
         info_fields={"rows": int(truth["train"].size)},
         crossed=crossed,
@@ -270,8 +275,13 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         _check_unlabeled(n_unlabeled, opts, solver)
     used = np.arange(full.n) if solver.uses_unlabeled else np.flatnonzero(full.y >= 0)  # the rows training keeps
     split = None  # --val-frac's (train, val) positions in those rows, drawn here: the profile needs the table
-    if opts.val is None and opts.val_frac > 0:
-        split = stratified_split(full.y[used], opts.val_frac, opts.seed, labels.classes)
+    auto = _auto_rule_applies(opts, solver, problem, group)
+    rule = None  # what --cv auto decided on DATA's positives (on --val's below, with --val)
+    if auto and opts.val is None:
+        rule = decide(positives=int((full.y[used] == 1).sum()), problem=problem, confidence=opts.confidence)
+    val_frac = SPLIT_FRAC if rule is not None and rule.decision == "split" else opts.val_frac
+    if opts.val is None and val_frac > 0:
+        split = stratified_split(full.y[used], val_frac, opts.seed, labels.classes)
     if group is None:  # under torchrun, the pass that fitted the preprocessing profiled every process's rows
         profile_rows(table, used if split is None else np.sort(used[split[0]]), profile)
     if solver.uses_unlabeled:
@@ -294,7 +304,11 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
-        if opts.cv:  # --cv pools --val's labeled rows into the training rows (train_in_memory), after DATA's
+        if auto:  # --cv auto counts --val's positives: the held-out rows are --val's
+            positives = int((val_all.y == 1).sum())
+            rule = decide(positives=positives, problem=problem, confidence=opts.confidence, held_out="val")
+        pooled = isinstance(opts.cv, int) and opts.cv > 0 or (rule is not None and rule.decision == "folds")
+        if pooled:  # --cv pools --val's labeled rows into the training rows (train_in_memory), after DATA's
             profile_rows(pre.derived(val_table), np.flatnonzero(val_all.y >= 0), profile)
         val_data: Prepared | None = val_all.labeled()
         del val_table, val_all
@@ -304,7 +318,7 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile)
+    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile, rule)
 
 
 PROFILE_ROWS = 65536  # rows of a table profiled at a time: a slice's copy, not the table's
@@ -351,9 +365,6 @@ def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolve
         raise DmoError(unlabeled_problem(n_unlabeled, solver.name))
 
 
-DEFAULT_FOLDS = 5
-
-
 def _val_is_data(data: sources.Source, val: Path | None) -> list[str]:
     """The warning when --val names DATA's own file: the threshold is then fitted on training rows, as --cv 0
     would, and the validation figures are training figures."""
@@ -370,7 +381,7 @@ def _val_is_data(data: sources.Source, val: Path | None) -> list[str]:
 def _fewer_folds(opts: TrainOptions, folds: int) -> list[str]:
     """The warning when the default --cv took fewer folds than DEFAULT_FOLDS (a class with fewer labeled rows
     than that): each fold's model then trains on a smaller share, and the user did not ask for it."""
-    if opts.cv is not None or not 0 < folds < DEFAULT_FOLDS:
+    if opts.cv not in (None, CV_AUTO) or not 0 < folds < DEFAULT_FOLDS:
         return []
     return [
         f"the rarest class has only {folds} labeled rows, so the threshold is cross-fitted on {folds} folds, not "
@@ -390,15 +401,30 @@ def _transfer_without_folds(opts: TrainOptions, folds: int) -> list[str]:
     ]
 
 
-def _folds(opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: ProcessGroup | None) -> int:
-    """How many folds cross-fit the threshold (or a multi-class model's probability map): --cv as given, else
+def _auto_rule_applies(
+    opts: TrainOptions, solver: InMemorySolver, problem: Problem | None, group: ProcessGroup | None
+) -> bool:
+    """Whether --cv auto's rule on the positives decides (pipelines/cv_auto.py): asked, for a binary problem, in
+    one process, for a solver trained on labeled rows without ERO's own fold. Elsewhere auto is the default."""
+    if opts.cv != CV_AUTO or problem is None or group is not None or solver.uses_unlabeled:
+        return False
+    return not (opts.folding or opts.params.get("folding"))
+
+
+def _folds(
+    opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: ProcessGroup | None, rule: CvRule | None
+) -> int:
+    """How many folds cross-fit the threshold (or a multi-class model's probability map): --cv K as given, else
     DEFAULT_FOLDS where it would otherwise be fitted on the training rows (no --val/--val-frac, adjusting, a
-    solver that trains on labeled rows), as many as the smallest class allows (over every process's rows under
-    torchrun). 0: no cross-fitting."""
-    if opts.cv is not None:
+    solver that trains on labeled rows) or where --cv auto's `rule` found the held-out positives few, as many as
+    the smallest class allows (over every process's rows under torchrun). 0: no cross-fitting."""
+    if isinstance(opts.cv, int):
         return opts.cv
-    if opts.val is not None or opts.val_frac or opts.adjust is False:
-        return 0
+    if rule is not None:  # --cv auto decided on the counts: folds, or the held-out split / --val alone
+        if rule.decision != "folds":
+            return 0
+    elif opts.val is not None or opts.val_frac or opts.adjust is False:
+        return 0  # the default, and auto where its rule does not apply (multi-class, torchrun)
     if solver.uses_unlabeled or opts.folding or opts.params.get("folding"):
         return 0  # ERO's --folding holds out its own fold of DATA instead
     counts = np.bincount(data.y[data.y >= 0], minlength=2)
