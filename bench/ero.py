@@ -33,7 +33,7 @@ from dmocli.errors import DmoError  # noqa: E402
 from dmocli.models.modelfile import DmoModel  # noqa: E402
 from dmocli.operating_point.search import search  # noqa: E402
 from dmocli.report import binary_split_report  # noqa: E402
-from dmocli.solvers.ero import ERO  # noqa: E402
+from dmocli.solvers.ero.solver import ERO  # noqa: E402
 
 SETS = ("page_blocks0", "segment0", "abalone19", "yeast4", "satimage", "ada")
 PROBLEMS = {"fpor": 0.8, "frop": 0.8, "ofbs": None}
@@ -232,7 +232,7 @@ def step_timing(data_dir: Path, args, repeats: int = 50) -> list[dict]:
 
     from dmocli.models.networks import Architecture, build_network
     from dmocli.operating_point.problems import Problem
-    from dmocli.solvers.ero_penalty import RowAdam, penalty_value
+    from dmocli.solvers.ero.penalty import RowAdam, penalty_value
     from dmocli.solvers.relaxation import soft_counts
 
     table = pq.read_table(data_dir / "train.parquet").to_pandas()

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
-from operating_point import PROBLEMS, outcome, pooled, resplit, summarize, test_metrics  # noqa: E402
+from targets_on_new_data import PROBLEMS, outcome, pooled, resplit, summarize, test_metrics  # noqa: E402
 
 DMO_METHODS = {"gbdt_wce": ("wce", "gbdt"), "gbdt_ero": ("ero", "gbdt"), "linear_wce": ("wce", "linear")}
 CV_METHODS = {"gbdt_wce_cv5": ("wce", "gbdt"), "gbdt_ero_cv5": ("ero", "gbdt")}  # --cv5: DATA pooled, --cv 5

@@ -11,7 +11,7 @@ refused because the target is out of reach on the held-out scores):
 - `dmo_gbdt_prev`: the same with `--param stop-min-positives=0`: early stopping on the held-out tenth whatever
   its positives, the behaviour before the rule (commit 737d19d);
 - `dmo_gbdt_wbins` (not run unless named in --methods): today's defaults with the histogram bins sketched on the
-  class-weighted rows, as before 2026-11-27 (solvers/trees.matrix now bins the unweighted rows);
+  class-weighted rows, as before 2026-11-27 (solvers/boosting.matrix now bins the unweighted rows);
 - `xgb_fixed_oof`: xgboost.XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight = neg/pos), the exact
   threshold searched (dmocli.operating_point.search) on its own 5-fold out-of-fold margins, then refit on DATA;
 - `hgb_oof`: HistGradientBoostingClassifier(class_weight="balanced"), the same out-of-fold threshold;
@@ -47,7 +47,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
-from operating_point import PROBLEMS, outcome, pooled, resplit, test_metrics  # noqa: E402
+from targets_on_new_data import PROBLEMS, outcome, pooled, resplit, test_metrics  # noqa: E402
 
 SIZES = (20, 50, 100, 300)
 BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
@@ -95,20 +95,20 @@ def scored(problem: str, target: float | None, cv_logits, cv_y, test_logits, y_t
 def weighted_bins(on: bool) -> None:
     """For `dmo_gbdt_wbins`: the trees' training matrix built with its class weights in the quantile sketch (the
     behaviour before 2026-11-27), or today's matrix back."""
-    from dmocli.solvers import trees
+    from dmocli.solvers import boosting
 
-    today = trees.__dict__.setdefault("_today_matrix", trees.matrix)
+    today = boosting.__dict__.setdefault("_today_matrix", boosting.matrix)
     if not on:
-        trees.matrix = today
+        boosting.matrix = today
         return
-    xgb = trees.import_xgboost()
+    xgb = boosting.import_xgboost()
 
     def matrix(X, y, weight, margin, types, ref=None):  # type: ignore[no-untyped-def]
         if ref is not None or weight is None or (types and "c" in types):
             return today(X, y, weight, margin, types, ref)
         return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, missing=np.nan)
 
-    trees.matrix = matrix
+    boosting.matrix = matrix
 
 
 def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: dict[str, str]) -> dict[str, Any]:

@@ -16,7 +16,7 @@
 3. `dmo subsample` on 10,000,000 x 50 rows (5 classes, parquet under /tmp): rows/s of the acceptance pass
    next to a plain pyarrow read of the same files, peak RSS, and the Dask engine on 2 local workers;
    then peak RSS on rows/10 versus rows with the same pilot size (memory must not grow with rows).
-Every fit is the solver's own L-BFGS maximum likelihood fit (dmocli.solvers.lus.fit_offset_logistic).
+Every fit is the solver's own L-BFGS maximum likelihood fit (dmocli.solvers.subsampling.lus.fit_offset_logistic).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from dmocli.prep.columns import plan_columns  # noqa: E402
 from dmocli.prep.dataset import prepare  # noqa: E402
 from dmocli.prep.features import Preprocessor  # noqa: E402
 from dmocli.prep.labels import infer_label_spec  # noqa: E402
-from dmocli.solvers.acceptance import acceptance, case_control_rates  # noqa: E402
-from dmocli.solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba  # noqa: E402
+from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates  # noqa: E402
+from dmocli.solvers.subsampling.lus import LogisticParams, fit_offset_logistic, softmax_proba  # noqa: E402
 
 GAMMAS = (2.0, 5.0, 10.0, 20.0)
 FIT = LogisticParams(l2=0.0)

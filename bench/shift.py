@@ -42,7 +42,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noqa: E402
-from operating_point import pooled, resplit  # noqa: E402
+from targets_on_new_data import pooled, resplit  # noqa: E402
 
 from dmocli import Problem, TrainOptions, load_model, refit_threshold, train  # noqa: E402
 from dmocli.operating_point.heldout import HeldOutCurve  # noqa: E402

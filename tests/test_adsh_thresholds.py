@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dmocli.solvers.adsh import adsh_thresholds
-from dmocli.solvers.semisup import pseudo_label_quality, selection_mask, unlabeled_loss
+from dmocli.solvers.semisup.adsh import adsh_thresholds
+from dmocli.solvers.semisup.consistency import pseudo_label_quality, selection_mask, unlabeled_loss
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from dmocli.solvers.base import SplitData
-from dmocli.solvers.views import FeatureViews
+from dmocli.solvers.semisup.feature_views import FeatureViews
 
 
 def test_strong_mask_is_inverted_dropout_with_the_row_as_expectation():

@@ -18,9 +18,9 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
 from dmocli.solvers.base import SplitData
-from dmocli.solvers.ero import _warm_start
-from dmocli.solvers.ero_penalty import RowAdam
-from dmocli.solvers.ero_settings import preset
+from dmocli.solvers.ero.penalty import RowAdam
+from dmocli.solvers.ero.settings import preset
+from dmocli.solvers.ero.solver import _warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
 
 torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the test machine is shared

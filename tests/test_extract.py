@@ -25,7 +25,7 @@ Image = pytest.importorskip("PIL.Image", reason='needs the extract extra: pip in
 
 from dmocli.errors import DmoError  # noqa: E402
 from dmocli.extract import ExtractOptions, extract  # noqa: E402
-from dmocli.extract.sources import EMPTY_TEXT  # noqa: E402
+from dmocli.extract.items import EMPTY_TEXT  # noqa: E402
 
 WORDS = "the a cat dog sat on mat good bad movie great terrible film plot actor very not".split()
 CLASSES = {"cat": 5, "dog": 4, "unlabeled": 3}

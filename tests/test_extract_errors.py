@@ -175,7 +175,7 @@ def test_the_cli_warns_on_stderr_and_exits_0(tangled: dict) -> None:
 
 
 def test_a_text_folder_with_a_loop_is_walked_once(tmp_path: Path) -> None:
-    from dmocli.extract.sources import discover
+    from dmocli.extract.items import discover
 
     for cls in ("pos", "neg"):
         (tmp_path / cls).mkdir()
@@ -188,7 +188,7 @@ def test_a_text_folder_with_a_loop_is_walked_once(tmp_path: Path) -> None:
 
 
 def test_a_folder_whose_only_image_has_a_bad_name_says_why(tmp_path: Path) -> None:
-    from dmocli.extract.sources import image_folder
+    from dmocli.extract.items import image_folder
 
     (tmp_path / "cat").mkdir()
     try:
@@ -202,7 +202,7 @@ def test_a_folder_whose_only_image_has_a_bad_name_says_why(tmp_path: Path) -> No
 def test_a_folder_that_cannot_be_listed_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """os.walk dropped such a folder without a word. Listing is refused by a stand-in for os.scandir: a chmod 0
     folder can still be listed by root, which runs the tests in some containers."""
-    from dmocli.extract.sources import discover
+    from dmocli.extract.items import discover
 
     for cls in ("pos", "neg"):
         (tmp_path / cls).mkdir()

@@ -10,7 +10,7 @@ from dmocli.models.networks import Architecture, build_network
 from dmocli.operating_point.problems import Problem
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import FitContext, Stream
-from dmocli.solvers.online import OnlineLogistic, OnlineScore
+from dmocli.solvers.online.solvers import OnlineLogistic, OnlineScore
 
 
 def logistic_stream(n: int, d: int, pos: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

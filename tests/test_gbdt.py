@@ -139,13 +139,13 @@ def test_multiclass_gbdt_and_the_estimator(tmp_path):
 
 
 def test_ero_round_gradients_are_the_penalty_functions_derivative():
-    """The per-row gradient a boosting round fits is d(n F)/df of ero_penalty.penalty_value, checked by central
-    differences of that function, and the curvature is positive."""
+    """The per-row gradient a boosting round fits is d(n F)/df of penalty_value (solvers/ero/penalty.py), checked
+    by central differences of that function, and the curvature is positive."""
     import torch
 
     from dmocli.operating_point.problems import Problem
-    from dmocli.solvers.ero_penalty import penalty_value
-    from dmocli.solvers.ero_trees import round_gradients
+    from dmocli.solvers.ero.penalty import penalty_value
+    from dmocli.solvers.ero.penalty_boosting import round_gradients
     from dmocli.solvers.relaxation import soft_counts
 
     torch.manual_seed(0)

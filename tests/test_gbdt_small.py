@@ -1,4 +1,4 @@
-"""Trees with few positives (solvers/trees.py, docs/gbdt.md): below `stop-min-positives` held-out positives the
+"""Trees with few positives (solvers/boosting.py, docs/gbdt.md): below `stop-min-positives` held-out positives the
 trees take the fixed schedule instead of early stopping on noise, in wce, ero and --val alike, and say so."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from safetensors import safe_open
 
 pytest.importorskip("xgboost")
 
-LIMIT = 20  # the default stop-min-positives (solvers/trees.STOP_MIN_POSITIVES)
+LIMIT = 20  # the default stop-min-positives (solvers/boosting.STOP_MIN_POSITIVES)
 
 
 def frame_with(positives: int, negatives: int, seed: int = 0) -> pd.DataFrame:

@@ -19,9 +19,9 @@ from dmocli.models.networks import Architecture
 from dmocli.pipelines.apply import evaluate, predict
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
 from dmocli.prep.columns import plan_columns
-from dmocli.solvers.acceptance import acceptance, case_control_rates
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
-from dmocli.solvers.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
+from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates
+from dmocli.solvers.subsampling.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
 
 
 # ---- the acceptance formula ---------------------------------------------------------------------------------

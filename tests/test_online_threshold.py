@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmocli.solvers.online_threshold import FofoThreshold, Schedule, affine_scan, fofo_path, ofo_predictions
+from dmocli.solvers.online.thresholds import FofoThreshold, Schedule, affine_scan, fofo_path, ofo_predictions
 
 
 def reference_fofo(

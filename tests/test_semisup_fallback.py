@@ -21,7 +21,7 @@ from conftest import run_dmo
 from safetensors.numpy import load_file
 
 from dmocli.pipelines.apply import evaluate
-from dmocli.solvers.fallback import labeled_folds
+from dmocli.solvers.semisup.fallback import labeled_folds
 
 
 @pytest.fixture(autouse=True)

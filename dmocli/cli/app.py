@@ -233,10 +233,10 @@ def train(
 
 
 def _rounds_rule_line(report: dict[str, Any]) -> list[str]:
-    """For trees: early stopping or the fixed schedule, and the held-out positives that decided (solvers/trees.py)."""
+    """For trees: early stopping or the fixed schedule, and the held-out positives that decided (solvers/boosting)."""
     if (report.get("architecture") or {}).get("kind") != "gbdt":
         return []
-    from dmocli.solvers.trees import rule_line
+    from dmocli.solvers.boosting import rule_line
 
     line = rule_line(report.get("solver_trace") or {})
     return [line] if line else []

@@ -18,7 +18,7 @@ from dmocli.data import outputs
 from dmocli.errors import DmoError
 from dmocli.extract.backbones import Backbone, load_backbone
 from dmocli.extract.deps import require
-from dmocli.extract.sources import Items, discover, walk_warnings
+from dmocli.extract.items import Items, discover, walk_warnings
 from dmocli.extract.store import Store, make_schema
 from dmocli.extract.views import parse_views
 from dmocli.models.networks import resolve_device

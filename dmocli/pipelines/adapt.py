@@ -27,9 +27,9 @@ from dmocli.operating_point.bounds import REPORT_LEVEL
 from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
-from dmocli.pipelines.operating_point import certified_rows
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import open_data
+from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, envelope, label_fields, model_summary, write_report
 
 

@@ -29,7 +29,9 @@ from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.explained import check_k, explain_arrays, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
-from dmocli.pipelines.operating_point import (
+from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.scoring import collect_logits, open_data, row_count
+from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
     certified_rows,
     fit_threshold,
@@ -37,8 +39,6 @@ from dmocli.pipelines.operating_point import (
     problem_fields,
     split_reports,
 )
-from dmocli.pipelines.saving import refuse_with_report
-from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts

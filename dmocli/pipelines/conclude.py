@@ -26,8 +26,8 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
 from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
-from dmocli.pipelines.operating_point import problem_fields, settle_threshold
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
+from dmocli.pipelines.thresholding import problem_fields, settle_threshold
 from dmocli.prep.feature_drift import Profile, ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec

@@ -41,7 +41,7 @@ from dmocli.prep.dataset import prepare
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
-from dmocli.solvers.trees import TreeParams, library_params, monitor_weighted
+from dmocli.solvers.boosting import TreeParams, library_params, monitor_weighted
 
 
 @dataclass

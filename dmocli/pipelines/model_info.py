@@ -15,7 +15,7 @@ import numpy as np
 
 from dmocli.models.importance import feature_importance
 from dmocli.models.modelfile import DmoModel, load_stored_model
-from dmocli.pipelines.operating_point import problem_fields
+from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.features import Preprocessor
 from dmocli.report import envelope, label_fields
 

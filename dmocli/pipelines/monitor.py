@@ -42,9 +42,9 @@ from dmocli.operating_point.label_shift import (
     metrics_under_label_shift,
 )
 from dmocli.pipelines.apply import stored_curve
-from dmocli.pipelines.operating_point import problem_fields
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import open_data
+from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.feature_drift import FeatureDrift, ProfileBuilder, compare, drift_gate
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 

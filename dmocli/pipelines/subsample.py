@@ -39,7 +39,7 @@ from dmocli.prep.dataset import offset_column, prepare
 from dmocli.prep.features import Preprocessor
 from dmocli.prep.labels import LabelSpec, check_label_type, label_counts, label_spec_from_counts
 from dmocli.report import envelope, write_report
-from dmocli.solvers.acceptance import (
+from dmocli.solvers.subsampling.acceptance import (
     METHODS,
     acceptance,
     case_control_rates,
@@ -47,7 +47,7 @@ from dmocli.solvers.acceptance import (
     check_pilot_classes,
     row_generator,
 )
-from dmocli.solvers.lus import LogisticParams, fit_offset_logistic, softmax_proba
+from dmocli.solvers.subsampling.lus import LogisticParams, fit_offset_logistic, softmax_proba
 
 METADATA_KEY = b"dmocli.subsample"
 COUNT_KEYS = ("rows", "unlabeled", "pilot_rows", "pilot_written", "eligible", "kept", "expected", "pilot_correct")

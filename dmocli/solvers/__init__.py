@@ -1,7 +1,10 @@
-"""Registry of solvers: one module per solver, looked up by the name used on the command line.
+"""Registry of solvers: one class per solver, looked up by the name used on the command line.
 
-Modules are imported on first use, so a command that runs one numpy solver
-does not import torch and every other solver (seconds of start-up).
+A solver that is one module sits at this package's top level (`wce`); a family of solvers, or one solver of
+several modules, has its own subpackage (`ero/`, `online/`, `semisup/`, `subsampling/`, `smoothed/`). The
+helpers shared across families stay at the top level (`base`, `loop`, `selection`, `relaxation`, `boosting`).
+Modules are imported on first use, so a command that runs one numpy solver does not import torch and every
+other solver (seconds of start-up).
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ from dmocli.solvers.base import Solver
 
 _SOLVERS: dict[str, str] = {  # name -> "module:class" under dmocli.solvers
     "wce": "wce:WeightedCrossEntropy",
-    "ero": "ero:ERO",
-    "sigmoid-f1": "sigmoid_f1:SigmoidF1",
-    "lagrangian": "lagrangian:Lagrangian",
-    "fixmatch": "fixmatch:FixMatch",
-    "adsh": "adsh:Adsh",
-    "lus": "lus:LocalUncertaintySampling",
-    "fofo": "online:Fofo",
-    "ofo": "online:Ofo",
-    "lr": "online:OnlineLR",
+    "ero": "ero.solver:ERO",
+    "sigmoid-f1": "smoothed.sigmoid_f1:SigmoidF1",
+    "lagrangian": "smoothed.lagrangian:Lagrangian",
+    "fixmatch": "semisup.fixmatch:FixMatch",
+    "adsh": "semisup.adsh:Adsh",
+    "lus": "subsampling.lus:LocalUncertaintySampling",
+    "fofo": "online.solvers:Fofo",
+    "ofo": "online.solvers:Ofo",
+    "lr": "online.solvers:OnlineLR",
 }
 
 

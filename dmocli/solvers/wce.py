@@ -39,6 +39,7 @@ from dmocli.solvers.base import (
     offset_logits,
     seed_everything,
 )
+from dmocli.solvers.boosting import TreeParams, check_model_params, fit_weighted
 from dmocli.solvers.loop import (
     EarlyStopping,
     adam,
@@ -48,7 +49,6 @@ from dmocli.solvers.loop import (
     refresh_batchnorm,
     refuse_single_row_batches,
 )
-from dmocli.solvers.trees import TreeParams, check_model_params, fit_weighted
 
 
 class WeightedCrossEntropy(InMemorySolver):
@@ -107,7 +107,7 @@ class WeightedCrossEntropy(InMemorySolver):
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
-        if ctx.architecture.kind == "gbdt":  # boosting on the class-weighted logistic loss (solvers/trees.py)
+        if ctx.architecture.kind == "gbdt":  # boosting on the class-weighted logistic loss (solvers/boosting.py)
             return fit_weighted(train, val, ctx, p.balanced)
         group = ctx.group
         generator = seed_everything(ctx.seed)

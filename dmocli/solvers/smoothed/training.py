@@ -4,7 +4,7 @@ Both replace each prediction 1{g(x) > t} by a sigmoid, compute soft TP/FP
 counts (batch counts scaled by n/b in mini-batch mode, so rates keep their
 full-data scale), and take Adam steps on a loss built from them. The
 iterate kept is the best by true metrics at logit 0 on the monitored split
-(see selection.py), checked every `eval_every` steps. Under torchrun the
+(see solvers/selection.py), checked every `eval_every` steps. Under torchrun the
 soft counts and the batch size are summed over the processes at every step,
 each process's share carrying its gradient, and the gradients are summed:
 the one-process step on the union of the processes' batches (BatchNorm

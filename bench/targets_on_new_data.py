@@ -20,8 +20,8 @@ A run is refused when the target is out of reach (exit 3); otherwise the test sp
 metric still meets the target (test feasibility) and what the objective is (recall for FPOR, precision for FROP,
 F1 for OFBS). The calibration columns give the mean predicted probability against the test positive rate.
 
-    python bench/operating_point.py --resplits 20 --models linear      # writes bench/results/operating_point.json
-    python bench/operating_point.py --models mlp gbdt --modes val25 cv5 cv5_refit --results-name transfer
+    python bench/targets_on_new_data.py --resplits 20 --models linear   # writes bench/results/targets_on_new_data.json
+    python bench/targets_on_new_data.py --models mlp gbdt --modes val25 cv5 cv5_refit --results-name transfer
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def main() -> None:
         choices=["ensemble", "apply", "rank"],
         help="--cv-transfer of the cv5 runs",
     )
-    parser.add_argument("--results-name", default="operating_point")
+    parser.add_argument("--results-name", default="targets_on_new_data")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="the modes to run")
     args = parser.parse_args()
     started = time.perf_counter()

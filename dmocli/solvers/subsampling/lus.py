@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture, build_network, logits_of
-from dmocli.solvers.acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
@@ -44,6 +43,7 @@ from dmocli.solvers.loop import (
     refresh_batchnorm,
     refuse_single_row_batches,
 )
+from dmocli.solvers.subsampling.acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """ERO's settings: the `--param` keys, the three presets they override, and the checks that depend on the
-model kind. The algorithm is in dmocli/solvers/ero.py."""
+model kind. The algorithm is in dmocli/solvers/ero/solver.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from dmocli.errors import DmoError
-from dmocli.solvers.trees import TreeParams
+from dmocli.solvers.boosting import TreeParams
 
 
 @dataclass

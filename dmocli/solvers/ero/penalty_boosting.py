@@ -1,7 +1,7 @@
 """ERO for gradient-boosted trees (docs/ero.md): the exact penalty of docs/algorithms.md#ero, with boosting rounds
 in place of the network's Adam steps.
 
-The penalty function F(f, s) is the torch solver's (`ero_penalty.penalty_value`):
+The penalty function F(f, s) is the torch solver's (`ero/penalty.py: penalty_value`):
 the metric on the per-row variables s, the l1 penalty mu_i w_i c_i(s, z_i) on the
 one-sided identities with z_i = sigmoid(f_i - shift) - 1/2, the BCE agreement term
 lam R(f, s), and mu0 times the metric constraint's gap. f is now the trees'
@@ -16,7 +16,7 @@ grows while the metric gap is positive, lam grows). Each outer iterate is
 judged at its own exact operating point on the held-out rows (validation
 split, else a stratified `stop-frac` of the training rows), and the trees are
 cut at the round of the best. Where those rows hold fewer than
-`stop-min-positives` positives (solvers/trees.py), nothing can judge the
+`stop-min-positives` positives (solvers/boosting.py), nothing can judge the
 iterates: the warm start, on the fixed schedule, is the model.
 """
 
@@ -35,11 +35,11 @@ from dmocli.models.trees import BoostedTrees
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, SplitData
-from dmocli.solvers.ero_penalty import Penalties, RowAdam, penalty_value
-from dmocli.solvers.ero_settings import Settings
+from dmocli.solvers.boosting import boost_weighted, held_out
+from dmocli.solvers.ero.penalty import Penalties, RowAdam, penalty_value
+from dmocli.solvers.ero.settings import Settings
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import Evaluation
-from dmocli.solvers.trees import boost_weighted, held_out
 
 KEPT_WARM_START = "warm start kept: no held-out rows to judge iterates"
 
@@ -129,7 +129,7 @@ def fit_ero_trees(
     best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": 0, "eval": monitored}
     history: list[dict[str, Any]] = []
     stale = 0
-    # Too few held-out positives to judge iterates on (solvers/trees.py): the fixed-schedule warm start is kept,
+    # Too few held-out positives to judge iterates on (solvers/boosting.py): the fixed-schedule warm start is kept,
     # as training rows would pick the iterate that fits them closest.
     outer_limit = 0 if held.fixed else cfg.outer
     with progress.task("ero (gbdt)", total=outer_limit, unit="outer iterations") as bar:

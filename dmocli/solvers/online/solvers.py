@@ -33,7 +33,7 @@ import numpy as np
 
 from dmocli.models.architecture import linear_state
 from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamFitResult, StreamingSolver
-from dmocli.solvers.online_threshold import FofoThreshold, ofo_predictions
+from dmocli.solvers.online.thresholds import FofoThreshold, ofo_predictions
 
 CURVE_POINTS = 200
 PROBABILITY_FLOOR = 1e-7  # a learned threshold of 0 would be logit -inf; clamp so the model file stays finite

@@ -1,8 +1,8 @@
 """FixMatch with one fixed confidence threshold for every class: the baseline Adsh improves on.
 
 Pseudo-labels of unlabeled rows whose weak-view confidence reaches tau
-(default 0.95, the paper's setting) train the strong view; see semisup.py
-for the loop and views.py for the feature-space augmentations.
+(default 0.95, the paper's setting) train the strong view; see consistency.py
+for the loop and feature_views.py for the feature-space augmentations.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.solvers.semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
+from dmocli.solvers.semisup.consistency import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 class FixMatch(SemiSupervisedSolver):

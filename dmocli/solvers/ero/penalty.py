@@ -10,7 +10,7 @@ import torch
 
 from dmocli.engines.torch_distributed import OneProcess
 from dmocli.solvers.base import SplitData
-from dmocli.solvers.ero_settings import Settings
+from dmocli.solvers.ero.settings import Settings
 from dmocli.solvers.loop import adam, endless_minibatches
 from dmocli.solvers.relaxation import agreement_bce, metric_terms, soft_counts, violations
 

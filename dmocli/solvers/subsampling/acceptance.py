@@ -1,6 +1,6 @@
 """Acceptance probabilities of the three subsampling methods (docs/algorithms.md#lus), as pure array math.
 
-Kept apart from the I/O pass (pipelines/subsample.py) and from training (solvers/lus.py)
+Kept apart from the I/O pass (pipelines/subsample.py) and from training (solvers/subsampling/lus.py)
 so that the streaming pass, the Dask workers and the in-memory `train
 --solver lus` path all use the very same formulas.
 """

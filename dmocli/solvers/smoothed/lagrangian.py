@@ -16,7 +16,7 @@ import torch
 
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
 from dmocli.solvers.relaxation import metric_terms
-from dmocli.solvers.smoothed import LoopSettings, fit_smoothed
+from dmocli.solvers.smoothed.training import LoopSettings, fit_smoothed
 
 
 class Lagrangian(InMemorySolver):

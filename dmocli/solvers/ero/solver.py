@@ -63,13 +63,13 @@ from dmocli.errors import DmoError
 from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData, seed_everything
-from dmocli.solvers.ero_penalty import Penalties, RowAdam, inner_solve
-from dmocli.solvers.ero_settings import EroParams, Settings, settings_for
-from dmocli.solvers.ero_trees import fit_ero_trees
+from dmocli.solvers.boosting import check_model_params
+from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve
+from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
+from dmocli.solvers.ero.settings import EroParams, Settings, settings_for
 from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
-from dmocli.solvers.trees import check_model_params
 from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.solvers.semisup import SemiParams, SemiSupervisedSolver, constant_thresholds
+from dmocli.solvers.semisup.consistency import SemiParams, SemiSupervisedSolver, constant_thresholds
 
 
 def adsh_thresholds(

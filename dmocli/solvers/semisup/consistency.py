@@ -43,9 +43,9 @@ from dmocli.solvers.base import (
     inverse_frequency_weights,
     seed_everything,
 )
-from dmocli.solvers.fallback import fit_with_fallback
 from dmocli.solvers.loop import adam
-from dmocli.solvers.views import VIEW_MODES, FeatureViews
+from dmocli.solvers.semisup.fallback import fit_with_fallback
+from dmocli.solvers.semisup.feature_views import VIEW_MODES, FeatureViews
 
 
 @dataclass
@@ -225,7 +225,7 @@ class SemiSupervisedSolver(InMemorySolver):
         raise NotImplementedError
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
-        """The semi-supervised fit, or with fallback=true the better of it and wce (solvers/fallback.py)."""
+        """The semi-supervised fit, or with fallback=true the better of it and wce (solvers/semisup/fallback.py)."""
         if not ctx.params.fallback:
             return self.fit_semi(train, val, ctx)
         p = ctx.params
