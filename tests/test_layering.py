@@ -109,3 +109,27 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     """The rule is only as good as the parser: a function-level import and a relative one are both found."""
     assert "dmocli.pipelines.streaming" in GRAPH["dmocli.pipelines.train"]  # imported inside train()
     assert "dmocli.solvers.base" in GRAPH["dmocli.solvers"]  # the registry's `from .base import` style or absolute
+
+
+SOLVER_FAMILIES = sorted(f"dmocli.solvers.{path.parent.name}" for path in (PACKAGE / "solvers").glob("*/__init__.py"))
+
+
+def _family(module: str) -> str | None:
+    return next((family for family in SOLVER_FAMILIES if module.startswith(family + ".")), None)
+
+
+def test_solver_families_stand_apart():
+    """A solver family's subpackage (solvers/ero/, solvers/online/, ...) may use the shared helpers at solvers/'s
+    top level, never another family's modules; and no top-level helper depends on a family, so a family can be
+    moved or removed alone (the registry names families' modules as text, imported on first use)."""
+    assert {"dmocli.solvers.ero", "dmocli.solvers.online", "dmocli.solvers.semisup"} <= set(SOLVER_FAMILIES)
+    crossing = sorted(
+        f"{module} -> {target}"
+        for module in GRAPH
+        if module.startswith("dmocli.solvers")
+        for target in GRAPH[module]
+        if _family(target) is not None and _family(target) != _family(module)
+    )
+    assert not crossing, "imports across solver families (move the shared code to solvers/'s top level): " + "; ".join(
+        crossing
+    )
