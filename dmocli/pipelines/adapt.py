@@ -29,7 +29,7 @@ import numpy as np
 
 from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
-from dmocli.models.modelfile import load_model
+from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
 from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
@@ -142,7 +142,7 @@ def adapt_to_rate(
     return report
 
 
-def off_curve_scale(model: Any) -> bool:
+def off_curve_scale(model: DmoModel) -> bool:
     """Whether the model's scores are not on the scale of the held-out curve it stores: a `--cv` ensemble that
     averages its boosted-tree members' probabilities (models/networks.FoldEnsemble with a member map), while the
     curve keeps each member's out-of-fold logit. Averaging probabilities pulls the top of the scale in by as much
@@ -154,7 +154,7 @@ def off_curve_scale(model: Any) -> bool:
 
 
 def carry_to_model(
-    model: Any, curve: HeldOutCurve, cut: float, rate: float, logits: np.ndarray | None
+    model: DmoModel, curve: HeldOutCurve, cut: float, rate: float, logits: np.ndarray | None
 ) -> tuple[float, dict[str, Any]]:
     """(the model's new threshold, the `adapted` section's `carried` and `expected_share`) for the cut the curve
     gave at `rate`: carried by the share of NEW (`logits`, the model's scores of it) it is expected to flag where
@@ -168,7 +168,7 @@ def carry_to_model(
     return cut, {"carried": "score", "expected_share": expected_share(curve, cut, rate)}
 
 
-def _scale_warnings(model: Any, carried: str, logits: np.ndarray | None) -> list[str]:
+def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) -> list[str]:
     """A cut kept on the held-out scale of a model whose scores are not on it (--prior: no NEW rows to carry it
     by), or a new threshold above every score of NEW."""
     if logits is not None:
