@@ -20,8 +20,10 @@ x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives
 `--adapt --confidence 0.95` is run twice: certifying the precision measured on the next rows, as many as the test
 split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`);
 beside them `--adapt --confidence 0.8` (the test split's rows) and `--prior TRUE_RATE --confidence 0.95` (the rate
-known: what the rate's uncertainty costs). `*_share` variants carry the same cuts to the model's own scores by the
-share of the test split they are expected to flag (carried_by_share: an experiment, not what `dmo` does).
+known: what the rate's uncertainty costs). Each cut reaches the model as `dmo threshold` carries it
+(pipelines/adapt.carry_to_model: a gbdt `--cv` ensemble's by the share of the test split it is expected to flag, a
+linear model's as the curve gives it; `--prior` has no rows to carry by). `*_other` variants carry the same cuts the
+other way (gbdt: the curve's cut as it is, as before the change; linear: by share), the rule's evidence.
 Each run also keeps the label-shift estimate's probability that precision >= the target holds on the test split's
 rows (the rate and curve replicates of the estimate, each with a binomial draw of that many rows), so gates that
 fire when it is low can be compared with the interval gate.
@@ -45,6 +47,7 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noq
 from targets_on_new_data import pooled, resplit  # noqa: E402
 
 from dmocli import Problem, TrainOptions, load_model, refit_threshold, train  # noqa: E402
+from dmocli.operating_point.carry import carried_by_share  # noqa: E402
 from dmocli.operating_point.heldout import HeldOutCurve  # noqa: E402
 from dmocli.operating_point.label_shift import (  # noqa: E402
     adapt_threshold,
@@ -53,12 +56,13 @@ from dmocli.operating_point.label_shift import (  # noqa: E402
     usable_rate,
 )
 from dmocli.operating_point.search import search_curve  # noqa: E402
+from dmocli.pipelines.adapt import carry_to_model  # noqa: E402
 
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
 MODELS = {"linear": {}, "gbdt": {"model": "gbdt"}}
-CARRIED = ("adapt", "adapt95", "adapt95pop")  # also measured carried by share (carried_by_share)
-VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95") + tuple(f"{v}_share" for v in CARRIED)
+CARRIED = ("adapt", "adapt95", "adapt95pop")  # also measured carried the other way (`*_other`)
+VARIANTS = ("adapt", "adapt95", "adapt95pop", "adapt80", "prior95") + tuple(f"{v}_other" for v in CARRIED)
 OUTLOOK_LIMITS = (0.05, 0.1, 0.2, 0.3, 0.5)  # the outlook gates measured: fire below each
 
 
@@ -164,13 +168,13 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
         at80 = estimate_prevalence(curve, s, model.calibration, 0.8)
         bounds80 = (usable_rate(at80.low, t.size), usable_rate(at80.high, t.size))
         variants = (  # label, rate, confidence, rate interval, --new-rows
-            ("adapt", rate, None, None, None),
-            ("adapt95", rate, 0.95, bounds, int(t.size)),
-            ("adapt95pop", rate, 0.95, bounds, None),
-            ("adapt80", rate, 0.8, bounds80, int(t.size)),
-            ("prior95", usable_rate(true_rate, t.size), 0.95, None, int(t.size)),  # the true rate given: --prior
+            ("adapt", rate, None, None, None, s),
+            ("adapt95", rate, 0.95, bounds, int(t.size), s),
+            ("adapt95pop", rate, 0.95, bounds, None, s),
+            ("adapt80", rate, 0.8, bounds80, int(t.size), s),
+            ("prior95", usable_rate(true_rate, t.size), 0.95, None, int(t.size), None),  # the true rate: --prior
         )
-        for label, new_rate, confidence, interval, new_rows in variants:
+        for label, new_rate, confidence, interval, new_rows, seen in variants:
             adapted = adapt_threshold(
                 curve,
                 model.problem,
@@ -181,31 +185,24 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
                 new_rows=new_rows,
             )
             answered = adapted.feasible is not False
-            p, r = at(s, t, adapted.threshold)
-            run[f"answered_{label}"] = answered
-            run[f"feasible_{label}"] = answered and p >= TARGET
-            run[f"recall_given_{label}"] = recall - r if answered else None
-            run[f"flags_nothing_{label}"] = answered and not np.any(s >= np.float32(adapted.threshold))
-            if label in CARRIED:  # the same cut carried to the model's scores by the share of NEW it should flag
-                p, r = at(s, t, carried_by_share(curve, adapted.threshold, new_rate, s))
-                run[f"answered_{label}_share"] = answered
-                run[f"feasible_{label}_share"] = answered and p >= TARGET
-                run[f"recall_given_{label}_share"] = recall - r if answered else None
-                run[f"flags_nothing_{label}_share"] = False
+            shipped, how = carry_to_model(model, curve, adapted.threshold, new_rate, seen)
+            run[f"carried_{label}"] = how["carried"]
+            record(run, label, answered, s, t, recall, shipped)
+            if label in CARRIED:  # the same cut carried the other way
+                by_share = how["carried"] == "share"
+                other = adapted.threshold if by_share else carried_by_share(curve, adapted.threshold, new_rate, s)[0]
+                record(run, f"{label}_other", answered, s, t, recall, other)
         out.append(run)
     return out
 
 
-def carried_by_share(curve: HeldOutCurve, cut: float, rate: float, scores: np.ndarray) -> float:
-    """An experiment, not what `dmo` does: the threshold on the model's own scores of NEW that flags the share of
-    NEW the curve's cut is expected to flag at `rate` (r TPR + (1 - r) FPR), as --cv-transfer rank carries an
-    out-of-fold threshold. A --cv ensemble's score averages its members' probabilities, a scale the stored curve
-    (each member's out-of-fold logits) does not share; the share is on both."""
-    tp, fp = curve.counts_at(cut)
-    flagged = int(round((rate * tp / curve.n_pos + (1.0 - rate) * fp / curve.n_neg) * scores.size))
-    if flagged == 0:
-        return float(np.nextafter(np.float32(scores.max()), np.float32(np.inf)))
-    return float(np.sort(scores)[::-1][min(flagged, scores.size) - 1])
+def record(run: dict, label: str, answered: bool, s: np.ndarray, t: np.ndarray, recall: float, cut: float) -> None:
+    """A variant's figures on the test split at `cut` (the model's threshold): met, recall given up, flags nothing."""
+    p, r = at(s, t, cut)
+    run[f"answered_{label}"] = answered
+    run[f"feasible_{label}"] = answered and p >= TARGET
+    run[f"recall_given_{label}"] = recall - r if answered else None
+    run[f"flags_nothing_{label}"] = answered and not np.any(s >= np.float32(cut))
 
 
 def hold_probability(curve: HeldOutCurve, threshold: float, estimate: Any, rows: int, seed: int) -> float:
@@ -336,7 +333,7 @@ def main() -> None:
                "feasible_adapt", "feasible_adapt95", "answered_adapt95", "recall_given_adapt95",
                "feasible_adapt95pop", "answered_adapt95pop", "recall_given_adapt95pop",
                "feasible_adapt80", "answered_adapt80", "feasible_prior95", "answered_prior95",
-               "feasible_adapt95_share", "feasible_adapt95pop_share"]  # fmt: skip
+               "feasible_adapt95_other", "feasible_adapt95pop_other"]  # fmt: skip
     tables = {key or "pooled": summary(runs, key) for key in ("shift", "set", "model", None)}
     for key, table in tables.items():
         print(f"\n== by {key}")

@@ -10,6 +10,13 @@ precision rises with the rate), half to the precision bound. As train's, that bo
 the next --new-rows rows (operating_point/adapted_sample.py): by default as many as NEW has (the rows whose rate
 was estimated, the natural next batch), or with --prior the held-out sample size the model stored (train's rule);
 `--new-rows inf` asks for the population value at the new rate.
+
+The cut is searched on the curve's scores. Where the model's own scores are not on that scale (a `--cv` ensemble
+of boosted trees averages its members' probabilities; the curve keeps each member's out-of-fold logit, which
+reaches far higher), the FPOR or OFBS cut is carried to the model by the share of NEW it is expected to flag
+(operating_point/carry.py, as `--cv-transfer rank` carries an out-of-fold threshold): the report's
+`adapted.carried` says "share" or "score" (kept as is). With --prior there are no NEW rows to carry it by: a
+warning says the cut is on the held-out scale.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import numpy as np
 
 from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
-from dmocli.models.modelfile import load_model
+from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
+from dmocli.operating_point.carry import carried_by_share, expected_share
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
@@ -82,10 +91,18 @@ def adapt_to_rate(
         new_rows=sample,
     )
     previous = model.threshold
-    model.threshold = adapted.threshold
-    scores, labels = curve.rows()
+    model.threshold, carried = carry_to_model(model, curve, adapted.threshold, adapted.new_rate, logits)
+    scores, labels = curve.rows()  # the curve's figures at the cut on its own scale
     split = binary_split_report(scores, labels, adapted.threshold, model.problem, calibration=model.calibration)
-    section = {**adapted.to_dict(), "training_rate": curve.rate, "rate_interval": interval, "rate_source": source}
+    section = {
+        **adapted.to_dict(),
+        "threshold": model.threshold,
+        "curve_threshold": adapted.threshold,
+        **carried,
+        "training_rate": curve.rate,
+        "rate_interval": interval,
+        "rate_source": source,
+    }
     model.info = {**model.info, "adapted": {k: section[k] for k in ("new_rate", "training_rate", "old_threshold")}}
     model.info["summary"] = model_summary({"data": split})
     report = envelope(
@@ -102,11 +119,11 @@ def adapt_to_rate(
         seed=model.info.get("seed"),
         device="cpu",
         previous_threshold=previous,
-        threshold=adapted.threshold,
+        threshold=model.threshold,
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=([adapted.note] if adapted.note else []) + _flags_nothing(adapted.threshold, logits),
+        warnings=([adapted.note] if adapted.note else []) + _scale_warnings(model, carried["carried"], logits),
         splits={"data": split},
     )
     if adapted.feasible is False and not allow_infeasible:
@@ -125,18 +142,61 @@ def adapt_to_rate(
     return report
 
 
-def _flags_nothing(threshold: float, logits: np.ndarray | None) -> list[str]:
-    """The warning when the new threshold is above every score of NEW: the model would flag none of its rows.
-    The stored curve can hold scores the model itself never gives: a `--cv` ensemble of boosted trees averages
-    its members' probabilities, while the curve keeps each member's out-of-fold logits, far larger at the top
-    (bench/shift.py: 13 of the 244 runs `--adapt --confidence 0.95` answered, all gbdt)."""
-    if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
+def off_curve_scale(model: DmoModel) -> bool:
+    """Whether the model's scores are not on the scale of the held-out curve it stores: a `--cv` ensemble that
+    averages its boosted-tree members' probabilities (models/networks.FoldEnsemble with a member map), while the
+    curve keeps each member's out-of-fold logit. Averaging probabilities pulls the top of the scale in by as much
+    as the members disagree there: trees disagree most (segment0: held-out cuts up to 123, the ensemble's scores
+    at most 1.67). Linear and mlp ensembles average probabilities too, but their members nearly agree, and
+    carrying their cuts by share measured no better (docs/measurements.md): their cuts are kept as they are."""
+    members = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
+    return members and model.architecture.kind == "gbdt"
+
+
+def carry_to_model(
+    model: DmoModel, curve: HeldOutCurve, cut: float, rate: float, logits: np.ndarray | None
+) -> tuple[float, dict[str, Any]]:
+    """(the model's new threshold, the `adapted` section's `carried` and `expected_share`) for the cut the curve
+    gave at `rate`: carried by the share of NEW (`logits`, the model's scores of it) it is expected to flag where
+    the model's scores are not on the curve's scale and the cut was re-targeted (FROP's does not move), else kept.
+    `expected_share` is None without NEW rows (--prior)."""
+    if logits is None:
+        return cut, {"carried": "score", "expected_share": None}
+    if off_curve_scale(model) and model.problem.kind != "frop":
+        threshold, share = carried_by_share(curve, cut, rate, logits)
+        return threshold, {"carried": "share", "expected_share": share}
+    return cut, {"carried": "score", "expected_share": expected_share(curve, cut, rate)}
+
+
+def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) -> list[str]:
+    """A cut kept on the held-out scale of a model whose scores are not on it (--prior: no NEW rows to carry it
+    by), or a new threshold above every score of NEW."""
+    if logits is not None:
+        return _flags_nothing(model.threshold, logits, carried)
+    if not off_curve_scale(model) or model.problem.kind == "frop":
         return []
     return [
+        f"the new threshold {model.threshold:.6g} is on the scale of the held-out scores, which this --cv ensemble "
+        "of boosted trees does not share (it averages its members' probabilities), so it may flag far fewer rows "
+        "than expected, or none; give unlabeled rows with --adapt NEW instead of --prior to carry the cut to the "
+        "model by the share of them it should flag"
+    ]
+
+
+def _flags_nothing(threshold: float, logits: np.ndarray | None, carried: str = "score") -> list[str]:
+    """The warning when the new threshold is above every score of NEW: the model would flag none of its rows. Kept
+    on the curve's scale, the cut may be above the model's scores (off_curve_scale); carried by share, the cut is
+    expected to flag less than half a row."""
+    if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
+        return []
+    why = (
+        "the cut is expected to flag less than half a row of NEW"
+        if carried == "share"
+        else "the held-out scores it was chosen on reach higher than this model's own"
+    )
+    return [
         f"the new threshold {threshold:.6g} is above every score of NEW (the highest: {float(logits.max()):.6g}), so "
-        "the model flags none of its rows: the held-out scores it was chosen on reach higher than this model's own "
-        "(a --cv ensemble averages its members' probabilities); a lower --confidence or a larger --new-rows asks "
-        "less, or retrain"
+        f"the model flags none of its rows: {why}; a lower --confidence or a larger --new-rows asks less, or retrain"
     ]
 
 

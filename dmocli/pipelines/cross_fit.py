@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from dmocli import progress
+from dmocli.operating_point.carry import cut_flagging
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.pipelines.shared_folds import Placement
@@ -141,10 +142,7 @@ def transfer_threshold(
     """The saved model's threshold from the out-of-fold one (see the module docstring)."""
     if transfer in ("apply", "ensemble"):
         return oof_threshold
-    predicted = int(np.count_nonzero(oof_logits >= oof_threshold))
-    if predicted == 0:
-        return float(np.nextafter(np.float32(final_logits.max()), np.float32(np.inf)))
-    return float(np.sort(final_logits)[::-1][predicted - 1])
+    return cut_flagging(final_logits, int(np.count_nonzero(oof_logits >= oof_threshold)))
 
 
 def cv_report(

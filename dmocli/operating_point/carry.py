@@ -1,0 +1,38 @@
+"""A cut carried from the held-out scores' scale to a model's own scores, by the share of rows it flags.
+
+A threshold is searched on held-out scores. Where the saved model's scores are on another scale, the same number
+is another cut: a `--cv` ensemble of boosted trees averages its members' probabilities, while its held-out scores
+are each member's own out-of-fold logit, which reach far higher (docs/measurements.md: segment0, held-out cuts up
+to 123, the ensemble's scores at most 1.67), so a cut from the top of the curve can lie above every score the
+model gives. The share of rows a cut flags is the same on every scale of the same ranking: `--cv-transfer rank`
+keeps the share of the training rows the out-of-fold cut flagged, and `dmo threshold --adapt` the share of NEW the
+adapted cut is expected to flag at the new rate (r TPR + (1 - r) FPR on the curve).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dmocli.operating_point.heldout import HeldOutCurve
+
+
+def cut_flagging(scores: np.ndarray, count: int) -> float:
+    """The threshold on `scores` (decision: score >= threshold) that flags their `count` highest (rows tied with
+    the last one flagged are flagged with it); just above every score when `count` is 0."""
+    if count <= 0 or scores.size == 0:
+        return float(np.nextafter(np.float32(scores.max(initial=-np.inf)), np.float32(np.inf)))
+    return float(np.sort(scores)[::-1][min(count, scores.size) - 1])
+
+
+def expected_share(curve: HeldOutCurve, cut: float, rate: float) -> float:
+    """The share of rows at positive rate `rate` that `cut` flags, under label shift: r TPR + (1 - r) FPR, with
+    TPR and FPR read from the held-out curve at the cut."""
+    tp, fp = curve.counts_at(cut)
+    return rate * tp / max(curve.n_pos, 1) + (1.0 - rate) * fp / max(curve.n_neg, 1)
+
+
+def carried_by_share(curve: HeldOutCurve, cut: float, rate: float, scores: np.ndarray) -> tuple[float, float]:
+    """(threshold on `scores`, expected share): the threshold on the model's own scores of the new rows that flags
+    as many of them as the curve's `cut` is expected to flag at `rate` (rounded to a whole row)."""
+    share = expected_share(curve, cut, rate)
+    return cut_flagging(scores, int(round(share * scores.size))), share
