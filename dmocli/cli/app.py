@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
 
 from dmocli.cli import describe
-from dmocli.cli.train_command import CHECKED_OPTIONS, takes_train_options
+from dmocli.cli.commands import monitor, subsample
+from dmocli.cli.declared import CHECKED_OPTIONS, takes_options
+from dmocli.cli.output import emit, err, out, report_on_refusal
 from dmocli.engines import torchrun
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError
 from dmocli.options import (
     NEW_ROWS_WITHOUT_CONFIDENCE,
     TrainOptions,
@@ -34,9 +32,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-_PRINTED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("printed", default=None)
 
 
 def _engine_option() -> Any:
@@ -84,49 +79,6 @@ def _root(
     from dmocli import progress
 
     progress.configure(show_progress)
-
-
-def _emit(report: dict[str, Any], as_json: bool, lines: list[str]) -> None:
-    """The report's warnings on stderr (with --json too), then the JSON or the summary lines on stdout."""
-    from dmocli.report import dumps
-
-    for warning in report.get("warnings", []):
-        err.print(f"dmo: warning: {warning}", markup=False)
-    if as_json:
-        noted = _PRINTED.get()
-        if noted is not None:
-            noted.append(report)
-        sys.stdout.write(dumps(report))
-    else:
-        for line in lines:
-            out.print(line)
-
-
-@contextlib.contextmanager
-def printed_reports() -> Iterator[list[dict[str, Any]]]:
-    """The reports `_emit` prints as JSON inside the block: dmocli/cli/process.py prints a failure's error report
-    only where no report is out yet, so stdout holds one JSON object whatever the exit."""
-    printed: list[dict[str, Any]] = []
-    token = _PRINTED.set(printed)
-    try:
-        yield printed
-    finally:
-        _PRINTED.reset(token)
-
-
-@contextlib.contextmanager
-def _report_on_refusal(as_json: bool) -> Iterator[None]:
-    """With --json, a refused target (exit 3) still prints the run's full report on stdout, so a script reads why
-    (`feasible: false`, `best_achievable`, the intervals), with the `message` and `error` every failure's JSON
-    carries; the one-line message goes to stderr as always."""
-    from dmocli.report import failure
-
-    try:
-        yield
-    except UnreachableTarget as exc:
-        if as_json and exc.report is not None:
-            _emit({**exc.report, **failure(exc.exit_code, "unreachable", str(exc))}, as_json=True, lines=[])
-        raise
 
 
 def _strict_option() -> Any:
@@ -186,7 +138,7 @@ def _figure(split: dict[str, Any], metric: str, constrained: str | None) -> str:
 
 
 @app.command()
-@takes_train_options
+@takes_options(TrainOptions, check=False)
 def train(
     data: Path = typer.Argument(
         ...,
@@ -198,7 +150,7 @@ def train(
     ),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options above by takes_train_options
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from the options above by takes_options
 ) -> None:
     """Train a classifier and fit its threshold for the chosen operating point.
 
@@ -210,7 +162,7 @@ def train(
     from dmocli.pipelines.train import train as run_train
 
     opts = options
-    with _report_on_refusal(as_json and not torchrun.secondary()):
+    with report_on_refusal(as_json and not torchrun.secondary()):
         _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
@@ -229,7 +181,7 @@ def train(
     lines = header + _rounds_rule_line(result) + _cv_rule_line(result) + _certificate_line(result)
     lines += _split_lines(result) + outlook
     lines += _infeasible_note(result)
-    _emit(result, as_json, lines)
+    emit(result, as_json, lines)
 
 
 def _rounds_rule_line(report: dict[str, Any]) -> list[str]:
@@ -398,7 +350,7 @@ def threshold(
     except DmoError as exc:
         problems.append(str(exc))
     refuse(problems)
-    with _report_on_refusal(as_json):
+    with report_on_refusal(as_json):
         result = refit_threshold(
             model,
             data,
@@ -419,7 +371,7 @@ def threshold(
         + (f"threshold (logit): {result['threshold']:.6g}" if point is None else _offsets_text(point)),
         f"problem: {result['problem']}{target_text}{stored}",
     ]
-    _emit(result, as_json, lines + _split_lines(result) + _outlook_line(result, "data", None))
+    emit(result, as_json, lines + _split_lines(result) + _outlook_line(result, "data", None))
 
 
 def _offsets_text(point: dict[str, Any]) -> str:
@@ -457,7 +409,7 @@ def _adapt_threshold(
     if sample is not None and confidence is None:
         problems.append(NEW_ROWS_WITHOUT_CONFIDENCE)
     refuse(problems)
-    with _report_on_refusal(as_json):
+    with report_on_refusal(as_json):
         result = adapt_to_rate(
             model,
             output,
@@ -482,110 +434,13 @@ def _adapt_threshold(
             f"certified (feasible={adapted['feasible']}) for the {metric} measured on the next "
             f"{adapted['new_rows']:,} rows at a rate of at least {adapted['rate_used']:.4f}"
         )
-    _emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
+    emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
 
 
 def _expected_line(where: str, figures: dict[str, Any]) -> str:
     return (
         f"  expected {where}: precision {figures['precision']:.4f}  recall {figures['recall']:.4f}  "
         f"F {figures['f_beta']:.4f}"
-    )
-
-
-@app.command()
-def subsample(
-    data: Path = typer.Argument(
-        ..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."
-    ),
-    gamma: Optional[float] = typer.Option(
-        None,
-        "--gamma",
-        "-g",
-        help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows.",
-    ),
-    method: str = typer.Option("lus", "--method", help="lus, uniform or case-control (equal count per class)."),
-    pilot_frac: float = typer.Option(
-        0.1,
-        "--pilot-frac",
-        help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass).",
-    ),
-    pilot_max_rows: int = typer.Option(
-        200_000, "--pilot-max-rows", help="Cap on pilot rows, so memory does not grow with the data."
-    ),
-    pilot_model: str = typer.Option(
-        "linear", "--pilot-model", help="Pilot network: linear (multinomial logistic) or mlp."
-    ),
-    match_size: bool = typer.Option(
-        False,
-        "--match-size",
-        help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot).",
-    ),
-    keep_pilot: bool = typer.Option(
-        True,
-        "--keep-pilot/--no-keep-pilot",
-        help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs "
-        "no correction), so training uses every row the pilot read.",
-    ),
-    label_col: str = typer.Option("label", "--label-col", help="Name of the label column."),
-    drop: list[str] = typer.Option([], "--drop", help="Column the pilot must ignore (repeatable); it is still copied."),
-    embedding_col: Optional[str] = typer.Option(
-        None, "--embedding-col", help="List column to use as the feature vector."
-    ),
-    impute: str = typer.Option("none", "--impute", help="none or median (pilot features)."),
-    engine: str = _engine_option(),
-    scheduler: Optional[str] = _scheduler_option(),
-    workers: int = _workers_option(),
-    batch_rows: int = typer.Option(
-        65536, "--batch-rows", help="Rows per record batch (local engine); part of what --seed reproduces."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Random seed; same data, options and seed give the same subsample."),
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."
-    ),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-) -> None:
-    """Keep an informative subsample with per-class log acceptance columns for `dmo train`.
-
-    Example: dmo subsample big.parquet --gamma 10 -o sub.parquet && dmo train --solver lus sub.parquet
-    """
-    from dmocli.pipelines.subsample import SubsampleOptions
-    from dmocli.pipelines.subsample import subsample as run_subsample
-
-    opts = SubsampleOptions(
-        gamma=gamma,
-        method=method,
-        pilot_frac=pilot_frac,
-        pilot_max_rows=pilot_max_rows,
-        pilot_model=pilot_model,
-        match_size=match_size,
-        keep_pilot=keep_pilot,
-        seed=seed,
-        label_col=label_col,
-        drop=tuple(drop),
-        embedding_col=embedding_col,
-        impute=impute,
-        engine=engine,
-        scheduler=scheduler,
-        workers=workers,
-        batch_rows=batch_rows,
-    )
-    result = run_subsample(data, output, opts, report)
-    pilot = "" if result["pilot_accuracy"] is None else f"  pilot accuracy {result['pilot_accuracy']:.4f}"
-    _emit(
-        result,
-        as_json,
-        [
-            f"wrote {result['rows_written']} of {result['rows_read']} rows to {output} "
-            f"({result['method']}, gamma {gamma:g}"
-            + (
-                f": {result['rows_kept']} accepted + {result['pilot_rows_written']} pilot rows)"
-                if result["pilot_rows_written"]
-                else ")"
-            ),
-            f"fraction kept {result['realized_fraction']:.4f} (expected {result['expected_fraction']:.4f}), "
-            f"with pilot {result['fraction_used']:.4f}{pilot}  [{result['wall_seconds']:.1f} s]",
-        ],
     )
 
 
@@ -626,7 +481,7 @@ def evaluate(
     from dmocli.engines.choice import EngineChoice
     from dmocli.pipelines.apply import evaluate as run_evaluate
 
-    with _report_on_refusal(as_json):
+    with report_on_refusal(as_json):
         result = run_evaluate(
             model,
             data,
@@ -637,7 +492,7 @@ def evaluate(
             gate=gate,
             gate_confidence=gate_confidence,
         )
-    _emit(result, as_json, _split_lines(result) + _outlook_line(result, "data", None) + _gate_lines(result))
+    emit(result, as_json, _split_lines(result) + _outlook_line(result, "data", None) + _gate_lines(result))
 
 
 def _gate_lines(report: dict[str, Any]) -> list[str]:
@@ -649,11 +504,11 @@ def _gate_lines(report: dict[str, Any]) -> list[str]:
 
 
 @app.command()
-@takes_train_options(used=CHECKED_OPTIONS)
+@takes_options(TrainOptions, used=CHECKED_OPTIONS, check=False)
 def check(
     data: Path = typer.Argument(..., help="Training table to check: parquet file, directory of parquet files, or CSV."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    options: TrainOptions = None,  # type: ignore[assignment]  # made from train's options by takes_train_options
+    options: TrainOptions = None,  # type: ignore[assignment]  # made from train's options by takes_options
 ) -> None:
     """Every problem `dmo train` would refuse DATA for, each with its fix, in one run (exit 2 when there are
     any); or what train would make of its columns. It takes a whole `dmo train` command line: the options that
@@ -667,7 +522,7 @@ def check(
     result = run_check(data, options)
     if not result["ok"]:  # with --json, the error every failure's report carries
         result = {**result, **failure(2, "bad_input", _check_findings(result)[0].rstrip(":"))}
-    _emit(result, as_json, _check_lines(result))
+    emit(result, as_json, _check_lines(result))
     if not result["ok"]:
         raise typer.Exit(2)
 
@@ -704,87 +559,6 @@ def _check_findings(report: dict[str, Any]) -> list[str]:
         f"  features: {report['n_features']} from {'; '.join(kinds)}"
         + (f"; missing values filled ({report['impute']})" if report["impute"] != "none" else ""),
     ] + [f"  {name}: read as {how['read']}" for name, how in columns.get("derived", {}).items()]
-
-
-@app.command()
-def monitor(
-    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
-    data: Path = typer.Argument(..., help="New rows, labels not needed (`-`: a CSV on standard input)."),
-    gate: bool = typer.Option(
-        False,
-        "--gate",
-        help="Exit 3 when the estimate rules the target out or a feature drifts past the limit (PSI >= 0.25 "
-        "and significant).",
-    ),
-    chunk_col: Optional[str] = typer.Option(None, "--chunk-col", help="Also per value of this column, in order."),
-    chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Also per this many consecutive rows."),
-    confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals (default 0.95)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-) -> None:
-    """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
-    the model's threshold, and drift.
-
-    Example: dmo monitor fraud.safetensors march.parquet --gate --chunk-col week
-    """
-    from dmocli.pipelines.monitor import monitor as run_monitor
-
-    if not 0.5 <= confidence < 1:
-        refuse([f"--confidence {confidence} must be in [0.5, 1)"])
-    with _report_on_refusal(as_json):
-        result = run_monitor(
-            model,
-            data,
-            gate=gate,
-            chunk_col=chunk_col,
-            chunk_size=chunk_size,
-            confidence=confidence,
-            report_path=report,
-        )
-    _emit(result, as_json, _monitor_lines(result))
-
-
-def _monitor_lines(report: dict[str, Any]) -> list[str]:
-    lines = [f"model: {report['model']}  threshold (logit): {report['threshold']:.6g}  rows: {report['rows']}"]
-    lines += _monitor_section(report)
-    for chunk in report.get("chunks", []):
-        rate, shift = chunk["positive_rate"], chunk["label_shift"]
-        lines.append(
-            f"  chunk {chunk['chunk']}: rows {chunk['rows']}  rate {rate['estimate']:.4f}  precision "
-            f"{shift['precision']:.4f}  recall {shift['recall']:.4f}"
-        )
-    gate = report["gate"]
-    lines.append("gate: passed" if gate["passed"] else f"gate: failed: {gate['reasons'][0]}")
-    return lines
-
-
-def _monitor_section(section: dict[str, Any]) -> list[str]:
-    rate, shift, covariate = section["positive_rate"], section["label_shift"], section["covariate_shift"]
-    low, high = rate["interval"]
-    lines = [
-        f"positive rate: {rate['estimate']:.4f} [{low:.4f}, {high:.4f}] ({rate['method']}); trained at "
-        f"{rate['training']:.4f}; predicted positive {rate['classify_and_count']:.4f}",
-        _estimate_line("label shift", shift),
-        _estimate_line("covariate shift", covariate),
-    ]
-    if not section["assumptions"]["agree"]:
-        lines.append(f"  {section['assumptions']['note']}")
-    if "realized" in section:
-        lines.append(_estimate_line(f"realized on {section['realized']['rows']} labels", section["realized"]))
-    for drift in section.get("drift", [])[:5]:
-        lines.append(f"  drift {drift['name']}: PSI {drift['psi']:.3f} ({drift['severity']}), p {drift['p_value']:.2g}")
-    return lines
-
-
-def _estimate_line(name: str, figures: dict[str, Any]) -> str:
-    parts = []
-    for metric in ("precision", "recall", "f_beta"):
-        value, interval = figures.get(metric), figures.get(f"{metric}_interval")
-        if value is None:
-            continue
-        shown = "" if not interval else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-        parts.append(f"{metric} {value:.4f}{shown}")
-    return f"  {name}: " + "  ".join(parts)
 
 
 @app.command()
@@ -843,7 +617,7 @@ def predict(
             err.print(f"dmo: warning: {warning}", markup=False)
         err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
     else:
-        _emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
+        emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
 
 
 @app.command()
@@ -950,7 +724,7 @@ def extract(
             markup=False,
         )
     rate = f", {result['items_per_second']:.1f} items/s" if result["items_per_second"] else ""
-    _emit(
+    emit(
         result,
         as_json,
         [
@@ -961,5 +735,7 @@ def extract(
     )
 
 
+app.command()(subsample.subsample)
+app.command()(monitor.monitor)
 app.command()(describe.solvers)
 app.command()(describe.info)
