@@ -97,6 +97,11 @@ IGNORED_PANEL = "Options of dmo train, accepted and ignored"
 TRAIN_OUTPUTS = {"output": ("--output", "-o"), "report": ("--report",)}
 
 
+# Each generated command's declaration, by command name: what tests/test_option_constraints.py runs every
+# constraint's failing values through.
+DECLARATIONS: dict[str, type] = {}
+
+
 def option_parameters(declaration: type, used: Collection[str] | None = None) -> list[inspect.Parameter]:
     """One keyword parameter per field of `declaration`, with its typer.Option (flags, default, help); with
     `used`, the fields not named there are listed apart in --help, as accepted and ignored."""
@@ -157,6 +162,7 @@ def takes_options(
     """
     if command is None:
         return functools.partial(takes_options, declaration, used=used, check=check)
+    DECLARATIONS[command.__name__] = declaration
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
     arguments = [p for p in own if isinstance(p.default, typer.models.ArgumentInfo)]
     generated = option_parameters(declaration, used)
