@@ -1,4 +1,5 @@
-"""The options of `dmo monitor` and `dmo subsample`, declared once, as TrainOptions declares `dmo train`'s.
+"""The options of `dmo threshold`, `evaluate`, `predict`, `monitor` and `subsample`, declared once, as
+TrainOptions declares `dmo train`'s.
 
 Each field is an `option(...)`: its flags, default, help text and constraint. The CLI builds the command from
 the dataclass (dmocli/cli/declared.py) and checks every constraint before the command runs; the Python API
@@ -9,9 +10,11 @@ The declarations live here, below every pipeline, so that `dmo --help` builds th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from dmocli.constraints import Interval, OneOf
-from dmocli.options import AT_LEAST_ONE, CONFIDENCE, SEED, option
+from dmocli.options import AT_LEAST_ONE, CONFIDENCE, NEW_ROWS, POSITIVE, SEED, TARGET, option, problem_kind
 
 ENGINE_HELP = (
     "local (record batches in this process) or dask (partitions on Dask workers, parquet only; needs dmocli[dask])."
@@ -19,6 +22,150 @@ ENGINE_HELP = (
 SCHEDULER_HELP = "Dask scheduler ADDRESS (default: a local cluster of --workers processes)."
 WORKERS_HELP = "Worker processes of the local Dask cluster."
 SUBSAMPLE_METHODS = ("lus", "uniform", "case-control")  # as solvers/acceptance.py's METHODS
+ENGINES = ("local", "dask")  # as engines/choice.py's
+
+
+# A confidence level given alone (threshold, the evaluate gate), with an example: below 0.5 a lower bound would
+# loosen the target and an upper bound fail models that meet it.
+CONFIDENCE_LEVEL = Interval(float, 0.5, 1, closed="left", message="must be in [0.5, 1), e.g. 0.95")
+
+
+def engine_option() -> Any:
+    """--engine of the commands that map record batches over an engine (evaluate, predict, subsample, threshold)."""
+    return option("local", "--engine", constraint=OneOf(ENGINES), help=ENGINE_HELP)
+
+
+def scheduler_option() -> Any:
+    return option(None, "--scheduler", help=SCHEDULER_HELP)
+
+
+def workers_option() -> Any:
+    return option(2, "--workers", constraint=AT_LEAST_ONE, help=WORKERS_HELP)
+
+
+def strict_option() -> Any:
+    """--strict of the commands that score a model on new rows (evaluate, predict)."""
+    return option(
+        False,
+        "--strict",
+        help="Refuse drift (exit 2, nothing written): a text column with more than --max-unseen of its rows at "
+        "levels training never saw, or a numeric column missing in every row. Without it, drift is a warning.",
+    )
+
+
+def max_unseen_option() -> Any:
+    return option(
+        None,
+        "--max-unseen",
+        metavar="FRACTION",
+        constraint=Interval(
+            float, 0, 1, closed="left", message="is a share of rows: give a number from 0 to below 1 (e.g. 0.01)"
+        ),
+        help="Share of a column's rows at unseen levels that --strict tolerates (default 0.01; implies --strict).",
+    )
+
+
+@dataclass
+class ThresholdOptions:
+    """Every option of `dmo threshold` but its outputs (-o, --report, --json)."""
+
+    problem: str | None = option(
+        None,
+        "--problem",
+        "-p",
+        constraint=OneOf(("fpor", "frop", "ofbs")),
+        help="fpor, frop or ofbs (any case). Default: the problem, target and --confidence stored in MODEL.",
+    )
+    target: float | None = option(None, "--target", "-a", constraint=TARGET, help="Target in (0,1) for fpor/frop.")
+    beta: float | None = option(None, "--beta", constraint=POSITIVE, help="Beta of F-beta (default 1).")
+    confidence: float | None = option(
+        None, "--confidence", constraint=CONFIDENCE_LEVEL, help="Clopper-Pearson lower bound level (e.g. 0.95)."
+    )
+    new_rows: int | float | None = option(
+        None,
+        "--new-rows",
+        metavar="N|inf",
+        constraint=NEW_ROWS,
+        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
+        "(default: as many as DATA's labeled rows, or as NEW has with --adapt; inf: the population value). "
+        "Without --problem and "
+        "--confidence, the model's own certificate is re-fitted with the sample size it stored.",
+    )
+    allow_infeasible: bool = option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable.")
+    allow_train_rows: bool = option(
+        False,
+        "--allow-train-rows",
+        help="Fit on DATA even when it holds the rows MODEL was trained on (refused by default: optimistic).",
+    )
+    adapt: Path | None = option(
+        None,
+        "--adapt",
+        metavar="NEW",
+        help="Move the threshold for the positive rate estimated on these unlabeled rows (label shift; no DATA).",
+    )
+    prior: float | None = option(
+        None, "--prior", metavar="R", help="Move the threshold for this known positive rate (label shift; no DATA)."
+    )
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+
+    def __post_init__(self) -> None:
+        self.problem = problem_kind(self.problem)  # FPOR, as papers write it
+
+
+@dataclass
+class EvaluateOptions:
+    """Every option of `dmo evaluate` but its outputs (--report, --plot, --json)."""
+
+    strict: bool = strict_option()
+    max_unseen: float | None = max_unseen_option()
+    gate: bool = option(
+        False,
+        "--gate",
+        help="Exit 3 (with the full report) when DATA shows the model's target missed: its precision (fpor) or "
+        "recall (frop) below the target. An ofbs or multi-class model has no target: nothing is checked, and a "
+        "warning says so.",
+    )
+    gate_confidence: float | None = option(
+        None,
+        "--gate-confidence",
+        metavar="C",
+        constraint=CONFIDENCE_LEVEL,
+        help="Fail the gate only when DATA rules the target out: the metric's one-sided Clopper-Pearson upper "
+        "bound at level C (e.g. 0.95) is below it, so a small holdout's chance dip passes (implies --gate).",
+    )
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+
+
+@dataclass
+class PredictOptions:
+    """Every option of `dmo predict` but its outputs (-o, --json)."""
+
+    id_col: str | None = option(None, "--id-col", help="Column to copy into the output to identify rows.")
+    csv_escape: bool = option(
+        True,
+        "--csv-escape/--no-csv-escape",
+        help="CSV output: put a ' before text cells starting with = + - @ tab or CR, which spreadsheets would run "
+        "as formulas; --no-csv-escape writes them verbatim.",
+    )
+    explain: int | None = option(
+        None,
+        "--explain",
+        metavar="K",
+        constraint=Interval(
+            int, 1, None, message="is how many contributions to write per row: give a whole number from 1"
+        ),
+        help="Also each row's K largest contributions to its logit: explain_<i>_feature and explain_<i>_value "
+        "(linear: exact; gbdt: XGBoost's pred_contribs; mlp: integrated gradients).",
+    )
+    strict: bool = strict_option()
+    max_unseen: float | None = max_unseen_option()
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
 
 
 @dataclass
@@ -90,9 +237,9 @@ class SubsampleOptions:
     drop: tuple[str, ...] = option((), "--drop", help="Column the pilot must ignore (repeatable); it is still copied.")
     embedding_col: str | None = option(None, "--embedding-col", help="List column to use as the feature vector.")
     impute: str = option("none", "--impute", help="none or median (pilot features).")
-    engine: str = option("local", "--engine", help=ENGINE_HELP)
-    scheduler: str | None = option(None, "--scheduler", help=SCHEDULER_HELP)
-    workers: int = option(2, "--workers", constraint=AT_LEAST_ONE, help=WORKERS_HELP)
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
     batch_rows: int = option(
         65536,
         "--batch-rows",

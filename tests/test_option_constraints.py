@@ -27,6 +27,9 @@ def leading_args(command: str, root: Path) -> list[str]:
         "check": [garbage],
         "monitor": [root / "model.safetensors", garbage],
         "subsample": [garbage, "-o", root / "s.parquet"],
+        "evaluate": [root / "model.safetensors", garbage],
+        "threshold": [root / "model.safetensors", "-o", root / "t.safetensors"],
+        "predict": [root / "model.safetensors", garbage, "-o", root / "p.parquet"],
     }[command]
 
 
@@ -46,7 +49,7 @@ CASES = _cases()
 
 
 def test_every_generated_command_is_covered(tmp_path):
-    assert {"train", "check", "monitor", "subsample"} <= set(DECLARATIONS)
+    assert {"train", "check", "monitor", "subsample", "evaluate", "predict", "threshold"} <= set(DECLARATIONS)
     for command in DECLARATIONS:
         assert leading_args(command, tmp_path)  # a new declared command must say how to reach its checks
 
@@ -57,7 +60,7 @@ def test_a_value_the_constraint_refuses_is_refused_in_one_line_naming_the_flag(d
     lines = err.strip().splitlines()
     assert code == 2 and out == "", (code, out, err)
     assert len(lines) == 1 and flag in lines[0], err
-    assert not (tmp_path / "m.safetensors").exists() and not (tmp_path / "s.parquet").exists()
+    assert not any((tmp_path / name).exists() for name in ("m.safetensors", "s.parquet", "p.parquet", "t.safetensors"))
 
 
 def test_closed_ends_admit_their_bound_and_name_the_broken_one():

@@ -23,6 +23,8 @@ from rich.markup import escape
 from dmocli.errors import DmoError
 from dmocli.options import option_errors, read_new_rows, refuse
 
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
+
 # How the command line spells the fields whose Python type typer cannot take as is: repeatable options are lists,
 # paths are Paths (the Python API also takes strings), and --param is a list of KEY=VALUE strings.
 CLI_TYPES: dict[str, Any] = {
@@ -118,12 +120,7 @@ def option_parameters(declaration: type, used: Collection[str] | None = None) ->
             rich_help_panel=None if used is None or spec.name in used else IGNORED_PANEL,
         )
         parameters.append(
-            inspect.Parameter(
-                spec.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=info,
-                annotation=_cli_type(spec.name, hints[spec.name]),
-            )
+            inspect.Parameter(spec.name, KEYWORD, default=info, annotation=_cli_type(spec.name, hints[spec.name]))
         )
     return parameters
 
@@ -153,18 +150,18 @@ def takes_options(
 ) -> Any:
     """Turn `command(..., options: DECLARATION)` into a typer command with one option per declared field.
 
-    The generated options follow the command's positional arguments (MODEL, DATA) and precede its other
-    parameters (-o, --report, --json), as `dmo COMMAND --help` lists them. With `check`, every declared
-    constraint is checked before the command runs, all refusals in one message (train's pipeline checks its
-    own, with the solver's, so `dmo train` passes check=False). `@takes_options(TrainOptions, used=
+    The generated options take the place of the command's `options` parameter, so --help lists them where the
+    command puts that parameter (after DATA in `dmo train`, after --json in `dmo evaluate`). With `check`, every
+    declared constraint is checked before the command runs, all refusals in one message (train's pipeline
+    checks its own, with the solver's, so `dmo train` passes check=False). `@takes_options(TrainOptions, used=
     CHECKED_OPTIONS)`: a command that takes a whole `dmo train` command line (its -o and --report too), so one
     can be copied into it as is, and uses the options in `used`; --help lists the others apart.
     """
     if command is None:
         return functools.partial(takes_options, declaration, used=used, check=check)
     DECLARATIONS[command.__name__] = declaration
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    arguments = [p for p in own if isinstance(p.default, typer.models.ArgumentInfo)]
+    signature = list(inspect.signature(command, eval_str=True).parameters.values())
+    at = [p.name for p in signature].index("options")
     generated = option_parameters(declaration, used)
     names = {p.name for p in generated}
     outputs = [] if used is None else _train_outputs()
@@ -178,8 +175,10 @@ def takes_options(
             values.pop(parameter.name)
         command(**values, options=options)
 
-    rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in arguments]
-    parameters = [*arguments, *generated, *rest, *outputs]
+    def keyword(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
+        return [p if isinstance(p.default, typer.models.ArgumentInfo) else p.replace(kind=KEYWORD) for p in parameters]
+
+    parameters = [*keyword(signature[:at]), *generated, *keyword(signature[at + 1 :]), *outputs]
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the signature above, not the wrapped function's
@@ -191,7 +190,7 @@ def _train_outputs() -> list[inspect.Parameter]:
     return [
         inspect.Parameter(
             name,
-            inspect.Parameter.KEYWORD_ONLY,
+            KEYWORD,
             default=typer.Option(
                 None, *flags, help="Where dmo train writes; ignored here.", rich_help_panel=IGNORED_PANEL
             ),

@@ -18,9 +18,9 @@ from dmocli.command_options import MonitorOptions
 def monitor(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
     data: Path = typer.Argument(..., help="New rows, labels not needed (`-`: a CSV on standard input)."),
+    options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
 ) -> None:
     """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
     the model's threshold, and drift.

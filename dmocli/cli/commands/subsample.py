@@ -18,12 +18,12 @@ def subsample(
     data: Path = typer.Argument(
         ..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."
     ),
+    options: SubsampleOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     output: Path = typer.Option(
         ..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."
     ),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    options: SubsampleOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
 ) -> None:
     """Keep an informative subsample with per-class log acceptance columns for `dmo train`.
 
