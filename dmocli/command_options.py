@@ -1,9 +1,10 @@
-"""The options of `dmo threshold`, `evaluate`, `predict`, `monitor` and `subsample`, declared once, as
-TrainOptions declares `dmo train`'s.
+"""The options of `dmo threshold`, `evaluate`, `predict`, `monitor`, `subsample` and `extract`, declared once,
+as TrainOptions declares `dmo train`'s.
 
 Each field is an `option(...)`: its flags, default, help text and constraint. The CLI builds the command from
 the dataclass (dmocli/cli/declared.py) and checks every constraint before the command runs; the Python API
-takes the same dataclass, so a default (subsample's `pilot_max_rows`, `batch_rows`) is written in one place.
+takes the same dataclass, so a default (subsample's `pilot_max_rows`, `batch_rows`, extract's `batch_size`) is
+written in one place.
 The declarations live here, below every pipeline, so that `dmo --help` builds them without importing torch.
 """
 
@@ -248,4 +249,69 @@ class SubsampleOptions:
     )
     seed: int = option(
         0, "--seed", constraint=SEED, help="Random seed; same data, options and seed give the same subsample."
+    )
+
+
+@dataclass
+class ExtractOptions:
+    """Every option of `dmo extract` but its outputs (-o, --report, --json); the CLI fills it, Python callers may
+    too. The runner (dmocli/extract/runner.py) checks the declared constraints once the outputs are checked."""
+
+    kind: str = option("auto", "--kind", help="image, text or auto (a table or .txt folder is text).")
+    model: str | None = option(
+        None,
+        "--model",
+        help="Local model folder (save_pretrained layout, or a timm "
+        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text).",
+    )
+    device: str = option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
+    batch_size: int = option(64, "--batch-size", constraint=AT_LEAST_ONE, help="Items per forward pass.")
+    dtype: str = option(
+        "auto", "--dtype", help="auto (bf16 for images on CUDA, else fp32), fp32, bf16 or fp16 (autocast)."
+    )
+    workers: int | None = option(
+        None,
+        "--workers",
+        constraint=Interval(int, 0, None, message="must be 0 (decode in the main process) or more"),
+        help="Image decode worker processes (0: in the main process; default: one per core, at most 8).",
+    )
+    pooling: str = option(
+        "auto",
+        "--pooling",
+        help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images).",
+    )
+    normalize: bool | None = option(
+        None,
+        "--normalize/--no-normalize",
+        help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no).",
+    )
+    views: str | None = option(
+        None,
+        "--views",
+        help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, "
+        "features_strong_1.",
+    )
+    seed: int = option(0, "--seed", constraint=SEED, help="Seed of the augmented views.")
+    resume: bool = option(
+        False,
+        "--resume",
+        help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest.",
+    )
+    checkpoint_every: int = option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items.")
+    text_col: str = option("text", "--text-col", help="Text column of a table.")
+    label_col: str = option(
+        "label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."
+    )
+    max_length: int | None = option(
+        None,
+        "--max-length",
+        constraint=Interval(
+            int,
+            3,
+            None,
+            message="leaves no room for text beside the tokenizer's special tokens; give at least 3, or leave it out "
+            "for the model's limit",
+        ),
+        help="Truncate texts to this many tokens (default: the model's limit).",
     )

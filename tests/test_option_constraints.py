@@ -29,6 +29,7 @@ def leading_args(command: str, root: Path) -> list[str]:
         "subsample": [garbage, "-o", root / "s.parquet"],
         "evaluate": [root / "model.safetensors", garbage],
         "threshold": [root / "model.safetensors", "-o", root / "t.safetensors"],
+        "extract": [garbage, "-o", root / "f.parquet"],
         "predict": [root / "model.safetensors", garbage, "-o", root / "p.parquet"],
     }[command]
 
@@ -49,7 +50,9 @@ CASES = _cases()
 
 
 def test_every_generated_command_is_covered(tmp_path):
-    assert {"train", "check", "monitor", "subsample", "evaluate", "predict", "threshold"} <= set(DECLARATIONS)
+    assert {"train", "check", "monitor", "subsample", "evaluate", "predict", "threshold", "extract"} <= set(
+        DECLARATIONS
+    )
     for command in DECLARATIONS:
         assert leading_args(command, tmp_path)  # a new declared command must say how to reach its checks
 
@@ -60,7 +63,9 @@ def test_a_value_the_constraint_refuses_is_refused_in_one_line_naming_the_flag(d
     lines = err.strip().splitlines()
     assert code == 2 and out == "", (code, out, err)
     assert len(lines) == 1 and flag in lines[0], err
-    assert not any((tmp_path / name).exists() for name in ("m.safetensors", "s.parquet", "p.parquet", "t.safetensors"))
+    assert not any(
+        (tmp_path / name).exists() for name in ("m.safetensors", "s.parquet", "p.parquet", "t.safetensors", "f.parquet")
+    )
 
 
 def test_closed_ends_admit_their_bound_and_name_the_broken_one():
