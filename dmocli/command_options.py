@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dmocli.constraints import Interval, OneOf
-from dmocli.options import AT_LEAST_ONE, CONFIDENCE, NEW_ROWS, POSITIVE, SEED, TARGET, option, problem_kind
+from dmocli.options import AT_LEAST_ONE, CONFIDENCE, NEW_ROWS, SEED, TARGET, option, problem_kind
 
 ENGINE_HELP = (
     "local (record batches in this process) or dask (partitions on Dask workers, parquet only; needs dmocli[dask])."
@@ -78,7 +78,18 @@ class ThresholdOptions:
         help="fpor, frop or ofbs (any case). Default: the problem, target and --confidence stored in MODEL.",
     )
     target: float | None = option(None, "--target", "-a", constraint=TARGET, help="Target in (0,1) for fpor/frop.")
-    beta: float | None = option(None, "--beta", constraint=POSITIVE, help="Beta of F-beta (default 1).")
+    beta: float | None = option(
+        None,
+        "--beta",
+        constraint=Interval(
+            float,
+            0,
+            None,
+            closed="neither",
+            message="must be a positive finite number (1 weighs precision and recall alike)",
+        ),
+        help="Beta of F-beta (default 1).",
+    )
     confidence: float | None = option(
         None, "--confidence", constraint=CONFIDENCE_LEVEL, help="Clopper-Pearson lower bound level (e.g. 0.95)."
     )

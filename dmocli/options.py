@@ -1,14 +1,12 @@
 """The options of `dmo train`, declared once, and the checks every option and `--param` value goes through.
 
-`TrainOptions` is the single declaration: each field carries its command-line
-flags, help text and the constraint its values meet (dmocli/constraints.py) in
-its metadata. The CLI
-builds the `dmo train` command from it (dmocli/cli/train_command.py), the
-Python API takes it as is, and `DmoClassifier` takes its constructor parameters
-from the fields marked `estimator` (dmocli/estimator.py), so a default or a
-range cannot drift between the three. Solver `--param` fields declare their
-ranges and choices the same way and go through the same `check_value`, so every
-bad value gets a message of one form, before any data is read.
+`TrainOptions` is the single declaration: each field carries its command-line flags, help text and the
+constraint its values meet (dmocli/constraints.py) in its metadata. The CLI builds the `dmo train` command from
+it (dmocli/cli/declared.py), the Python API takes it as is, and `DmoClassifier` takes its constructor parameters
+from the fields marked `estimator` (dmocli/estimator.py), so a default or a range cannot drift between the three.
+Solver `--param` fields declare their ranges and choices with flat keys, which `check_value` turns into the same
+constraint objects, so every bad value gets a message of one form, from one validator (`constraints.failure`),
+before any data is read. The other commands are declared the same way in dmocli/command_options.py.
 """
 
 from __future__ import annotations

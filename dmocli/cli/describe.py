@@ -1,6 +1,6 @@
 """The commands that describe rather than compute: `dmo solvers [NAME]` and `dmo info MODEL`.
 
-Kept out of cli/app.py (the commands that train and apply models); app.py registers them. Each prints a few
+Beside dmocli/cli/commands/ (the commands that train and apply models); cli/app.py registers them. Each prints a few
 lines for a person, or with --json a report of the shared schema (docs/report-schema.md).
 """
 

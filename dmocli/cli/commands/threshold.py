@@ -17,10 +17,6 @@ from dmocli.command_options import ThresholdOptions
 from dmocli.errors import DmoError
 from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, option_errors, refuse
 
-# The options a Problem is made from: where one of them is refused already, making the Problem would only say so
-# again.
-PROBLEM_FLAGS = ("--problem", "--target", "--beta", "--confidence")
-
 
 @takes_options(ThresholdOptions, check=False)  # its own checks join the declared ones, in one message
 def threshold(
@@ -57,12 +53,12 @@ def threshold(
     # refit_threshold checks once it knows.
     asked = None
     try:
-        if options.problem is not None and not any(problem.startswith(PROBLEM_FLAGS) for problem in problems):
+        if options.problem is not None:
             beta = 1.0 if options.beta is None else options.beta
             asked = Problem.from_options(options.problem, options.target, beta, options.confidence)
     except DmoError as exc:
         problems.append(str(exc))
-    refuse(problems)
+    refuse(list(dict.fromkeys(problems)))  # the Problem repeats a declared refusal word for word: once is enough
     with report_on_refusal(as_json):
         result = refit_threshold(
             model,
