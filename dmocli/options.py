@@ -361,11 +361,6 @@ def estimator_fields() -> list[dataclasses.Field]:
     return [spec for spec in dataclasses.fields(TrainOptions) if spec.metadata["estimator"]]
 
 
-def check_seed(seed: int) -> None:
-    """The seed check of the commands that have no TrainOptions (subsample, extract)."""
-    refuse([problem for problem in [failure(f"--seed {seed}", seed, SEED)] if problem])
-
-
 def read_cv(value: Any) -> Any:
     """--cv as the command line spells it (`5`, `auto`) and a numpy integer as the int it is; anything else is
     kept as given, for the CV constraint to name."""
@@ -400,22 +395,12 @@ def read_new_rows(text: Any) -> Any:
     return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
-def new_rows_format_problem(new_rows: Any) -> str | None:
-    """What is wrong with the value of --new-rows, or None: it counts rows (at least one) unless it is inf."""
-    return failure(f"--new-rows {new_rows!r}", read_new_rows(new_rows), NEW_ROWS)
-
-
-def new_rows_problem(new_rows: Any, confidence: float | None) -> str | None:
-    """What is wrong with --new-rows, or None: it names the sample a --confidence guarantee is about, so it
-    means nothing without one, and its value must count rows or be inf."""
-    if new_rows is not None and confidence is None:
-        return NEW_ROWS_WITHOUT_CONFIDENCE
-    return new_rows_format_problem(new_rows)
-
-
 def check_new_rows(new_rows: Any, confidence: float | None) -> None:
-    """The --new-rows check of `dmo threshold`, which has no TrainOptions."""
-    problem = new_rows_problem(new_rows, confidence)
+    """--new-rows where no TrainOptions holds it (threshold's pipeline, the search API): it names the sample a
+    --confidence guarantee is about, so it means nothing without one, and its value must count rows or be inf."""
+    if new_rows is not None and confidence is None:
+        raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
+    problem = failure(f"--new-rows {new_rows!r}", read_new_rows(new_rows), NEW_ROWS)
     if problem is not None:
         raise DmoError(problem)
 
