@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from dmocli.cli import describe
-from dmocli.cli.commands import check, evaluate, extract, monitor, predict, subsample, threshold, train
+from dmocli.cli.commands import check, evaluate, extract, info, monitor, predict, solvers, subsample, threshold, train
 from dmocli.cli.output import out
 
 app = typer.Typer(
@@ -61,7 +60,7 @@ for command in (
     monitor.monitor,
     predict.predict,
     extract.extract,
-    describe.solvers,
-    describe.info,
+    solvers.solvers,
+    info.info,
 ):
     app.command()(command)

@@ -61,3 +61,10 @@ def report_on_refusal(as_json: bool) -> Iterator[None]:
         if as_json and exc.report is not None:
             emit({**exc.report, **failure(exc.exit_code, "unreachable", str(exc))}, as_json=True, lines=[])
         raise
+
+
+def print_json(report: dict[str, Any]) -> None:
+    """The JSON of a command that describes rather than computes (solvers, info): no warnings, no refusal."""
+    from dmocli.report import dumps
+
+    sys.stdout.write(dumps(report))
