@@ -56,12 +56,17 @@ CV = AnyOf(
 )
 NEW_ROWS = AnyOf(
     (
-        Interval(
-            int,
-            1,
-            MAX_NEW_ROWS,
-            message=f"must be from 1 to {MAX_NEW_ROWS:,} rows (the new-sample test's time grows with the count), "
-            "or inf for the population value",
+        AllOf(
+            (
+                Interval(int, 1, None, message="must be at least 1 (or inf for the population value)"),
+                Interval(
+                    int,
+                    None,
+                    MAX_NEW_ROWS,
+                    message=f"is more than {MAX_NEW_ROWS:,} rows, the most the new-sample test is run for (its time "
+                    "grows with the count); give at most that, or inf for the population value",
+                ),
+            )
         ),
         OneOf((POPULATION,)),
     ),

@@ -107,7 +107,8 @@ def test_a_union_names_the_member_of_the_value_s_kind_or_describes_itself():
     assert failure("--cv 'many'", "many", CV) == "--cv 'many' must be a number of folds K >= 2, 0 for none, or auto"
     assert NEW_ROWS.admits(math.inf) and NEW_ROWS.admits(1) and not NEW_ROWS.admits(2.5)
     assert "whole number of rows" in failure("--new-rows 2.5", 2.5, NEW_ROWS)
-    assert "from 1 to 1,000,000,000" in failure("--new-rows 0", 0, NEW_ROWS)
+    assert failure("--new-rows 0", 0, NEW_ROWS) == "--new-rows 0 must be at least 1 (or inf for the population value)"
+    assert "is more than 1,000,000,000 rows" in failure("--new-rows 1e18", 10**18, NEW_ROWS)
 
 
 def test_a_hole_and_a_choice():
