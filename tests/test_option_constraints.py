@@ -151,3 +151,10 @@ def test_flat_keys_go_through_the_same_validator():
 def test_every_declared_default_is_admitted():
     for declaration in {*DECLARATIONS.values(), TrainOptions}:
         assert option_errors(declaration()) == [], declaration.__name__
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), CASES, ids=[f"{c} {f} {v!r}" for c, f, v in CASES])
+def test_every_generated_value_is_refused_by_its_constraint(command, flag, value):
+    declaration = DECLARATIONS[command]
+    (spec,) = [spec for spec in dataclasses.fields(declaration) if spec.metadata["flags"][0].split("/")[0] == flag]
+    assert not spec.metadata["constraint"].admits(value)
