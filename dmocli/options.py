@@ -1,13 +1,12 @@
 """The options of `dmo train`, declared once, and the checks every option and `--param` value goes through.
 
-`TrainOptions` is the single declaration: each field carries its command-line
-flags, help text, allowed choices and numeric range in its metadata. The CLI
-builds the `dmo train` command from it (dmocli/cli/train_command.py), the
-Python API takes it as is, and `DmoClassifier` takes its constructor parameters
-from the fields marked `estimator` (dmocli/estimator.py), so a default or a
-range cannot drift between the three. Solver `--param` fields declare their
-ranges and choices the same way and go through the same `check_value`, so every
-bad value gets a message of one form, before any data is read.
+`TrainOptions` is the single declaration: each field carries its command-line flags, help text and the
+constraint its values meet (dmocli/constraints.py) in its metadata. The CLI builds the `dmo train` command from
+it (dmocli/cli/declared.py), the Python API takes it as is, and `DmoClassifier` takes its constructor parameters
+from the fields marked `estimator` (dmocli/estimator.py), so a default or a range cannot drift between the three.
+Solver `--param` fields declare their ranges and choices with flat keys, which `check_value` turns into the same
+constraint objects, so every bad value gets a message of one form, from one validator (`constraints.failure`),
+before any data is read. The other commands are declared the same way in dmocli/command_options.py.
 """
 
 from __future__ import annotations
@@ -15,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmocli.constraints import AllOf, AnyOf, Constraint, Except, Interval, OneOf, failure, from_flat_keys
+from dmocli.constraints import choice_list as choice_list  # messages elsewhere list choices as the validator does
 from dmocli.errors import DmoError
 
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
@@ -28,51 +29,89 @@ PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "multiclass")
 MODEL_CHOICES = ("linear", "mlp", "gbdt")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 IMPUTE_CHOICES = ("none", "median")
+NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
 
 
-def option(default: Any, *flags: str, help: str, estimator: bool = False, **checks: Any) -> Any:
-    """A TrainOptions field: its default, its command-line flags (the first is the name used in messages), its
-    help text, whether DmoClassifier exposes it, its declared checks (`choices`, `min`, `max`, `below`,
-    `positive`) and, where the type does not say how to spell it, its `metavar` in --help. Mutable defaults
-    (dicts, tuples of paths) are copied per instance."""
-    metadata = {"flags": flags, "help": help, "estimator": estimator, **checks}
+MAX_NEW_ROWS = 10**9  # beyond it the test over every count of the new sample takes minutes (docs/operating-points.md)
+POPULATION = math.inf  # --new-rows inf: the certificate is about the population value, not a finite sample's
+CV_AUTO = "auto"  # --cv auto: folds or one held-out split by the count of positives (pipelines/cv_auto.py)
+
+# The constraints the declarations share (dmocli/constraints.py says how each refuses).
+AT_LEAST_ONE = Interval(int, 1, None)
+POSITIVE = Interval(float, 0, None, closed="neither")
+SEED = Interval(int, 0, MAX_SEED)
+TARGET = Interval(float, 0, 1, closed="neither", message="is outside (0, 1); give a value such as 0.8")
+CONFIDENCE = Interval(float, 0.5, 1, closed="left")  # below 0.5 the bound would loosen the target, not guard it
+CV = AnyOf(
+    (
+        AllOf(
+            (
+                Interval(int, 0, None),
+                Except((1,), why="leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)"),
+            )
+        ),
+        OneOf((CV_AUTO,)),
+    ),
+    description="a number of folds K >= 2, 0 for none, or auto",
+)
+NEW_ROWS = AnyOf(
+    (
+        AllOf(
+            (
+                Interval(int, 1, None, message="must be at least 1 (or inf for the population value)"),
+                Interval(
+                    int,
+                    None,
+                    MAX_NEW_ROWS,
+                    message=f"is more than {MAX_NEW_ROWS:,} rows, the most the new-sample test is run for (its time "
+                    "grows with the count); give at most that, or inf for the population value",
+                ),
+            )
+        ),
+        OneOf((POPULATION,)),
+    ),
+    description="a whole number of rows (e.g. 2000) or inf (the population value)",
+)
+
+
+def option(
+    default: Any,
+    *flags: str,
+    help: str,
+    estimator: bool = False,
+    constraint: Constraint | None = None,
+    metavar: str | None = None,
+) -> Any:
+    """A declared option: its default, its command-line flags (the first is the name used in messages), its
+    help text, whether DmoClassifier exposes it, the `constraint` its values must meet and, where the type does
+    not say how to spell it, its `metavar` in --help. Mutable defaults (dicts) are copied per instance."""
+    metadata = {"flags": flags, "help": help, "estimator": estimator, "constraint": constraint, "metavar": metavar}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def choice_list(choices: Sequence[str]) -> str:
-    """`a, b or c`: how messages list the allowed values."""
-    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
-
-
 def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | None:
-    """The problem with one option or --param value under its declared checks, or None when it has none.
+    """The problem with one option or --param value under its declared constraint (or the flat `choices`/`min`/
+    `max`/`below`/`positive` keys solver parameters declare), or None.
 
     `label` is how the user wrote it (`--model 'tree'`, `--param lr=0`), so the message names it exactly. A
     value no solver can use (a NaN learning rate, zero rows per batch, an unknown mode) is refused here, by
     name, rather than failing inside torch or training silently on NaN weights.
     """
-    if value is None:
-        return None
-    choices = declared.get("choices")
-    if choices is not None:
-        return None if value in choices else f"{label} is not known (use {choice_list(choices)})"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{label} must be a finite number"
-    if "min" in declared and "below" in declared and not declared["min"] <= value < declared["below"]:
-        return f"{label} must be in [{declared['min']:g}, {declared['below']:g})"
-    if declared.get("positive") and not value > 0:
-        return f"{label} must be positive"
-    if "min" in declared and value < declared["min"]:
-        return f"{label} must be at least {declared['min']}"
-    if "max" in declared and value > declared["max"]:
-        return f"{label} must be at most {declared['max']}"
-    if "below" in declared and not value < declared["below"]:
-        return f"{label} must be below {declared['below']}"
-    return None
+    return failure(label, value, from_flat_keys(declared))
+
+
+def option_errors(options: Any) -> list[str]:
+    """What breaks a declared constraint in a filled declaration (TrainOptions, or another command's): every
+    such option, checked before any data is read."""
+    errors = []
+    for spec in dataclasses.fields(options):
+        value = getattr(options, spec.name)
+        error = failure(f"{flag_of(spec)} {value!r}", value, spec.metadata.get("constraint"))
+        if error is not None:
+            errors.append(error)
+    return errors
 
 
 def problem_kind(value: Any) -> Any:
@@ -96,15 +135,20 @@ class TrainOptions:
         "--problem",
         "-p",
         estimator=True,
-        choices=PROBLEM_CHOICES,
+        constraint=OneOf(PROBLEM_CHOICES),
         help="fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; ofbs: max "
         "F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)",
     )
     target: float | None = option(
-        None, "--target", "-a", estimator=True, help="Target in (0,1) for the constrained metric (fpor/frop)."
+        None,
+        "--target",
+        "-a",
+        estimator=True,
+        constraint=TARGET,
+        help="Target in (0,1) for the constrained metric (fpor/frop).",
     )
     beta: float = option(
-        1.0, "--beta", estimator=True, positive=True, help="Beta of F-beta (ofbs, and F-beta in reports)."
+        1.0, "--beta", estimator=True, constraint=POSITIVE, help="Beta of F-beta (ofbs, and F-beta in reports)."
     )
     class_target: dict[str, str] = option(
         {},
@@ -126,11 +170,11 @@ class TrainOptions:
         "--model",
         "-m",
         estimator=True,
-        choices=MODEL_CHOICES,
+        constraint=OneOf(MODEL_CHOICES),
         help="linear, mlp, or gbdt (gradient-boosted trees: pip install 'dmocli[gbdt]'; missing values allowed).",
     )
-    width: int = option(100, "--width", estimator=True, min=1, help="MLP hidden width.")
-    depth: int = option(2, "--depth", estimator=True, min=1, help="MLP hidden layers.")
+    width: int = option(100, "--width", estimator=True, constraint=AT_LEAST_ONE, help="MLP hidden width.")
+    depth: int = option(2, "--depth", estimator=True, constraint=AT_LEAST_ONE, help="MLP hidden layers.")
     val: str | Path | None = option(
         None,
         "--val",
@@ -141,8 +185,7 @@ class TrainOptions:
         0.0,
         "--val-frac",
         estimator=True,
-        min=0.0,
-        below=1.0,
+        constraint=Interval(float, 0, 1, closed="left"),
         help="Hold out this stratified fraction of DATA as validation instead of --val.",
     )
     label_col: str = option("label", "--label-col", help="Name of the label column.")
@@ -155,7 +198,7 @@ class TrainOptions:
         "none",
         "--impute",
         estimator=True,
-        choices=IMPUTE_CHOICES,
+        constraint=OneOf(IMPUTE_CHOICES),
         help="none: refuse NaN/inf features; median: fill with training medians.",
     )
     fold_case: bool = option(
@@ -169,7 +212,7 @@ class TrainOptions:
         "refuse",
         "--dates",
         estimator=True,
-        choices=("refuse", "parts"),
+        constraint=OneOf(("refuse", "parts")),
         help="refuse: a date or timestamp column is a problem to fix; parts: turn each into numeric features (year, "
         "month, day, weekday, hour and minute when it holds times, days since the earliest training date), stored "
         "in the model and applied by evaluate and predict (docs/data.md, Dates).",
@@ -182,14 +225,17 @@ class TrainOptions:
         "the decimal mark decided per column; stored in the model and applied by evaluate and predict.",
     )
     device: str = option(
-        "auto", "--device", estimator=True, choices=DEVICE_CHOICES, help="auto (CUDA if present), cpu or cuda."
+        "auto",
+        "--device",
+        estimator=True,
+        constraint=OneOf(DEVICE_CHOICES),
+        help="auto (CUDA if present), cpu or cuda.",
     )
     seed: int = option(
         0,
         "--seed",
         estimator=True,
-        min=0,
-        max=MAX_SEED,
+        constraint=SEED,
         help="Random seed; same data, options and seed give the same model.",
     )
     params: dict[str, str] = option(
@@ -203,7 +249,7 @@ class TrainOptions:
     folding: int | None = option(
         None,
         "--folding",
-        min=2,
+        constraint=Interval(int, 2, None),
         help="--solver ero without --val: hold out one of K stratified folds of DATA to select the iterate (same "
         "as --param folding=K; pick the fold with --param fold=k).",
     )
@@ -211,7 +257,7 @@ class TrainOptions:
         None,
         "--cv",
         estimator=True,
-        min=0,
+        constraint=CV,
         metavar="K|auto",
         help="Fit the threshold on out-of-fold scores of K stratified folds of DATA (with --val, its rows are "
         "pooled in), then save the K fold models averaged, or see --cv-transfer (default: 5 without "
@@ -223,7 +269,7 @@ class TrainOptions:
         "ensemble",
         "--cv-transfer",
         estimator=True,
-        choices=("ensemble", "apply", "rank"),
+        constraint=OneOf(("ensemble", "apply", "rank")),
         help="What --cv saves: the K fold models averaged (a binary model's calibrated probabilities), at the "
         "out-of-fold threshold (ensemble), or a model trained on all rows at that threshold (apply) or keeping the "
         "share of rows it predicts positive (rank).",
@@ -232,8 +278,7 @@ class TrainOptions:
         None,
         "--confidence",
         estimator=True,
-        min=0.5,
-        below=1.0,
+        constraint=CONFIDENCE,
         help="Require a one-sided Clopper-Pearson lower bound of the constrained metric to reach the target at "
         "this level (e.g. 0.95).",
     )
@@ -241,6 +286,7 @@ class TrainOptions:
         None,
         "--new-rows",
         estimator=True,
+        constraint=NEW_ROWS,
         metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
         "test split, a day of traffic). Default: as many rows as the held-out split the threshold is fitted on "
@@ -273,55 +319,41 @@ class TrainOptions:
         None,
         "--epochs",
         estimator=True,
-        min=1,
+        constraint=AT_LEAST_ONE,
         help="Passes over the data for the streaming solvers fofo/ofo/lr (default 1).",
     )
     plot: str | Path | None = option(None, "--plot", help="Streaming solvers: draw online F vs rows seen to this PNG.")
     engine: str = option(
         "local",
         "--engine",
-        choices=("local", "dask"),
+        constraint=OneOf(("local", "dask")),
         help="local, or dask: --model gbdt --solver wce trains on Dask workers through XGBoost's Dask interface, "
         "each worker reading its parquet files (needs dmocli[dask,gbdt]).",
     )
     scheduler: str | None = option(
         None, "--scheduler", help="Dask scheduler ADDRESS for --engine dask (default: a local cluster of --workers)."
     )
-    workers: int = option(2, "--workers", min=1, help="Worker processes of the local Dask cluster (--engine dask).")
+    workers: int = option(
+        2, "--workers", constraint=AT_LEAST_ONE, help="Worker processes of the local Dask cluster (--engine dask)."
+    )
 
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)
         self.new_rows = read_new_rows(self.new_rows)  # the API may spell it as the command line does, or numpy
         self.cv = read_cv(self.cv)  # a number of folds or auto, as the command line spells it (typer gives text)
 
-    def problems(self) -> list[str]:
-        """What breaks a declared choice or range: every such option, checked before any data is read."""
-        problems = []
-        for spec in dataclasses.fields(self):
-            if spec.name == "new_rows":  # a count of rows or inf: new_rows_problem below
-                continue
-            if spec.name == "cv" and not isinstance(self.cv, int) and self.cv not in (None, CV_AUTO):
-                problems.append(f"--cv {self.cv!r} must be a number of folds K >= 2, 0 for none, or auto")
-                continue
-            value = getattr(self, spec.name)
-            problem = check_value(f"{flag_of(spec)} {value!r}", value, spec.metadata)
-            if problem is not None:
-                problems.append(problem)
-        problem = new_rows_problem(self.new_rows, self.confidence)
-        if problem is not None:
-            problems.append(problem)
-        problem = None if self.target is None else target_problem(self.target)
-        if problem is not None:
-            problems.append(problem)
-        return problems
+    def refusals(self) -> list[str]:
+        """What breaks a declared constraint, and --new-rows without the --confidence it qualifies: every such
+        option, checked before any data is read."""
+        errors = option_errors(self)
+        if self.new_rows is not None and self.confidence is None:
+            errors.append(NEW_ROWS_WITHOUT_CONFIDENCE)
+        return errors
 
 
 def target_problem(target: Any) -> str | None:
-    """What is wrong with a given --target, or None: fpor/frop need a rate strictly between 0 and 1 (the range
-    check_value cannot declare, its bounds being open)."""
-    if isinstance(target, numbers.Real) and not isinstance(target, bool) and 0.0 < target < 1.0:
-        return None
-    return f"--target {target} is outside (0, 1); give a value such as 0.8"
+    """What is wrong with a given --target, or None: fpor/frop need a rate strictly between 0 and 1."""
+    return failure(f"--target {target}", target, TARGET)
 
 
 def flag_of(spec: dataclasses.Field) -> str:
@@ -334,22 +366,9 @@ def estimator_fields() -> list[dataclasses.Field]:
     return [spec for spec in dataclasses.fields(TrainOptions) if spec.metadata["estimator"]]
 
 
-def _declared(name: str) -> Mapping[str, Any]:
-    """The declared checks of one TrainOptions field, for commands that take the same option without it."""
-    return next(spec.metadata for spec in dataclasses.fields(TrainOptions) if spec.name == name)
-
-
-def check_seed(seed: int) -> None:
-    """The seed check of the commands that have no TrainOptions (subsample, extract)."""
-    refuse([problem for problem in [check_value(f"--seed {seed}", seed, _declared("seed"))] if problem])
-
-
-CV_AUTO = "auto"  # --cv auto: folds or one held-out split by the count of positives (pipelines/cv_auto.py)
-
-
 def read_cv(value: Any) -> Any:
     """--cv as the command line spells it (`5`, `auto`) and a numpy integer as the int it is; anything else is
-    kept as given, for `TrainOptions.problems` to name."""
+    kept as given, for the CV constraint to name."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     if not isinstance(value, str):
@@ -362,14 +381,9 @@ def read_cv(value: Any) -> Any:
     return value
 
 
-NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
-POPULATION = math.inf  # --new-rows inf: the certificate is about the population value, not a finite sample's
-MAX_NEW_ROWS = 10**9  # beyond it the test over every count of the new sample takes minutes (docs/operating-points.md)
-
-
 def read_new_rows(text: Any) -> Any:
     """--new-rows as the command line spells it (a whole number of rows, or `inf` for the population value) and
-    a numpy integer as the int it is; anything else is kept as given, for `new_rows_problem` to name."""
+    a numpy integer as the int it is; anything else is kept as given, for the NEW_ROWS constraint to name."""
     if isinstance(text, numbers.Integral) and not isinstance(text, bool):
         return int(text)
     if not isinstance(text, str):
@@ -386,39 +400,18 @@ def read_new_rows(text: Any) -> Any:
     return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
-def new_rows_format_problem(new_rows: Any) -> str | None:
-    """What is wrong with the value of --new-rows, or None: it counts rows (at least one) unless it is inf."""
-    if new_rows is None or new_rows == POPULATION:
-        return None
-    if isinstance(new_rows, bool) or not isinstance(new_rows, (int, float)) or not float(new_rows).is_integer():
-        return f"--new-rows {new_rows!r} must be a whole number of rows (e.g. 2000) or inf (the population value)"
-    if new_rows < 1:
-        return f"--new-rows {new_rows!r} must be at least 1 (or inf for the population value)"
-    if new_rows > MAX_NEW_ROWS:
-        return (
-            f"--new-rows {new_rows!r} is more than {MAX_NEW_ROWS:,} rows, the most the new-sample test is run for "
-            "(its time grows with the count); give at most that, or inf for the population value"
-        )
-    return None
-
-
-def new_rows_problem(new_rows: Any, confidence: float | None) -> str | None:
-    """What is wrong with --new-rows, or None: it names the sample a --confidence guarantee is about, so it
-    means nothing without one, and its value must count rows or be inf."""
-    if new_rows is not None and confidence is None:
-        return NEW_ROWS_WITHOUT_CONFIDENCE
-    return new_rows_format_problem(read_new_rows(new_rows))
-
-
 def check_new_rows(new_rows: Any, confidence: float | None) -> None:
-    """The --new-rows check of `dmo threshold`, which has no TrainOptions."""
-    problem = new_rows_problem(new_rows, confidence)
+    """--new-rows where no TrainOptions holds it (threshold's pipeline, the search API): it names the sample a
+    --confidence guarantee is about, so it means nothing without one, and its value must count rows or be inf."""
+    if new_rows is not None and confidence is None:
+        raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
+    problem = failure(f"--new-rows {new_rows!r}", read_new_rows(new_rows), NEW_ROWS)
     if problem is not None:
         raise DmoError(problem)
 
 
 def check_confidence(confidence: float | None) -> None:
     """The level of the one-sided Clopper-Pearson bound: below 0.5 it would loosen the target, not guard it."""
-    problem = check_value(f"--confidence {confidence}", confidence, _declared("confidence"))
+    problem = failure(f"--confidence {confidence}", confidence, CONFIDENCE)
     if problem is not None:
         raise DmoError(f"{problem}, e.g. 0.95")

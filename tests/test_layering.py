@@ -15,7 +15,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dmocli"
 
 # Lowest first. A module may import its own layer or lower ones; within a layer, no cycle.
 LAYERS: list[tuple[str, ...]] = [
-    ("dmocli.errors", "dmocli.version", "dmocli.options", "dmocli.progress"),
+    (
+        "dmocli.errors",
+        "dmocli.version",
+        "dmocli.constraints",
+        "dmocli.options",
+        "dmocli.command_options",
+        "dmocli.progress",
+    ),
     ("dmocli.data",),
     ("dmocli.operating_point",),
     ("dmocli.prep",),

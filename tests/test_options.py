@@ -112,9 +112,9 @@ def test_evaluate_predict_and_refit_take_a_pandas_frame_as_train_does(tmp_path):
 def test_new_rows_is_a_count_or_inf_in_the_python_api_as_on_the_command_line():
     assert TrainOptions(confidence=0.95, new_rows="inf").new_rows == math.inf
     assert TrainOptions(confidence=0.95, new_rows=" 500 ").new_rows == 500
-    assert TrainOptions(confidence=0.95, new_rows=500).problems() == []
-    assert TrainOptions(confidence=0.95, new_rows=math.inf).problems() == []
-    assert TrainOptions(confidence=0.95, new_rows=2.5).problems() == [
+    assert TrainOptions(confidence=0.95, new_rows=500).refusals() == []
+    assert TrainOptions(confidence=0.95, new_rows=math.inf).refusals() == []
+    assert TrainOptions(confidence=0.95, new_rows=2.5).refusals() == [
         "--new-rows 2.5 must be a whole number of rows (e.g. 2000) or inf (the population value)"
     ]
-    assert TrainOptions(new_rows="inf").problems() == [NEW_ROWS_WITHOUT_CONFIDENCE]
+    assert TrainOptions(new_rows="inf").refusals() == [NEW_ROWS_WITHOUT_CONFIDENCE]

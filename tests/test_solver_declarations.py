@@ -150,10 +150,10 @@ def test_the_command_refuses_an_unadvertised_model_before_reading_data(dmo, tmp_
 
 
 def test_the_listing_for_people_says_the_same(dmo, monkeypatch):
-    from dmocli.cli import describe
+    from dmocli.cli import output
 
     # one table row per parameter; the console read COLUMNS when first imported, so set its width itself
-    monkeypatch.setattr(describe.out, "width", 250)
+    monkeypatch.setattr(output.out, "width", 250)
     code, out, _ = dmo("solvers", "ero")
     assert code == 0
     assert "(only --model linear, mlp, without torchrun)" in next(

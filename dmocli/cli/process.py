@@ -17,9 +17,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dmocli.cli.app import app, err, printed_reports
+from dmocli.cli.app import app
 from dmocli.cli.command_line import click_command, refuse_repeated_options
 from dmocli.cli.machine_failures import MACHINE_FAILURE, machine_failure
+from dmocli.cli.output import err, printed_reports
 from dmocli.data.outputs import outputs_together
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, ReaderStopped, UnreachableTarget, speak_cli

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from dmocli.command_options import ExtractOptions
 from dmocli.data import outputs
 from dmocli.errors import DmoError
 from dmocli.extract.backbones import Backbone, load_backbone
@@ -22,7 +23,7 @@ from dmocli.extract.items import Items, discover, walk_warnings
 from dmocli.extract.store import Store, make_schema
 from dmocli.extract.views import parse_views
 from dmocli.models.networks import resolve_device
-from dmocli.options import check_seed
+from dmocli.options import option_errors, refuse
 from dmocli.report import envelope, write_report
 
 DTYPES = {
@@ -34,27 +35,6 @@ DTYPES = {
     "float16": torch.float16,
 }
 Progress = Callable[[int], None]
-
-
-@dataclass
-class ExtractOptions:
-    """Every option of `dmo extract`; the CLI fills it, Python callers may too."""
-
-    kind: str = "auto"  # image | text | auto (a table or a folder of .txt is text, a folder of images is image)
-    model: str | None = None  # local folder or cached hub name; None: the default of the kind
-    device: str = "auto"
-    batch_size: int = 64
-    dtype: str = "auto"  # auto (bf16 on CUDA for images when supported, else fp32) | fp32 | bf16 | fp16
-    workers: int | None = None  # image decode processes; None: one per core, at most 8
-    pooling: str = "auto"  # auto | cls | mean
-    normalize: bool | None = None  # L2-normalize; None: as the checkpoint says (sentence-transformers), else no
-    views: str | None = None  # e.g. "weak:1,strong:2"
-    seed: int = 0
-    resume: bool = False
-    text_col: str = "text"
-    label_col: str = "label"
-    max_length: int | None = None
-    checkpoint_every: int = 4096
 
 
 def resolve_dtype(name: str, device: torch.device, kind: str) -> torch.dtype | None:
@@ -192,17 +172,8 @@ def extract(
     outputs.refuse_csv_output(output, "the feature table")
     if outputs.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
         raise DmoError(f"-o {output} is a device or pipe; extract writes a parquet file (and checkpoints beside it)")
-    if opts.batch_size < 1:
-        raise DmoError(f"--batch-size must be at least 1, got {opts.batch_size}")
-    check_seed(opts.seed)
-    if opts.max_length is not None and opts.max_length < 3:  # [CLS] and [SEP] alone: every text the same vector
-        raise DmoError(
-            f"--max-length {opts.max_length} leaves no room for text beside the tokenizer's special "
-            "tokens; give at least 3, or leave it out for the model's limit"
-        )
+    refuse(option_errors(opts))  # every declared constraint (dmocli/command_options.py), in one message
     workers = default_workers() if opts.workers is None else opts.workers
-    if workers < 0:
-        raise DmoError(f"--workers must be 0 (decode in the main process) or more, got {workers}")
     views = parse_views(opts.views)
     device = resolve_device(opts.device)
     items = discover(source, opts.kind, opts.text_col, opts.label_col)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dmocli.constraints import failure
 from dmocli.errors import DmoError, option_hint
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_lower, clopper_pearson_upper
 from dmocli.operating_point.problems import Problem
-from dmocli.options import check_value
+from dmocli.options import CONFIDENCE
 
 _TRIALS = {"precision": ("tp", "fp"), "recall": ("tp", "fn")}  # successes, failures of each metric's binomial
 
@@ -24,7 +25,7 @@ def check_gate_confidence(confidence: float | None) -> None:
     """The level of the upper bound: below 0.5 the bound would sit under the point estimate and fail models that
     meet their target."""
     label = f"{option_hint('--gate-confidence ', 'gate_confidence=')}{confidence}"
-    problem = check_value(label, confidence, {"min": 0.5, "below": 1.0})
+    problem = failure(label, confidence, CONFIDENCE)
     if problem is not None:
         raise DmoError(f"{problem}, e.g. 0.95")
 

@@ -172,7 +172,7 @@ def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
     """`dmo check`: the survey of DATA as a report; `ok` is whether `dmo train` with these options would take
     the data (the caller exits 2 when not). Every option is checked as train checks it, all at once; DATA is read
     whole, whichever the solver (a streaming one refuses the same problems, batch by batch)."""
-    problems = opts.problems()
+    problems = opts.refusals()
     try:
         solver = get_solver(opts.solver)
     except DmoError as exc:

@@ -28,51 +28,23 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from dmocli.command_options import SubsampleOptions
 from dmocli.data import outputs, reading, sinks
 from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture, build_network, logits_of
-from dmocli.options import check_seed
+from dmocli.options import option_errors, refuse
 from dmocli.prep.columns import OFFSET_PREFIX, ColumnPlan, plan_columns
 from dmocli.prep.dataset import offset_column, prepare
 from dmocli.prep.features import Preprocessor
 from dmocli.prep.labels import LabelSpec, check_label_type, label_counts, label_spec_from_counts
 from dmocli.report import envelope, write_report
-from dmocli.solvers.subsampling.acceptance import (
-    METHODS,
-    acceptance,
-    case_control_rates,
-    check_gamma,
-    check_pilot_classes,
-    row_generator,
-)
+from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates, check_pilot_classes, row_generator
 from dmocli.solvers.subsampling.lus import LogisticParams, fit_offset_logistic, softmax_proba
 
 METADATA_KEY = b"dmocli.subsample"
 COUNT_KEYS = ("rows", "unlabeled", "pilot_rows", "pilot_written", "eligible", "kept", "expected", "pilot_correct")
-
-
-@dataclass
-class SubsampleOptions:
-    """Every option of `dmo subsample`; the CLI fills it, Python callers may too."""
-
-    gamma: float | None = None
-    method: str = "lus"
-    pilot_frac: float = 0.1
-    pilot_max_rows: int = 200_000
-    pilot_model: str = "linear"
-    match_size: bool = False
-    keep_pilot: bool = True
-    seed: int = 0
-    label_col: str = "label"
-    drop: tuple[str, ...] = ()
-    embedding_col: str | None = None
-    impute: str = "none"
-    engine: str = "local"
-    scheduler: str | None = None
-    workers: int = 2
-    batch_rows: int = 65536
 
 
 @dataclass
@@ -232,18 +204,10 @@ def refuse_empty(parts: list[dict[str, Any]]) -> None:
 
 
 def _check(opts: SubsampleOptions) -> None:
-    if opts.method not in METHODS:
-        raise DmoError(f"--method {opts.method!r} is not known (use {', '.join(METHODS)})")
+    """Every declared constraint (dmocli/command_options.py) in one message, then what needs two options."""
+    refuse(option_errors(opts))
     if opts.gamma is None:
         raise DmoError("--gamma G is required (>= 1: keep about 1/G of the rows at most)")
-    check_gamma(opts.gamma)
-    check_seed(opts.seed)
-    if not 0.0 < opts.pilot_frac < 1.0:
-        raise DmoError(f"--pilot-frac {opts.pilot_frac:g} must be in (0, 1)")
-    if opts.pilot_model not in ("linear", "mlp"):
-        raise DmoError(f"--pilot-model {opts.pilot_model!r} is not known (use linear or mlp)")
-    if opts.pilot_max_rows < 2 or opts.batch_rows < 1:
-        raise DmoError("--pilot-max-rows must be at least 2 and --batch-rows at least 1")
     if opts.match_size and opts.method == "lus":
         raise DmoError("--match-size sizes uniform/case-control like LUS; it does not apply to --method lus")
 

@@ -109,14 +109,12 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     the declared choices and ranges, the --model kinds the solver declares for the --engine (`Solver.engines`),
     each `--param`'s declared scope, and the options this run would ignore; every problem in one message.
     Reads no data, so `dmo solvers --json` can be checked against it without training."""
-    problems = opts.problems()
+    problems = opts.refusals()
     try:
         solver = get_solver(opts.solver)
     except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
         refuse([*problems, str(exc)])
         raise
-    if opts.cv == 1:  # a range check cannot say "0 or at least 2"
-        problems.append("--cv 1 leaves no fold to hold out; give --cv K with K >= 2 (or --cv 0 for none)")
     problems += _capability_problems(opts, solver)
     problems += _problem_kind_problems(opts, solver)
     params = None

@@ -1,10 +1,11 @@
-"""The options of `dmo train`, made from TrainOptions' declaration (dmocli/options.py).
+"""A command's options, made from its declaration: TrainOptions (dmocli/options.py) or another command's
+dataclass of `option(...)` fields.
 
 typer reads a command's options from its function signature. Writing that
-signature by hand repeated every flag, default and help text of TrainOptions
-(and they drifted), so `takes_train_options` builds it from the dataclass
-fields instead: the command function declares only what is not a training
-option (DATA, -o, --report, --json) and receives one TrainOptions.
+signature by hand repeated every flag, default and help text of the
+declaration (and they drifted), so `takes_options` builds it from the dataclass
+fields instead: the command function declares only its arguments and outputs
+(DATA, -o, --report, --json) and receives one filled declaration.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import typer
 from rich.markup import escape
 
 from dmocli.errors import DmoError
-from dmocli.options import TrainOptions, read_new_rows
+from dmocli.options import option_errors, read_new_rows, refuse
+
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 # How the command line spells the fields whose Python type typer cannot take as is: repeatable options are lists,
 # paths are Paths (the Python API also takes strings), and --param is a list of KEY=VALUE strings.
@@ -59,9 +62,11 @@ def parse_class_targets(values: list[str]) -> dict[str, str]:
 
 
 def _cli_type(name: str, annotation: Any) -> Any:
-    """The field's type as typer takes it: `X | None` becomes Optional[X]."""
+    """The field's type as typer takes it: `X | None` becomes Optional[X], a tuple a repeatable list."""
     if name in CLI_TYPES:
         return CLI_TYPES[name]
+    if typing.get_origin(annotation) is tuple:
+        return list[typing.get_args(annotation)[0]]
     args = typing.get_args(annotation)
     if type(None) in args:
         (inner,) = [arg for arg in args if arg is not type(None)]
@@ -94,13 +99,18 @@ IGNORED_PANEL = "Options of dmo train, accepted and ignored"
 TRAIN_OUTPUTS = {"output": ("--output", "-o"), "report": ("--report",)}
 
 
-def option_parameters(used: Collection[str] | None = None) -> list[inspect.Parameter]:
-    """One keyword parameter per TrainOptions field, with its typer.Option (flags, default, help); with `used`, the
-    fields not named there are listed apart in --help, as accepted and ignored."""
-    hints = typing.get_type_hints(TrainOptions)
+# Each generated command's declaration, by command name: what tests/test_option_constraints.py runs every
+# constraint's failing values through.
+DECLARATIONS: dict[str, type] = {}
+
+
+def option_parameters(declaration: type, used: Collection[str] | None = None) -> list[inspect.Parameter]:
+    """One keyword parameter per field of `declaration`, with its typer.Option (flags, default, help); with
+    `used`, the fields not named there are listed apart in --help, as accepted and ignored."""
+    hints = typing.get_type_hints(declaration)
     parameters = []
-    for spec in dataclasses.fields(TrainOptions):
-        default = [] if spec.name in ("drop", "params", "class_target") else spec.default
+    for spec in dataclasses.fields(declaration):
+        default = [] if spec.default is dataclasses.MISSING or isinstance(spec.default, tuple) else spec.default
         help_text = escape(spec.metadata["help"])  # `dmocli[gbdt]` is an install command, not rich markup
         info = typer.Option(
             default,
@@ -110,53 +120,65 @@ def option_parameters(used: Collection[str] | None = None) -> list[inspect.Param
             rich_help_panel=None if used is None or spec.name in used else IGNORED_PANEL,
         )
         parameters.append(
-            inspect.Parameter(
-                spec.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=info,
-                annotation=_cli_type(spec.name, hints[spec.name]),
-            )
+            inspect.Parameter(spec.name, KEYWORD, default=info, annotation=_cli_type(spec.name, hints[spec.name]))
         )
     return parameters
 
 
-def options_from_cli(values: dict[str, Any]) -> TrainOptions:
-    """TrainOptions from the parsed command line (lists back to the dataclass's types)."""
+def options_from_cli(declaration: type, values: dict[str, Any]) -> Any:
+    """The declaration filled from the parsed command line (lists back to tuples, KEY=VALUE lists to dicts)."""
     values = dict(values)
-    if "drop" in values:
-        values["drop"] = tuple(values["drop"])
+    hints = typing.get_type_hints(declaration)
+    for name, value in values.items():
+        if typing.get_origin(hints[name]) is tuple:
+            values[name] = tuple(value)
     if "params" in values:
         values["params"] = parse_params(values["params"])
     if "new_rows" in values:
         values["new_rows"] = read_new_rows(values["new_rows"])
     if "class_target" in values:
         values["class_target"] = parse_class_targets(values["class_target"])
-    return TrainOptions(**values)
+    return declaration(**values)
 
 
-def takes_train_options(command: Callable[..., None] | None = None, *, used: Collection[str] | None = None) -> Any:
-    """Turn `command(..., options: TrainOptions)` into a typer command with one option per TrainOptions field.
+def takes_options(
+    declaration: type,
+    command: Callable[..., None] | None = None,
+    *,
+    used: Collection[str] | None = None,
+    check: bool = True,
+) -> Any:
+    """Turn `command(..., options: DECLARATION)` into a typer command with one option per declared field.
 
-    `@takes_train_options(used=CHECKED_OPTIONS)`: a command that takes a whole `dmo train` command line (its -o
-    and --report too), so one can be copied into it as is, and uses the options in `used`; --help lists the others
-    apart. The generated options follow the command's first parameter (DATA) and precede its other ones, as `dmo
-    train --help` lists them.
+    The generated options take the place of the command's `options` parameter, so --help lists them where the
+    command puts that parameter (after DATA in `dmo train`, after --json in `dmo evaluate`). With `check`, every
+    declared constraint is checked before the command runs, all refusals in one message (train's pipeline
+    checks its own, with the solver's, so `dmo train` passes check=False). `@takes_options(TrainOptions, used=
+    CHECKED_OPTIONS)`: a command that takes a whole `dmo train` command line (its -o and --report too), so one
+    can be copied into it as is, and uses the options in `used`; --help lists the others apart.
     """
     if command is None:
-        return functools.partial(takes_train_options, used=used)
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    generated = option_parameters(used)
+        return functools.partial(takes_options, declaration, used=used, check=check)
+    DECLARATIONS[command.__name__] = declaration
+    signature = list(inspect.signature(command, eval_str=True).parameters.values())
+    at = [p.name for p in signature].index("options")
+    generated = option_parameters(declaration, used)
     names = {p.name for p in generated}
     outputs = [] if used is None else _train_outputs()
 
     @functools.wraps(command)
     def wrapper(**values: Any) -> None:
-        options = options_from_cli({name: values.pop(name) for name in names})
+        options = options_from_cli(declaration, {name: values.pop(name) for name in names})
+        if check:
+            refuse(option_errors(options))
         for parameter in outputs:
             values.pop(parameter.name)
         command(**values, options=options)
 
-    parameters = [own[0], *generated, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]), *outputs]
+    def keyword(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
+        return [p if isinstance(p.default, typer.models.ArgumentInfo) else p.replace(kind=KEYWORD) for p in parameters]
+
+    parameters = [*keyword(signature[:at]), *generated, *keyword(signature[at + 1 :]), *outputs]
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the signature above, not the wrapped function's
@@ -168,7 +190,7 @@ def _train_outputs() -> list[inspect.Parameter]:
     return [
         inspect.Parameter(
             name,
-            inspect.Parameter.KEYWORD_ONLY,
+            KEYWORD,
             default=typer.Option(
                 None, *flags, help="Where dmo train writes; ignored here.", rich_help_panel=IGNORED_PANEL
             ),

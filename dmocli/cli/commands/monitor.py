@@ -1,0 +1,77 @@
+"""`dmo monitor`: the options MonitorOptions declares (dmocli/command_options.py), one call of
+`pipelines.monitor.monitor`, and its summary lines."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from dmocli.cli.declared import takes_options
+from dmocli.cli.output import emit, report_on_refusal
+from dmocli.command_options import MonitorOptions
+
+
+@takes_options(MonitorOptions)
+def monitor(
+    model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
+    data: Path = typer.Argument(..., help="New rows, labels not needed (`-`: a CSV on standard input)."),
+    options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
+) -> None:
+    """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
+    the model's threshold, and drift.
+
+    Example: dmo monitor fraud.safetensors march.parquet --gate --chunk-col week
+    """
+    from dmocli.pipelines.monitor import monitor as run_monitor
+
+    with report_on_refusal(as_json):
+        result = run_monitor(model, data, **dataclasses.asdict(options), report_path=report)
+    emit(result, as_json, _monitor_lines(result))
+
+
+def _monitor_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"model: {report['model']}  threshold (logit): {report['threshold']:.6g}  rows: {report['rows']}"]
+    lines += _monitor_section(report)
+    for chunk in report.get("chunks", []):
+        rate, shift = chunk["positive_rate"], chunk["label_shift"]
+        lines.append(
+            f"  chunk {chunk['chunk']}: rows {chunk['rows']}  rate {rate['estimate']:.4f}  precision "
+            f"{shift['precision']:.4f}  recall {shift['recall']:.4f}"
+        )
+    gate = report["gate"]
+    lines.append("gate: passed" if gate["passed"] else f"gate: failed: {gate['reasons'][0]}")
+    return lines
+
+
+def _monitor_section(section: dict[str, Any]) -> list[str]:
+    rate, shift, covariate = section["positive_rate"], section["label_shift"], section["covariate_shift"]
+    low, high = rate["interval"]
+    lines = [
+        f"positive rate: {rate['estimate']:.4f} [{low:.4f}, {high:.4f}] ({rate['method']}); trained at "
+        f"{rate['training']:.4f}; predicted positive {rate['classify_and_count']:.4f}",
+        _estimate_line("label shift", shift),
+        _estimate_line("covariate shift", covariate),
+    ]
+    if not section["assumptions"]["agree"]:
+        lines.append(f"  {section['assumptions']['note']}")
+    if "realized" in section:
+        lines.append(_estimate_line(f"realized on {section['realized']['rows']} labels", section["realized"]))
+    for drift in section.get("drift", [])[:5]:
+        lines.append(f"  drift {drift['name']}: PSI {drift['psi']:.3f} ({drift['severity']}), p {drift['p_value']:.2g}")
+    return lines
+
+
+def _estimate_line(name: str, figures: dict[str, Any]) -> str:
+    parts = []
+    for metric in ("precision", "recall", "f_beta"):
+        value, interval = figures.get(metric), figures.get(f"{metric}_interval")
+        if value is None:
+            continue
+        shown = "" if not interval else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        parts.append(f"{metric} {value:.4f}{shown}")
+    return f"  {name}: " + "  ".join(parts)

@@ -1,0 +1,328 @@
+"""The options of `dmo threshold`, `evaluate`, `predict`, `monitor`, `subsample` and `extract`, declared once,
+as TrainOptions declares `dmo train`'s.
+
+Each field is an `option(...)`: its flags, default, help text and constraint. The CLI builds the command from
+the dataclass (dmocli/cli/declared.py) and checks every constraint before the command runs; the Python API
+takes the same dataclass, so a default (subsample's `pilot_max_rows`, `batch_rows`, extract's `batch_size`) is
+written in one place.
+The declarations live here, below every pipeline, so that `dmo --help` builds them without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dmocli.constraints import Interval, OneOf
+from dmocli.options import AT_LEAST_ONE, CONFIDENCE, NEW_ROWS, SEED, TARGET, option, problem_kind
+
+ENGINE_HELP = (
+    "local (record batches in this process) or dask (partitions on Dask workers, parquet only; needs dmocli[dask])."
+)
+SCHEDULER_HELP = "Dask scheduler ADDRESS (default: a local cluster of --workers processes)."
+WORKERS_HELP = "Worker processes of the local Dask cluster."
+SUBSAMPLE_METHODS = ("lus", "uniform", "case-control")  # as solvers/acceptance.py's METHODS
+ENGINES = ("local", "dask")  # as engines/choice.py's
+
+
+# A confidence level given alone (threshold, the evaluate gate), with an example: below 0.5 a lower bound would
+# loosen the target and an upper bound fail models that meet it.
+CONFIDENCE_LEVEL = Interval(float, 0.5, 1, closed="left", message="must be in [0.5, 1), e.g. 0.95")
+
+
+def engine_option() -> Any:
+    """--engine of the commands that map record batches over an engine (evaluate, predict, subsample, threshold)."""
+    return option("local", "--engine", constraint=OneOf(ENGINES), help=ENGINE_HELP)
+
+
+def scheduler_option() -> Any:
+    return option(None, "--scheduler", help=SCHEDULER_HELP)
+
+
+def workers_option() -> Any:
+    return option(2, "--workers", constraint=AT_LEAST_ONE, help=WORKERS_HELP)
+
+
+def strict_option() -> Any:
+    """--strict of the commands that score a model on new rows (evaluate, predict)."""
+    return option(
+        False,
+        "--strict",
+        help="Refuse drift (exit 2, nothing written): a text column with more than --max-unseen of its rows at "
+        "levels training never saw, or a numeric column missing in every row. Without it, drift is a warning.",
+    )
+
+
+def max_unseen_option() -> Any:
+    return option(
+        None,
+        "--max-unseen",
+        metavar="FRACTION",
+        constraint=Interval(
+            float, 0, 1, closed="left", message="is a share of rows: give a number from 0 to below 1 (e.g. 0.01)"
+        ),
+        help="Share of a column's rows at unseen levels that --strict tolerates (default 0.01; implies --strict).",
+    )
+
+
+@dataclass
+class ThresholdOptions:
+    """Every option of `dmo threshold` but its outputs (-o, --report, --json)."""
+
+    problem: str | None = option(
+        None,
+        "--problem",
+        "-p",
+        constraint=OneOf(("fpor", "frop", "ofbs")),
+        help="fpor, frop or ofbs (any case). Default: the problem, target and --confidence stored in MODEL.",
+    )
+    target: float | None = option(None, "--target", "-a", constraint=TARGET, help="Target in (0,1) for fpor/frop.")
+    beta: float | None = option(
+        None,
+        "--beta",
+        constraint=Interval(
+            float,
+            0,
+            None,
+            closed="neither",
+            message="must be a positive finite number (1 weighs precision and recall alike)",
+        ),
+        help="Beta of F-beta (default 1).",
+    )
+    confidence: float | None = option(
+        None, "--confidence", constraint=CONFIDENCE_LEVEL, help="Clopper-Pearson lower bound level (e.g. 0.95)."
+    )
+    new_rows: int | float | None = option(
+        None,
+        "--new-rows",
+        metavar="N|inf",
+        constraint=NEW_ROWS,
+        help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
+        "(default: as many as DATA's labeled rows, or as NEW has with --adapt; inf: the population value). "
+        "Without --problem and "
+        "--confidence, the model's own certificate is re-fitted with the sample size it stored.",
+    )
+    allow_infeasible: bool = option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable.")
+    allow_train_rows: bool = option(
+        False,
+        "--allow-train-rows",
+        help="Fit on DATA even when it holds the rows MODEL was trained on (refused by default: optimistic).",
+    )
+    adapt: Path | None = option(
+        None,
+        "--adapt",
+        metavar="NEW",
+        help="Move the threshold for the positive rate estimated on these unlabeled rows (label shift; no DATA).",
+    )
+    prior: float | None = option(
+        None, "--prior", metavar="R", help="Move the threshold for this known positive rate (label shift; no DATA)."
+    )
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+
+    def __post_init__(self) -> None:
+        self.problem = problem_kind(self.problem)  # FPOR, as papers write it
+
+
+@dataclass
+class EvaluateOptions:
+    """Every option of `dmo evaluate` but its outputs (--report, --plot, --json)."""
+
+    strict: bool = strict_option()
+    max_unseen: float | None = max_unseen_option()
+    gate: bool = option(
+        False,
+        "--gate",
+        help="Exit 3 (with the full report) when DATA shows the model's target missed: its precision (fpor) or "
+        "recall (frop) below the target. An ofbs or multi-class model has no target: nothing is checked, and a "
+        "warning says so.",
+    )
+    gate_confidence: float | None = option(
+        None,
+        "--gate-confidence",
+        metavar="C",
+        constraint=CONFIDENCE_LEVEL,
+        help="Fail the gate only when DATA rules the target out: the metric's one-sided Clopper-Pearson upper "
+        "bound at level C (e.g. 0.95) is below it, so a small holdout's chance dip passes (implies --gate).",
+    )
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+
+
+@dataclass
+class PredictOptions:
+    """Every option of `dmo predict` but its outputs (-o, --json)."""
+
+    id_col: str | None = option(None, "--id-col", help="Column to copy into the output to identify rows.")
+    csv_escape: bool = option(
+        True,
+        "--csv-escape/--no-csv-escape",
+        help="CSV output: put a ' before text cells starting with = + - @ tab or CR, which spreadsheets would run "
+        "as formulas; --no-csv-escape writes them verbatim.",
+    )
+    explain: int | None = option(
+        None,
+        "--explain",
+        metavar="K",
+        constraint=Interval(
+            int, 1, None, message="is how many contributions to write per row: give a whole number from 1"
+        ),
+        help="Also each row's K largest contributions to its logit: explain_<i>_feature and explain_<i>_value "
+        "(linear: exact; gbdt: XGBoost's pred_contribs; mlp: integrated gradients).",
+    )
+    strict: bool = strict_option()
+    max_unseen: float | None = max_unseen_option()
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+
+
+@dataclass
+class MonitorOptions:
+    """Every option of `dmo monitor` (docs/monitoring.md)."""
+
+    gate: bool = option(
+        False,
+        "--gate",
+        help="Exit 3 when the estimate rules the target out or a feature drifts past the limit (PSI >= 0.25 "
+        "and significant).",
+    )
+    chunk_col: str | None = option(None, "--chunk-col", help="Also per value of this column, in order.")
+    chunk_size: int | None = option(
+        None, "--chunk-size", constraint=AT_LEAST_ONE, help="Also per this many consecutive rows."
+    )
+    confidence: float = option(
+        0.95, "--confidence", constraint=CONFIDENCE, help="Level of the intervals (default 0.95)."
+    )
+
+
+@dataclass
+class SubsampleOptions:
+    """Every option of `dmo subsample`; the CLI fills it, Python callers may too."""
+
+    gamma: float | None = option(
+        None,
+        "--gamma",
+        "-g",
+        constraint=Interval(float, 1, None, message="must be >= 1 (the subsample keeps at most 1/gamma of the rows)"),
+        help="LUS: variance <= gamma x full-data MLE with at most n/gamma rows; baselines keep n/gamma rows.",
+    )
+    method: str = option(
+        "lus",
+        "--method",
+        constraint=OneOf(SUBSAMPLE_METHODS),
+        help="lus, uniform or case-control (equal count per class).",
+    )
+    pilot_frac: float = option(
+        0.1,
+        "--pilot-frac",
+        constraint=Interval(float, 0, 1, closed="neither"),
+        help="Uniform fraction of rows for the pilot model (not drawn again by the acceptance pass).",
+    )
+    pilot_max_rows: int = option(
+        200_000,
+        "--pilot-max-rows",
+        constraint=Interval(int, 2, None),
+        help="Cap on pilot rows, so memory does not grow with the data.",
+    )
+    pilot_model: str = option(
+        "linear",
+        "--pilot-model",
+        constraint=OneOf(("linear", "mlp")),
+        help="Pilot network: linear (multinomial logistic) or mlp.",
+    )
+    match_size: bool = option(
+        False,
+        "--match-size",
+        help="uniform/case-control: keep as many rows as LUS would (its expected size plus its pilot).",
+    )
+    keep_pilot: bool = option(
+        True,
+        "--keep-pilot/--no-keep-pilot",
+        help="LUS: also write the pilot's labeled rows, with log_accept 0 for every class (a uniform draw needs "
+        "no correction), so training uses every row the pilot read.",
+    )
+    label_col: str = option("label", "--label-col", help="Name of the label column.")
+    drop: tuple[str, ...] = option((), "--drop", help="Column the pilot must ignore (repeatable); it is still copied.")
+    embedding_col: str | None = option(None, "--embedding-col", help="List column to use as the feature vector.")
+    impute: str = option("none", "--impute", help="none or median (pilot features).")
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
+    batch_rows: int = option(
+        65536,
+        "--batch-rows",
+        constraint=AT_LEAST_ONE,
+        help="Rows per record batch (local engine); part of what --seed reproduces.",
+    )
+    seed: int = option(
+        0, "--seed", constraint=SEED, help="Random seed; same data, options and seed give the same subsample."
+    )
+
+
+@dataclass
+class ExtractOptions:
+    """Every option of `dmo extract` but its outputs (-o, --report, --json); the CLI fills it, Python callers may
+    too. The runner (dmocli/extract/runner.py) checks the declared constraints once the outputs are checked."""
+
+    kind: str = option("auto", "--kind", help="image, text or auto (a table or .txt folder is text).")
+    model: str | None = option(
+        None,
+        "--model",
+        help="Local model folder (save_pretrained layout, or a timm "
+        "folder) or a hub name already in the local Hugging Face cache; offline only. "
+        "Default: facebook/dinov2-small (image), sentence-transformers/all-MiniLM-L6-v2 (text).",
+    )
+    device: str = option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
+    batch_size: int = option(64, "--batch-size", constraint=AT_LEAST_ONE, help="Items per forward pass.")
+    dtype: str = option(
+        "auto", "--dtype", help="auto (bf16 for images on CUDA, else fp32), fp32, bf16 or fp16 (autocast)."
+    )
+    workers: int | None = option(
+        None,
+        "--workers",
+        constraint=Interval(int, 0, None, message="must be 0 (decode in the main process) or more"),
+        help="Image decode worker processes (0: in the main process; default: one per core, at most 8).",
+    )
+    pooling: str = option(
+        "auto",
+        "--pooling",
+        help="cls, mean (text: attention-masked) or auto (the checkpoint's own; else mean for text, cls for images).",
+    )
+    normalize: bool | None = option(
+        None,
+        "--normalize/--no-normalize",
+        help="L2-normalize the features (default: as a sentence-transformers checkpoint says, else no).",
+    )
+    views: str | None = option(
+        None,
+        "--views",
+        help="Augmented image views as extra columns, e.g. weak:1,strong:2 -> features_weak_0, features_strong_0, "
+        "features_strong_1.",
+    )
+    seed: int = option(0, "--seed", constraint=SEED, help="Seed of the augmented views.")
+    resume: bool = option(
+        False,
+        "--resume",
+        help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest.",
+    )
+    checkpoint_every: int = option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items.")
+    text_col: str = option("text", "--text-col", help="Text column of a table.")
+    label_col: str = option(
+        "label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."
+    )
+    max_length: int | None = option(
+        None,
+        "--max-length",
+        constraint=Interval(
+            int,
+            3,
+            None,
+            message="leaves no room for text beside the tokenizer's special tokens; give at least 3, or leave it out "
+            "for the model's limit",
+        ),
+        help="Truncate texts to this many tokens (default: the model's limit).",
+    )

@@ -1,0 +1,233 @@
+"""What values an option admits, as objects: one validator gives every refusal its message, and every
+declaration can generate the values it must refuse, for the tests.
+
+Flat `min`/`max`/`below` keys could not say "strictly between 0 and 1", "0, or at least 2, or auto", or "a whole
+number of rows or inf", so each such option grew its own check. A constraint here says it once (the idea of
+scikit-learn's `sklearn/utils/_param_validation.py`): `Interval` (open or closed at each end), `OneOf` (named
+choices or special values), `AnyOf` (a union: any member admits), `AllOf` (every member admits) and `Except`
+(a value refused for a stated reason). `failure` is the one validator; `invalid_values` lists values that fail.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+CLOSED = ("both", "left", "right", "neither")
+
+
+def choice_list(choices: Any) -> str:
+    """`a, b or c`: how messages list the allowed values."""
+    shown = [str(choice) for choice in choices]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def _number(value: float) -> str:
+    """A bound as messages write it: `1`, not `1.0`; `0.5`; `1e-06`."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class Constraint:
+    """What one option admits. `takes` says whether the value is of the kind this constraint is about (a number
+    for an interval, a name for a choice), which a union uses to pick the member whose message fits."""
+
+    def admits(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def takes(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def reason(self, value: Any) -> str:
+        """Why `value` is refused, as the words after its label (`must be at least 1`)."""
+        raise NotImplementedError
+
+    def invalid(self) -> list[Any]:
+        """Values this constraint refuses: just outside each closed end, at each open end, of a wrong kind."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Interval(Constraint):
+    """Numbers of `kind` (int: whole numbers only; float: any finite real) from `low` to `high` (None: no
+    bound), each end closed or open as `closed` says. `message` replaces the generated reason where a
+    declaration says it better (`is outside (0, 1); give a value such as 0.8`)."""
+
+    kind: type
+    low: float | None
+    high: float | None
+    closed: str = "both"
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in (int, float) or self.closed not in CLOSED:
+            raise ValueError(f"Interval({self.kind!r}, closed={self.closed!r}): kind int|float, closed one of {CLOSED}")
+
+    def takes(self, value: Any) -> bool:
+        return isinstance(value, numbers.Integral if self.kind is int else numbers.Real) and not isinstance(value, bool)
+
+    def admits(self, value: Any) -> bool:
+        if not self.takes(value) or not math.isfinite(value):
+            return False
+        low_closed, high_closed = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.low is not None and not (value >= self.low if low_closed else value > self.low):
+            return False
+        return self.high is None or (value <= self.high if high_closed else value < self.high)
+
+    def reason(self, value: Any) -> str:
+        if self.message is not None:
+            return self.message
+        if not self.takes(value):
+            return f"must be {'a whole number' if self.kind is int else 'a number'}"
+        if not math.isfinite(value):
+            return "must be a finite number"
+        low_closed, high_closed = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.low is not None and self.high is not None and not (low_closed and high_closed):
+            left, right = "[" if low_closed else "(", "]" if high_closed else ")"
+            return f"must be in {left}{_number(self.low)}, {_number(self.high)}{right}"
+        if self.low is not None and (value < self.low or (value == self.low and not low_closed)):
+            if low_closed:
+                return f"must be at least {_number(self.low)}"
+            return "must be positive" if self.low == 0 else f"must be above {_number(self.low)}"
+        return f"must be at most {_number(self.high)}" if high_closed else f"must be below {_number(self.high)}"
+
+    def invalid(self) -> list[Any]:
+        values: list[Any] = ["x"]
+        if self.kind is int:
+            values.append(1.5)
+            if self.low is not None:
+                values.append(self.low - 1 if self.closed in ("both", "left") else self.low)
+            if self.high is not None:
+                values.append(self.high + 1 if self.closed in ("both", "right") else self.high)
+        else:
+            values += [math.nan, math.inf]
+            if self.low is not None:
+                values.append(math.nextafter(self.low, -math.inf) if self.closed in ("both", "left") else self.low)
+            if self.high is not None:
+                values.append(math.nextafter(self.high, math.inf) if self.closed in ("both", "right") else self.high)
+        return values
+
+
+@dataclass(frozen=True)
+class OneOf(Constraint):
+    """One of `values`: named choices (`linear`, `mlp`) or special values a union adds (`auto`, 0, inf)."""
+
+    values: tuple[Any, ...]
+
+    def takes(self, value: Any) -> bool:
+        """False: a value outside a union's choices (`--cv many`) is told the whole union, not `use auto`."""
+        return False
+
+    def admits(self, value: Any) -> bool:
+        try:
+            return value in self.values
+        except TypeError:  # an unhashable or incomparable value is no choice
+            return False
+
+    def reason(self, value: Any) -> str:
+        return f"is not known (use {choice_list(self.values)})"
+
+    def invalid(self) -> list[Any]:
+        names = [choice for choice in self.values if isinstance(choice, str)]
+        return ["not-" + names[0]] if names else ["x"]
+
+
+@dataclass(frozen=True)
+class Except(Constraint):
+    """Any value but `values`, refused for the reason `why` (`--cv 1` leaves no fold to hold out)."""
+
+    values: tuple[Any, ...]
+    why: str
+
+    def takes(self, value: Any) -> bool:
+        return True
+
+    def admits(self, value: Any) -> bool:
+        return value not in self.values
+
+    def reason(self, value: Any) -> str:
+        return self.why
+
+    def invalid(self) -> list[Any]:
+        return list(self.values)
+
+
+@dataclass(frozen=True)
+class AllOf(Constraint):
+    """Every member admits: an interval with a hole, say. The first member that refuses gives the reason."""
+
+    members: tuple[Constraint, ...]
+
+    def takes(self, value: Any) -> bool:
+        return all(member.takes(value) for member in self.members)
+
+    def admits(self, value: Any) -> bool:
+        return all(member.admits(value) for member in self.members)
+
+    def reason(self, value: Any) -> str:
+        return next(member.reason(value) for member in self.members if not member.admits(value))
+
+    def invalid(self) -> list[Any]:
+        return [value for member in self.members for value in member.invalid() if not self.admits(value)]
+
+
+@dataclass(frozen=True)
+class AnyOf(Constraint):
+    """A union: any member admits. A refused value gets the reason of the one member of its kind (`--cv -1 must
+    be at least 0`), or, when none or several are, `must be DESCRIPTION` (`a number of folds K >= 2, 0 for
+    none, or auto`)."""
+
+    members: tuple[Constraint, ...]
+    description: str
+
+    def takes(self, value: Any) -> bool:
+        return any(member.takes(value) for member in self.members)
+
+    def admits(self, value: Any) -> bool:
+        return any(member.admits(value) for member in self.members)
+
+    def reason(self, value: Any) -> str:
+        of_its_kind = [member for member in self.members if member.takes(value)]
+        if len(of_its_kind) == 1:
+            return of_its_kind[0].reason(value)
+        return f"must be {self.description}"
+
+    def invalid(self) -> list[Any]:
+        return [value for member in self.members for value in member.invalid() if not self.admits(value)]
+
+
+def failure(label: str, value: Any, constraint: Constraint | None) -> str | None:
+    """The one validator: why `value` breaks `constraint`, as one message naming `label` (the flag and value as
+    the user wrote them, `--width 0`), or None when it is admitted. None is always admitted (the option left
+    out); a float that is not finite is refused even where nothing else is declared."""
+    if value is None:
+        return None
+    if constraint is None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{label} must be a finite number"
+        return None
+    return None if constraint.admits(value) else f"{label} {constraint.reason(value)}"
+
+
+def invalid_values(constraint: Constraint) -> list[Any]:
+    """Values `constraint` refuses, for tests: just outside each closed end, at each open end, a wrong kind, a
+    name not among the choices (tests/test_option_constraints.py checks that `admits` refuses every one)."""
+    return list(dict.fromkeys(constraint.invalid()))
+
+
+def from_flat_keys(declared: Any) -> Constraint | None:
+    """The constraint that flat `choices`/`min`/`max`/`below`/`positive` metadata keys (solver `--param`
+    fields) declare, so they go through the same validator; None where they declare nothing."""
+    if declared.get("constraint") is not None:
+        return declared["constraint"]
+    if declared.get("choices") is not None:
+        return OneOf(tuple(declared["choices"]))
+    low = 0 if declared.get("positive") else declared.get("min")
+    high = declared.get("below", declared.get("max"))
+    if low is None and high is None:
+        return None
+    closed_low = not declared.get("positive") and low is not None
+    closed_high = "below" not in declared and high is not None
+    closed = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
+    return Interval(float, low, high, closed[closed_low, closed_high])
