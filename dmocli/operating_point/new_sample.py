@@ -113,9 +113,8 @@ def passes(
     open_cuts = np.flatnonzero((successes > 0) & (fewest > 0) & (fewest <= new_rows))
     if open_cuts.size:
         n, k, m_lo = trials[open_cuts], successes[open_cuts], fewest[open_cuts]
-        first = (
-            _tail(n, k, first=m_lo, last=m_lo, target=target) <= level
-        )  # the first count, exactly: most failing cuts fail here
+        # the first count, exactly: most failing cuts fail here
+        first = _tail(n, k, first=m_lo, last=m_lo, target=target) <= level
         out[open_cuts[first]] = _every_count_passes(
             n[first], k[first], fewest=m_lo[first], target=target, new_rows=new_rows, level=level
         )
