@@ -52,7 +52,7 @@ def score(model: DmoModel, data_dir: Path) -> dict:
     out = {}
     for name, threshold in (("own", 0.0), ("ta", ta)):
         for split in ("train", "test"):
-            r = binary_split_report(logits[split], labels[split], threshold, problem)
+            r = binary_split_report(logits[split], labels[split], threshold=threshold, problem=problem)
             out[f"{name}_{split}"] = {
                 "objective": r[problem.objective_name],
                 "constraint": r[problem.constraint_name] if problem.constraint_name else None,

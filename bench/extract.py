@@ -165,7 +165,7 @@ def decode_rate(files: list[Path], model_dir: Path, workers: int, batch: int) ->
     spec = load_backbone(str(model_dir), "image").image_spec
     keys = [f.name for f in files]
     loader = torch.utils.data.DataLoader(
-        ImageDataset(files, keys, spec, [], 0),
+        ImageDataset(files, keys, spec=spec, views=[], seed=0),
         batch_size=batch,
         num_workers=workers,
         collate_fn=collate,

@@ -103,9 +103,9 @@ def weighted_bins(on: bool) -> None:
         return
     xgb = boosting.import_xgboost()
 
-    def matrix(X, y, weight, margin, types, ref=None):  # type: ignore[no-untyped-def]
+    def matrix(X, y, *, weight, margin, types, ref=None):  # type: ignore[no-untyped-def]
         if ref is not None or weight is None or (types and "c" in types):
-            return today(X, y, weight, margin, types, ref)
+            return today(X, y, weight=weight, margin=margin, types=types, ref=ref)
         return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, missing=np.nan)
 
     boosting.matrix = matrix

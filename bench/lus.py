@@ -68,7 +68,7 @@ def fit(
     model: str = "linear",
 ):
     off = None if offsets is None else torch.tensor(offsets, dtype=torch.float32)
-    network, _ = fit_offset_logistic(X, y, off, Architecture(model, X.shape[1], K), 0, params)
+    network, _ = fit_offset_logistic(X, y, off, arch=Architecture(model, X.shape[1], K), seed=0, params=params)
     return network
 
 
@@ -249,7 +249,7 @@ def letter(data_dir: Path):
     test = reading.read_table(data_dir / "letter" / "test.parquet")
     plan = plan_columns(train.schema, "label")
     pre = Preprocessor.fit(train.to_batches(), plan)
-    labels = infer_label_spec(train.column("label"), "label", None, binary=False)
+    labels = infer_label_spec(train.column("label"), "label", positive=None, binary=False)
     a, b = prepare(train, pre, labels), prepare(test, pre, labels)
     return (
         torch.from_numpy(a.X),

@@ -185,7 +185,7 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
                 new_rows=new_rows,
             )
             answered = adapted.feasible is not False
-            shipped, how = carry_to_model(model, curve, adapted.threshold, new_rate, seen)
+            shipped, how = carry_to_model(model, curve, cut=adapted.threshold, rate=new_rate, logits=seen)
             run[f"carried_{label}"] = how["carried"]
             record(run, label, answered, s, t, recall, shipped)
             if label in CARRIED:  # the same cut carried the other way

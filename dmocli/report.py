@@ -40,6 +40,7 @@ SCHEMA_VERSION = "1.6"  # the `version` of dmocli/schema/report.schema.json (tes
 def binary_split_report(
     logits: np.ndarray,
     y: np.ndarray,
+    *,
     threshold: float,
     problem: Problem | None,
     beta: float = 1.0,
@@ -196,7 +197,7 @@ def write_report(path: str | Path, report: dict[str, Any]) -> None:
 
 
 def plot_pr_curve(
-    path: str | Path, logits: np.ndarray, y: np.ndarray, threshold: float, problem: Problem | None, title: str
+    path: str | Path, logits: np.ndarray, y: np.ndarray, *, threshold: float, problem: Problem | None, title: str
 ) -> None:
     """Precision-recall curve with the operating point and the target line marked."""
     import matplotlib

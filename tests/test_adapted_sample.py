@@ -74,7 +74,7 @@ def test_new_sample_certificate_holds_where_the_population_one_falls_short():
 
 def test_miss_probability_matches_a_brute_force_sum():
     """The vectorized predictive miss probability against scipy's Beta-binomials summed term by term."""
-    test = _PrecisionTest(500, 4500, 40, 1900, 0.8, 0.01)
+    test = _PrecisionTest(500, 4500, m_pos=40, m_neg=1900, target=0.8, level=0.01)
     for tp, fp in ((0, 0), (5, 1), (100, 3), (200, 10), (300, 40)):
         x = np.arange(41)
         p_x = betabinom.pmf(x, 40, tp + 1, 500 - tp + 1)

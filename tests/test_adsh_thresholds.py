@@ -28,7 +28,7 @@ def test_hand_computed_update_with_ties_empty_class_and_majority_not_first():
     groups = {2: [0.99, 0.97, 0.97, 0.96, 0.90, 0.80], 0: [0.9, 0.7, 0.7], 3: [0.6, 0.55, 0.4, 0.3]}
     conf, pred = _shuffled(groups)
     previous = np.array([0.95, 0.88, 0.95, 0.95])
-    new, rho = adsh_thresholds(conf, pred, previous, majority=2, tau1=0.96)
+    new, rho = adsh_thresholds(conf, pred, previous=previous, majority=2, tau1=0.96)
     np.testing.assert_array_equal(new, [0.7, 0.88, 0.96, 0.4])
     assert rho == pytest.approx(4 / 6)
     assert previous.tolist() == [0.95, 0.88, 0.95, 0.95]  # not modified in place
@@ -39,7 +39,7 @@ def test_hand_computed_update_with_ties_empty_class_and_majority_not_first():
 def test_taking_class_zero_as_majority_gives_different_thresholds():
     groups = {2: [0.99, 0.97, 0.97, 0.96, 0.90, 0.80], 0: [0.9, 0.7, 0.7], 3: [0.6, 0.55, 0.4, 0.3]}
     conf, pred = _shuffled(groups)
-    new, rho = adsh_thresholds(conf, pred, np.full(4, 0.95), majority=0, tau1=0.96)
+    new, rho = adsh_thresholds(conf, pred, previous=np.full(4, 0.95), majority=0, tau1=0.96)
     # class 0 has no row >= 0.96: rho = 0, every predicted class is switched off, empty class 1 unchanged
     assert rho == 0.0
     np.testing.assert_array_equal(new, [1.0, 0.95, 1.0, 1.0])
@@ -48,7 +48,7 @@ def test_taking_class_zero_as_majority_gives_different_thresholds():
 def test_cut_position_is_exact_integer_arithmetic():
     # rho = 3/10; 0.3 * 10 = 3.0000000000000004 in floating point, whose ceiling would be 4.
     conf, pred = _shuffled({0: [0.99, 0.98, 0.97] + [0.5] * 7, 1: [0.9 - 0.05 * i for i in range(10)]})
-    new, rho = adsh_thresholds(conf, pred, np.full(2, 0.95), majority=0, tau1=0.95)
+    new, rho = adsh_thresholds(conf, pred, previous=np.full(2, 0.95), majority=0, tau1=0.95)
     assert rho == pytest.approx(0.3)
     assert new[0] == 0.97
     assert new[1] == pytest.approx(0.8)  # third largest of class 1, not the fourth (0.75)
@@ -56,7 +56,7 @@ def test_cut_position_is_exact_integer_arithmetic():
 
 def test_rho_zero_selects_nothing_even_with_saturated_confidence():
     conf, pred = _shuffled({0: [0.5, 0.4], 1: [1.0, 1.0, 0.99]})
-    new, rho = adsh_thresholds(conf, pred, np.array([0.95, 0.95, 0.7]), majority=0, tau1=0.95)
+    new, rho = adsh_thresholds(conf, pred, previous=np.array([0.95, 0.95, 0.7]), majority=0, tau1=0.95)
     assert rho == 0.0
     np.testing.assert_array_equal(new, [1.0, 1.0, 0.7])
     assert not selection_mask(torch.tensor(conf), torch.tensor(pred), torch.tensor(new)).any()
@@ -65,7 +65,7 @@ def test_rho_zero_selects_nothing_even_with_saturated_confidence():
 def test_majority_class_without_predictions_keeps_all_thresholds():
     conf, pred = _shuffled({1: [0.99, 0.6], 2: [0.7]})
     previous = np.array([0.95, 0.9, 0.8])
-    new, rho = adsh_thresholds(conf, pred, previous, majority=0, tau1=0.95)
+    new, rho = adsh_thresholds(conf, pred, previous=previous, majority=0, tau1=0.95)
     assert rho is None
     np.testing.assert_array_equal(new, previous)
 
@@ -75,7 +75,7 @@ def test_tau1_near_zero_selects_every_row(tau1):
     rng = np.random.default_rng(3)
     conf = rng.uniform(0.1, 1.0, 500)
     pred = rng.integers(0, 5, 500)
-    new, rho = adsh_thresholds(conf, pred, np.full(5, 0.95), majority=3, tau1=tau1)
+    new, rho = adsh_thresholds(conf, pred, previous=np.full(5, 0.95), majority=3, tau1=tau1)
     assert rho == 1.0
     for k in range(5):
         assert new[k] == conf[pred == k].min()

@@ -10,7 +10,14 @@ from dmocli.solvers.semisup.feature_views import FeatureViews
 
 def test_strong_mask_is_inverted_dropout_with_the_row_as_expectation():
     X = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
-    views = FeatureViews(SplitData(X, torch.tensor([0, 1])), 0.0, 0.0, 0.25, "noise", torch.Generator().manual_seed(0))
+    views = FeatureViews(
+        SplitData(X, torch.tensor([0, 1])),
+        weak_noise=0.0,
+        strong_noise=0.0,
+        strong_mask=0.25,
+        mode="noise",
+        generator=torch.Generator().manual_seed(0),
+    )
     rows = torch.zeros(20000, dtype=torch.long)
     strong = views.strong(rows)
     kept = strong != 0

@@ -43,7 +43,7 @@ def test_folds_are_stratified_and_cover_every_row_once():
 
 def test_a_class_smaller_than_the_folds_is_refused_by_name():
     with pytest.raises(ValueError, match="--cv 5 needs at least 5 rows of every class; class 'yes' has 3"):
-        stratified_folds(np.array([0] * 20 + [1] * 3), 5, 0, ["no", "yes"])
+        stratified_folds(np.array([0] * 20 + [1] * 3), 5, seed=0, class_names=["no", "yes"])
 
 
 def test_without_val_the_threshold_is_cross_fitted_and_every_row_counts(tmp_path):

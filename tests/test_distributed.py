@@ -427,7 +427,7 @@ def _placement_worker(rank: int, world: int, store: str, results: str) -> None:
     own = np.concatenate([np.arange(start, stop), val.y])  # each row's value: its one-process index (val: 100+)
     placement = Placement.of(own.size, 5, group)
     y = np.arange(45) % 3 % 2
-    folds = stratified_folds(y, 4, 7)
+    folds = stratified_folds(y, 4, seed=7)
     out = {
         "gathered": placement.gathered(own).tolist(),
         "folds": placement.own_folds(folds, 4).tolist(),

@@ -202,7 +202,7 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
 
     untrained = balanced_loss()
     cfg = replace(preset("fast", "linear"), warm_steps=5)  # 5 steps of 256 rows: a third of an epoch
-    assert _warm_start(network, SplitData(X, y), cfg, batch=256, generator=torch.Generator().manual_seed(0)) == 5
+    assert _warm_start(network, SplitData(X, y), cfg=cfg, batch=256, generator=torch.Generator().manual_seed(0)) == 5
     assert balanced_loss() < 0.9 * untrained
 
 

@@ -14,7 +14,7 @@ from dmocli.prep.labels import infer_label_spec
 
 
 def fit(table: pa.Table, impute: str = "none", **kw) -> Preprocessor:
-    return Preprocessor.fit(table.to_batches(max_chunksize=7), plan_columns(table.schema, "label", **kw), impute)
+    return Preprocessor.fit(table.to_batches(max_chunksize=7), plan_columns(table.schema, "label", **kw), impute=impute)
 
 
 def test_standardization_matches_numpy_and_constant_column_is_centred():
@@ -82,16 +82,16 @@ def test_id_like_string_column_refused_unless_dropped():
 
 
 def test_positive_defaults_to_minority_and_multiclass_needs_positive():
-    spec = infer_label_spec(pa.array(["a", "b", "b", "b"]), "label", None, binary=True)
+    spec = infer_label_spec(pa.array(["a", "b", "b", "b"]), "label", positive=None, binary=True)
     assert spec.positive == "a"
     with pytest.raises(DmoError, match="--positive"):
-        infer_label_spec(pa.array([0, 1, 2, 2]), "label", None, binary=True)
-    ovr = infer_label_spec(pa.array([0, 1, 2, 2]), "label", "2", binary=True)
+        infer_label_spec(pa.array([0, 1, 2, 2]), "label", positive=None, binary=True)
+    ovr = infer_label_spec(pa.array([0, 1, 2, 2]), "label", positive="2", binary=True)
     assert ovr.positive == 2 and ovr.encode(pa.array([0, 1, 2, None])).tolist() == [0, 0, 1, -1]
 
 
 def test_missing_label_is_unlabeled():
-    spec = infer_label_spec(pa.array([0, 1, None, 2]), "label", None, binary=False)
+    spec = infer_label_spec(pa.array([0, 1, None, 2]), "label", positive=None, binary=False)
     assert spec.classes == [0, 1, 2]
     assert spec.encode(pa.array([2, None, 0])).tolist() == [2, -1, 0]
 
@@ -179,7 +179,7 @@ def test_prepare_in_blocks_equals_the_whole_table_transform(monkeypatch):
 
     train = _mixed_table(200, 0, ("red", "blue", "green"))
     pre = fit(train, impute="median")
-    labels = infer_label_spec(train.column("label"), "label", None, binary=False)
+    labels = infer_label_spec(train.column("label"), "label", positive=None, binary=False)
     new = pa.concat_tables([_mixed_table(n, s, ("red", "blue", "violet")) for s, n in enumerate((30, 1, 52), 1)])
     whole, whole_levels = pre.transform(new)
     monkeypatch.setattr(dataset, "PREPARE_ROWS", 7)
@@ -196,7 +196,7 @@ def test_prepare_in_blocks_counts_every_block_in_its_error(monkeypatch):
     pre = fit(pa.table({"a": [1.0, 2.0, 3.0], "label": [0, 1, 0]}))
     monkeypatch.setattr(dataset, "PREPARE_ROWS", 3)
     with pytest.raises(DmoError, match=r"a \(4 rows\)"):
-        dataset.prepare(table, pre, infer_label_spec(table.column("label"), "label", None, binary=True))
+        dataset.prepare(table, pre, infer_label_spec(table.column("label"), "label", positive=None, binary=True))
 
 
 def test_variable_length_embedding_with_an_empty_chunk():
@@ -205,9 +205,9 @@ def test_variable_length_embedding_with_an_empty_chunk():
 
     chunk = pa.table({"e": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float64())), "label": [0, 1]})
     table = pa.concat_tables([chunk, chunk.slice(0, 0), chunk])
-    pre = Preprocessor.fit(table.to_batches(), plan_columns(table.schema, "label", embedding_col="e"), "none")
+    pre = Preprocessor.fit(table.to_batches(), plan_columns(table.schema, "label", embedding_col="e"), impute="none")
     assert pre.embedding_dim == 2
-    prepared = prepare(table, pre, infer_label_spec(table.column("label"), "label", None, binary=True))
+    prepared = prepare(table, pre, infer_label_spec(table.column("label"), "label", positive=None, binary=True))
     assert prepared.X.shape == (4, 2)
 
 

@@ -156,7 +156,9 @@ def test_ero_round_gradients_are_the_penalty_functions_derivative():
     row_penalty, row_reg = torch.rand(n, dtype=torch.float64) * 50, torch.ones(n, dtype=torch.float64)
     problem = Problem("fpor", 0.8)
     n_pos = int(positive.sum())
-    grad, hess = round_gradients(logits, s, positive, problem, n_pos, row_penalty, row_reg, 100.0)
+    grad, hess = round_gradients(
+        logits, s, positive=positive, problem=problem, n_pos=n_pos, row_penalty=row_penalty, row_reg=row_reg, mu0=100.0
+    )
 
     def n_f(values: torch.Tensor) -> float:
         loss, _ = penalty_value(

@@ -104,12 +104,12 @@ def test_lus_estimate_approaches_the_full_data_mle_while_an_uncorrected_fit_stay
     errors, biased = {}, {}
     for n in (4_000, 64_000):
         X, y = _tensors(make_gaussian_classes(n, seed=n))
-        mle, _ = fit_offset_logistic(X, y, None, arch, 0, LogisticParams(l2=0.0))
+        mle, _ = fit_offset_logistic(X, y, None, arch=arch, seed=0, params=LogisticParams(l2=0.0))
         ctx = FitContext(None, arch, torch.device("cpu"), 0, params)
         sub, info = solver._subsample(SplitData(X, y), ctx, 5.0)
         assert info["realized_fraction"] < 0.2 + 0.01
-        corrected, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, 0, params)
-        plain, _ = fit_offset_logistic(sub.X, sub.y, None, arch, 0, params)
+        corrected, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch=arch, seed=0, params=params)
+        plain, _ = fit_offset_logistic(sub.X, sub.y, None, arch=arch, seed=0, params=params)
         errors[n] = np.linalg.norm(_contrasts(corrected) - _contrasts(mle))
         biased[n] = np.linalg.norm(_contrasts(plain) - _contrasts(mle))
     assert errors[64_000] < 0.5 * errors[4_000]  # ~1/sqrt(n): 16x the rows, 4x closer
@@ -126,14 +126,14 @@ def test_the_pilots_rows_make_the_same_budget_closer_to_the_mle():
     error = {"true": [], "false": []}
     for seed in range(4):
         X, y = _tensors(make_gaussian_classes(30_000, seed=100 + seed))
-        mle, _ = fit_offset_logistic(X, y, None, arch, 0, LogisticParams(l2=0.0))
+        mle, _ = fit_offset_logistic(X, y, None, arch=arch, seed=0, params=LogisticParams(l2=0.0))
         for keep in error:
             params = solver.parse_params({"gamma": "5", "l2": "0", "keep_pilot": keep})
             sub, info = solver._subsample(
                 SplitData(X, y), FitContext(None, arch, torch.device("cpu"), seed, params), 5.0
             )
             assert sub.X.shape[0] == info["kept_rows"] + info["pilot_rows_in_fit"]
-            fitted, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, 0, params)
+            fitted, _ = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch=arch, seed=0, params=params)
             error[keep].append(np.linalg.norm(_contrasts(fitted) - _contrasts(mle)))
         assert info["pilot_rows_in_fit"] == 0 and info["pilot_rows"] > 2_500
     assert np.mean(error["true"]) < 0.85 * np.mean(error["false"])

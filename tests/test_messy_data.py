@@ -27,10 +27,10 @@ def weights(model: Path) -> dict[str, np.ndarray]:
 
 def test_text_labels_differing_only_by_whitespace_are_one_class_and_blank_is_missing():
     labels = pa.array(["yes", " yes", "no ", "no", "  ", None, "no\t"])
-    spec = infer_label_spec(labels, "label", None, binary=True)  # the minority, yes, is the positive class
+    spec = infer_label_spec(labels, "label", positive=None, binary=True)  # the minority, yes, is the positive class
     assert spec.classes == ["no", "yes"] and spec.positive == "yes" and spec.counts == [3, 2]
     assert spec.encode(labels).tolist() == [1, 1, 0, 0, -1, -1, 0]
-    assert infer_label_spec(labels, "label", " yes ", binary=True).positive == "yes"
+    assert infer_label_spec(labels, "label", positive=" yes ", binary=True).positive == "yes"
 
 
 def test_a_nameless_column_such_as_a_pandas_index_is_refused_unless_dropped(tmp_path):
@@ -95,7 +95,7 @@ def test_a_negative_zero_label_is_the_zero_class(binary):
     """np.round(-0.2) is -0.0: equal to 0.0, but another key to arrow's hashing (value_counts, index_in)."""
     values = [0.0, -0.0, 1.0, -0.0, None, float("nan")] + ([] if binary else [2.0])
     labels = pa.array(values, type=pa.float64())
-    spec = infer_label_spec(labels, "label", None, binary=binary)
+    spec = infer_label_spec(labels, "label", positive=None, binary=binary)
     assert spec.classes == ([0.0, 1.0] if binary else [0.0, 1.0, 2.0])
     assert spec.counts[0] == 3 and sum(spec.counts) == len(values) - 2
     assert spec.encode(labels).tolist()[:4] == [0, 0, 1, 0]
@@ -231,7 +231,9 @@ def test_model_files_from_before_trimming_match_text_as_they_were_trained():
     numeric = LabelSpec.from_dict({"column": "label", "classes": [0, 1], "positive": 1})
     with pytest.raises(DmoError, match="value\\(s\\) 2, 7 in column"):
         numeric.encode(pa.array([0, 7, 2, 1, 7]))
-    assert LabelSpec.from_dict(infer_label_spec(pa.array(["a", " b", "b"]), "label", None, True).to_dict()).trim_text
+    assert LabelSpec.from_dict(
+        infer_label_spec(pa.array(["a", " b", "b"]), "label", positive=None, binary=True).to_dict()
+    ).trim_text
 
 
 def test_scale_of_a_column_with_a_large_mean_and_tiny_spread_is_exact():
@@ -305,13 +307,13 @@ def test_text_columns_keep_their_levels_whatever_a_csv_makes_of_them(tmp_path):
 def test_columns_of_another_kind_than_the_model_used_are_refused_by_name():
     vector = pa.array([[0.1, 0.2], [0.3, 0.4]], type=pa.list_(pa.float32(), 2))
     embedding = Preprocessor.fit(
-        [pa.record_batch({"features": vector, "label": [0, 1]})], ColumnPlan([], [], "features"), "none"
+        [pa.record_batch({"features": vector, "label": [0, 1]})], ColumnPlan([], [], "features"), impute="none"
     )
     for bad in (pa.array([1.0, 2.0]), pa.array([["a"], ["b"]])):
         with pytest.raises(DmoError, match="not a list of numbers"):
             embedding.check_columns(pa.schema([("features", bad.type)]))
     onehot = Preprocessor.fit(
-        [pa.record_batch({"code": ["a", "b"], "label": [0, 1]})], ColumnPlan([], ["code"], None), "none"
+        [pa.record_batch({"code": ["a", "b"], "label": [0, 1]})], ColumnPlan([], ["code"], None), impute="none"
     )
     for kind in (pa.struct([("a", pa.int64())]), pa.binary(), pa.bool_()):
         with pytest.raises(DmoError, match="are not text"):
@@ -421,7 +423,7 @@ def test_a_symbol_among_number_labels_is_refused_as_a_missing_label_marker(tmp_p
     proc = run_dmo("train", tmp_path / "q.csv", "-o", tmp_path / "m.st")
     assert proc.returncode == 2 and "holds '?' in 16 rows beside the number classes ['0', '1']" in proc.stderr
     frame["label"] = np.where(frame["label"] == "1", "+", "-")  # symbols alone are names: +/- classes train
-    spec = infer_label_spec(pa.array(frame["label"]), "label", None, binary=True)
+    spec = infer_label_spec(pa.array(frame["label"]), "label", positive=None, binary=True)
     assert spec.classes == ["+", "-"] or spec.classes == ["-", "+"]
 
 

@@ -40,10 +40,10 @@ def worst_tail(trials: int, successes: int, fewest: int, target: float, new_rows
 )
 def test_the_branch_and_bound_decides_as_every_count_would(trials, fewest, target, new_rows):
     level = exchangeable_level(0.95)
-    verdicts = passes(trials, np.arange(trials + 1), fewest, target, new_rows, level)
+    verdicts = passes(trials, np.arange(trials + 1), fewest=fewest, target=target, new_rows=new_rows, level=level)
     brute = np.array([k > 0 and worst_tail(trials, k, fewest, target, new_rows) <= level for k in range(trials + 1)])
     assert np.array_equal(verdicts, brute)
-    least = least_successes(trials, fewest, target, new_rows, level)
+    least = least_successes(trials, fewest=fewest, target=target, new_rows=new_rows, level=level)
     assert least == (int(np.argmax(brute)) if brute.any() else None)
     assert brute[least:].all() if least is not None else True  # more successes never fail once some pass
 
@@ -63,8 +63,8 @@ def test_the_tail_is_the_chance_a_recall_cut_at_a_positive_score_misses_on_new_r
 
 
 def test_a_new_sample_that_may_count_no_row_certifies_nothing():
-    assert not passes(100, 100, 0, 0.8, 100, exchangeable_level(0.95)).any()
-    assert least_successes(100, 0, 0.8, 100, exchangeable_level(0.95)) is None
+    assert not passes(100, 100, fewest=0, target=0.8, new_rows=100, level=exchangeable_level(0.95)).any()
+    assert least_successes(100, fewest=0, target=0.8, new_rows=100, level=exchangeable_level(0.95)) is None
 
 
 def measured_failures(world, problem: Problem, n: int, new_rows: int | None, sample: int, seed: int):
@@ -73,7 +73,7 @@ def measured_failures(world, problem: Problem, n: int, new_rows: int | None, sam
     wrong = answered = 0
     for _ in range(DRAWS):
         scores, y = world.draw(n, rng)
-        point = search(scores, y, problem, 0.95, new_rows)
+        point = search(scores, y, problem, 0.95, new_rows=new_rows)
         if not point.feasible:
             continue
         answered += 1
@@ -98,7 +98,7 @@ def test_the_metric_measured_on_new_rows_meets_the_target_as_certified(kind):
 def test_new_rows_without_confidence_is_refused():
     scores, y = Gaussian(prior=0.2, shift=2.0).draw(200, np.random.default_rng(0))
     with pytest.raises(DmoError, match="--new-rows says which sample --confidence is about"):
-        search(scores, y, Problem("frop", 0.8), None, 100)
+        search(scores, y, Problem("frop", 0.8), None, new_rows=100)
 
 
 def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tmp_path):
@@ -182,11 +182,11 @@ def test_inf_in_any_spelling_is_the_population_value_and_numpy_counts_are_counts
     problem = Problem("frop", 0.8)
     population = search(scores, y, problem, 0.95)
     for spelled in (math.inf, "inf", " Infinity "):
-        point = search(scores, y, problem, 0.95, spelled)
+        point = search(scores, y, problem, 0.95, new_rows=spelled)
         assert point.new_rows is None and point.threshold == population.threshold
-    assert search(scores, y, problem, 0.95, np.int64(400)).new_rows == 400
+    assert search(scores, y, problem, 0.95, new_rows=np.int64(400)).new_rows == 400
     with pytest.raises(DmoError, match="must be a whole number of rows"):
-        search(scores, y, problem, 0.95, "²")
+        search(scores, y, problem, 0.95, new_rows="²")
 
 
 def test_threshold_keeps_a_models_certificate_and_new_rows_alone_changes_its_sample(tmp_path):

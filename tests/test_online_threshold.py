@@ -101,7 +101,7 @@ def test_fofo_path_is_the_per_row_recurrence(gamma, beta):
     for e, p in zip(eta, pi):
         theta = min(max(theta - gamma * (-max(e - theta, 0.0) + b2 * p * theta), lo), hi)
         expected.append(theta)
-    path, iterations = fofo_path(0.1, eta, pi, gamma, b2, lo, hi)
+    path, iterations = fofo_path(0.1, eta, pi=pi, gamma=gamma, b2=b2, lo=lo, hi=hi)
     np.testing.assert_allclose(path, expected, rtol=0, atol=1e-10)
     assert iterations < 50  # the Newton-like re-solve needs few passes, not one per row
 
@@ -109,12 +109,12 @@ def test_fofo_path_is_the_per_row_recurrence(gamma, beta):
 @pytest.mark.parametrize("beta", [1.0, 2.0])
 def test_ofo_predictions_are_the_per_row_rule(beta):
     eta, y = stream(5000, 0.05, 3)
-    pred, _, _ = ofo_predictions(eta, y, 0, 0, 0, beta * beta)
+    pred, _, _ = ofo_predictions(eta, y, tp0=0, pos0=0, predicted0=0, b2=beta * beta)
     assert pred.astype(int).tolist() == reference_ofo(eta, y, beta)
     # carried counts: two halves give the same predictions as one call
-    first, _, _ = ofo_predictions(eta[:2000], y[:2000], 0, 0, 0, beta * beta)
+    first, _, _ = ofo_predictions(eta[:2000], y[:2000], tp0=0, pos0=0, predicted0=0, b2=beta * beta)
     tp, pos, predicted = int((first & (y[:2000] == 1)).sum()), int(y[:2000].sum()), int(first.sum())
-    second, _, _ = ofo_predictions(eta[2000:], y[2000:], tp, pos, predicted, beta * beta)
+    second, _, _ = ofo_predictions(eta[2000:], y[2000:], tp0=tp, pos0=pos, predicted0=predicted, b2=beta * beta)
     assert np.concatenate([first, second]).tolist() == pred.tolist()
 
 

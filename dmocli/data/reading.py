@@ -151,6 +151,7 @@ def schema(path: Source, text_columns: Collection[str] = ()) -> pa.Schema:
 def iter_batches(
     path: Source,
     batch_size: int = 65536,
+    *,
     columns: list[str] | None = None,
     low_memory: bool = False,
     text_columns: Collection[str] = (),
@@ -183,7 +184,9 @@ def iter_batches(
                     if batch.num_rows
                 )
             else:
-                yield from _stream_csv(Path(path), batch_size, columns, readahead, text_columns)
+                yield from _stream_csv(
+                    Path(path), batch_size, columns=columns, readahead=readahead, text_columns=text_columns
+                )
             return
         for batch in source:
             if batch.num_rows:
@@ -193,7 +196,7 @@ def iter_batches(
 
 
 def _stream_csv(
-    path: Path, batch_size: int, columns: list[str] | None, readahead: dict[str, int], text_columns: Collection[str]
+    path: Path, batch_size: int, *, columns: list[str] | None, readahead: dict[str, int], text_columns: Collection[str]
 ) -> Iterator[pa.RecordBatch]:
     """A CSV file's record batches. When a later row shows that an integer column holds decimals, the file
     is opened again with that column as float64 and the rows already yielded are skipped, so the caller

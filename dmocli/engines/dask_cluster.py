@@ -82,6 +82,7 @@ def _arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 def _call(
     fn: Callable[[pa.Table, int], Any],
     entry: tuple[str, str],
+    *,
     part: int,
     layout: ParquetLayout,
     columns: list[str] | None,
@@ -101,6 +102,7 @@ def _frame_of(
 def _write_partition(
     frame: pd.DataFrame,
     processor: Any,
+    *,
     directory: str,
     schema: pa.Schema,
     input_schema: pa.Schema,
@@ -232,7 +234,10 @@ class DaskEngine:
 
         shipped = dask.delayed(fn, pure=True)
         layout = dask.delayed(self.layout, pure=True)
-        tasks = [dask.delayed(_call)(shipped, entry, i, layout, columns) for i, entry in enumerate(self.entries)]
+        tasks = [
+            dask.delayed(_call)(shipped, entry, part=i, layout=layout, columns=columns)
+            for i, entry in enumerate(self.entries)
+        ]
         return self._run(tasks)
 
     def _run(self, tasks: list[Any]) -> list[Any]:
@@ -260,6 +265,7 @@ class DaskEngine:
         self,
         processor: Any,
         output: Path,
+        *,
         schema: pa.Schema,
         columns: list[str] | None = None,
         check: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -284,7 +290,9 @@ class DaskEngine:
                 _read_frame, self.entries, layout=self.layout, columns=columns, meta=frame_meta, enforce_metadata=False
             )
             meta = pd.DataFrame({"counts": pd.Series([], dtype=object)})
-            counted = frames.map_partitions(_write_partition, shipped, str(staging), schema, self.schema, meta=meta)
+            counted = frames.map_partitions(
+                _write_partition, shipped, directory=str(staging), schema=schema, input_schema=self.schema, meta=meta
+            )
             counts = [json.loads(text) for part in self._run(counted.to_delayed()) for text in part["counts"]]
             if check is not None:
                 check(counts)

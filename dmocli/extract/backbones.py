@@ -160,6 +160,7 @@ def _check_safetensors(model_dir: Path) -> None:
 def _load_transformers(
     model_dir: Path,
     name: str,
+    *,
     kind: str,
     pooling: str,
     normalize: bool | None,
@@ -264,7 +265,7 @@ def _load_timm(model_dir: Path, name: str, pooling: str, normalize: bool | None)
 
 
 def load_backbone(
-    model: str | None, kind: str, pooling: str = "auto", normalize: bool | None = None, max_length: int | None = None
+    model: str | None, kind: str, *, pooling: str = "auto", normalize: bool | None = None, max_length: int | None = None
 ) -> Backbone:
     """Load MODEL (folder or cached hub name; default per kind) for image or text extraction."""
     if pooling not in {"auto", "cls", "mean"}:
@@ -280,4 +281,6 @@ def load_backbone(
         if kind != "image":
             raise DmoError(f"{name} is a timm (image) model; it cannot embed text")
         return _load_timm(model_dir, name, pooling, normalize)
-    return _load_transformers(model_dir, name, kind, pooling, normalize, max_length, st)
+    return _load_transformers(
+        model_dir, name, kind=kind, pooling=pooling, normalize=normalize, max_length=max_length, st=st
+    )

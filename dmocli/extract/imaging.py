@@ -46,7 +46,7 @@ def _chw(img) -> np.ndarray:
 class ImageDataset(torch.utils.data.Dataset):
     """Item i -> (i, uint8 array [1 + n_views, 3, H, W] or None, error message or None)."""
 
-    def __init__(self, files: list[Path], keys: list[str], spec: ImageSpec, views: list[View], seed: int):
+    def __init__(self, files: list[Path], keys: list[str], *, spec: ImageSpec, views: list[View], seed: int):
         self.files, self.keys, self.spec, self.views, self.seed = files, keys, spec, views, seed
 
     def __len__(self) -> int:

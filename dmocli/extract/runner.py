@@ -59,6 +59,7 @@ class Runner:
     def __init__(
         self,
         backbone: Backbone,
+        *,
         device: torch.device,
         dtype: torch.dtype | None,
         store: Store,
@@ -88,7 +89,7 @@ class Runner:
         from dmocli.extract.imaging import ImageDataset, Normalizer, collate
 
         spec = self.backbone.image_spec
-        data = ImageDataset(items.files, items.keys.to_pylist(), spec, views, seed)
+        data = ImageDataset(items.files, items.keys.to_pylist(), spec=spec, views=views, seed=seed)
         loader = torch.utils.data.DataLoader(
             data,
             batch_size=self.batch_size,
@@ -182,7 +183,9 @@ def extract(
         raise DmoError("--views (augmented copies) applies to images only; drop it for text")
     if items.kind == "image":
         require("PIL", "image decoding")
-    backbone = load_backbone(opts.model, items.kind, opts.pooling, opts.normalize, opts.max_length)
+    backbone = load_backbone(
+        opts.model, items.kind, pooling=opts.pooling, normalize=opts.normalize, max_length=opts.max_length
+    )
     backbone.model.to(device)
     if backbone.dim == 0:
         raise DmoError(f"cannot tell the feature size of {backbone.name}")
@@ -190,15 +193,22 @@ def extract(
     schema = make_schema(
         items.key_name,
         items.keys.type,
-        items.labels.type,
-        backbone.dim,
-        columns,
-        _settings(backbone, items, columns, opts.seed),
+        label_type=items.labels.type,
+        dim=backbone.dim,
+        columns=columns,
+        settings=_settings(backbone, items, columns, opts.seed),
     )
     store = Store(output, schema, opts.resume, opts.checkpoint_every)
     done = store.done_keys()
     todo = items.take(np.flatnonzero(~pc.is_in(items.keys, value_set=done).to_numpy(zero_copy_only=False)))
-    runner = Runner(backbone, device, dtype, store, opts.batch_size, progress(len(todo)) if progress else None)
+    runner = Runner(
+        backbone,
+        device=device,
+        dtype=dtype,
+        store=store,
+        batch_size=opts.batch_size,
+        progress=progress(len(todo)) if progress else None,
+    )
     t1 = time.perf_counter()
     try:
         with torch.inference_mode():

@@ -40,6 +40,7 @@ def feature_array(values: np.ndarray) -> pa.FixedSizeListArray:
 def make_schema(
     key_name: str,
     key_type: pa.DataType,
+    *,
     label_type: pa.DataType,
     dim: int,
     columns: list[str],

@@ -67,7 +67,9 @@ def certified_precision_cuts(
     certified = np.zeros(tp.size, dtype=bool)
     if m_lo == 0:
         return certified
-    test = _PrecisionTest(int(curve.n_pos), int(curve.n_neg), m_lo, new_rows - m_lo, target, _test_level(error))
+    test = _PrecisionTest(
+        int(curve.n_pos), int(curve.n_neg), m_pos=m_lo, m_neg=new_rows - m_lo, target=target, level=_test_level(error)
+    )
     predicted = tp + fp
     largest = max(1, ELEMENTS // test.width)  # a chunk's cuts: memory stays bounded however large N is
     for rate in sequence_start_rates(mapped_target):
@@ -103,7 +105,7 @@ def recall_passes(curve: ScoreCurve, *, tp: int, target: float, rate_low: float,
     if m_lo == 0:
         return False
     level = (1.0 - COUNT_SHARE) * error
-    least = least_successes(int(curve.n_pos), m_lo, target, new_rows, level)
+    least = least_successes(int(curve.n_pos), fewest=m_lo, target=target, new_rows=new_rows, level=level)
     return least is not None and tp >= least
 
 
@@ -115,7 +117,7 @@ def _test_level(error: float) -> float:
 class _PrecisionTest:
     """The per-cut test: the predictive probability that `m_pos` new positives and `m_neg` new negatives miss."""
 
-    def __init__(self, n_pos: int, n_neg: int, m_pos: int, m_neg: int, target: float, level: float):
+    def __init__(self, n_pos: int, n_neg: int, *, m_pos: int, m_neg: int, target: float, level: float):
         self.n_pos, self.n_neg, self.m_pos, self.m_neg = n_pos, n_neg, m_pos, m_neg
         self.target, self.level = target, level
         x = np.arange(m_pos + 1)

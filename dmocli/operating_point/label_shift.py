@@ -93,12 +93,12 @@ class CurveReplicates:
         k = int(np.searchsorted(self.starts, first, side="right")) - 1  # the bin holding point `first`
         rng = np.random.default_rng((self.seed, first))
         return (
-            self._above(self.positives, self.curve.positives, first, k, rng),
-            self._above(self.negatives, self.curve.negatives, first, k, rng),
+            self._above(self.positives, self.curve.positives, first=first, k=k, rng=rng),
+            self._above(self.negatives, self.curve.negatives, first=first, k=k, rng=rng),
         )
 
     def _above(
-        self, resampled: np.ndarray, counts: np.ndarray, first: int, k: int, rng: np.random.Generator
+        self, resampled: np.ndarray, counts: np.ndarray, *, first: int, k: int, rng: np.random.Generator
     ) -> np.ndarray:
         """Resampled rows from point `first` on: the bins above bin k whole, bin k's part by a binomial split."""
         if k >= resampled.shape[1]:
@@ -652,7 +652,9 @@ def adapt_threshold(
         point = search_curve(curve.score_curve(), mapped, level)
         new_threshold, feasible = point.threshold, bool(point.feasible)
         if confidence is not None and new_rows is not None:
-            new_threshold, feasible = _new_sample_cut(curve, problem, mapped, rate_used, new_rows, 1.0 - level, point)
+            new_threshold, feasible = _new_sample_cut(
+                curve, problem, mapped=mapped, rate_low=rate_used, new_rows=new_rows, error=1.0 - level, closest=point
+            )
             certificate = (
                 f"precision measured on {new_rows} new rows at a rate of at least {rate_used:.4g} >= "
                 f"{problem.target:g}, certified by per-class exchangeable tests in fixed sequences (adapted_sample.py) "
@@ -701,7 +703,7 @@ def adapt_threshold(
 
 
 def _new_sample_cut(
-    curve: HeldOutCurve, problem: Problem, mapped: Problem, rate_low: float, new_rows: int, error: float, closest
+    curve: HeldOutCurve, problem: Problem, *, mapped: Problem, rate_low: float, new_rows: int, error: float, closest
 ) -> tuple[float, bool]:
     """The FPOR cut certified for the precision measured on `new_rows` new rows (adapted_sample.py), and
     whether there is one; none: the population certificate's cut (`closest`), infeasible."""

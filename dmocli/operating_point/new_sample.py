@@ -99,7 +99,7 @@ def _lower_quantile(trials: int, rates: np.ndarray, share: float) -> np.ndarray:
 
 
 def passes(
-    trials: np.ndarray, successes: np.ndarray, fewest: np.ndarray, target: float, new_rows: int, level: float
+    trials: np.ndarray, successes: np.ndarray, *, fewest: np.ndarray, target: float, new_rows: int, level: float
 ) -> np.ndarray:
     """Per cut, whether `successes` out of `trials` counted here pass the exchangeable test (module docstring)
     for every count of the new sample from `fewest` to `new_rows`. A cut with no success, or a new sample that
@@ -113,22 +113,25 @@ def passes(
     open_cuts = np.flatnonzero((successes > 0) & (fewest > 0) & (fewest <= new_rows))
     if open_cuts.size:
         n, k, m_lo = trials[open_cuts], successes[open_cuts], fewest[open_cuts]
-        first = _tail(n, k, m_lo, m_lo, target) <= level  # the first count, exactly: most failing cuts fail here
-        out[open_cuts[first]] = _every_count_passes(n[first], k[first], m_lo[first], target, new_rows, level)
+        # the first count, exactly: most failing cuts fail here
+        first = _tail(n, k, first=m_lo, last=m_lo, target=target) <= level
+        out[open_cuts[first]] = _every_count_passes(
+            n[first], k[first], fewest=m_lo[first], target=target, new_rows=new_rows, level=level
+        )
     return out.reshape(shape)
 
 
-def least_successes(trials: int, fewest: int, target: float, new_rows: int, level: float) -> int | None:
+def least_successes(trials: int, *, fewest: int, target: float, new_rows: int, level: float) -> int | None:
     """The fewest successes out of `trials` that pass (more successes only pass more easily); None if none do."""
     from dmocli.operating_point.bounds import least_passing
 
     def passing(successes: int) -> bool:
-        return bool(passes(trials, successes, fewest, target, new_rows, level)[()])
+        return bool(passes(trials, successes, fewest=fewest, target=target, new_rows=new_rows, level=level)[()])
 
     return least_passing(passing, 1, trials) if passing(trials) else None
 
 
-def fewest_passing_trials(rate: float, fewest: int, target: float, new_rows: int, level: float) -> int | None:
+def fewest_passing_trials(rate: float, *, fewest: int, target: float, new_rows: int, level: float) -> int | None:
     """The fewest rows counted here at which a success rate of `rate` passes (the new sample's m_lo held fixed):
     how many predicted positives or positives a certificate needs at the rate observed. None when no number of
     rows would do (the new sample's own scatter at m_lo already misses too often)."""
@@ -138,13 +141,15 @@ def fewest_passing_trials(rate: float, fewest: int, target: float, new_rows: int
         return None
 
     def passing(trials: int) -> bool:
-        return bool(passes(trials, math.floor(rate * trials), fewest, target, new_rows, level)[()])
+        return bool(
+            passes(trials, math.floor(rate * trials), fewest=fewest, target=target, new_rows=new_rows, level=level)[()]
+        )
 
     return fewest_passing(passing, 1 << 24)
 
 
 def _every_count_passes(
-    n: np.ndarray, k: np.ndarray, fewest: np.ndarray, target: float, new_rows: int, level: float
+    n: np.ndarray, k: np.ndarray, *, fewest: np.ndarray, target: float, new_rows: int, level: float
 ) -> np.ndarray:
     """Branch and bound over the new sample's counts, for many cuts at once, from one block of every count: a
     block whose bound passes is done, a count that fails exactly fails its cut, and the other blocks are halved
@@ -153,7 +158,7 @@ def _every_count_passes(
     owner = np.arange(n.size)
     first, last = fewest.copy(), np.full_like(fewest, new_rows)
     while owner.size:
-        failed = _tail(n[owner], k[owner], first, last, target) > level
+        failed = _tail(n[owner], k[owner], first=first, last=last, target=target) > level
         alive[owner[failed & (first == last)]] = False
         split = failed & (first < last) & alive[owner]
         owner, first, last = owner[split], first[split], last[split]
@@ -166,7 +171,7 @@ def _every_count_passes(
     return alive
 
 
-def _tail(n: np.ndarray, k: np.ndarray, first: np.ndarray, last: np.ndarray, target: float) -> np.ndarray:
+def _tail(n: np.ndarray, k: np.ndarray, *, first: np.ndarray, last: np.ndarray, target: float) -> np.ndarray:
     """P(K >= k) for K ~ Hyper(n + first, k + x_last, n), x_m = ceil(target x m) - 1: the exact miss bound at
     one count when first == last, an upper bound over the block otherwise (1 where the block is too wide for
     the bound to exist: more successes than rows)."""

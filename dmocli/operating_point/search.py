@@ -71,6 +71,7 @@ def search(
     labels: np.ndarray,
     problem: Problem,
     confidence: float | None = None,
+    *,
     new_rows: int | float | str | None = None,
 ) -> OperatingPoint:
     """Best cut for `problem` on (scores, labels); infeasible -> the closest cut, feasible=False. With a
@@ -124,7 +125,9 @@ def search_curve(
                 )
                 certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
             else:
-                test = _NewSamplePrecision(tp, tp + fp, n_pos + curve.n_neg, problem.target, confidence, new_rows)
+                test = _NewSamplePrecision(
+                    tp, tp + fp, n_pos + curve.n_neg, target=problem.target, confidence=confidence, new_rows=new_rows
+                )
                 ok = test.sequences()
                 required = test.least_rate
                 certificate = (
@@ -138,7 +141,9 @@ def search_curve(
                 certificate = "Clopper-Pearson recall bound (recall falls with the threshold: no selection effect)"
             else:
                 fewest = fewest_positives(new_rows, n_pos, n_pos + curve.n_neg, confidence)
-                least = least_successes(n_pos, fewest, problem.target, new_rows, exchangeable_level(confidence))
+                least = least_successes(
+                    n_pos, fewest=fewest, target=problem.target, new_rows=new_rows, level=exchangeable_level(confidence)
+                )
                 ok = tp >= (least if least is not None else n_pos + 1)
                 required = _constant_rate(least, n_pos)
                 certificate = (
@@ -177,7 +182,17 @@ def search_curve(
         new_rows=new_rows,
         required_rate=required(best) if required is not None else None,
         **(
-            _rows_needed(problem, objective, constrained, tp, fp, n_pos, confidence, new_rows, curve.n_neg)
+            _rows_needed(
+                problem,
+                objective,
+                constrained=constrained,
+                tp=tp,
+                fp=fp,
+                n_pos=n_pos,
+                confidence=confidence,
+                new_rows=new_rows,
+                n_neg=curve.n_neg,
+            )
             if feasible is False and confidence
             else {}
         ),
@@ -227,7 +242,9 @@ class _NewSamplePrecision:
 
     CHUNK = 256
 
-    def __init__(self, tp: np.ndarray, predicted: np.ndarray, n: int, target: float, confidence: float, new_rows: int):
+    def __init__(
+        self, tp: np.ndarray, predicted: np.ndarray, n: int, *, target: float, confidence: float, new_rows: int
+    ):
         self.tp, self.predicted, self.target, self.new_rows = tp, predicted, target, new_rows
         self.fewest = fewest_predicted(new_rows, predicted, n, confidence)
         self.level = exchangeable_level(confidence, SEQUENCES)
@@ -241,7 +258,11 @@ class _NewSamplePrecision:
         """The least precision at `cut` (its predicted positives held) that its test passes: required_rate."""
         trials = int(self.predicted[cut])
         least = (
-            least_successes(trials, int(self.fewest[cut]), self.target, self.new_rows, self.level) if trials else None
+            least_successes(
+                trials, fewest=int(self.fewest[cut]), target=self.target, new_rows=self.new_rows, level=self.level
+            )
+            if trials
+            else None
         )
         return None if least is None else least / trials
 
@@ -255,7 +276,14 @@ class _NewSamplePrecision:
         ]
 
     def _passes(self, cuts: np.ndarray, successes: np.ndarray) -> np.ndarray:
-        return passes(self.predicted[cuts], successes, self.fewest[cuts], self.target, self.new_rows, self.level)
+        return passes(
+            self.predicted[cuts],
+            successes,
+            fewest=self.fewest[cuts],
+            target=self.target,
+            new_rows=self.new_rows,
+            level=self.level,
+        )
 
     def _first(self, start: int, holds: Callable[[np.ndarray], np.ndarray]) -> int:
         """The first cut from `start` on where `holds`, a chunk of cuts at a time; the cut count when none."""
@@ -278,6 +306,7 @@ def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list
 def _rows_needed(
     problem: Problem,
     objective: np.ndarray,
+    *,
     constrained: np.ndarray,
     tp: np.ndarray,
     fp: np.ndarray,
@@ -303,8 +332,10 @@ def _rows_needed(
     elif problem.kind == "fpor":
         fewest = int(fewest_predicted(new_rows, np.array([counted]), n_pos + n_neg, confidence)[0])
         level = exchangeable_level(confidence, SEQUENCES)
-        needed = fewest_passing_trials(rate, fewest, problem.target, new_rows, level)
+        needed = fewest_passing_trials(rate, fewest=fewest, target=problem.target, new_rows=new_rows, level=level)
     else:
         fewest = fewest_positives(new_rows, n_pos, n_pos + n_neg, confidence)
-        needed = fewest_passing_trials(rate, fewest, problem.target, new_rows, exchangeable_level(confidence))
+        needed = fewest_passing_trials(
+            rate, fewest=fewest, target=problem.target, new_rows=new_rows, level=exchangeable_level(confidence)
+        )
     return {"rows_needed": needed, "rows_counted": counted}

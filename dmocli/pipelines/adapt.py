@@ -91,9 +91,11 @@ def adapt_to_rate(
         new_rows=sample,
     )
     previous = model.threshold
-    model.threshold, carried = carry_to_model(model, curve, adapted.threshold, adapted.new_rate, logits)
+    model.threshold, carried = carry_to_model(model, curve, cut=adapted.threshold, rate=adapted.new_rate, logits=logits)
     scores, labels = curve.rows()  # the curve's figures at the cut on its own scale
-    split = binary_split_report(scores, labels, adapted.threshold, model.problem, calibration=model.calibration)
+    split = binary_split_report(
+        scores, labels, threshold=adapted.threshold, problem=model.problem, calibration=model.calibration
+    )
     section = {
         **adapted.to_dict(),
         "threshold": model.threshold,
@@ -154,7 +156,7 @@ def off_curve_scale(model: DmoModel) -> bool:
 
 
 def carry_to_model(
-    model: DmoModel, curve: HeldOutCurve, cut: float, rate: float, logits: np.ndarray | None
+    model: DmoModel, curve: HeldOutCurve, *, cut: float, rate: float, logits: np.ndarray | None
 ) -> tuple[float, dict[str, Any]]:
     """(the model's new threshold, the `adapted` section's `carried` and `expected_share`) for the cut the curve
     gave at `rate`: carried by the share of NEW (`logits`, the model's scores of it) it is expected to flag where

@@ -85,7 +85,12 @@ def evaluate(
     if strict:
         refuse_problems(drift_problems(levels, n_rows, max_unseen))
     split = split_reports(
-        {"data": logits}, {"data": y}, model.threshold, model.problem, model.labels.classes, model.calibration
+        {"data": logits},
+        {"data": y},
+        model.threshold,
+        problem=model.problem,
+        classes=model.labels.classes,
+        calibration=model.calibration,
     )["data"]
     if model.class_offsets is not None:  # a multi-class operating point: the splits at its offsets
         split = multiclass_split_report(logits, y, model.labels.classes, model.calibration, model.class_offsets)
@@ -97,8 +102,8 @@ def evaluate(
                 plot_path,
                 logits,
                 y,
-                model.threshold,
-                model.problem,
+                threshold=model.threshold,
+                problem=model.problem,
                 title=f"{Path(sources.describe(data)).name}: {model.problem.describe() if model.problem else ''}",
             )
     else:
@@ -240,7 +245,7 @@ def refit_threshold(
             refuse_training_rows(model, hashes, fitted_on)
         curve = HeldOutCurve.from_scores(logits, y, split="data", certified_rows=int(y.size))
     new_rows = certified_rows(new_rows, confidence, curve.certified_rows)  # by default, as train's, or DATA's rows
-    point, unreachable = fit_threshold(logits, y, problem, confidence, fitted_on, new_rows)
+    point, unreachable = fit_threshold(logits, y, problem, confidence=confidence, where=fitted_on, new_rows=new_rows)
     settled = judge_reachability(point, unreachable, allow_infeasible)
     if curve.split == "train":
         settled.warnings.append(OPTIMISTIC)
@@ -251,7 +256,14 @@ def refit_threshold(
     # The probability map is refitted on the same labeled rows as the threshold (the stored curve's rows: the
     # map training fitted on them is kept).
     calibration = model.calibration if data is None else fit_platt(logits, y, fitted_on) or model.calibration
-    splits = split_reports({"data": logits}, {"data": y}, point.threshold, problem, model.labels.classes, calibration)
+    splits = split_reports(
+        {"data": logits},
+        {"data": y},
+        point.threshold,
+        problem=problem,
+        classes=model.labels.classes,
+        calibration=calibration,
+    )
     # The training figures were at the old threshold: the file keeps the ones at its new one.
     model.info = {
         **{key: value for key, value in model.info.items() if key not in ("new_rows", "certified")},
@@ -302,6 +314,7 @@ class Predictions:
         self,
         model: DmoModel,
         schema: pa.Schema,
+        *,
         id_col: str | None,
         per_class_columns: bool,
         data: str,
@@ -391,7 +404,7 @@ def predict(
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = with_explain_fields(_output_schema(model, schema, id_col, per_class_columns=as_csv), explain, id_col)
     predictions = Predictions(
-        model, out_schema, id_col, per_class_columns=as_csv, data=sources.describe(data), explain=explain
+        model, out_schema, id_col=id_col, per_class_columns=as_csv, data=sources.describe(data), explain=explain
     )
 
     def refuse_drift(parts: list[dict[str, Any]]) -> None:
@@ -400,7 +413,7 @@ def predict(
 
     if engine.is_dask:
         with engine.dask(data) as cluster:
-            parts = cluster.write(predictions, Path(output), out_schema, columns, check=refuse_drift)
+            parts = cluster.write(predictions, Path(output), schema=out_schema, columns=columns, check=refuse_drift)
     else:
         parts = []
         sink = (

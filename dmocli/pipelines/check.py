@@ -111,7 +111,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
         problems += found
     trees = opts.model == "gbdt"  # one feature of level indices per text column, not one per level
     pre, found = Preprocessor.survey(
-        table.to_batches(), plan, effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
+        table.to_batches(), plan, impute=effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
     )
     problems += found
     pre.derive = derive or None
@@ -146,7 +146,9 @@ def survey_labels(
     problems, warnings = [], []
     try:
         problem = solved_problem(opts, len(counts), solver)
-        labels = infer_label_spec(column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+        labels = infer_label_spec(
+            column, opts.label_col, positive=opts.positive, binary=problem is not None, counts=counts
+        )
         warnings += look_alike_classes(labels.classes) + stray_classes(counts)
     except DmoError as exc:
         problems.append(str(exc))

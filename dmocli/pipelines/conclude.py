@@ -136,7 +136,7 @@ def conclude(
     report["fit_seconds"] = run.fit_seconds
     report.update(run.after_fields)
     if crossed is not None:
-        report["cv"] = _cv_section(crossed, opts, problem, run.labels, report)
+        report["cv"] = _cv_section(crossed, opts, problem=problem, labels=run.labels, report=report)
     if settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path, started)
 
@@ -148,14 +148,21 @@ def conclude(
         solver=run.solver,
         problem=problem,
         threshold=threshold,
-        info=training_info(opts, run.params, report, settled.calibration, _summary(run, report), **run.info_fields),
+        info=training_info(
+            opts,
+            run.params,
+            report=report,
+            calibration=settled.calibration,
+            summary=_summary(run, report),
+            **run.info_fields,
+        ),
         evidence=evidence,
         training_rows=run.training_rows,
         profile=_finished_profile(run.profile, heldout_scores),
         class_offsets=settled.offsets if problem is None else None,
         class_problem=settled.problem if problem is None else None,
     )
-    return finish(model, report, output, report_path, started)
+    return finish(model, report, output=output, report_path=report_path, started=started)
 
 
 def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> Any:
@@ -168,7 +175,7 @@ def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str,
 
 
 def _cv_section(
-    crossed: CrossFitted, opts: TrainOptions, problem: Problem | None, labels: LabelSpec, report: dict[str, Any]
+    crossed: CrossFitted, opts: TrainOptions, *, problem: Problem | None, labels: LabelSpec, report: dict[str, Any]
 ) -> dict[str, Any]:
     """The report's `cv` section: each fold's own figures on its out-of-fold scores."""
     if problem is None:

@@ -95,6 +95,7 @@ class CrossFitted:
 def cross_fit(
     solver: InMemorySolver,
     data: Prepared,
+    *,
     k: int,
     ctx: FitContext,
     to_tensors: Callable[[Prepared], SplitData],
@@ -114,7 +115,7 @@ def cross_fit(
     started = time.perf_counter()
     placement = None if ctx.group is None else Placement.of(data.n, pooled_val, ctx.group)
     y = data.y if placement is None else placement.gathered(data.y)
-    every_fold = stratified_folds(y, k, ctx.seed, ctx.class_names, val_pooled=pooled_val > 0)
+    every_fold = stratified_folds(y, k, seed=ctx.seed, class_names=ctx.class_names, val_pooled=pooled_val > 0)
     folds = every_fold if placement is None else placement.own_folds(every_fold, k)
     outputs = ctx.architecture.n_outputs  # one logit for a binary model, one per class for a multi-class one
     logits = np.empty(data.n if outputs == 1 else (data.n, outputs), dtype=np.float32)
@@ -168,7 +169,7 @@ def _fold_points(
         held = crossed.folds == fold
         if not crossed.y[held].any():
             continue
-        point = search(crossed.logits[held], crossed.y[held], problem, confidence, new_rows)
+        point = search(crossed.logits[held], crossed.y[held], problem, confidence, new_rows=new_rows)
         out.append(
             {
                 "fold": fold,

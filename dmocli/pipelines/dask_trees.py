@@ -93,6 +93,7 @@ class MissingLevels:
 def train_trees_on_dask(
     data: sources.Source,
     opts: TrainOptions,
+    *,
     solver: InMemorySolver,
     params: SolverParams,
     output: Path | None,
@@ -115,7 +116,9 @@ def train_trees_on_dask(
         missing = len(label_column) - sum(counts.values())
         raise DmoError(f"{missing} rows have no label; pass --drop-unlabeled to ignore them")
     problem = resolve_problem(opts, len(counts))
-    labels = infer_label_spec(label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts)
+    labels = infer_label_spec(
+        label_column, opts.label_col, positive=opts.positive, binary=problem is not None, counts=counts
+    )
     codes = labels.encode(label_column)
     del label_column
     n_classes = max(2, labels.n_outputs)
@@ -123,7 +126,9 @@ def train_trees_on_dask(
     weights = (sizes.sum() / (n_classes * np.maximum(sizes, 1))).tolist() if p.balanced else [1.0] * n_classes
     profile = plan_profile_builder(plan, opts.fold_case)  # every labeled row, counted in the pass below
     batches = profiled(map(derive.apply, reading.iter_batches(data)), profile, labels, keep_unlabeled=False)
-    pre = Preprocessor.fit(batches, plan, effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case)
+    pre = Preprocessor.fit(
+        batches, plan, impute=effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case
+    )
     pre.derive = derive or None  # the workers' `prepare` applies it to their raw files
     rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     arch = Architecture("gbdt", pre.n_features, labels.n_outputs)

@@ -80,6 +80,7 @@ class _Loaded:
 def train_in_memory(
     data: sources.Source,
     opts: TrainOptions,
+    *,
     solver: InMemorySolver,
     params: SolverParams,
     output: Path | None,
@@ -104,7 +105,7 @@ def train_in_memory(
     levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     del loaded
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
-    folds = _folds(opts, solver, train_data, group, rule)
+    folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
     rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
     val_levels = val_data.levels if val_data is not None else None
     val_rows = val_data.n + val_unlabeled if val_data is not None else 0
@@ -132,11 +133,11 @@ def train_in_memory(
         crossed = cross_fit(
             solver,
             train_data.labeled(),
-            folds,
-            ctx,
-            lambda part: _split_tensors(part, device),
-            device,
-            pooled_val_rows,
+            k=folds,
+            ctx=ctx,
+            to_tensors=lambda part: _split_tensors(part, device),
+            device=device,
+            pooled_val=pooled_val_rows,
             keep_models=ensemble,
         )
     if crossed is not None and not ensemble:
@@ -248,13 +249,13 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
         counts = label_counts(label_column, opts.label_col)  # as the label spec counts them: no missing labels
         problem = solved_problem(opts, len(counts), solver)
         labels = infer_label_spec(
-            label_column, opts.label_col, opts.positive, binary=problem is not None, counts=counts
+            label_column, opts.label_col, positive=opts.positive, binary=problem is not None, counts=counts
         )
         # Each process counts every process's training rows in the pass it reads anyway, so each holds the profile
         # the one-process path gives (--val-frac, which would take rows out of it, is refused under torchrun).
         profile = plan_profile_builder(plan, opts.fold_case)
         batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=solver.uses_unlabeled)
-        pre = Preprocessor.fit(batches, plan, opts.impute, fold_case=opts.fold_case)
+        pre = Preprocessor.fit(batches, plan, impute=opts.impute, fold_case=opts.fold_case)
         warnings = look_alike_classes(labels.classes) + stray_classes(counts) + case_variant_warnings(pre)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
@@ -412,7 +413,7 @@ def _auto_rule_applies(
 
 
 def _folds(
-    opts: TrainOptions, solver: InMemorySolver, data: Prepared, group: ProcessGroup | None, rule: CvRule | None
+    opts: TrainOptions, solver: InMemorySolver, *, data: Prepared, group: ProcessGroup | None, rule: CvRule | None
 ) -> int:
     """How many folds cross-fit the threshold (or a multi-class model's probability map): --cv K as given, else
     DEFAULT_FOLDS where it would otherwise be fitted on the training rows (no --val/--val-frac, adjusting, a

@@ -32,6 +32,7 @@ def predict(
     model: str | Path | ModelLike,
     data: sources.Source | pd.DataFrame,
     output: str | Path | None = None,
+    *,
     id_col: str | None = None,
     engine: EngineChoice = LOCAL,
     strict: bool = False,
@@ -73,7 +74,9 @@ def predict_frame(
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = with_explain_fields(_output_schema(model, schema, id_col, per_class_columns=True), explain, id_col)
-    predictions = Predictions(model, out_schema, id_col, True, sources.describe(data), explain=explain)
+    predictions = Predictions(
+        model, out_schema, id_col=id_col, per_class_columns=True, data=sources.describe(data), explain=explain
+    )
     tables, parts = [], []
     for batch in batches(columns):
         table, counts = predictions.process(batch)

@@ -216,7 +216,9 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: _Section, con
 
 
 def _realized(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    split = binary_split_report(logits, labels, model.threshold, model.problem, calibration=model.calibration)
+    split = binary_split_report(
+        logits, labels, threshold=model.threshold, problem=model.problem, calibration=model.calibration
+    )
     keys = ("precision", "recall", "f_beta", "precision_interval", "recall_interval", "tp", "fp", "fn")
     return {key: split[key] for key in keys if key in split}
 

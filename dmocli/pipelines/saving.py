@@ -18,6 +18,7 @@ from dmocli.report import dumps, failure, model_summary
 def training_info(
     opts: TrainOptions,
     params: Any,
+    *,
     report: dict[str, Any],
     calibration: Calibration | None,
     summary: dict[str, Any] | None = None,
@@ -44,7 +45,7 @@ def training_info(
 
 
 def finish(
-    model: DmoModel, report: dict[str, Any], output: Path | None, report_path: str | Path | None, started: float
+    model: DmoModel, report: dict[str, Any], *, output: Path | None, report_path: str | Path | None, started: float
 ) -> tuple[DmoModel, dict[str, Any]]:
     """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
     report["wall_seconds"] = time.perf_counter() - started

@@ -32,7 +32,7 @@ def open_data(data: str | Path, model: DmoModel) -> tuple[pa.Schema, Callable[[l
         source = open_stdin_csv(numeric.__contains__, text)
         return source.schema, source.batches
     return reading.schema(data, text), lambda columns: reading.iter_batches(
-        data, BATCH_ROWS, columns, text_columns=text
+        data, BATCH_ROWS, columns=columns, text_columns=text
     )
 
 

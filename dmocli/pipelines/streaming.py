@@ -102,13 +102,19 @@ class LabelCounter:
     def spec(self, positive: str | None) -> LabelSpec:
         values = list(self.counts)
         return label_spec_from_counts(
-            values, [self.counts[v] for v in values], self.type or pa.null(), self.column, positive, binary=True
+            values,
+            [self.counts[v] for v in values],
+            label_type=self.type or pa.null(),
+            column=self.column,
+            positive=positive,
+            binary=True,
         )
 
 
 def _prepass(
     data: sources.Source,
     plan: Any,
+    *,
     columns: list[str],
     counter: LabelCounter,
     impute: str,
@@ -136,13 +142,17 @@ def _prepass(
         sample = reading.sample_row_groups(data, features, stats_rows)
     with progress.task("first pass (classes, statistics)", total=lambda: reading.count_rows(data), unit="rows") as bar:
         if sample is None:
-            batches = progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns, text_columns=text), bar)
-            pre, problems = Preprocessor.survey(counter.tap(batches), plan, impute, fold_case=fold_case, derive=derive)
+            batches = progress.advancing(
+                reading.iter_batches(data, BATCH_ROWS, columns=columns, text_columns=text), bar
+            )
+            pre, problems = Preprocessor.survey(
+                counter.tap(batches), plan, impute=impute, fold_case=fold_case, derive=derive
+            )
             return pre, problems, {"statistics": "exact", "statistics_rows": counter.rows}
-        for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, [counter.column]), bar)):
+        for _ in counter.tap(progress.advancing(reading.iter_batches(data, BATCH_ROWS, columns=[counter.column]), bar)):
             pass
     batches, sampled = sample
-    pre, problems = Preprocessor.survey(batches, plan, impute, fold_case=fold_case, derive=derive)
+    pre, problems = Preprocessor.survey(batches, plan, impute=impute, fold_case=fold_case, derive=derive)
     statistics = "exact" if sampled >= counter.rows else "row-group sample"
     return pre, problems, {"statistics": statistics, "statistics_rows": sampled}
 
@@ -160,7 +170,9 @@ def _derivation(
             f"--dates parts and --parse-numbers read their columns in a pass of their own; {NAME} can be read once: "
             "save the data to a file"
         )
-    return survey_derivation(schema, lambda cols: reading.iter_batches(data, BATCH_ROWS, cols, text_columns=cols), opts)
+    return survey_derivation(
+        schema, lambda cols: reading.iter_batches(data, BATCH_ROWS, columns=cols, text_columns=cols), opts
+    )
 
 
 def open_stdin(opts: TrainOptions, epochs: int, adjust: bool, stats_rows: int) -> StdinCsv:
@@ -210,6 +222,7 @@ def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def train_streaming(
     data: sources.Source,
     opts: TrainOptions,
+    *,
     solver: StreamingSolver,
     params: SolverParams,
     output: Path | None,
@@ -241,12 +254,19 @@ def train_streaming(
     prepass_started = time.perf_counter()
     if stdin is not None:
         head, rest = _head_of(stdin.batches(columns), params.stats_rows)
-        pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, opts.impute, fold_case=opts.fold_case)
+        pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, impute=opts.impute, fold_case=opts.fold_case)
         prepass = {"statistics": "head of standard input", "statistics_rows": counter.rows}
     else:
         with serial_arrow_decoding(data):
             pre, found, prepass = _prepass(
-                data, plan, columns, counter, opts.impute, params.stats_rows, opts.fold_case, derive
+                data,
+                plan,
+                columns=columns,
+                counter=counter,
+                impute=opts.impute,
+                stats_rows=params.stats_rows,
+                fold_case=opts.fold_case,
+                derive=derive,
             )
     problems += found
     # The pre-pass decoded every label batch; arrow's allocator keeps such freed pages for reuse, and the
@@ -284,7 +304,7 @@ def train_streaming(
         source = (
             itertools.chain(_drained(head), rest)
             if stdin
-            else reading.iter_batches(data, BATCH_ROWS, columns, text_columns=pre.text_columns)
+            else reading.iter_batches(data, BATCH_ROWS, columns=columns, text_columns=pre.text_columns)
         )
         source = map(pre.derived, source) if pre.derive else source  # the profile counts the derived columns
         if first_pass:  # counted in the reading thread, beside the learner (arrow's and numpy's counting free the GIL)

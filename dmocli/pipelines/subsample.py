@@ -143,14 +143,16 @@ def label_spec(counts: dict[Any, int], column: str) -> LabelSpec:
     """Multi-class LabelSpec from whole-data counts, classes ordered as `dmo train` orders them."""
     if len(counts) < 2:
         raise DmoError(f"label column '{column}' has {len(counts)} class(es); subsampling needs at least two")
-    return label_spec_from_counts(list(counts), list(counts.values()), pa.null(), column, None, binary=False)
+    return label_spec_from_counts(
+        list(counts), list(counts.values()), label_type=pa.null(), column=column, positive=None, binary=False
+    )
 
 
 def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: SubsampleOptions) -> Pilot:
     """Preprocessing and a K-class logistic (or MLP) pilot fitted on the uniform pilot rows."""
     if table.num_rows < 2:
         raise DmoError(f"the pilot sample has {table.num_rows} rows; raise --pilot-frac or use more data")
-    pre = Preprocessor.fit(table.to_batches(), plan, opts.impute)
+    pre = Preprocessor.fit(table.to_batches(), plan, impute=opts.impute)
     data = prepare(table, pre, labels)
     labeled = data.labeled()
     fix = (
@@ -161,7 +163,12 @@ def fit_pilot(table: pa.Table, plan: ColumnPlan, labels: LabelSpec, opts: Subsam
     check_pilot_classes(labeled.y, labels.classes, fix)
     arch = Architecture(opts.pilot_model, pre.n_features, len(labels.classes))
     network, _ = fit_offset_logistic(
-        torch.from_numpy(labeled.X), torch.from_numpy(labeled.y), None, arch, opts.seed, LogisticParams()
+        torch.from_numpy(labeled.X),
+        torch.from_numpy(labeled.y),
+        None,
+        arch=arch,
+        seed=opts.seed,
+        params=LogisticParams(),
     )
     state = {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
     return Pilot(pre, arch, state)
@@ -177,7 +184,7 @@ class LocalEngine:
         self.batch_rows = batch_rows
 
     def map(self, fn: Callable[[pa.RecordBatch, int], Any], columns: list[str] | None) -> list[Any]:
-        batches = reading.iter_batches(self.data, self.batch_rows, columns, low_memory=True)
+        batches = reading.iter_batches(self.data, self.batch_rows, columns=columns, low_memory=True)
         return [fn(batch, part) for part, batch in enumerate(batches)]
 
     def write(
@@ -243,12 +250,23 @@ def subsample(
         schema = reading.schema(data)
     pilot_rate = min(opts.pilot_frac, opts.pilot_max_rows / max(n_rows, 1)) if needs_pilot else 0.0
     with choice.dask(data) if choice.is_dask else contextlib.nullcontext(LocalEngine(data, opts.batch_rows)) as engine:
-        return _run(data, output, opts, report_path, engine, schema, plan, pilot_rate, started)
+        return _run(
+            data,
+            output,
+            opts=opts,
+            report_path=report_path,
+            engine=engine,
+            schema=schema,
+            plan=plan,
+            pilot_rate=pilot_rate,
+            started=started,
+        )
 
 
 def _run(
     data,
     output: Path,
+    *,
     opts: SubsampleOptions,
     report_path,
     engine,
@@ -293,7 +311,7 @@ def _run(
 
     out_schema = _output_schema(schema, labels, opts)
     t1 = time.perf_counter()
-    totals = merge_counts(engine.write(sampler, output, out_schema, check=refuse_empty))
+    totals = merge_counts(engine.write(sampler, output, schema=out_schema, check=refuse_empty))
     pass_seconds = time.perf_counter() - t1
     n = totals["rows"]
     report = envelope(

@@ -51,13 +51,14 @@ def fit_threshold(
     scores: np.ndarray,
     labels: np.ndarray,
     problem: Problem,
+    *,
     confidence: float | None,
     where: str,
     new_rows: int | None = None,
 ) -> tuple[OperatingPoint, str | None]:
     """The exact operating point on (scores, labels), and why the target is out of reach when it is (else None).
     `where` names the data in that message ("the val split")."""
-    point = search(scores, labels, problem, confidence, new_rows)
+    point = search(scores, labels, problem, confidence, new_rows=new_rows)
     if point.feasible is not False:
         return point, None
     what = problem.constraint_name
@@ -89,6 +90,7 @@ def split_reports(
     logits: dict[str, np.ndarray],
     truth: dict[str, np.ndarray],
     threshold: float | None,
+    *,
     problem: Problem | None,
     classes: list[Any],
     calibration: Calibration | MulticlassCalibration | None = None,
@@ -98,7 +100,9 @@ def split_reports(
     if problem is None:
         return {name: multiclass_split_report(logits[name], truth[name], classes, calibration) for name in logits}
     return {
-        name: binary_split_report(logits[name], truth[name], threshold, problem, calibration=calibration)
+        name: binary_split_report(
+            logits[name], truth[name], threshold=threshold, problem=problem, calibration=calibration
+        )
         for name in logits
     }
 
@@ -171,12 +175,16 @@ def settle_threshold(
     if calibration is None and held_out and calibrate:
         calibration = fit_platt(logits[held_out], truth[held_out], held_out)
     if own is not None:
-        report["before_adjustment"] = split_reports(fitted, truth, own, problem, [], calibration)
+        report["before_adjustment"] = split_reports(
+            fitted, truth, own, problem=problem, classes=[], calibration=calibration
+        )
     if adjust or own is None:
         split = held_out  # searched on the same scores the probability map is fitted on
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
         sample = certified_rows(new_rows, confidence, held_out_rows or int(truth[split].size))
-        point, unreachable = fit_threshold(logits[split], truth[split], problem, confidence, where, sample)
+        point, unreachable = fit_threshold(
+            logits[split], truth[split], problem, confidence=confidence, where=where, new_rows=sample
+        )
         settled = judge_reachability(point, unreachable, allow_infeasible)
         if split == "cv" and transfer is not None:
             settled.threshold = transfer(point.threshold)
@@ -189,10 +197,12 @@ def settle_threshold(
     else:
         settled = Settled(own)
     report["threshold"] = settled.threshold
-    report["splits"] = split_reports(fitted, truth, settled.threshold, problem, [], calibration)
+    report["splits"] = split_reports(
+        fitted, truth, settled.threshold, problem=problem, classes=[], calibration=calibration
+    )
     if "cv" in logits:  # the out-of-fold scores at their own threshold, before it was carried to the final model
         report["splits"]["cv"] = binary_split_report(
-            logits["cv"], truth["cv"], point.threshold, problem, calibration=calibration
+            logits["cv"], truth["cv"], threshold=point.threshold, problem=problem, calibration=calibration
         )
     settled.warnings += empty_prediction_warnings(report["splits"])
     if calibration is not None:

@@ -87,19 +87,39 @@ def train(
     if opts.engine == "dask":
         from dmocli.pipelines.dask_trees import train_trees_on_dask
 
-        return train_trees_on_dask(data, opts, solver, params, output, report_path, started)
+        return train_trees_on_dask(
+            data, opts, solver=solver, params=params, output=output, report_path=report_path, started=started
+        )
     if isinstance(solver, StreamingSolver):
         from dmocli.pipelines.streaming import train_streaming
 
-        return train_streaming(data, opts, solver, params, output, report_path)
+        return train_streaming(data, opts, solver=solver, params=params, output=output, report_path=report_path)
     assert isinstance(solver, InMemorySolver)
     if not torchrun.launched():
-        return train_in_memory(data, opts, solver, params, output, report_path, started, None)
+        return train_in_memory(
+            data,
+            opts,
+            solver=solver,
+            params=params,
+            output=output,
+            report_path=report_path,
+            started=started,
+            group=None,
+        )
     from dmocli.engines.torch_distributed import start
 
     group = start(opts.device)
     try:
-        return train_in_memory(data, opts, solver, params, output, report_path, started, group)
+        return train_in_memory(
+            data,
+            opts,
+            solver=solver,
+            params=params,
+            output=output,
+            report_path=report_path,
+            started=started,
+            group=group,
+        )
     finally:
         group.close()
 

@@ -112,7 +112,7 @@ def offsets_of(table: pa.Table, labels: LabelSpec) -> dict[str, np.ndarray]:
 
 
 def stopping_split(
-    y: np.ndarray, share: float, seed: int, class_names: list[Any] | None = None, fewest: int = 1
+    y: np.ndarray, share: float, *, seed: int, class_names: list[Any] | None = None, fewest: int = 1
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Row indices (kept, held out) for early stopping without a validation split: a stratified `share` of the
     labeled rows, when there are two classes or more and every one can spare a row for it (and has at least
@@ -167,7 +167,7 @@ def describe_path(path: str | Path | None) -> str | None:
 
 
 def stratified_folds(
-    y: np.ndarray, k: int, seed: int, class_names: list[Any] | None = None, val_pooled: bool = False
+    y: np.ndarray, k: int, *, seed: int, class_names: list[Any] | None = None, val_pooled: bool = False
 ) -> np.ndarray:
     """A fold number in [0, k) for every labeled row, each class dealt round-robin over the folds in a seeded
     random order, so every fold holds its share of each class (a class of fewer than k rows is refused: some

@@ -163,14 +163,16 @@ class Preprocessor:
         cls,
         batches: Iterable[pa.RecordBatch],
         plan: ColumnPlan,
+        *,
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
-        *,
         derive: Derivation | None = None,
     ) -> "Preprocessor":
         """survey, refusing every problem it finds in one message."""
-        pre, problems = cls.survey(batches, plan, impute, categorical_codes, fold_case, derive=derive)
+        pre, problems = cls.survey(
+            batches, plan, impute=impute, categorical_codes=categorical_codes, fold_case=fold_case, derive=derive
+        )
         refuse_problems(problems)
         return pre
 
@@ -179,10 +181,10 @@ class Preprocessor:
         cls,
         batches: Iterable[pa.RecordBatch],
         plan: ColumnPlan,
+        *,
         impute: str = "none",
         categorical_codes: bool = False,
         fold_case: bool = False,
-        *,
         derive: Derivation | None = None,
     ) -> tuple["Preprocessor", list[str]]:
         """One pass: mean/std (merged per batch, float64), categorical levels, medians from a reservoir; and every

@@ -176,6 +176,7 @@ def parse_positive(text: str, label_type: pa.DataType) -> Any:
 def infer_label_spec(
     labels: pa.Array | pa.ChunkedArray,
     column: str,
+    *,
     positive: str | None,
     binary: bool,
     counts: dict[Any, int] | None = None,
@@ -190,7 +191,9 @@ def infer_label_spec(
     labels = _plain(labels)
     if counts is None:
         counts = _counts(labels)
-    return label_spec_from_counts(list(counts), list(counts.values()), labels.type, column, positive, binary)
+    return label_spec_from_counts(
+        list(counts), list(counts.values()), label_type=labels.type, column=column, positive=positive, binary=binary
+    )
 
 
 def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
@@ -339,7 +342,7 @@ def check_label_type(label_type: pa.DataType, column: str | None) -> None:
 
 
 def label_spec_from_counts(
-    values: list[Any], freq: list[int], label_type: pa.DataType, column: str, positive: str | None, binary: bool
+    values: list[Any], freq: list[int], *, label_type: pa.DataType, column: str, positive: str | None, binary: bool
 ) -> LabelSpec:
     """infer_label_spec from per-class counts, so a streaming pass can count batch by batch."""
     check_label_type(label_type, column)

@@ -190,6 +190,7 @@ def class_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
 def matrix(
     X: np.ndarray,
     y: np.ndarray,
+    *,
     weight: np.ndarray | None,
     margin: np.ndarray | None,
     types: list[str] | None,
@@ -241,7 +242,7 @@ def held_out(train: SplitData, val: SplitData | None, p: TreeParams, ctx: FitCon
     if val is not None and val.n > 0:
         held = Held(X, y, offsets, numpy_split(val), "val")
     else:
-        split = stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names, fewest=4)
+        split = stopping_split(y, p.stop_frac, seed=ctx.seed, class_names=ctx.class_names, fewest=4)
         if split is None:
             held = Held(X, y, offsets, None, None)
         else:
@@ -272,7 +273,9 @@ def boost_weighted(
     started = time.perf_counter()
     n_classes = max(2, ctx.architecture.n_outputs)
     weight = lambda labels: class_weights(labels, n_classes) if balanced else None  # noqa: E731
-    dtrain = matrix(held.X, held.y, weight(held.y), base_margin(held.offsets, n_classes), ctx.feature_types)
+    dtrain = matrix(
+        held.X, held.y, weight=weight(held.y), margin=base_margin(held.offsets, n_classes), types=ctx.feature_types
+    )
     evals = []
     if held.monitor is not None:
         X_mon, y_mon, off_mon = held.monitor
@@ -281,9 +284,9 @@ def boost_weighted(
                 matrix(
                     X_mon,
                     y_mon,
-                    weight(y_mon) if monitor_weighted(p, n_classes) else None,
-                    base_margin(off_mon, n_classes),
-                    ctx.feature_types,
+                    weight=weight(y_mon) if monitor_weighted(p, n_classes) else None,
+                    margin=base_margin(off_mon, n_classes),
+                    types=ctx.feature_types,
                     ref=dtrain,
                 ),
                 "monitor",

@@ -115,6 +115,7 @@ def lbfgs_dtype(X: torch.Tensor, group: ProcessGroup | None = None) -> torch.dty
 def fit_linear_lbfgs(
     network: torch.nn.Sequential,
     X: torch.Tensor,
+    *,
     loss_of: Callable[[torch.Tensor], torch.Tensor],
     l2: float,
     max_iter: int,

@@ -75,6 +75,7 @@ def evaluate_decision(
     network: torch.nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
+    *,
     problem: Problem,
     threshold: float = 0.0,
     group: ProcessGroup | None = None,

@@ -140,15 +140,21 @@ class WeightedCrossEntropy(InMemorySolver):
             off = None if offsets is None else offsets.to(lbfgs_dtype(train.X, group))
             share_of = None if group is None else n_total
             network, trace = fit_linear_lbfgs(
-                network, train.X, lambda logits: loss_of(logits, train.y, off, share_of), l2, p.max_iter, group
+                network,
+                train.X,
+                loss_of=lambda logits: loss_of(logits, train.y, off, share_of),
+                l2=l2,
+                max_iter=p.max_iter,
+                group=group,
             )
             return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
-        return self._fit_adam(network, train, val, ctx, loss_of, n_total, generator)
+        return self._fit_adam(network, train, val=val, ctx=ctx, loss_of=loss_of, n_total=n_total, generator=generator)
 
     @staticmethod
     def _fit_adam(
         network: torch.nn.Module,
         train: SplitData,
+        *,
         val: SplitData | None,
         ctx: FitContext,
         loss_of: Callable[..., torch.Tensor],
@@ -222,7 +228,9 @@ def _monitored(train: SplitData, val: SplitData | None, ctx: FitContext) -> tupl
     if val is not None and val.n > 0:
         return train, val, "val"
     y = train.y.cpu().numpy()
-    split = None if ctx.group is not None else stopping_split(y, p.stop_frac, ctx.seed, ctx.class_names)
+    split = (
+        None if ctx.group is not None else stopping_split(y, p.stop_frac, seed=ctx.seed, class_names=ctx.class_names)
+    )
     if split is None:
         return train, train, "train"
     kept, held = split

@@ -51,7 +51,7 @@ def _at_best_cut(scores: np.ndarray, y: np.ndarray, problem: Problem) -> Evaluat
 
 
 def _clearly_better(
-    key: tuple[float, ...], evaluation: Evaluation, best_key: tuple[float, ...], best: Evaluation, problem: Problem
+    key: tuple[float, ...], evaluation: Evaluation, *, best_key: tuple[float, ...], best: Evaluation, problem: Problem
 ) -> bool:
     """A later iterate (more trees) replaces the kept one only when the held-out rows can tell them apart: in a
     better feasibility class, or, both feasible, by more than one binomial standard error of the kept
@@ -65,6 +65,7 @@ def _clearly_better(
 def round_gradients(
     logits: torch.Tensor,
     s: torch.Tensor,
+    *,
     positive: torch.Tensor,
     problem: Problem,
     n_pos: int,
@@ -94,7 +95,7 @@ def round_gradients(
 
 
 def fit_ero_trees(
-    train: SplitData, val: SplitData | None, ctx: FitContext, cfg: Settings, rounds_per_outer: int, s_steps: int
+    train: SplitData, val: SplitData | None, ctx: FitContext, *, cfg: Settings, rounds_per_outer: int, s_steps: int
 ) -> FitResult:
     started = time.perf_counter()
     problem = ctx.problem
@@ -155,7 +156,16 @@ def fit_ero_trees(
                     )
                     loss.backward()
                     s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
-                grad, hess = round_gradients(logits, s, positive, problem, n_pos, row_penalty, row_reg, penalties.mu0)
+                grad, hess = round_gradients(
+                    logits,
+                    s,
+                    positive=positive,
+                    problem=problem,
+                    n_pos=n_pos,
+                    row_penalty=row_penalty,
+                    row_reg=row_reg,
+                    mu0=penalties.mu0,
+                )
                 booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
                 margins = booster.predict(dtrain, output_margin=True, training=True)
             with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
@@ -166,7 +176,7 @@ def fit_ero_trees(
                 gap_value = float(gap) if gap is not None else 0.0
             penalties.update(violating, gap_value)
             key, train_eval, monitored = judged(margins)
-            improved = _clearly_better(key, monitored, best["key"], best["eval"], problem)
+            improved = _clearly_better(key, monitored, best_key=best["key"], best=best["eval"], problem=problem)
             if improved:
                 best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": outer, "eval": monitored}
             history.append(

@@ -103,10 +103,10 @@ class ERO(InMemorySolver):
         problem = ctx.problem
         cfg = self.settings(p, ctx.architecture.kind)
         if ctx.architecture.kind == "gbdt":  # boosting rounds in place of the network's Adam steps (docs/ero.md)
-            return fit_ero_trees(train, val, ctx, cfg, p.tree_rounds, p.s_steps)
+            return fit_ero_trees(train, val, ctx, cfg=cfg, rounds_per_outer=p.tree_rounds, s_steps=p.s_steps)
         generator = seed_everything(ctx.seed)
         rows = ctx.group if ctx.group is not None else OneProcess()
-        train, monitor, monitor_name = _monitor_split(train, val, p.folding, p.fold, ctx.seed)
+        train, monitor, monitor_name = _monitor_split(train, val, folding=p.folding, fold=p.fold, seed=ctx.seed)
         positive = train.y == 1
         n, n_pos = rows.sum_int(train.n), rows.sum_int(int(positive.sum()))  # over every process's rows
         if n_pos == 0 or n_pos == n:
@@ -152,17 +152,22 @@ class ERO(InMemorySolver):
             )  # adam's early-stopping split; lbfgs (the exact optimum): none
         else:
             warm_monitor = "train"
-            warm = _warm_start(network, train, cfg, batch, generator, rows)
+            warm = _warm_start(network, train, cfg=cfg, batch=batch, generator=generator, rows=rows)
         rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process judges one network
-        s = _initial_s(network, train, problem, cfg.init, generator, rows)
+        s = _initial_s(network, train, problem=problem, init=cfg.init, generator=generator, rows=rows)
         warm_seconds = time.perf_counter() - started
 
         penalties = Penalties(positive, n, n_pos, cfg)
         s_adam = RowAdam(train.n, ctx.device)
 
         best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
-        warm_train = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
-        _offer(best, _judged(cfg, _evaluate(network, monitor, train, problem, ctx.group), warm_train), 0, warm_train)
+        warm_train = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
+        _offer(
+            best,
+            _judged(cfg, _evaluate(network, monitor, train=train, problem=problem, group=ctx.group), warm_train),
+            0,
+            warm_train,
+        )
         history: list[dict[str, Any]] = []
         steps_total, stale = 0, 0
         with progress.task(self.name, total=cfg.outer, unit="outer iterations") as bar:
@@ -198,9 +203,11 @@ class ERO(InMemorySolver):
                     n_violating = rows.sum_int(int(violating.sum()))
                     max_violation = float(rows.max(c.max()))
                 penalties.update(violating, gap_value)
-                with _bias_projected(network, train_logits, train.y, problem, cfg.bias_projection, rows):
-                    train_eval = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
-                    monitored = _evaluate(network, monitor, train, problem, ctx.group)
+                with _bias_projected(
+                    network, train_logits, y=train.y, problem=problem, enabled=cfg.bias_projection, rows=rows
+                ):
+                    train_eval = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
+                    monitored = _evaluate(network, monitor, train=train, problem=problem, group=ctx.group)
                     improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
                 history.append(
                     {
@@ -226,7 +233,7 @@ class ERO(InMemorySolver):
                     break
         best.restore()
         network.eval()
-        final = evaluate_decision(network, train.X, train.y, problem, group=ctx.group)
+        final = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
         trace = {
             "protocol": p.protocol,
             "settings": vars(cfg),
@@ -258,11 +265,11 @@ class ERO(InMemorySolver):
 
 
 def _evaluate(
-    network: torch.nn.Module, split: SplitData, train: SplitData, problem, group: ProcessGroup | None
+    network: torch.nn.Module, split: SplitData, *, train: SplitData, problem, group: ProcessGroup | None
 ) -> Evaluation:
     """evaluate_decision on the monitored split: summed over the processes when it is the (sharded) training
     split; --val is whole on every process, and rank 0's counts are taken."""
-    return evaluate_decision(network, split.X, split.y, problem, group=group, sharded=split is train)
+    return evaluate_decision(network, split.X, split.y, problem=problem, group=group, sharded=split is train)
 
 
 def _judged(cfg: Settings, monitored: Evaluation, train_eval: Evaluation) -> Evaluation:
@@ -290,6 +297,7 @@ def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Eval
 def _warm_start(
     network: torch.nn.Module,
     train: SplitData,
+    *,
     cfg: Settings,
     batch: int,
     generator: torch.Generator,
@@ -347,6 +355,7 @@ def _warm_start(
 def _initial_s(
     network: torch.nn.Module,
     train: SplitData,
+    *,
     problem,
     init: str,
     generator: torch.Generator,
@@ -370,6 +379,7 @@ def _initial_s(
 def _bias_projected(
     network: torch.nn.Module,
     logits: torch.Tensor,
+    *,
     y: torch.Tensor,
     problem,
     enabled: bool,
@@ -408,7 +418,7 @@ def _output_layer(network: torch.nn.Module) -> torch.nn.Linear:
 
 
 def _monitor_split(
-    train: SplitData, val: SplitData | None, folding: int, fold: int, seed: int
+    train: SplitData, val: SplitData | None, *, folding: int, fold: int, seed: int
 ) -> tuple[SplitData, SplitData, str]:
     """(rows to train on, rows to select the iterate on, their name)."""
     if val is not None and val.n > 0:

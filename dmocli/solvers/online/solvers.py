@@ -371,7 +371,7 @@ class OfoRule(ThresholdRule):
         return self.tp / den if den else 0.0
 
     def decide(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
-        pred, _, iterations = ofo_predictions(eta, y, self.tp, self.pos, self.predicted, self.b2)
+        pred, _, iterations = ofo_predictions(eta, y, tp0=self.tp, pos0=self.pos, predicted0=self.predicted, b2=self.b2)
         self.iterations += iterations
         self.tp += int((pred & (y == 1)).sum())
         self.pos += int(y.sum())

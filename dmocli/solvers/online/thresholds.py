@@ -44,14 +44,14 @@ def affine_scan(a: np.ndarray, c: np.ndarray, x0: float) -> np.ndarray:
 
 
 def fofo_step(
-    theta: np.ndarray, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
+    theta: np.ndarray, eta: np.ndarray, *, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
 ) -> np.ndarray:
     """One projected SGD step on Q_t: theta - gamma * (-(eta - theta)_+ + b^2 pi theta), clipped to [lo, hi]."""
     return np.clip(theta - gamma * (b2 * pi * theta - np.maximum(eta - theta, 0.0)), lo, hi)
 
 
 def fofo_path(
-    theta0: float, eta: np.ndarray, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
+    theta0: float, eta: np.ndarray, *, pi: np.ndarray, gamma: float, b2: float, lo: float, hi: float
 ) -> tuple[np.ndarray, int]:
     """theta_0..theta_L of the FOFO recurrence (theta_{j+1} = fofo_step(theta_j, row j)); and iterations used."""
     L = eta.size
@@ -74,7 +74,7 @@ def fofo_path(
         c[low] = lo
         c[high] = hi
         path[start + 1 :] = affine_scan(a, c, path[start])
-        exact = fofo_step(path[start:-1], eta[start:], pi[start:], gamma, b2, lo, hi)
+        exact = fofo_step(path[start:-1], eta[start:], pi=pi[start:], gamma=gamma, b2=b2, lo=lo, hi=hi)
         bad = np.abs(exact - path[start + 1 :]) > RESIDUAL_TOL
         if not bad.any():
             break
@@ -85,7 +85,7 @@ def fofo_path(
 
 
 def ofo_predictions(
-    eta: np.ndarray, y: np.ndarray, tp0: int, pos0: int, predicted0: int, b2: float
+    eta: np.ndarray, y: np.ndarray, *, tp0: int, pos0: int, predicted0: int, b2: float
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """OFO (Busa-Fekete et al. 2015): predict 1{eta_t >= theta_t}, theta_t = TP/(b^2 P + TP + FP) of earlier rows.
 
@@ -241,7 +241,9 @@ class FofoThreshold:
             )
         L = eta.size
         pi = (self.pos + np.cumsum(y, dtype=np.float64)) / (self.seen + np.arange(1, L + 1))
-        path, iterations = fofo_path(self.theta, eta.astype(np.float64), pi, self.gamma, self.b2, self.lo, self.hi)
+        path, iterations = fofo_path(
+            self.theta, eta.astype(np.float64), pi=pi, gamma=self.gamma, b2=self.b2, lo=self.lo, hi=self.hi
+        )
         self.iterations += iterations
         averages = (self.theta_sum + np.cumsum(path[:-1])) / (self.tau + np.arange(1, L + 1))
         self.theta_sum += float(path[:-1].sum())

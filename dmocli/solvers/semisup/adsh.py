@@ -34,7 +34,7 @@ from dmocli.solvers.semisup.consistency import SemiParams, SemiSupervisedSolver,
 
 
 def adsh_thresholds(
-    confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, tau1: float
+    confidence: np.ndarray, pseudo: np.ndarray, *, previous: np.ndarray, majority: int, tau1: float
 ) -> tuple[np.ndarray, float | None]:
     """New per-class thresholds and rho (None when the majority class has no predicted rows)."""
     n_classes = previous.size
@@ -70,7 +70,7 @@ class Adsh(SemiSupervisedSolver):
         return constant_thresholds(params.tau1, "tau1", n_classes)
 
     def update_thresholds(
-        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+        self, confidence: np.ndarray, pseudo: np.ndarray, *, previous: np.ndarray, majority: int, params: SemiParams
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        new, rho = adsh_thresholds(confidence, pseudo, previous, majority, params.tau1)
+        new, rho = adsh_thresholds(confidence, pseudo, previous=previous, majority=majority, tau1=params.tau1)
         return new, {"rho": rho}

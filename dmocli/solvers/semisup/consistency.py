@@ -219,7 +219,7 @@ class SemiSupervisedSolver(InMemorySolver):
         raise NotImplementedError
 
     def update_thresholds(
-        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+        self, confidence: np.ndarray, pseudo: np.ndarray, *, previous: np.ndarray, majority: int, params: SemiParams
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """New thresholds from one weak-view pass over all unlabeled rows, and what to log about the update."""
         raise NotImplementedError
@@ -229,7 +229,9 @@ class SemiSupervisedSolver(InMemorySolver):
         if not ctx.params.fallback:
             return self.fit_semi(train, val, ctx)
         p = ctx.params
-        return fit_with_fallback(self.name, self.fit_semi, train, val, ctx, p.fallback_folds, p.fallback_margin)
+        return fit_with_fallback(
+            self.name, self.fit_semi, train=train, val=val, ctx=ctx, k=p.fallback_folds, margin=p.fallback_margin
+        )
 
     def fit_semi(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         p = ctx.params
@@ -245,7 +247,14 @@ class SemiSupervisedSolver(InMemorySolver):
         class_weights = (
             inverse_frequency_weights(train.y[labeled].cpu(), n_classes).to(ctx.device) if p.balanced else None
         )
-        views = FeatureViews(train, p.weak_noise, p.strong_noise, p.strong_mask, p.views, generator)
+        views = FeatureViews(
+            train,
+            weak_noise=p.weak_noise,
+            strong_noise=p.strong_noise,
+            strong_mask=p.strong_mask,
+            mode=p.views,
+            generator=generator,
+        )
         truth = train.extra.get("unlabeled_truth")
         truth_u = truth[unlabeled].cpu().numpy() if truth is not None else None
 
@@ -298,7 +307,9 @@ class SemiSupervisedSolver(InMemorySolver):
                 confidence, pseudo = log_probs(logits_of(network, views.weak(unlabeled))).exp().max(dim=1)
                 confidence_np = confidence.double().cpu().numpy()
                 pseudo_np = pseudo.cpu().numpy()
-                thresholds, info = self.update_thresholds(confidence_np, pseudo_np, thresholds, majority, p)
+                thresholds, info = self.update_thresholds(
+                    confidence_np, pseudo_np, previous=thresholds, majority=majority, params=p
+                )
                 selected = (
                     selection_mask(
                         confidence,

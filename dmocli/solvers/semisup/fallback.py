@@ -98,7 +98,7 @@ def held_out_logits(result: FitResult, X: torch.Tensor, n_outputs: int) -> np.nd
 
 
 def fit_with_fallback(
-    name: str, fit_semi: Fit, train: SplitData, val: SplitData | None, ctx: FitContext, k: int, margin: float
+    name: str, fit_semi: Fit, *, train: SplitData, val: SplitData | None, ctx: FitContext, k: int, margin: float
 ) -> FitResult:
     """The better of `fit_semi` (labeled and unlabeled rows) and `wce` (labeled rows), judged as the module
     docstring says; the result's trace has a `fallback` section and, when wce won, a warning."""

@@ -40,6 +40,7 @@ class FeatureViews:
     def __init__(
         self,
         split: SplitData,
+        *,
         weak_noise: float,
         strong_noise: float,
         strong_mask: float,

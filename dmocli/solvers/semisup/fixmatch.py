@@ -30,6 +30,6 @@ class FixMatch(SemiSupervisedSolver):
         return constant_thresholds(params.tau, "tau", n_classes)
 
     def update_thresholds(
-        self, confidence: np.ndarray, pseudo: np.ndarray, previous: np.ndarray, majority: int, params: SemiParams
+        self, confidence: np.ndarray, pseudo: np.ndarray, *, previous: np.ndarray, majority: int, params: SemiParams
     ) -> tuple[np.ndarray, dict[str, Any]]:
         return previous, {}

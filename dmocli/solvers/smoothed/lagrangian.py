@@ -52,7 +52,9 @@ class Lagrangian(InMemorySolver):
             if problem.constraint_name is not None:
                 state["multiplier"] = max(0.0, state["multiplier"] + p.lr_multiplier * float(state["gap"]))
 
-        result = fit_smoothed(train, val, ctx, soft, loss_of, p, after_step=ascend, name=self.name)
+        result = fit_smoothed(
+            train, val, ctx, soft_prediction=soft, loss_of=loss_of, loop=p, after_step=ascend, name=self.name
+        )
         result.trace["final_multiplier"] = state["multiplier"]
         result.trace["final_smoothed_gap"] = float(state["gap"])
         return result

@@ -42,4 +42,4 @@ class SigmoidF1(InMemorySolver):
         def loss_of(tp: torch.Tensor, fp: torch.Tensor, n_pos: float) -> torch.Tensor:
             return -metric_terms(problem, tp, fp, n_pos)[0]
 
-        return fit_smoothed(train, val, ctx, soft, loss_of, p, name=self.name)
+        return fit_smoothed(train, val, ctx, soft_prediction=soft, loss_of=loss_of, loop=p, name=self.name)

@@ -46,6 +46,7 @@ def fit_smoothed(
     train: SplitData,
     val: SplitData | None,
     ctx: FitContext,
+    *,
     soft_prediction: Callable[[torch.Tensor], torch.Tensor],
     loss_of: LossFn,
     loop: LoopSettings,
@@ -96,13 +97,13 @@ def fit_smoothed(
             if step % loop.eval_every == 0 or step == loop.steps:
                 rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process keeps one iterate
                 judged = evaluate_decision(
-                    network, monitor.X, monitor.y, problem, group=group, sharded=monitor is train
+                    network, monitor.X, monitor.y, problem=problem, group=group, sharded=monitor is train
                 )
                 stale = 0 if best.offer(judged, step) else stale + 1
                 bar.update(step, monitored_objective=judged.objective)
     best.restore()
     network.eval()
-    final = evaluate_decision(network, train.X, train.y, problem, group=group)
+    final = evaluate_decision(network, train.X, train.y, problem=problem, group=group)
     trace = {
         "steps": step,
         "batch_size": batch,

@@ -72,6 +72,7 @@ def fit_offset_logistic(
     X: torch.Tensor,
     y: torch.Tensor,
     offsets: torch.Tensor | None,
+    *,
     arch: Architecture,
     seed: int,
     params: LogisticParams,
@@ -81,13 +82,16 @@ def fit_offset_logistic(
     network = build_network(arch).to(X.device)
     if arch.kind == "linear":
         off = None if offsets is None else offsets.to(lbfgs_dtype(X))
-        return fit_linear_lbfgs(network, X, lambda logits: offset_nll(logits, y, off), params.l2, params.max_iter)
-    return _fit_adam(network, X, y, offsets, params, generator)
+        return fit_linear_lbfgs(
+            network, X, loss_of=lambda logits: offset_nll(logits, y, off), l2=params.l2, max_iter=params.max_iter
+        )
+    return _fit_adam(network, X, y=y, offsets=offsets, params=params, generator=generator)
 
 
 def _fit_adam(
     network: torch.nn.Module,
     X: torch.Tensor,
+    *,
     y: torch.Tensor,
     offsets: torch.Tensor | None,
     params: LogisticParams,
@@ -167,13 +171,13 @@ class LocalUncertaintySampling(InMemorySolver):
                     "--param keep-pilot applies to --gamma; DATA is a subsample file (its pilot rows are "
                     "in it unless it was written with `dmo subsample --no-keep-pilot`)"
                 )
-            network, trace = fit_offset_logistic(train.X, train.y, offsets, arch, ctx.seed, p)
+            network, trace = fit_offset_logistic(train.X, train.y, offsets, arch=arch, seed=ctx.seed, params=p)
             return FitResult(network, {**trace, "subsample": "offsets read from DATA", "rows": train.n}, own_threshold)
         if not p.gamma:
             raise DmoError("--solver lus needs --gamma G (>= 1), or a DATA file written by `dmo subsample`")
         gamma = check_gamma(p.gamma)
         sub, info = self._subsample(train, ctx, gamma)
-        network, trace = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch, ctx.seed, p)
+        network, trace = fit_offset_logistic(sub.X, sub.y, sub.extra["offsets"], arch=arch, seed=ctx.seed, params=p)
         return FitResult(network, {**trace, **info}, own_threshold)
 
     def _subsample(self, train: SplitData, ctx: FitContext, gamma: float) -> tuple[SplitData, dict[str, Any]]:
@@ -208,7 +212,9 @@ class LocalUncertaintySampling(InMemorySolver):
             "raise --param pilot-frac until every class is in it, or subsample with "
             "`dmo subsample --method case-control`",
         )
-        pilot, _ = fit_offset_logistic(train.X[pilot_rows], train.y[pilot_rows], None, pilot_arch, ctx.seed, p)
+        pilot, _ = fit_offset_logistic(
+            train.X[pilot_rows], train.y[pilot_rows], None, arch=pilot_arch, seed=ctx.seed, params=p
+        )
         rest = np.flatnonzero(~in_pilot)
         rest_t = torch.as_tensor(rest, device=train.X.device)
         proba = softmax_proba(logits_of(pilot, train.X[rest_t]))
