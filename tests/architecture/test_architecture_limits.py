@@ -5,9 +5,10 @@ section lists, each with its stated size within a fifth of the real one."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
+ROOT = REPO
 PACKAGE = ROOT / "dmocli"
 LISTED = 500  # modules over this many lines are listed on the page
 LIMIT = 1000  # and none is over this
