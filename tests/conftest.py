@@ -162,24 +162,3 @@ def dmo(monkeypatch, capsys):
 
     yield run
     signal.signal(signal.SIGTERM, previous)
-
-
-# The modules that hold the suite's longest tests (`pytest --durations=40`; docs/measurements.md), run first: with
-# `-n 2`, a test of minutes left for the end runs alone while the other worker idles. Order only, every test runs;
-# within a module the order is kept (its module-scoped fixtures are built once).
-LONGEST_FIRST = (
-    "test_new_sample.py",
-    "test_fuzz_cli.py",
-    "test_readme.py",
-    "test_first_hour.py",
-    "test_distributed.py",
-    "test_stdin.py",
-    "test_progress.py",
-    "test_machine_failures.py",
-    "test_model_profile.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
