@@ -212,7 +212,7 @@ def failure(label: str, value: Any, constraint: Constraint | None) -> str | None
 
 def invalid_values(constraint: Constraint) -> list[Any]:
     """Values `constraint` refuses, for tests: just outside each closed end, at each open end, a wrong kind, a
-    name not among the choices (tests/test_option_constraints.py checks that `admits` refuses every one)."""
+    name not among the choices (tests/cli/test_option_constraints.py checks that `admits` refuses every one)."""
     return list(dict.fromkeys(constraint.invalid()))
 
 

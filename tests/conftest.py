@@ -19,6 +19,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data"
 
+# The test folders follow dmocli's packages, and a test module imports helpers from another by its basename
+# (`from test_gbdt import schema_problems`), as pytest's default "prepend" import mode names them. Every folder
+# goes on sys.path here, so that holds whichever files a run selects; tests/architecture/test_test_layout.py keeps
+# the basenames unique and the folders without __init__.py, which that naming needs.
+_FOLDERS = sorted({str(module.parent) for module in Path(__file__).parent.rglob("test_*.py")})
+sys.path[1:1] = [folder for folder in _FOLDERS if folder not in sys.path]
+
 
 def dmo_command() -> list[str]:
     beside = Path(sys.executable).with_name("dmo")  # this interpreter's (worktree venv's) entry point first

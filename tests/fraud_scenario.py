@@ -1,6 +1,6 @@
 """A generated fraud table as a new user brings it: a yes/no label named `is_fraud`, an id column, transaction
 dates written as text, missing values, categorical columns, and amounts written for people ("$14.43").
-The transcript test (tests/test_first_hour.py) and docs/first-hour.md use it."""
+The transcript test (tests/end_to_end/test_first_hour.py) and docs/first-hour.md use it."""
 
 from __future__ import annotations
 

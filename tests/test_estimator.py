@@ -57,7 +57,8 @@ def test_multiclass_probabilities_and_numpy_input():
     assert proba.shape == (len(y), 3) and np.allclose(proba.sum(axis=1), 1.0)
     assert list(clf.classes_) == [0, 1, 2]
     # The decision is the arg-max of the class-weighted logits; the calibrated probabilities estimate each class at
-    # its training rate, so their own arg-max leans to the common class (tests/test_multiclass_calibration.py).
+    # its training rate, so their own arg-max leans to the common class
+    # (tests/operating_point/test_multiclass_calibration.py).
     assert np.array_equal(clf.predict(X), clf.classes_[clf.decision_function(X).argmax(axis=1)])
     assert proba[:, 1].mean() == pytest.approx((y == 1).mean(), abs=0.03)
     assert balanced_accuracy_score(y, clf.predict(X)) > 0.7  # chance: 1/3 (wce weights the classes)

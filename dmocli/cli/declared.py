@@ -99,7 +99,7 @@ IGNORED_PANEL = "Options of dmo train, accepted and ignored"
 TRAIN_OUTPUTS = {"output": ("--output", "-o"), "report": ("--report",)}
 
 
-# Each generated command's declaration, by command name: what tests/test_option_constraints.py runs every
+# Each generated command's declaration, by command name: what tests/cli/test_option_constraints.py runs every
 # constraint's failing values through.
 DECLARATIONS: dict[str, type] = {}
 

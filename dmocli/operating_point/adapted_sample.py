@@ -24,7 +24,7 @@ given), M the new sample's positives. The sample's error budget is split, in sha
 
 This is a predictive probability, not an exact frequentist bound. The exact version (per-class exchangeable
 prediction bounds, hypergeometric as new_sample.py's, joined by a union bound) answered none of 10 simulated
-curves at 5,000 new rows, where the predictive answers most; tests/test_adapted_sample.py measures the
+curves at 5,000 new rows, where the predictive answers most; tests/operating_point/test_adapted_sample.py measures the
 predictive's coverage over held-out curves and new samples drawn from known distributions.
 
 Precision is not monotone in the threshold, so the cuts are tested in search.py's fixed sequences (from label-free

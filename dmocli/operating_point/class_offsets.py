@@ -31,7 +31,7 @@ The search (`search_offsets`):
 - the key, compared lexicographically: fewest classes below their floor, then
   the smallest total shortfall below the floors, then the objective. So an
   unreachable floor still ends at the best achievable per class.
-  tests/test_class_offsets.py checks each coordinate step and the end point
+  tests/operating_point/test_class_offsets.py checks each coordinate step and the end point
   against brute force over every cell of the offsets with 3 classes.
 
 With `confidence` C the floors are on one-sided Clopper-Pearson lower bounds,

@@ -17,7 +17,7 @@ solved over a whole chunk of rows with numpy, exactly:
   to the first prediction that changes, and repeat from there.
 
 Both return exactly what the per-row loop would (FOFO to ~1e-12, OFO bit for
-bit); tests/test_online_threshold.py checks them against such a loop.
+bit); tests/solvers/online/test_online_threshold.py checks them against such a loop.
 """
 
 from __future__ import annotations

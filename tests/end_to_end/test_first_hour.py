@@ -4,12 +4,11 @@ train names every problem at once, the fixed run trains, and drift in new data i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow.parquet as pq
+from conftest import REPO
 from fraud_scenario import STEPS, run_step, write_scenario
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "first-hour.md"
+DOC = REPO / "docs" / "first-hour.md"
 
 
 def test_the_fraud_scenario_goes_from_four_problems_to_a_model_and_a_drift_warning(tmp_path):

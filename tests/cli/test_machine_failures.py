@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import dmo_command, make_binary_frame
+from conftest import dmo_command, make_binary_frame, run_dmo
 
 from dmocli.cli.machine_failures import MACHINE_FAILURE, OUT_OF_MEMORY, machine_failure
 from dmocli.data.outputs import atomic_path, outputs_together
@@ -25,6 +25,14 @@ from dmocli.errors import DmoError, UnreachableTarget
 def data(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("machine") / "data.parquet"
     make_binary_frame(n=300, seed=1).to_parquet(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(data, tmp_path_factory) -> Path:
+    """A model for the commands that read one, trained once in this process: its training is not the point."""
+    path = tmp_path_factory.mktemp("machine") / "m.st"
+    run_dmo("train", data, "--problem", "ofbs", "-o", path, check=True)
     return path
 
 
@@ -68,10 +76,9 @@ def test_train_json_to_a_full_stdout_leaves_no_model_and_keeps_the_old_one(data,
     assert [p.name for p in tmp_path.iterdir()] == ["m.st"]  # no temporary file left either
 
 
-def test_info_json_to_a_full_stdout(data, tmp_path):
-    run(["train", data, "--problem", "ofbs", "-o", tmp_path / "m.st"])
+def test_info_json_to_a_full_stdout(model):
     with open("/dev/full", "w") as full:
-        assert_machine_failure(run(["info", tmp_path / "m.st", "--json"], full), "no space left")
+        assert_machine_failure(run(["info", model, "--json"], full), "no space left")
 
 
 def test_a_file_size_limit(data, tmp_path):
@@ -95,12 +102,11 @@ def closed_pipe() -> int:
     return write_end
 
 
-def test_a_report_on_a_closed_pipe_is_a_failure_but_predictions_into_head_are_not(data, tmp_path):
-    run(["train", data, "--problem", "ofbs", "-o", tmp_path / "m.st"])
+def test_a_report_on_a_closed_pipe_is_a_failure_but_predictions_into_head_are_not(data, model):
     pipe = closed_pipe()
     try:
-        lost = run(["info", tmp_path / "m.st", "--json"], stdout=pipe)
-        stopped = run(["predict", tmp_path / "m.st", data, "-o", "-"], stdout=pipe)
+        lost = run(["info", model, "--json"], stdout=pipe)
+        stopped = run(["predict", model, data, "-o", "-"], stdout=pipe)
     finally:
         os.close(pipe)
     assert_machine_failure(lost, "standard output was closed")

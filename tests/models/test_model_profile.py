@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_binary_frame
+from conftest import REPO, make_binary_frame
 from test_distributed import torchrun_dmo, uneven_parquet_dir, with_category
 from test_hostile_models import assert_refused_everywhere, with_metadata
 
@@ -20,7 +20,7 @@ from dmocli import TrainOptions, load_model, refit_threshold, train
 from dmocli.models.modelfile import read_metadata
 from dmocli.prep.feature_drift import Profile, ProfileBuilder
 
-SAMPLE_DATA = Path(__file__).resolve().parents[1] / "sample_data" / "train.parquet"
+SAMPLE_DATA = REPO / "sample_data" / "train.parquet"
 
 
 def with_kind(frame: pd.DataFrame, seed: int) -> pd.DataFrame:

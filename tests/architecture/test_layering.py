@@ -10,8 +10,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dmocli"
+PACKAGE = REPO / "dmocli"
 
 # Lowest first. A module may import its own layer or lower ones; within a layer, no cycle.
 LAYERS: list[tuple[str, ...]] = [

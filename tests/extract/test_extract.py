@@ -1,5 +1,5 @@
 """`dmo extract` end to end on tiny random DINOv2/BERT models built here (offline, CPU in float32;
-tests/test_cuda.py checks the CUDA path against CPU runs of its own).
+tests/engines/test_cuda.py checks the CUDA path against CPU runs of its own).
 
 The expensive parts (building models, the `dmo extract` subprocesses) run
 once per module; each test checks one property of their outputs against an
@@ -85,7 +85,7 @@ def _make_images(folder: Path, seed: int = 0) -> None:
 
 
 def build_env(root: Path) -> dict[str, Path]:
-    """The tiny models, the image folder and a text CSV under root (tests/test_cuda.py uses it too)."""
+    """The tiny models, the image folder and a text CSV under root (tests/engines/test_cuda.py uses it too)."""
     dino, bert = _build_models(root)
     _make_images(root / "imgs")
     rng = np.random.default_rng(1)
@@ -104,7 +104,7 @@ def image_run(env: dict[str, Path]) -> dict:
     """The real CLI on the image folder, with two decode workers, augmented views and a report.
 
     On CPU in float32, so the checks below can ask for the reference model's
-    numbers (tests/test_cuda.py checks the CUDA path).
+    numbers (tests/engines/test_cuda.py checks the CUDA path).
     """
     out, report = env["root"] / "img.parquet", env["root"] / "img-report.json"
     run_dmo(

@@ -11,9 +11,9 @@ import io
 import json
 import signal
 import typing
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
@@ -21,7 +21,7 @@ from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions
 from dmocli.pipelines.train import check_options
 from dmocli.solvers import available, get_solver
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "train.parquet"
+SAMPLE = REPO / "sample_data" / "train.parquet"
 
 
 @pytest.fixture(scope="module")

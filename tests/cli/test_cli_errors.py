@@ -81,8 +81,9 @@ def test_one_class_only(tmp_path):
 
 
 def test_multiclass_without_positive(tmp_path):
-    """fpor/frop/ofbs on 3 classes without --positive is a multi-class operating point (tests/test_multiclass_op.py)
-    for a solver that trains multi-class models; a binary-only solver still asks for --positive."""
+    """fpor/frop/ofbs on 3 classes without --positive is a multi-class operating point
+    (tests/operating_point/test_multiclass_op.py) for a solver that trains multi-class models; a binary-only solver
+    still asks for --positive."""
     path = tmp_path / "multi.parquet"
     frame = make_binary_frame()
     frame["label"] = np.arange(len(frame)) % 3

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
+ROOT = REPO
 PACKAGE = ROOT / "dmocli"
 LISTED = 500  # modules over this many lines are listed on the page
 LIMIT = 1000  # and none is over this
