@@ -102,3 +102,13 @@ def test_cut_flagging_against_brute_force():
         else:  # the fewest rows at least `count` (or all of them) a threshold on these scores can flag
             possible = [int(np.sum(scores >= s)) for s in scores]
             assert taken == min(t for t in possible if t >= min(count, scores.size)), (case, scores, count)
+
+
+def test_the_summary_says_when_the_cut_was_carried(dmo, models, tmp_path):
+    code, gbdt, err = dmo("threshold", models / "gbdt.st", "--adapt", models / "new.parquet", "-o", tmp_path / "g.st")
+    assert code == 0, err
+    assert "carried to the model's scores by the share of NEW it should flag" in gbdt
+    new = models / "new.parquet"
+    code, linear, err = dmo("threshold", models / "linear.st", "--adapt", new, "-o", tmp_path / "l.st")
+    assert code == 0, err
+    assert "carried to" not in linear

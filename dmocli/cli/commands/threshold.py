@@ -118,6 +118,11 @@ def _adapt_threshold(
         _expected_line("at the old threshold", adapted["at_old"]),
         _expected_line("at the new threshold", adapted["at_new"]),
     ]
+    if adapted.get("carried") == "share":
+        lines.append(
+            f"  carried to the model's scores by the share of NEW it should flag ({adapted['expected_share']:.4f}): "
+            f"the cut on the held-out scores was {adapted['curve_threshold']:.6g}"
+        )
     if adapted.get("new_rows") is not None:
         metric = "recall" if result["problem"] == "frop" else "precision"
         lines.append(
