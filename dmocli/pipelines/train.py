@@ -95,20 +95,9 @@ def train(
 
         return train_streaming(data, opts, solver=solver, params=params, output=output, report_path=report_path)
     assert isinstance(solver, InMemorySolver)
-    if not torchrun.launched():
-        return train_in_memory(
-            data,
-            opts,
-            solver=solver,
-            params=params,
-            output=output,
-            report_path=report_path,
-            started=started,
-            group=None,
-        )
     from dmocli.engines.torch_distributed import start
 
-    group = start(opts.device)
+    group = start(opts.device) if torchrun.launched() else None
     try:
         return train_in_memory(
             data,
@@ -121,7 +110,8 @@ def train(
             group=group,
         )
     finally:
-        group.close()
+        if group is not None:
+            group.close()
 
 
 def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
