@@ -197,8 +197,8 @@ class _Scorer:
     (below its floor or not, its shortfall, its objective), so a coordinate's candidates are scored from the terms
     of the one class each of its rows leaves (`coordinate_keys`)."""
 
-    def __init__(self, problem: ClassProblem, support: np.ndarray, confidence: float | None):
-        self.problem, self.support = problem, support
+    def __init__(self, problem: ClassProblem, support: np.ndarray, confidence: float | None, *, objective: bool = True):
+        self.problem, self.support, self.objective = problem, support, objective  # objective False: floors only
         self.floors = np.array([np.nan if f is None else f for f in problem.floors])
         self.mask = ~np.isnan(self.floors)
         self.level = None if confidence is None else bonferroni_level(confidence, int(self.mask.sum()))
@@ -239,7 +239,9 @@ class _Scorer:
         )
         below = gap > TOLERANCE
         kind = self.problem.kind
-        if kind == "frop":
+        if not self.objective:
+            objective = np.zeros(tp.shape)
+        elif kind == "frop":
             objective = safe_div(tp, predicted)
         elif kind == "fpor":
             objective = safe_div(tp, self.support[cls])
@@ -265,15 +267,15 @@ class _Scorer:
         return np.stack([-below.astype(np.float64), -short, objective / len(self.support)], 1)
 
 
-def _best(keys: np.ndarray) -> int:
-    """The row of the lexicographically largest key (the first of equals; sums that differ by rounding alone are
-    equal): the rows tied at the best of each column in turn, O(rows)."""
+def _best(keys: np.ndarray, move: np.ndarray | None = None) -> int:
+    """The row of the lexicographically largest key (sums that differ by rounding alone are equal): the rows tied
+    at the best of each column in turn, O(rows); of equals the first, or the least `move` where given."""
     rounded = np.round(keys, 9)
     rows = np.arange(len(keys))
     for column in range(keys.shape[1]):
         values = rounded[rows, column]
         rows = rows[values == values.max()]
-    return int(rows[0])
+    return int(rows[0] if move is None else rows[np.argmin(move[rows])])
 
 
 def _better(a: np.ndarray, b: np.ndarray) -> bool:
@@ -337,7 +339,7 @@ def _ascend(
         moved = False
         for k in range(n_classes):
             cells, keys = coordinate_keys(logits, labels, offsets, k, scorer)
-            best = _best(keys)
+            best = _best(keys, None if scorer.objective else np.abs(cells - offsets[k]))  # floors only: least move
             if _better(keys[best], key):
                 offsets[k], moved = cells[best], True
                 tp, pred, _ = counts(decide(logits, offsets), labels, n_classes)
@@ -370,6 +372,32 @@ def search_offsets(
     assert best is not None
     offsets, _, sweeps = best
     return _point(z, y, offsets - offsets.mean(), problem, scorer, sweeps)
+
+
+def minimal_offsets(
+    logits: np.ndarray, labels: np.ndarray, problem: ClassProblem, confidence: float | None = None
+) -> ClassOperatingPoint:
+    """Move only where needed: coordinate ascent from the arg-max (offsets 0) on the floors alone (classes below,
+    then shortfall; the objective ignored), so a coordinate moves only to lift a class towards its floor, by the
+    least offset that does (the first of equal keys), and classes the arg-max already serves keep their margin.
+    The arg-max itself where it meets every floor."""
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    support = np.bincount(y, minlength=z.shape[1])
+    floors_only = _Scorer(problem, support, confidence, objective=False)
+    offsets, _, sweeps = _ascend(z, y, np.zeros(z.shape[1]), floors_only)
+    return _point(z, y, offsets - offsets.mean(), problem, _Scorer(problem, support, confidence), sweeps)
+
+
+def point_at(
+    logits: np.ndarray, labels: np.ndarray, offsets: np.ndarray, problem: ClassProblem, confidence: float | None = None
+) -> ClassOperatingPoint:
+    """The operating point of given offsets on these rows (all zeros: the model's own arg-max), scored as a
+    search's end point is."""
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    scorer = _Scorer(problem, np.bincount(y, minlength=z.shape[1]), confidence)
+    return _point(z, y, np.asarray(offsets, dtype=np.float64), problem, scorer, 0)
 
 
 def _point(
