@@ -28,6 +28,7 @@ the largest class has TAIL_RATIO times the rows of the smallest.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -244,7 +245,13 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--variants", nargs="+", choices=("full", "long-tailed"), default=["full", "long-tailed"])
     parser.add_argument("--name", default="multiclass_op", help="the results file: bench/results/NAME.json")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, help="result files of runs split by --sets/--variants: report their rows"
+    )
     args = parser.parse_args()
+    if args.merge:  # runs split across processes, one summary
+        report([row for path in args.merge for row in json.loads(path.read_text())["rows"]], args)
+        return
     import torch
 
     torch.set_num_threads(1)
@@ -256,13 +263,23 @@ def main() -> None:
                 data = long_tailed(table, seed) if variant != name else table
                 rows += one_resplit(variant, data, seed)
                 print(f"{variant} resplit {seed} done ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
-            report(rows, args)  # after each set: a long run leaves its finished sets behind
+                report(rows, args)  # after each resplit: a run stopped short leaves the finished ones behind
 
 
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     floors, other = summary(rows)
     print_table(
-        floors, ["set", "floor", "method", "answered", "class_resplits_meeting", "share_meeting", "macro_precision"]
+        floors,
+        [
+            "set",
+            "floor",
+            "method",
+            "answered",
+            "class_resplits_meeting",
+            "share_meeting",
+            "macro_precision",
+            "full_search_kept",
+        ],
     )
     print_table(
         other,
@@ -284,7 +301,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         write_results(
             args.name,
             {
-                "args": vars(args) | {"data": str(args.data)},
+                "args": vars(args) | {"data": str(args.data), "merge": [str(p) for p in args.merge or []]},
                 "rows": rows,
                 "floors": floors,
                 "macro_f1_calibration": other,

@@ -20,8 +20,9 @@ The search (`search_offsets`):
 - exact per coordinate: with the other offsets fixed, row i goes to class k
   exactly when b_k > t_i = max_{j != k}(z_ij + b_j) - z_ik, and to the arg-max
   of the others otherwise, so the decisions change only at the t_i; every cell
-  between two of them is scored from cumulative counts (O(n K) per coordinate)
-  and the best cell's midpoint is taken;
+  between two of them is scored incrementally (each row taken by k leaves one
+  class, so the key's per-class terms change for that class alone: O(n log n)
+  per coordinate, `coordinate_keys`) and the best cell's midpoint is taken;
 - global strategy: coordinate ascent, classes in order, sweep after sweep until a
   sweep changes nothing (each move strictly improves the key below, so it stops),
   from several starts: the model's own arg-max (0), the prior-corrected one
@@ -33,6 +34,9 @@ The search (`search_offsets`):
   unreachable floor still ends at the best achievable per class.
   tests/test_class_offsets.py checks each coordinate step and the end point
   against brute force over every cell of the offsets with 3 classes.
+
+`minimal_offsets` is the floor problems' baseline: from the arg-max, moved only where a floor needs it. Which
+of the two dmo keeps is class_offsets_guard.py's do-no-harm rule.
 
 With `confidence` C the floors are on one-sided Clopper-Pearson lower bounds,
 family-wise over the m constrained classes by Bonferroni (each class's bound at
