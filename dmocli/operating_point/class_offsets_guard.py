@@ -1,10 +1,10 @@
-"""Do no harm: keep the searched class offsets only where they beat the model's own arg-max on held-out rows.
+"""Do no harm: keep the searched class offsets only where they beat, on held-out rows, a baseline fitting no objective.
 
 Why: the offsets are searched on the same held-out logits they are scored on, and macro figures of a step
 function over K offsets fit that sample's noise. On the long-tailed optdigits benchmark the `--problem ofbs`
 offsets raised the out-of-fold macro F1 from 0.923 to 0.943 and lowered the test macro F1 from 0.937 to 0.921;
 searched on four fifths of the out-of-fold rows and scored on the fifth left out they lost too (0.921 to 0.902),
-so the loss is seen before the test split (docs/multiclass.md, "Why offsets can lose to the arg-max").
+so the loss is seen before the test split (docs/multiclass.md, "Do no harm").
 
 The same holds for the objective of a floor problem: the full search moves classes the arg-max already
 serves down to their floor for a little macro precision (frop) or recall (fpor) on the held-out rows, and on test
