@@ -28,6 +28,7 @@ the largest class has TAIL_RATIO times the rows of the smallest.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ from _common import DEFAULT_DATA, print_table, write_results  # noqa: E402
 
 from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.operating_point.class_offsets import ClassProblem, decide, search_offsets  # noqa: E402
+from dmocli.operating_point.class_offsets_guard import guarded_offsets  # noqa: E402
 from dmocli.operating_point.multiclass_calibration import fit_temperature_bias, multiclass_calibration_figures, softmax  # noqa: E402
 
 SETS = ("optdigits", "letter")
@@ -143,11 +145,11 @@ def one_resplit(name: str, table: pa.Table, seed: int) -> list[dict]:
             ("(b) offsets on OOF", None),
             ("(c) --confidence 0.95", 0.95),
         ):
-            answered = True
+            answered, choice = True, None
             if method.startswith("(a)"):
                 predicted = argmax
             else:
-                point = search_offsets(oof, y_oof, problem, confidence)
+                point, choice = guarded_offsets(oof, y_oof, problem, confidence)
                 answered = bool(point.feasible) or confidence is None  # (b) keeps the closest offsets
                 predicted = decide(test_logits, point.offsets)
             recall, precision = per_class_recall(predicted, y_test, k)
@@ -161,9 +163,11 @@ def one_resplit(name: str, table: pa.Table, seed: int) -> list[dict]:
                     "classes": k,
                     "classes_meeting": int((recall >= floor).sum()),
                     "macro_precision": float(precision.mean()),
+                    "chosen": None if method.startswith("(a)") or choice is None else choice.chosen,
                 }
             )
-    ofbs = search_offsets(oof, y_oof, ClassProblem("ofbs", (None,) * k))
+    ofbs, ofbs_choice = guarded_offsets(oof, y_oof, ClassProblem("ofbs", (None,) * k))
+    searched = search_offsets(oof, y_oof, ClassProblem("ofbs", (None,) * k))
     calibration = fit_temperature_bias(oof, y_oof, "cv")
     raw, mapped = softmax(test_logits), calibration.probabilities(test_logits)
     rows.append(
@@ -173,6 +177,8 @@ def one_resplit(name: str, table: pa.Table, seed: int) -> list[dict]:
             "method": "macro F1 and calibration",
             "macro_f1_argmax": macro_f1(argmax, y_test, k),
             "macro_f1_offsets": macro_f1(decide(test_logits, ofbs.offsets), y_test, k),
+            "macro_f1_search": macro_f1(decide(test_logits, searched.offsets), y_test, k),
+            "ofbs_chosen": ofbs_choice.chosen if ofbs_choice else None,
             "ece_softmax": multiclass_calibration_figures(raw, y_test, raw.argmax(axis=1))["ece"],
             "ece_calibrated": multiclass_calibration_figures(mapped, y_test, mapped.argmax(axis=1))["ece"],
             "rate_gap_softmax": worst_rate_gap(raw, y_test),
@@ -204,6 +210,7 @@ def summary(rows: list[dict]) -> tuple[list[dict], list[dict]]:
                         "macro_precision": float(np.mean([r["macro_precision"] for r in answered]))
                         if answered
                         else None,
+                        "full_search_kept": f"{sum(r['chosen'] == 'offsets' for r in mine)}/{len(mine)}",
                     }
                 )
         mine = [r for r in rows if r["set"] == name and r["method"] == "macro F1 and calibration"]
@@ -216,6 +223,7 @@ def summary(rows: list[dict]) -> tuple[list[dict], list[dict]]:
                     for key in (
                         "macro_f1_argmax",
                         "macro_f1_offsets",
+                        "macro_f1_search",
                         "ece_softmax",
                         "ece_calibrated",
                         "rate_gap_softmax",
@@ -224,6 +232,7 @@ def summary(rows: list[dict]) -> tuple[list[dict], list[dict]]:
                 },
                 "offsets_f1_at_least_argmax": f"{sum(r['macro_f1_offsets'] >= r['macro_f1_argmax'] for r in mine)}"
                 f"/{len(mine)}",
+                "argmax_kept": f"{sum(r['ofbs_chosen'] == 'arg-max' for r in mine)}/{len(mine)}",
             }
         )
     return floors, other
@@ -234,25 +243,43 @@ def main() -> None:
     parser.add_argument("--resplits", type=int, default=10)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--variants", nargs="+", choices=("full", "long-tailed"), default=["full", "long-tailed"])
+    parser.add_argument("--name", default="multiclass_op", help="the results file: bench/results/NAME.json")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, help="result files of runs split by --sets/--variants: report their rows"
+    )
     args = parser.parse_args()
+    if args.merge:  # runs split across processes, one summary
+        report([row for path in args.merge for row in json.loads(path.read_text())["rows"]], args)
+        return
     import torch
 
     torch.set_num_threads(1)
     rows: list[dict] = []
     for name in args.sets:
         table = pooled(args.data, name)
-        for variant in (name, f"{name} long-tailed"):
+        for variant in [name if v == "full" else f"{name} long-tailed" for v in args.variants]:
             for seed in range(args.resplits):
                 data = long_tailed(table, seed) if variant != name else table
                 rows += one_resplit(variant, data, seed)
                 print(f"{variant} resplit {seed} done ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
-            report(rows, args)  # after each set: a long run leaves its finished sets behind
+                report(rows, args)  # after each resplit: a run stopped short leaves the finished ones behind
 
 
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     floors, other = summary(rows)
     print_table(
-        floors, ["set", "floor", "method", "answered", "class_resplits_meeting", "share_meeting", "macro_precision"]
+        floors,
+        [
+            "set",
+            "floor",
+            "method",
+            "answered",
+            "class_resplits_meeting",
+            "share_meeting",
+            "macro_precision",
+            "full_search_kept",
+        ],
     )
     print_table(
         other,
@@ -261,7 +288,9 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
             "resplits",
             "macro_f1_argmax",
             "macro_f1_offsets",
+            "macro_f1_search",
             "offsets_f1_at_least_argmax",
+            "argmax_kept",
             "ece_softmax",
             "ece_calibrated",
             "rate_gap_softmax",
@@ -270,9 +299,9 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     )
     print(
         write_results(
-            "multiclass_op",
+            args.name,
             {
-                "args": vars(args) | {"data": str(args.data)},
+                "args": vars(args) | {"data": str(args.data), "merge": [str(p) for p in args.merge or []]},
                 "rows": rows,
                 "floors": floors,
                 "macro_f1_calibration": other,

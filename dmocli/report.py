@@ -72,6 +72,7 @@ def multiclass_split_report(
     logits: np.ndarray,
     y: np.ndarray,
     classes: list[Any],
+    *,
     calibration: MulticlassCalibration | None = None,
     offsets: np.ndarray | None = None,
 ) -> dict[str, Any]:

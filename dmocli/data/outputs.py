@@ -11,6 +11,7 @@ import re
 import signal
 import stat
 import tempfile
+import threading
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
@@ -82,16 +83,27 @@ def _real_target(path: Path) -> Path:
 @contextlib.contextmanager
 def _stops_deferred() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM for the few lines between creating a file and arming its removal: a stop that
-    landed there would leave the file behind. Held signals are delivered (and raised) when the block ends."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, nothing to hold
+    landed there would leave the file behind. Held stops are raised again when the block ends.
+
+    Python runs its signal handlers in the main thread whatever thread the kernel chose, so a signal mask on this
+    thread does not hold them while pyarrow's or OpenMP's threads exist (measured: the probe file left behind by
+    a SIGTERM under load); replacing the handlers for the block does. Outside the main thread handlers cannot be
+    replaced, and a stop's handler does not run there anyway."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {stop: signal.getsignal(stop) for stop in stops}
+    if threading.current_thread() is not threading.main_thread() or None in previous.values():
         yield
         return
-    stops = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    held: list[int] = []
+    for stop in stops:
+        signal.signal(stop, lambda signum, _frame: held.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+        for signum in held:
+            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager

@@ -20,8 +20,9 @@ The search (`search_offsets`):
 - exact per coordinate: with the other offsets fixed, row i goes to class k
   exactly when b_k > t_i = max_{j != k}(z_ij + b_j) - z_ik, and to the arg-max
   of the others otherwise, so the decisions change only at the t_i; every cell
-  between two of them is scored from cumulative counts (O(n K) per coordinate)
-  and the best cell's midpoint is taken;
+  between two of them is scored incrementally (each row taken by k leaves one
+  class, so the key's per-class terms change for that class alone: O(n log n)
+  per coordinate, `coordinate_keys`) and the best cell's midpoint is taken;
 - global strategy: coordinate ascent, classes in order, sweep after sweep until a
   sweep changes nothing (each move strictly improves the key below, so it stops),
   from several starts: the model's own arg-max (0), the prior-corrected one
@@ -33,6 +34,9 @@ The search (`search_offsets`):
   unreachable floor still ends at the best achievable per class.
   tests/operating_point/test_class_offsets.py checks each coordinate step and the end point
   against brute force over every cell of the offsets with 3 classes.
+
+`minimal_offsets` is the floor problems' baseline: from the arg-max, moved only where a floor needs it. Which
+of the two dmo keeps is class_offsets_guard.py's do-no-harm rule.
 
 With `confidence` C the floors are on one-sided Clopper-Pearson lower bounds,
 family-wise over the m constrained classes by Bonferroni (each class's bound at
@@ -193,59 +197,89 @@ def bonferroni_level(confidence: float, constrained: int) -> float:
 
 
 class _Scorer:
-    """The key of candidate offsets from their per-class counts (rows: candidates, columns: classes)."""
+    """The key of candidate offsets from their per-class counts. A key is a sum over classes of per-class terms
+    (below its floor or not, its shortfall, its objective), so a coordinate's candidates are scored from the terms
+    of the one class each of its rows leaves (`coordinate_keys`)."""
 
-    def __init__(self, problem: ClassProblem, support: np.ndarray, confidence: float | None):
-        self.problem, self.support = problem, support
+    def __init__(self, problem: ClassProblem, support: np.ndarray, confidence: float | None, *, objective: bool = True):
+        self.problem, self.support, self.objective = problem, support, objective  # objective False: floors only
         self.floors = np.array([np.nan if f is None else f for f in problem.floors])
         self.mask = ~np.isnan(self.floors)
         self.level = None if confidence is None else bonferroni_level(confidence, int(self.mask.sum()))
-        self._recall_bounds: list[np.ndarray] | None = None
+        self._recall_bounds: np.ndarray | None = None  # every class's table of bound by tp, end to end
+        self._table_start = np.r_[0, np.cumsum(support + 1)[:-1]]
         if self.level is not None and problem.kind == "frop":  # recall's bound depends on tp alone: one table each
-            self._recall_bounds = [
-                clopper_pearson_lower(np.arange(n + 1), np.full(n + 1, n), self.level) for n in support.tolist()
-            ]
+            self._recall_bounds = np.concatenate(
+                [clopper_pearson_lower(np.arange(n + 1), np.full(n + 1, n), self.level) for n in support.tolist()]
+            )
 
-    def constrained_metric(self, tp: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-        """What must reach each floor: the rate, or its lower bound with a confidence (NaN where unconstrained)."""
-        tp, predicted = np.atleast_2d(tp), np.atleast_2d(predicted)
+    def metric(self, tp: np.ndarray, predicted: np.ndarray, cls: np.ndarray) -> np.ndarray:
+        """What must reach the floor of class cls[i] with counts (tp[i], predicted[i]): the rate, or its lower
+        bound with a confidence (NaN where unconstrained)."""
         out = np.full(tp.shape, np.nan)
         if self.problem.kind == "ofbs":
             return out
-        for k in np.flatnonzero(self.mask):
-            if self.problem.kind == "frop":
-                out[:, k] = (
-                    self._recall_bounds[k][tp[:, k]] if self._recall_bounds else safe_div(tp[:, k], self.support[k])
-                )
-            elif self.level is None:
-                out[:, k] = safe_div(tp[:, k], predicted[:, k])
-            else:  # one bound per distinct (tp, predicted) pair: a column changes at few candidates
-                pairs, inverse = np.unique(np.stack([tp[:, k], predicted[:, k]]), axis=1, return_inverse=True)
-                out[:, k] = clopper_pearson_lower(pairs[0], pairs[1], self.level)[inverse.ravel()]
+        on = self.mask[cls]
+        tp, predicted, cls = tp[on], predicted[on], cls[on]
+        if self.problem.kind == "frop":
+            if self._recall_bounds is not None:
+                out[on] = self._recall_bounds[self._table_start[cls] + tp]
+            else:
+                out[on] = safe_div(tp, self.support[cls])
+        elif self.level is None:
+            out[on] = safe_div(tp, predicted)
+        else:  # one bound per distinct (tp, predicted) pair: few among many candidates
+            pairs, inverse = np.unique(np.stack([tp, predicted]), axis=1, return_inverse=True)
+            out[on] = clopper_pearson_lower(pairs[0], pairs[1], self.level)[inverse.ravel()]
         return out
+
+    def terms(
+        self, tp: np.ndarray, predicted: np.ndarray, cls: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per (tp[i], predicted[i]) of class cls[i]: below its floor (0/1), its shortfall (0 unless below), its
+        objective term (precision for frop, recall for fpor, F-beta for ofbs)."""
+        gap = np.where(
+            self.mask[cls], np.maximum(self.floors[cls] - np.nan_to_num(self.metric(tp, predicted, cls)), 0), 0
+        )
+        below = gap > TOLERANCE
+        kind = self.problem.kind
+        if not self.objective:
+            objective = np.zeros(tp.shape)
+        elif kind == "frop":
+            objective = safe_div(tp, predicted)
+        elif kind == "fpor":
+            objective = safe_div(tp, self.support[cls])
+        else:
+            objective = f_beta(tp, predicted - tp, self.support[cls], self.problem.beta)
+        return below.astype(np.int64), np.where(below, gap, 0.0), np.asarray(objective, dtype=np.float64)
+
+    def constrained_metric(self, tp: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+        """`metric` of every class of each candidate (rows: candidates, columns: classes)."""
+        tp, predicted = np.atleast_2d(tp), np.atleast_2d(predicted)
+        cls = np.broadcast_to(np.arange(tp.shape[1]), tp.shape)
+        return self.metric(tp.ravel(), predicted.ravel(), cls.ravel()).reshape(tp.shape)
 
     def keys(self, tp: np.ndarray, predicted: np.ndarray) -> np.ndarray:
         """(candidates, 3): -(classes below floor), -(total shortfall), objective; larger is better."""
         tp, predicted = np.atleast_2d(tp), np.atleast_2d(predicted)
-        metric = self.constrained_metric(tp, predicted)
-        gap = np.where(self.mask, np.maximum(self.floors - np.nan_to_num(metric), 0.0), 0.0)
-        below = (gap > TOLERANCE).sum(axis=1)
-        kind = self.problem.kind
-        if kind == "frop":
-            objective = safe_div(tp, predicted).mean(axis=1)
-        elif kind == "fpor":
-            objective = safe_div(tp, self.support).mean(axis=1)
-        else:
-            objective = f_beta(tp, predicted - tp, self.support, self.problem.beta).mean(axis=1)
-        return np.stack([-below.astype(np.float64), -np.where(gap > TOLERANCE, gap, 0.0).sum(axis=1), objective], 1)
+        cls = np.broadcast_to(np.arange(tp.shape[1]), tp.shape)
+        below, short, objective = (x.reshape(tp.shape) for x in self.terms(tp.ravel(), predicted.ravel(), cls.ravel()))
+        return self.assemble(below.sum(axis=1), short.sum(axis=1), objective.sum(axis=1))
+
+    def assemble(self, below: np.ndarray, short: np.ndarray, objective: np.ndarray) -> np.ndarray:
+        """The keys from the per-class terms summed over the classes."""
+        return np.stack([-below.astype(np.float64), -short, objective / len(self.support)], 1)
 
 
-def _best(keys: np.ndarray) -> int:
-    """The row of the lexicographically largest key (the first of equals; sums that differ by rounding alone are
-    equal)."""
+def _best(keys: np.ndarray, move: np.ndarray | None = None) -> int:
+    """The row of the lexicographically largest key (sums that differ by rounding alone are equal): the rows tied
+    at the best of each column in turn, O(rows); of equals the first, or the least `move` where given."""
     rounded = np.round(keys, 9)
-    order = np.lexsort((-np.arange(len(keys)), rounded[:, 2], rounded[:, 1], rounded[:, 0]))
-    return int(order[-1])
+    rows = np.arange(len(keys))
+    for column in range(keys.shape[1]):
+        values = rounded[rows, column]
+        rows = rows[values == values.max()]
+    return int(rows[0] if move is None else rows[np.argmin(move[rows])])
 
 
 def _better(a: np.ndarray, b: np.ndarray) -> bool:
@@ -258,35 +292,43 @@ def _better(a: np.ndarray, b: np.ndarray) -> bool:
     return False
 
 
-def coordinate_candidates(
-    logits: np.ndarray, labels: np.ndarray, offsets: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every distinct decision of class k's offset with the others fixed: (candidate offsets (G,), per-class tp
-    (G, K), per-class predicted (G, K)). Candidate 0 gives class k no row; each next one adds the rows of the next
-    breakpoint t_i (ties together); each candidate is the midpoint of its cell (or 1 beyond the ends)."""
+def coordinate_keys(
+    logits: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, k: int, scorer: _Scorer
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every distinct decision of class k's offset with the others fixed: (candidate offsets (G,), their keys
+    (G, 3)). Candidate 0 gives class k no row; each next one adds the rows of the next breakpoint t_i (ties
+    together); each candidate is the midpoint of its cell (or 1 beyond the ends).
+
+    Why incremental: a row taken by k leaves one class (its arg-max among the others), so each row changes one
+    class's counts by one; the key's per-class terms are summed once at candidate 0 and then updated by each
+    row's change, O(n log n) per coordinate instead of scoring G x K count matrices."""
     n, n_classes = logits.shape
-    shifted = logits + offsets
-    others = shifted.copy()
+    others = logits + offsets
     others[:, k] = -np.inf
     alt = others.argmax(axis=1)  # each row's class while it is not k's
     t = others[np.arange(n), alt] - logits[:, k]  # row goes to k exactly when offset_k > t
     order = np.argsort(t, kind="stable")
-    ts, alt_sorted, y_sorted = t[order], alt[order], labels[order]
+    ts, left, y_sorted = t[order], alt[order], labels[order]
     # the last row of each group of equal t (equal up to rounding: the same breakpoint reached by two sums)
     ends = np.flatnonzero(np.r_[np.diff(ts) > SAME * np.maximum(1.0, np.abs(ts[1:])), True])
-    onehot_alt = np.zeros((n, n_classes), dtype=np.int64)
-    onehot_alt[np.arange(n), alt_sorted] = 1
-    gone = np.vstack([np.zeros(n_classes, dtype=np.int64), np.cumsum(onehot_alt, axis=0)[ends]])
-    right = onehot_alt * (y_sorted == alt_sorted)[:, None]
-    gone_tp = np.vstack([np.zeros(n_classes, dtype=np.int64), np.cumsum(right, axis=0)[ends]])
     base_tp, base_pred, _ = counts(alt, labels, n_classes)
-    predicted = base_pred - gone
-    tp = base_tp - gone_tp
-    taken = np.r_[0, ends + 1]
-    predicted[:, k] = taken
-    tp[:, k] = np.r_[0, np.cumsum(y_sorted == k)[ends]]
+    # each sorted row's class counts after it (and the rows of its class before it) went to k
+    right = (y_sorted == left).astype(np.int64)
+    by = np.argsort(left.astype(np.int16 if n_classes < 2**15 else np.int64), kind="stable")  # radix
+    first = np.searchsorted(left[by], left[by], side="left")
+    seen = np.cumsum(right[by])
+    gone_pred, gone_tp = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    gone_pred[by] = np.arange(1, n + 1) - first
+    gone_tp[by] = seen - np.r_[0, seen][first]
+    after_pred, after_tp = base_pred[left] - gone_pred, base_tp[left] - gone_tp
+    after = scorer.terms(after_tp, after_pred, left)
+    before = scorer.terms(after_tp + right, after_pred + 1, left)
+    rest = np.arange(n_classes) != k
+    base = scorer.terms(base_tp[rest], base_pred[rest], np.flatnonzero(rest))
+    own = scorer.terms(np.r_[0, np.cumsum(y_sorted == k)[ends]], np.r_[0, ends + 1], np.full(ends.size + 1, k))
+    summed = [b.sum() + np.r_[0, np.cumsum(a - p)[ends]] + o for a, p, b, o in zip(after, before, base, own)]
     cells = np.r_[ts[0] - 1.0, (ts[ends[:-1]] + ts[ends[:-1] + 1]) / 2.0, ts[-1] + 1.0]
-    return cells, tp, predicted
+    return cells, scorer.assemble(*summed)
 
 
 def _ascend(
@@ -300,11 +342,12 @@ def _ascend(
     for sweep in range(1, MAX_SWEEPS + 1):
         moved = False
         for k in range(n_classes):
-            cells, tps, preds = coordinate_candidates(logits, labels, offsets, k)
-            keys = scorer.keys(tps, preds)
-            best = _best(keys)
+            cells, keys = coordinate_keys(logits, labels, offsets, k=k, scorer=scorer)
+            best = _best(keys, None if scorer.objective else np.abs(cells - offsets[k]))  # floors only: least move
             if _better(keys[best], key):
-                offsets[k], key, moved = cells[best], keys[best], True
+                offsets[k], moved = cells[best], True
+                tp, pred, _ = counts(decide(logits, offsets), labels, n_classes)
+                key = scorer.keys(tp, pred)[0]  # counted afresh: the incremental sums carry rounding
         if not moved:
             return offsets, key, sweep
     return offsets, key, MAX_SWEEPS
@@ -332,11 +375,44 @@ def search_offsets(
             best = found
     assert best is not None
     offsets, _, sweeps = best
-    return _point(z, y, offsets - offsets.mean(), problem, scorer, sweeps)
+    return _point(z, y, offsets - offsets.mean(), problem=problem, scorer=scorer, sweeps=sweeps)
+
+
+def minimal_offsets(
+    logits: np.ndarray, labels: np.ndarray, problem: ClassProblem, confidence: float | None = None
+) -> ClassOperatingPoint:
+    """Move only where needed: coordinate ascent from the arg-max (offsets 0) on the floors alone (classes below,
+    then shortfall; the objective ignored), so a coordinate moves only to lift a class towards its floor, by the
+    least offset that does (the first of equal keys), and classes the arg-max already serves keep their margin.
+    The arg-max itself where it meets every floor."""
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    support = np.bincount(y, minlength=z.shape[1])
+    floors_only = _Scorer(problem, support, confidence, objective=False)
+    offsets, _, sweeps = _ascend(z, y, np.zeros(z.shape[1]), floors_only)
+    return _point(
+        z, y, offsets - offsets.mean(), problem=problem, scorer=_Scorer(problem, support, confidence), sweeps=sweeps
+    )
+
+
+def point_at(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    problem: ClassProblem,
+    confidence: float | None = None,
+) -> ClassOperatingPoint:
+    """The operating point of given offsets on these rows (all zeros: the model's own arg-max), scored as a
+    search's end point is."""
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    scorer = _Scorer(problem, np.bincount(y, minlength=z.shape[1]), confidence)
+    return _point(z, y, np.asarray(offsets, dtype=np.float64), problem=problem, scorer=scorer, sweeps=0)
 
 
 def _point(
-    z: np.ndarray, y: np.ndarray, offsets: np.ndarray, problem: ClassProblem, scorer: _Scorer, sweeps: int
+    z: np.ndarray, y: np.ndarray, offsets: np.ndarray, *, problem: ClassProblem, scorer: _Scorer, sweeps: int
 ) -> ClassOperatingPoint:
     tp, predicted, support = counts(decide(z, offsets), y, z.shape[1])
     metric = scorer.constrained_metric(tp, predicted)[0]
@@ -376,7 +452,7 @@ def _focus(z: np.ndarray, y: np.ndarray, problem: ClassProblem, confidence: floa
     offsets = np.zeros(z.shape[1])
     offsets[focus] = -cut
     scorer = _Scorer(problem, np.bincount(y, minlength=z.shape[1]), None)
-    found = _point(z, y, offsets - offsets.mean(), problem, scorer, 0)
+    found = _point(z, y, offsets - offsets.mean(), problem=problem, scorer=scorer, sweeps=0)
     if confidence is not None and point.constraint_bound is not None:
         found.bounds = np.full(z.shape[1], np.nan)
         found.bounds[focus] = point.constraint_bound

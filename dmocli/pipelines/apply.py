@@ -93,7 +93,9 @@ def evaluate(
         calibration=model.calibration,
     )["data"]
     if model.class_offsets is not None:  # a multi-class operating point: the splits at its offsets
-        split = multiclass_split_report(logits, y, model.labels.classes, model.calibration, model.class_offsets)
+        split = multiclass_split_report(
+            logits, y, model.labels.classes, calibration=model.calibration, offsets=model.class_offsets
+        )
     if model.binary:
         if plot_path is not None:
             if split["n_pos"] == 0:

@@ -23,7 +23,8 @@ from dmocli.data import sources
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import DmoModel
-from dmocli.operating_point.class_offsets import ClassProblem, search_offsets
+from dmocli.operating_point.class_offsets import ClassProblem
+from dmocli.operating_point.class_offsets_guard import guarded_offsets
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, fit_temperature_bias
 from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
 from dmocli.options import TrainOptions, refuse, target_problem
@@ -122,10 +123,14 @@ def settle_classes(
     if settled.calibration is not None and held_out == "train":
         settled.warnings.append(OVERCONFIDENT)
     if problem is not None and held_out is not None:
-        point = search_offsets(logits[held_out], truth[held_out], problem, confidence)
+        point, choice = guarded_offsets(logits[held_out], truth[held_out], problem, confidence)
         settled.offsets = point.offsets
         settled.report.update(problem_report_fields(problem))
-        settled.report["class_operating_point"] = {"split": held_out, **point.to_dict(problem, classes)}
+        settled.report["class_operating_point"] = {
+            "split": held_out,
+            **point.to_dict(problem, classes),
+            "guard": None if choice is None else choice.to_dict(problem),
+        }
         settled.report["feasible"] = point.feasible
         if held_out == "train":
             settled.warnings.append(OPTIMISTIC_OFFSETS)
@@ -142,7 +147,9 @@ def settle_classes(
                 )
     settled.report["threshold"] = None
     settled.report["splits"] = {
-        name: multiclass_split_report(logits[name], truth[name], classes, settled.calibration, settled.offsets)
+        name: multiclass_split_report(
+            logits[name], truth[name], classes, calibration=settled.calibration, offsets=settled.offsets
+        )
         for name in logits
     }
     if settled.calibration is not None:

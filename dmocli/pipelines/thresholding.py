@@ -98,7 +98,10 @@ def split_reports(
     """Each split's metrics: at `threshold` for a binary problem, by arg-max for a multi-class one; their
     probabilities through `calibration` (of the model's kind) where there is one."""
     if problem is None:
-        return {name: multiclass_split_report(logits[name], truth[name], classes, calibration) for name in logits}
+        return {
+            name: multiclass_split_report(logits[name], truth[name], classes, calibration=calibration)
+            for name in logits
+        }
     return {
         name: binary_split_report(
             logits[name], truth[name], threshold=threshold, problem=problem, calibration=calibration

@@ -65,8 +65,6 @@ POSITIONAL_ALLOWED = {
     "pipelines/apply.py:evaluate",  # dmocli.evaluate, likewise
     "pipelines/apply.py:refit_threshold",  # dmocli.refit_threshold, likewise
     "pipelines/apply.py:predict",  # dmocli.predict (files), likewise
-    "operating_point/class_offsets.py:_point",
-    "report.py:multiclass_split_report",  # pipelines/multiclass.py
 }
 
 

@@ -211,3 +211,42 @@ def test_an_output_inside_a_file_is_called_that_not_a_missing_folder(model, tmp_
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "gen.py is a file, not a directory" in proc.stderr and "does not exist" not in proc.stderr
     assert (tmp_path / "gen.py").read_text() == "print('a script')\n"
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_a_stop_inside_the_file_creating_lines_is_held_until_they_end():
+    """The stop comes from another thread while the main thread is inside the held block (the kernel may hand a
+    process's signal to any thread, and Python then runs the handler in the main thread at once): the handler
+    must run only when the block ends, and exactly once."""
+
+    def stopped(signum, frame):
+        raise _Stopped(signum)
+
+    go = threading.Event()
+
+    def send() -> None:  # a thread started before the block, as pyarrow's and OpenMP's are, with their own masks
+        go.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        until = time.monotonic() + 0.3
+        while time.monotonic() < until:  # the GIL handed back and forth, as the main thread notices a signal then
+            pass
+
+    previous = signal.signal(signal.SIGTERM, stopped)
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        with pytest.raises(_Stopped):
+            with outputs._stops_deferred():
+                go.set()
+                deadline = time.monotonic() + 0.5
+                while time.monotonic() < deadline:  # bytecodes run: a handler not held would fire here
+                    pass
+                reached_the_end = True
+        sender.join()
+        assert reached_the_end
+        assert signal.getsignal(signal.SIGTERM) is stopped  # the user's handler is back
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -13,7 +13,7 @@ from dmocli.operating_point.class_offsets import (
     _best,
     _better,
     _Scorer,
-    coordinate_candidates,
+    coordinate_keys,
     counts,
     decide,
     search_offsets,
@@ -63,23 +63,24 @@ def brute_best(z: np.ndarray, y: np.ndarray, problem: ClassProblem, scorer: _Sco
     return keys[_best(keys)]
 
 
+@pytest.mark.parametrize("confidence", [None, 0.8])
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: f"{p.kind}-{p.floors}-{p.beta}")
-def test_each_coordinate_step_is_exact(problem: ClassProblem) -> None:
-    """For one class's offset with the others fixed, the candidates' counts are those arg-max gives at each
-    candidate, and no offset on a fine 1-D grid gives a key the candidates miss."""
+def test_each_coordinate_step_is_exact(problem: ClassProblem, confidence: float | None) -> None:
+    """For one class's offset with the others fixed, the candidates' keys (summed incrementally, row by row) are
+    those the arg-max's own counts give at each candidate, and no offset on a fine 1-D grid gives a key the
+    candidates miss."""
     for seed in range(10):
         z, y = tiny(seed)
-        scorer = _Scorer(problem, np.bincount(y, minlength=3), None)
+        scorer = _Scorer(problem, np.bincount(y, minlength=3), confidence)
         offsets = np.array([0.0, 1 / 3, -1 / 6])
         for k in range(3):
-            cells, tps, preds = coordinate_candidates(z, y, offsets, k)
-            for cell, tp, pred in zip(cells, tps, preds):
+            cells, keys = coordinate_keys(z, y, offsets, k=k, scorer=scorer)
+            for cell, key in zip(cells, keys):
                 b = offsets.copy()
                 b[k] = cell
                 got_tp, got_pred, _ = counts(decide(z, b), y, 3)
-                assert (got_tp == tp).all() and (got_pred == pred).all()
-            best = scorer.keys(tps, preds)
-            best = best[_best(best)]
+                assert np.allclose(scorer.keys(got_tp, got_pred)[0], key, atol=1e-12)
+            best = keys[_best(keys)]
             for value in np.arange(-8, 8, HALF / 3) + 1 / 12:
                 b = offsets.copy()
                 b[k] = value

@@ -52,6 +52,8 @@ def test_frop_meets_every_floor_on_out_of_fold_logits_where_argmax_does_not(data
     assert point["feasible"] is True and point["below_floor"] == []
     assert (report["problem"], report["target"]) == ("frop", 0.8)
     assert all(row["recall"] >= 0.8 for row in point["per_class"])
+    guard = point["guard"]  # the do-no-harm rule: the arg-max misses a floor, so the baseline moved
+    assert guard["chosen"] in ("offsets", "minimal") and guard["folds"] == 5 and guard["gain_se"] >= 0
     assert min(report["splits"]["cv"]["per_class"]["recall"]) >= 0.8  # the split report at the same offsets
     plain = data["root"] / "argmax.st"
     argmax = json.loads(run_dmo("train", data["train"], "-o", plain, "--json", check=True).stdout)
