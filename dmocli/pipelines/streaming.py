@@ -49,6 +49,7 @@ from dmocli.prep.drift import drift_warnings
 from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
+from dmocli.prep.row_fingerprint import row_hashes, sketch
 from dmocli.report import unlabeled_warning
 from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamingSolver
 
@@ -292,13 +293,14 @@ def train_streaming(
     n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
 
     levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
+    fingerprint = np.zeros(0, dtype=np.uint64)  # the training rows' sketch, merged batch by batch on the first pass
     profile = ProfileBuilder.for_preprocessor(pre)  # the training rows' features, counted on the first pass too
     passes_started = 0
 
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         # Only the read runs ahead in the prefetch thread: transforming there too made that thread the
         # bottleneck (read + transform > the learner's work); split this way the two threads balance.
-        nonlocal passes_started
+        nonlocal passes_started, fingerprint
         passes_started += 1
         first_pass = passes_started == 1
         source = (
@@ -322,6 +324,8 @@ def train_streaming(
                         "(pass --drop-unlabeled to ignore them)"
                     )
                 X, y = X[keep], y[keep]
+            if first_pass:  # a bottom-k sketch of the sketches is the sketch of all the rows
+                fingerprint = sketch(np.concatenate([fingerprint, row_hashes(X, y)]))
             yield X, y
 
     arch = Architecture("linear", pre.n_features, 1)
@@ -387,5 +391,6 @@ def train_streaming(
         after_fields={"prepass": prepass, "prepass_seconds": prepass_seconds},
         info_fields={"rows": online["n"], "epochs": epochs},
         online=online,
+        training_rows=fingerprint,
     )
     return conclude(run, opts, data, output=output, report_path=report_path, started=started)

@@ -144,3 +144,17 @@ def test_the_fingerprint_estimates_the_share_of_training_rows():
         assert abs(estimate - share) < 0.12, (share, estimate, counted)
     flipped = share_of_sketched_rows(stored, row_hashes(train_rows, np.ones(50_000, np.int8)))[0]
     assert flipped < 0.05  # the same features with the other label are other rows
+
+
+def test_a_streamed_models_training_rows_are_told_apart_too(tables, tmp_path):
+    """fofo reads its rows batch by batch: the sketch is merged per batch on the first pass, and equals the
+    in-memory sketch of the same rows."""
+    model = tmp_path / "fofo.st"
+    train(tables / "train.parquet", TrainOptions(problem="ofbs", solver="fofo", seed=0), output=model)
+    stored = load_model(model).training_rows
+    in_memory = tmp_path / "wce.st"
+    train(tables / "train.parquet", TrainOptions(problem="fpor", target=0.6, cv=3, seed=0), output=in_memory)
+    assert stored is not None and np.array_equal(stored, load_model(in_memory).training_rows)
+    with pytest.raises(DmoError, match="holds the rows the model was trained on"):
+        refit_threshold(model, tables / "train.parquet", Problem("fpor", 0.7), tmp_path / "out.st")
+    refit_threshold(model, tables / "holdout.parquet", Problem("fpor", 0.7), tmp_path / "out.st")
