@@ -36,10 +36,10 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
-from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows
-from dmocli.report import binary_split_report, envelope, label_fields, model_summary, write_report
+from dmocli.report import binary_split_report, model_summary
 
 
 def adapt_to_rate(
@@ -107,19 +107,15 @@ def adapt_to_rate(
     }
     model.info = {**model.info, "adapted": {k: section[k] for k in ("new_rate", "training_rate", "old_threshold")}}
     model.info["summary"] = model_summary({"data": split})
-    report = envelope(
-        "threshold",
-        model=str(model_path),
+    report = threshold_envelope(
+        model,
+        model_path,
         data=source,
         engine="local",
-        output=str(output),
-        solver=model.solver,
-        **label_fields(model.labels),
-        **model.problem.to_dict(),
+        output=output,
+        problem_fields=model.problem.to_dict(),
         problem_source="model",
         confidence=confidence,
-        seed=model.info.get("seed"),
-        device="cpu",
         previous_threshold=previous,
         threshold=model.threshold,
         unlabeled_rows=0,
@@ -128,6 +124,7 @@ def adapt_to_rate(
         warnings=([adapted.note] if adapted.note else []) + _scale_warnings(model, carried["carried"], logits),
         splits={"data": split},
     )
+    refusal = None
     if adapted.feasible is False and not allow_infeasible:
         refusal = UnreachableTarget(
             f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
@@ -136,12 +133,7 @@ def adapt_to_rate(
             + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
             f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
         )
-        refuse_with_report(refusal, report, report_path, started)
-    model.save(output)
-    report["wall_seconds"] = time.perf_counter() - started
-    if report_path is not None:
-        write_report(report_path, report)
-    return report
+    return finish_threshold(model, report, output=output, report_path=report_path, started=started, refusal=refusal)
 
 
 def off_curve_scale(model: DmoModel) -> bool:

@@ -29,7 +29,7 @@ from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.explained import check_k, explain_arrays, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
-from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.saving import finish_threshold, refuse_with_report, threshold_envelope
 from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
@@ -276,19 +276,15 @@ def refit_threshold(
         "summary": model_summary(splits),
         **({"calibration": calibration.to_dict()} if calibration else {}),
     }
-    report = envelope(
-        "threshold",
-        model=str(model_path),
+    report = threshold_envelope(
+        model,
+        model_path,
         data=fitted_on,
         engine=engine.name,
-        output=str(output),
-        solver=model.solver,
-        **label_fields(model.labels),
-        **problem.to_dict(),
+        output=output,
+        problem_fields=problem.to_dict(),
         problem_source=problem_source,
         confidence=confidence,
-        seed=model.info.get("seed"),
-        device="cpu",
         previous_threshold=previous,
         threshold=point.threshold,
         operating_point=point.to_dict(),
@@ -299,13 +295,9 @@ def refit_threshold(
         + empty_prediction_warnings(splits),
         splits=splits,
     )
-    if settled.refusal is not None:
-        refuse_with_report(settled.refusal, report, report_path, started)
-    model.save(output)
-    report["wall_seconds"] = time.perf_counter() - started
-    if report_path is not None:
-        write_report(report_path, report)
-    return report
+    return finish_threshold(
+        model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
+    )
 
 
 class Predictions:

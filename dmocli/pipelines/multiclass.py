@@ -12,7 +12,6 @@ dmocli/operating_point/multiclass_calibration.py the map. Without such a problem
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,9 @@ from dmocli.operating_point.multiclass_calibration import MulticlassCalibration,
 from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
 from dmocli.options import TrainOptions, refuse, target_problem
 from dmocli.pipelines.cross_fit import CrossFitted
-from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import collect_logits
-from dmocli.report import envelope, label_fields, model_summary, multiclass_split_report, write_report
+from dmocli.report import model_summary, multiclass_split_report
 
 
 @dataclass
@@ -260,28 +259,21 @@ def refit_class_offsets(
         "summary": model_summary(settled.report["splits"]),
         **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
     }
-    report = envelope(
-        "threshold",
-        model=str(model_path),
+    report = threshold_envelope(
+        model,
+        model_path,
         data=fitted_on,
         engine=engine.name,
-        output=str(output),
-        solver=model.solver,
-        **label_fields(model.labels),
+        output=output,
+        problem_fields={},  # in settled.report: the class problem
         problem_source=source,
         confidence=confidence,
-        seed=model.info.get("seed"),
-        device="cpu",
         previous_threshold=None,  # a multi-class model moves its class offsets, not a threshold
         previous_offsets=previous,
         unlabeled_rows=unlabeled,
         warnings=settled.warnings,
         **settled.report,
     )
-    if settled.refusal is not None:
-        refuse_with_report(settled.refusal, report, report_path, started)
-    model.save(output)
-    report["wall_seconds"] = time.perf_counter() - started
-    if report_path is not None:
-        write_report(report_path, report)
-    return report
+    return finish_threshold(
+        model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
+    )

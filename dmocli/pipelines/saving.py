@@ -1,5 +1,5 @@
-"""The last step of every train path: the report stamped, the model file written, then the report; or, for a
-refused target, the report alone."""
+"""The last step of every train and threshold path: the report stamped, the model file written, then the report;
+or, for a refused target, the report alone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.options import POPULATION, TrainOptions
-from dmocli.report import dumps, failure, model_summary
+from dmocli.report import dumps, envelope, failure, label_fields, model_summary
 
 
 def training_info(
@@ -71,3 +71,57 @@ def refuse_with_report(
         outputs.write_text(report_path, dumps(report))
     refusal.report = report
     raise refusal
+
+
+def threshold_envelope(
+    model: DmoModel,
+    model_path: str | Path,
+    *,
+    data: str,
+    engine: str,
+    output: str | Path,
+    problem_fields: dict[str, Any],
+    problem_source: str,
+    confidence: float | None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The report of `dmo threshold`, whichever way it moved the operating point (a binary threshold refitted,
+    adapted to a new positive rate, or a multi-class model's offsets): the keys all of them carry, built here once,
+    then `fields` in the caller's order."""
+    return envelope(
+        "threshold",
+        model=str(model_path),
+        data=data,
+        engine=engine,
+        output=str(output),
+        solver=model.solver,
+        **label_fields(model.labels),
+        **problem_fields,
+        problem_source=problem_source,
+        confidence=confidence,
+        seed=model.info.get("seed"),
+        device="cpu",
+        **fields,
+    )
+
+
+def finish_threshold(
+    model: DmoModel,
+    report: dict[str, Any],
+    *,
+    output: str | Path,
+    report_path: str | Path | None,
+    started: float,
+    refusal: UnreachableTarget | None,
+) -> dict[str, Any]:
+    """Last step of every `dmo threshold` path: a refusal ends with its report (exit 3, no model written); else the
+    report is stamped and serialized first (one that cannot be written must not leave a model behind), then the
+    model file and the report are written."""
+    if refusal is not None:
+        refuse_with_report(refusal, report, report_path, started)
+    report["wall_seconds"] = time.perf_counter() - started
+    text = dumps(report)
+    model.save(output)
+    if report_path is not None:
+        outputs.write_text(report_path, text)
+    return report
