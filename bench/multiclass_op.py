@@ -44,6 +44,7 @@ from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.operating_point.class_offsets import ClassProblem, decide, search_offsets  # noqa: E402
 from dmocli.operating_point.class_offsets_guard import guarded_offsets  # noqa: E402
 from dmocli.operating_point.multiclass_calibration import fit_temperature_bias, multiclass_calibration_figures, softmax  # noqa: E402
+from dmocli.prep.dataset import stratified_folds  # noqa: E402
 
 SETS = ("optdigits", "letter")
 FLOORS = (0.8, 0.9)
@@ -79,19 +80,10 @@ def stratified(labels: np.ndarray, share: float, seed: int) -> np.ndarray:
     return chosen
 
 
-def fold_of(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    folds = np.empty(labels.size, dtype=np.int64)
-    for value in np.unique(labels):
-        rows = rng.permutation(np.flatnonzero(labels == value))
-        folds[rows] = np.arange(rows.size) % k
-    return folds
-
-
 def scores(train_table: pa.Table, test_table: pa.Table, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(out-of-fold logits of the train rows, their labels as codes, the fold models' mean logits on test)."""
     labels = train_table.column("label").to_numpy()
-    folds = fold_of(labels, FOLDS, seed)
+    folds = stratified_folds(labels, FOLDS, seed=seed)  # dmo train's own folds
     oof, test = None, None
     codes = None
     for fold in range(FOLDS):

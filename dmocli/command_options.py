@@ -22,8 +22,8 @@ ENGINE_HELP = (
 )
 SCHEDULER_HELP = "Dask scheduler ADDRESS (default: a local cluster of --workers processes)."
 WORKERS_HELP = "Worker processes of the local Dask cluster."
-SUBSAMPLE_METHODS = ("lus", "uniform", "case-control")  # as solvers/acceptance.py's METHODS
-ENGINES = ("local", "dask")  # as engines/choice.py's
+SUBSAMPLE_METHODS = ("lus", "uniform", "case-control")  # dmo subsample --method (solvers/subsampling/acceptance.py)
+ENGINES = ("local", "dask")  # --engine; engines/choice.py checks an EngineChoice against these
 
 
 # A confidence level given alone (threshold, the evaluate gate), with an example: below 0.5 a lower bound would

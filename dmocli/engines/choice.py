@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from dmocli.command_options import ENGINES
 from dmocli.data import sources
 from dmocli.errors import DmoError
 
 if TYPE_CHECKING:
     from dmocli.engines.dask_cluster import DaskEngine
-
-ENGINES = ("local", "dask")
 
 
 @dataclass(frozen=True)

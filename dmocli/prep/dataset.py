@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -160,10 +159,6 @@ def stratified_split(
     mask = np.ones(y.size, dtype=bool)
     mask[val] = False
     return np.flatnonzero(mask), val
-
-
-def describe_path(path: str | Path | None) -> str | None:
-    return None if path is None else str(path)
 
 
 def stratified_folds(

@@ -11,7 +11,6 @@ import numpy as np
 
 from dmocli.errors import DmoError
 
-METHODS = ("lus", "uniform", "case-control")
 STREAM_SALT = 0x4C5553  # "LUS": keeps our streams apart from a plain default_rng(seed) (trailing zeros are ignored)
 Q_MAX = 1.0 - 1e-7  # a pilot probability of exactly 1 would give a = 0 and an infinite log offset
 
