@@ -326,3 +326,15 @@ class ExtractOptions:
         ),
         help="Truncate texts to this many tokens (default: the model's limit).",
     )
+
+
+@dataclass
+class InfoOptions:
+    """Every option of `dmo info` but its output (--json)."""
+
+    features: bool = option(
+        False,
+        "--features",
+        help="Also each column's importance (gbdt: XGBoost total gain; linear, mlp: mean absolute contribution "
+        "on rows drawn from the training profile) and a linear model's coefficients.",
+    )

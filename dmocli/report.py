@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -160,7 +161,9 @@ def empty_prediction_warnings(splits: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+@cache
 def _installed_version(package: str) -> str | None:
+    """The package's version, looked up once a process (reading the installed metadata takes milliseconds)."""
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:

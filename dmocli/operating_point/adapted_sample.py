@@ -35,10 +35,9 @@ recall test over every count of new positives from m_lo to N applies as it is.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
+from dmocli.operating_point.bounds import first_holding
 from dmocli.operating_point.curve import ScoreCurve
 from dmocli.operating_point.new_sample import SEQUENCES, least_successes, sequence_start_rates
 
@@ -74,8 +73,16 @@ def certified_precision_cuts(
     largest = max(1, ELEMENTS // test.width)  # a chunk's cuts: memory stays bounded however large N is
     for rate in sequence_start_rates(mapped_target):
         record = np.minimum(np.floor(predicted * rate + 1e-9).astype(np.int64), curve.n_pos)
-        start = _first(0, tp.size, lambda cuts, r=record: test.passes(r[cuts], predicted[cuts] - r[cuts]), largest)
-        end = _first(start, tp.size, lambda cuts: ~test.passes(tp[cuts], fp[cuts]), largest)
+        start = first_holding(
+            0,
+            tp.size,
+            lambda cuts, r=record: test.passes(r[cuts], predicted[cuts] - r[cuts]),
+            smallest=CHUNK,
+            largest=largest,
+        )
+        end = first_holding(
+            start, tp.size, lambda cuts: ~test.passes(tp[cuts], fp[cuts]), smallest=CHUNK, largest=largest
+        )
         certified[start:end] = True
     return certified
 
@@ -153,16 +160,3 @@ def _beta_binomial_pmf(k: np.ndarray, m: int, alpha: np.ndarray, beta: np.ndarra
 
     log_choose = gammaln(m + 1.0) - gammaln(k + 1.0) - gammaln(m - k + 1.0)
     return np.exp(log_choose + betaln(k + alpha, m - k + beta) - betaln(alpha, beta))
-
-
-def _first(start: int, size: int, holds: Callable[[np.ndarray], np.ndarray], largest: int) -> int:
-    """The first cut from `start` on where `holds`, in chunks that double from CHUNK up to `largest` cuts; `size`
-    when none."""
-    first, chunk = start, min(CHUNK, largest)
-    while first < size:
-        cuts = np.arange(first, min(first + chunk, size))
-        hits = np.flatnonzero(holds(cuts))
-        if hits.size:
-            return int(cuts[hits[0]])
-        first, chunk = first + chunk, min(2 * chunk, largest)
-    return size

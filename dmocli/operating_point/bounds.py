@@ -67,6 +67,23 @@ def fewest_passing(passing: Callable[[int], bool], limit: int) -> int | None:
     return least_passing(passing, low, high)
 
 
+def first_holding(
+    start: int, size: int, holds: Callable[[np.ndarray], np.ndarray], *, smallest: int, largest: int
+) -> int:
+    """The first index from `start` on where `holds` (given an array of indices), `size` when none; tested in
+    chunks that double from `smallest` up to `largest` indices. The tests this scans (new-sample certificates)
+    cost most where they pass, and a scan wants only the first pass: small chunks first waste few passing tests
+    after it, and the doubling keeps long runs of failures vectorized."""
+    first, chunk = start, min(smallest, largest)
+    while first < size:
+        indices = np.arange(first, min(first + chunk, size))
+        hits = np.flatnonzero(holds(indices))
+        if hits.size:
+            return int(indices[hits[0]])
+        first, chunk = first + chunk, min(2 * chunk, largest)
+    return size
+
+
 def least_passing(passing: Callable[[int], bool], low: int, high: int) -> int:
     """The least n in [low, high] with `passing(n)`, given that `passing(high)` holds and stays true above its
     least n (bisection)."""

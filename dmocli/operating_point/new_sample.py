@@ -151,12 +151,15 @@ def fewest_passing_trials(rate: float, *, fewest: int, target: float, new_rows: 
 def _every_count_passes(
     n: np.ndarray, k: np.ndarray, *, fewest: np.ndarray, target: float, new_rows: int, level: float
 ) -> np.ndarray:
-    """Branch and bound over the new sample's counts, for many cuts at once, from one block of every count: a
-    block whose bound passes is done, a count that fails exactly fails its cut, and the other blocks are halved
-    (one vectorized tail a round)."""
+    """Branch and bound over the new sample's counts, for many cuts at once: a block whose bound passes is done,
+    a count that fails exactly fails its cut, and the other blocks are halved (one vectorized tail a round).
+
+    The first blocks double in width from the fewest counts on (_first_blocks), where the tail is largest and
+    changes fastest; with _tail's bound they settle most cuts in the first round (about 17 tails a passing cut
+    for 1,000 new rows, where halving one block of every count with the looser bound of rows at their least
+    took about a hundred)."""
     alive = np.ones(n.size, dtype=bool)
-    owner = np.arange(n.size)
-    first, last = fewest.copy(), np.full_like(fewest, new_rows)
+    owner, first, last = _first_blocks(fewest, new_rows)
     while owner.size:
         failed = _tail(n[owner], k[owner], first=first, last=last, target=target) > level
         alive[owner[failed & (first == last)]] = False
@@ -171,14 +174,34 @@ def _every_count_passes(
     return alive
 
 
+def _first_blocks(fewest: np.ndarray, new_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner cut, first count, last count) of blocks of width 1, 2, 4, ... covering each cut's counts from
+    `fewest` to `new_rows`."""
+    widths = 1 << np.arange(max(new_rows, 1).bit_length() + 1)
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
+    first = fewest[:, None] + starts[None, :]
+    last = np.minimum(first + widths[None, :] - 1, new_rows)
+    kept = first <= new_rows
+    owner = np.broadcast_to(np.arange(fewest.size)[:, None], first.shape)
+    return owner[kept], first[kept], last[kept]
+
+
 def _tail(n: np.ndarray, k: np.ndarray, *, first: np.ndarray, last: np.ndarray, target: float) -> np.ndarray:
-    """P(K >= k) for K ~ Hyper(n + first, k + x_last, n), x_m = ceil(target x m) - 1: the exact miss bound at
-    one count when first == last, an upper bound over the block otherwise (1 where the block is too wide for
-    the bound to exist: more successes than rows)."""
+    """P(K >= k) for K ~ Hyper(n + first + x_last - x_first, k + x_last, n), x_m = ceil(target x m) - 1: the
+    exact miss bound at one count when first == last, an upper bound over the block otherwise.
+
+    Over the block the pool of n + m rows holds k + x_m successes and n - k + m - x_m failures; the successes
+    are at most k + x_last and the failures at least n - k + first - x_first (m - x_m never falls as m grows),
+    and the tail grows with the successes and falls with the failures, so that pool bounds every count in the
+    block. Keeping the failures, not the rows, at their least is what lets a wide block pass."""
     from scipy.stats import hypergeom
 
-    misses = np.ceil(target * last - 1e-9).astype(np.int64) - 1
-    population, successes = n + first, k + misses
-    valid = successes <= population
-    tail = hypergeom.sf(k - 1, population, np.minimum(successes, population), n)
-    return np.where(valid, tail, 1.0)
+    misses_first, misses_last = _misses(first, target), _misses(last, target)
+    successes = k + misses_last
+    population = n + first + misses_last - misses_first
+    return hypergeom.sf(k - 1, population, successes, n)
+
+
+def _misses(counts: np.ndarray, target: float) -> np.ndarray:
+    """x_m: the most successes a new sample of m counted rows may hold and still miss the target."""
+    return np.ceil(target * counts - 1e-9).astype(np.int64) - 1

@@ -21,6 +21,7 @@ from dmocli.operating_point.bounds import (
     clopper_pearson_interval,
     clopper_pearson_lower,
     fewest_certifying_trials,
+    first_holding,
     fixed_sequence_level,
     fixed_sequence_starts,
 )
@@ -240,7 +241,7 @@ class _NewSamplePrecision:
     they run a chunk of cuts at a time and only as far as needed: a sequence ends at its first failing cut, and a
     start is the first cut where its label-free condition holds."""
 
-    CHUNK = 256
+    SMALLEST_CHUNK, CHUNK = 8, 256
 
     def __init__(
         self, tp: np.ndarray, predicted: np.ndarray, n: int, *, target: float, confidence: float, new_rows: int
@@ -248,6 +249,7 @@ class _NewSamplePrecision:
         self.tp, self.predicted, self.target, self.new_rows = tp, predicted, target, new_rows
         self.fewest = fewest_predicted(new_rows, predicted, n, confidence)
         self.level = exchangeable_level(confidence, SEQUENCES)
+        self._tested: dict[tuple[int, int], bool] = {}
 
     def sequences(self) -> np.ndarray:
         """_fixed_sequences over these tests: the certified cuts."""
@@ -276,23 +278,26 @@ class _NewSamplePrecision:
         ]
 
     def _passes(self, cuts: np.ndarray, successes: np.ndarray) -> np.ndarray:
-        return passes(
-            self.predicted[cuts],
-            successes,
-            fewest=self.fewest[cuts],
-            target=self.target,
-            new_rows=self.new_rows,
-            level=self.level,
-        )
+        """The exchangeable test of each cut at its number of successes, each pair tested once: the sequences
+        and their starts scan overlapping runs of cuts, and the same test came back about six times."""
+        successes = np.asarray(successes, dtype=np.int64)
+        keys = list(zip(cuts.tolist(), successes.tolist()))
+        fresh = [i for i, key in enumerate(keys) if key not in self._tested]
+        if fresh:
+            outcome = passes(
+                self.predicted[cuts[fresh]],
+                successes[fresh],
+                fewest=self.fewest[cuts[fresh]],
+                target=self.target,
+                new_rows=self.new_rows,
+                level=self.level,
+            )
+            self._tested.update(zip((keys[i] for i in fresh), outcome.tolist()))
+        return np.array([self._tested[key] for key in keys], dtype=bool)
 
     def _first(self, start: int, holds: Callable[[np.ndarray], np.ndarray]) -> int:
         """The first cut from `start` on where `holds`, a chunk of cuts at a time; the cut count when none."""
-        for first in range(start, self.tp.size, self.CHUNK):
-            cuts = np.arange(first, min(first + self.CHUNK, self.tp.size))
-            hits = np.flatnonzero(holds(cuts))
-            if hits.size:
-                return int(cuts[hits[0]])
-        return self.tp.size
+        return first_holding(start, self.tp.size, holds, smallest=self.SMALLEST_CHUNK, largest=self.CHUNK)
 
 
 def _constraint_interval(problem: Problem, tp: int, fp: int, n_pos: int) -> list[float] | None:

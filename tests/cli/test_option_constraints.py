@@ -31,6 +31,7 @@ def leading_args(command: str, root: Path) -> list[str]:
         "threshold": [root / "model.safetensors", "-o", root / "t.safetensors"],
         "extract": [garbage, "-o", root / "f.parquet"],
         "predict": [root / "model.safetensors", garbage, "-o", root / "p.parquet"],
+        "info": [root / "model.safetensors"],
     }[command]
 
 
@@ -50,7 +51,7 @@ CASES = _cases()
 
 
 def test_every_generated_command_is_covered(tmp_path):
-    assert {"train", "check", "monitor", "subsample", "evaluate", "predict", "threshold", "extract"} <= set(
+    assert {"train", "check", "monitor", "subsample", "evaluate", "predict", "threshold", "extract", "info"} <= set(
         DECLARATIONS
     )
     for command in DECLARATIONS:

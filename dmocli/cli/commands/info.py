@@ -1,8 +1,10 @@
-"""`dmo info MODEL`: what a model file holds (`pipelines.model_info.model_info`), as a few lines for a person or,
-with --json, a report of the shared schema (docs/report-schema.md)."""
+"""`dmo info MODEL`: the options InfoOptions declares (dmocli/command_options.py), and what a model file holds
+(`pipelines.model_info.model_info`), as a few lines for a person or, with --json, a report of the shared schema
+(docs/report-schema.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,18 +12,16 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from dmocli.cli.declared import takes_options
 from dmocli.cli.output import out, print_json
+from dmocli.command_options import InfoOptions
 
 
+@takes_options(InfoOptions)
 def info(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
-    features: bool = typer.Option(
-        False,
-        "--features",
-        help="Also each column's importance (gbdt: XGBoost total gain; linear, mlp: mean absolute contribution "
-        "on rows drawn from the training profile) and a linear model's coefficients.",
-    ),
+    options: InfoOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
 ) -> None:
     """What a model file holds: problem, threshold, classes, features and how it was trained.
 
@@ -29,13 +29,13 @@ def info(
     """
     from dmocli.pipelines.model_info import model_info
 
-    report = model_info(model, features=features)
+    report = model_info(model, **dataclasses.asdict(options))
     if as_json:
         print_json(report)
         return
     for line in _info_lines(report):
         out.print(line, markup=False)
-    if features:
+    if options.features:
         _print_importance(report["importance"])
 
 
