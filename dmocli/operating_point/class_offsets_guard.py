@@ -43,6 +43,7 @@ from dmocli.operating_point.class_offsets import (
     point_at,
     search_offsets,
 )
+from dmocli.operating_point.folds import deal_folds
 from dmocli.operating_point.problems import f_beta, safe_div
 
 GUARD_FOLDS = 5
@@ -77,16 +78,6 @@ class GuardChoice:
         }
 
 
-def guard_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
-    """Each row's fold: every class's rows dealt round-robin in a seeded order."""
-    rng = np.random.default_rng(seed)
-    fold = np.empty(labels.size, dtype=np.int64)
-    for value in np.unique(labels):
-        rows = rng.permutation(np.flatnonzero(labels == value))
-        fold[rows] = np.arange(rows.size) % folds
-    return fold
-
-
 def macro_objective(tp: np.ndarray, predicted: np.ndarray, support: np.ndarray, problem: ClassProblem) -> np.ndarray:
     """The problem's macro objective of each row of per-class counts (rows: resamples, columns: classes)."""
     if problem.kind == "frop":
@@ -116,7 +107,7 @@ def cross_validated_decisions(
     logits: np.ndarray, labels: np.ndarray, problem: ClassProblem, confidence: float | None, *, fit: Callable
 ) -> np.ndarray:
     """Each row's class under the offsets `fit` finds on the other folds' rows."""
-    fold = guard_folds(labels, GUARD_FOLDS, GUARD_SEED)
+    fold = deal_folds(labels, GUARD_FOLDS, seed=GUARD_SEED)
     decided = np.empty(labels.size, dtype=np.int64)
     for f in range(GUARD_FOLDS):
         held = fold == f

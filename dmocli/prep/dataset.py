@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from dmocli.errors import DmoError
+from dmocli.operating_point.folds import deal_folds
 from dmocli.prep.columns import OFFSET_PREFIX
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -175,13 +176,7 @@ def stratified_folds(
             f"--cv {k} needs at least {k} rows of every class; class {name!r} has {sizes.min()}"
             + (" (DATA's and --val's rows together): lower --cv" if val_pooled else ": lower --cv, or give --val FILE")
         )
-    rng = np.random.default_rng(seed)
-    folds = np.empty(y.size, dtype=np.int64)
-    for cls in classes:
-        rows = np.flatnonzero(y == cls)
-        rng.shuffle(rows)
-        folds[rows] = np.arange(rows.size) % k
-    return folds
+    return deal_folds(y, k, seed=seed)
 
 
 def concatenated(first: Prepared, second: Prepared) -> Prepared:
