@@ -32,7 +32,8 @@ CONFIDENCE_LEVEL = Interval(float, 0.5, 1, closed="left", message="must be in [0
 
 
 def engine_option() -> Any:
-    """--engine of the commands that map record batches over an engine (evaluate, predict, subsample, threshold)."""
+    """--engine of the commands that map record batches over an engine (evaluate, predict, subsample, threshold,
+    monitor)."""
     return option("local", "--engine", constraint=OneOf(ENGINES), help=ENGINE_HELP)
 
 
@@ -197,6 +198,9 @@ class MonitorOptions:
     confidence: float = option(
         0.95, "--confidence", constraint=CONFIDENCE, help="Level of the intervals (default 0.95)."
     )
+    engine: str = engine_option()
+    scheduler: str | None = scheduler_option()
+    workers: int = workers_option()
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Where a row-parallel pass runs: in this process (`local`) or on a Dask cluster (`dask`).
 
-subsample, evaluate, threshold and predict read their data once per pass and
+subsample, evaluate, threshold, predict and monitor read their data once per pass and
 treat every batch alike, so the same per-batch work can run on Dask workers,
 partition by partition (an existing engine for row-parallel passes,
 no home-made cluster code). This module holds the choice and its checks; the

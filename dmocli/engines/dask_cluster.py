@@ -1,5 +1,5 @@
-"""The Dask engine of the row-parallel passes (`subsample`, `evaluate`, `threshold`, `predict`): the same
-per-partition work as the local engine, over a cluster.
+"""The Dask engine of the row-parallel passes (`subsample`, `evaluate`, `threshold`, `predict`, `monitor`): the
+same per-partition work as the local engine, over a cluster.
 
 Optional (`pip install 'dmocli[dask]'`). One partition is one parquet file,
 in the local engine's order, read by a worker through the same layout

@@ -41,6 +41,11 @@ from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, model_summary
 
+# What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold
+# it replaced, and how the curve's cut became the model's (`carried`, `expected_share`, `curve_threshold`), so the
+# file says whether its threshold is the stored curve's cut or the share of NEW that cut was expected to flag.
+INFO_KEYS = ("new_rate", "training_rate", "old_threshold", "carried", "expected_share", "curve_threshold")
+
 
 def adapt_to_rate(
     model_path: str | Path,
@@ -105,7 +110,7 @@ def adapt_to_rate(
         "rate_interval": interval,
         "rate_source": source,
     }
-    model.info = {**model.info, "adapted": {k: section[k] for k in ("new_rate", "training_rate", "old_threshold")}}
+    model.info = {**model.info, "adapted": {k: section[k] for k in INFO_KEYS}}
     model.info["summary"] = model_summary({"data": split})
     report = threshold_envelope(
         model,

@@ -35,6 +35,7 @@ from dmocli.models.trees import BoostedTrees, import_xgboost
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem, survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
+from dmocli.pipelines.dask_fingerprint import sketch_of_partitions
 from dmocli.pipelines.in_memory import case_variant_warnings, plan_profile_builder, profiled
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.dataset import prepare
@@ -184,6 +185,7 @@ def train_trees_on_dask(
         fit_seconds = time.perf_counter() - fit_started
         train_logits = dxgb.predict(client, booster, fit[rows.columns], output_margin=True).compute()
         train_y = fit["label"].compute().to_numpy(np.int64)
+        fitted_rows = sketch_of_partitions(fit, feature_columns=rows.columns, label_column="label")
         workers = len(client.scheduler_info()["workers"])
         levels = LevelCounts()
         for counted in engine.map(MissingLevels(pre), list(pre.categorical)) if pre.categorical else []:
@@ -217,6 +219,7 @@ def train_trees_on_dask(
         },
         levels=levels,
         profile=profile,
+        training_rows=fitted_rows if labels.binary else None,
         warnings=case_variant_warnings(pre),
         report_fields={"engine": {"name": "dask", "workers": workers, "scheduler": opts.scheduler}},
         info_fields={"engine": "dask"},

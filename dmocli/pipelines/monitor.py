@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from scipy.stats import norm
 
 from dmocli.data import outputs, sources
+from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
@@ -42,31 +40,13 @@ from dmocli.operating_point.label_shift import (
     metrics_under_label_shift,
 )
 from dmocli.pipelines.apply import stored_curve
+from dmocli.pipelines.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
-from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import problem_fields
-from dmocli.prep.feature_drift import FeatureDrift, ProfileBuilder, compare, drift_gate
+from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
-MAX_CHUNKS = 1000  # a chunk column with more values is an id or a timestamp, not a period
-
-
-@dataclass
-class _Section:
-    """The rows of one chunk (or of all NEW): their logits, labels (-1: none) and feature profile."""
-
-    name: str
-    logits: list[np.ndarray] = field(default_factory=list)
-    labels: list[np.ndarray] = field(default_factory=list)
-    builder: ProfileBuilder | None = None
-
-    def add(self, batch: pa.RecordBatch | pa.Table, logits: np.ndarray, labels: np.ndarray) -> None:
-        self.logits.append(logits)
-        self.labels.append(labels)
-        if self.builder is not None:
-            self.builder.add(batch)
-            self.builder.add_scores(logits)
 
 
 def monitor(
@@ -78,8 +58,10 @@ def monitor(
     chunk_size: int | None = None,
     confidence: float = REPORT_LEVEL,
     report_path: str | Path | None = None,
+    engine: EngineChoice = LOCAL,
 ) -> dict[str, Any]:
-    """The `monitor` report of `data` for the model at `model_path` (docs/monitoring.md)."""
+    """The `monitor` report of `data` for the model at `model_path` (docs/monitoring.md); `engine` scores NEW in
+    this process or on Dask workers, with the same report."""
     started = time.perf_counter()
     data = sources.accept(data)
     outputs.check_outputs({"--report": report_path}, {"MODEL": model_path, "NEW": data})
@@ -89,11 +71,12 @@ def monitor(
     if not model.binary:
         raise DmoError("monitor applies to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
-    whole, chunks = _read(model, data, chunk_col, chunk_size)
+    whole, chunks = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
     report = envelope(
         "monitor",
         model=str(model_path),
         data=sources.describe(data),
+        engine=engine.name,
         **label_fields(model.labels),
         **problem_fields(model.problem),
         threshold=model.threshold,
@@ -114,73 +97,7 @@ def monitor(
     return report
 
 
-def _read(
-    model: DmoModel, data: sources.Source, chunk_col: str | None, chunk_size: int | None
-) -> tuple[_Section, list[_Section]]:
-    """One pass over NEW: logits, labels where the label column is there, the profile, per chunk too."""
-    schema, batches = open_data(data, model)
-    problems = model.preprocessor.column_problems(schema)
-    if chunk_col is not None and chunk_col not in schema.names:
-        problems.append(f"--chunk-col {chunk_col!r} is not a column of {sources.describe(data)}")
-    if problems:
-        raise DmoError("; ".join(problems))
-    labeled = model.labels.column in schema.names
-    columns = [*model.preprocessor.input_columns, *([model.labels.column] if labeled else [])]
-    columns += [chunk_col] if chunk_col is not None and chunk_col not in columns else []
-    whole = _Section("all", builder=_builder(model))
-    keyed: dict[Any, _Section] = {}
-    row = 0
-    for batch in batches(columns):
-        derived = model.preprocessor.derived(batch)  # dates as parts, numbers parsed: the profile's columns
-        features, _ = model.preprocessor.transform(derived)
-        logits = model.logits_of_features(features)
-        labels = model.labels.encode(batch.column(model.labels.column)) if labeled else np.full(batch.num_rows, -1)
-        whole.add(derived, logits, labels)
-        if chunk_col is not None or chunk_size is not None:
-            keys = _chunk_keys(batch, chunk_col, chunk_size, row)
-            for key in _in_order(keys):
-                rows = np.flatnonzero(keys == key)
-                if key not in keyed and len(keyed) == MAX_CHUNKS:
-                    raise DmoError(
-                        f"--chunk-col {chunk_col!r} has more than {MAX_CHUNKS} values (an id or a timestamp?); give "
-                        "a column of periods (a day, a week), or --chunk-size N"
-                    )
-                section = keyed.setdefault(key, _Section(str(key), builder=_builder(model)))
-                section.add(derived.take(pa.array(rows)), logits[rows], labels[rows])
-        row += batch.num_rows
-    if row == 0:
-        raise DmoError(f"{sources.describe(data)} has no rows to monitor")
-    return whole, [keyed[key] for key in sorted(keyed, key=_sortable)]
-
-
-def _builder(model: DmoModel) -> ProfileBuilder | None:
-    return None if model.profile is None else ProfileBuilder.matching(model.profile, model.preprocessor.categorical)
-
-
-def _chunk_keys(batch: pa.RecordBatch, chunk_col: str | None, chunk_size: int | None, first_row: int) -> np.ndarray:
-    """Each row's chunk: its value of --chunk-col, else its position // --chunk-size (with both: the value, and
-    within it, the position)."""
-    if chunk_col is None:
-        return (first_row + np.arange(batch.num_rows)) // chunk_size
-    values = np.asarray(pc.cast(batch.column(chunk_col), pa.string()).to_pylist(), dtype=object)
-    if chunk_size is None:
-        return values
-    positions = (first_row + np.arange(batch.num_rows)) // chunk_size
-    return np.array([f"{value}/{position}" for value, position in zip(values, positions)], dtype=object)
-
-
-def _in_order(keys: np.ndarray) -> list[Any]:
-    return list(dict.fromkeys(keys.tolist()))
-
-
-def _sortable(key: Any) -> tuple[int, Any]:
-    """Chunks in order: numbers by value, text (a date, a month) as text; missing values last."""
-    if key is None:
-        return (2, "")
-    return (0, key) if isinstance(key, (int, np.integer)) else (1, str(key))
-
-
-def _section_report(model: DmoModel, curve: HeldOutCurve, section: _Section, confidence: float) -> dict[str, Any]:
+def _section_report(model: DmoModel, curve: HeldOutCurve, section: Section, confidence: float) -> dict[str, Any]:
     logits = np.concatenate(section.logits).astype(np.float32)
     labels = np.concatenate(section.labels)
     beta = model.problem.beta if model.problem is not None else 1.0
@@ -209,6 +126,7 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: _Section, con
             **_realized(model, logits[labeled], labels[labeled]),
         }
     if section.builder is not None:
+        section.builder.add_scores(logits)  # once, in row order: on either engine the same bins
         drifts = compare(model.profile, section.builder.finish())
         out["drift"] = [_drift_entry(drift) for drift in drifts[:MOST_DRIFTED]]
         out["drift_reasons"] = drift_gate([drift for drift in drifts if _gated(drift, model)])

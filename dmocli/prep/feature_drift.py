@@ -285,6 +285,14 @@ class _BinTally:
         self.held = []
         self._count(held)
 
+    def merge(self, other: "_BinTally") -> None:
+        """Add another tally's counts into the same fixed bins (a reference's edges: counts add up exactly)."""
+        if not (self.fixed and other.fixed and np.array_equal(self.edges, other.edges)):
+            raise ValueError("only tallies into the same fixed bins merge")
+        self.counts += other.counts
+        self.missing += other.missing
+        self.rows += other.rows
+
     def _count(self, finite: np.ndarray) -> None:
         # Rows below each edge, from the sorted values: the same counts as searchsorted(edges, values, "right")
         # binned one by one, about ten times faster on a streaming batch (few edges, many values).
@@ -338,6 +346,16 @@ class _LevelTally:
             self.other += count
         else:
             self.counts[level] = count
+
+    def merge(self, other: "_LevelTally") -> None:
+        """Add another tally's counts of the same fixed levels (a reference's: counts add up exactly)."""
+        if not (self.fixed and other.fixed and list(self.counts) == list(other.counts)):
+            raise ValueError("only tallies of the same fixed levels merge")
+        for level, count in other.counts.items():
+            self.counts[level] += count
+        self.other += other.other
+        self.unseen += other.unseen
+        self.missing += other.missing
 
     def finish(self, max_levels: int) -> Levels:
         ranked = list(self.counts.items())
@@ -445,6 +463,16 @@ class ProfileBuilder:
         for name, tally in self._categorical.items():
             text = level_text(_arrow(_column(columns, name)), self.trim_text)
             tally.add(folded(text) if self.fold_case else text)
+
+    def merge(self, other: "ProfileBuilder") -> None:
+        """Add the feature counts of `other`, a builder `matching` the same reference over other rows (a Dask
+        partition's): the reference's bins and levels are fixed, so the merged counts are those of one pass over
+        all the rows. Scores are not merged: add them once, in row order (without reference edges, their bins
+        depend on the values' order)."""
+        for name, tally in self._numeric.items():
+            tally.merge(other._numeric[name])
+        for name, tally in self._categorical.items():
+            tally.merge(other._categorical[name])
 
     def add_scores(self, scores: np.ndarray | pa.Array | Sequence[float]) -> None:
         """Count one batch of the model's scores (logits); NaN counts as missing."""

@@ -112,3 +112,30 @@ def test_the_summary_says_when_the_cut_was_carried(dmo, models, tmp_path):
     code, linear, err = dmo("threshold", models / "linear.st", "--adapt", new, "-o", tmp_path / "l.st")
     assert code == 0, err
     assert "carried to" not in linear
+
+
+def test_the_model_file_and_dmo_info_say_how_the_cut_was_carried(dmo, models, tmp_path):
+    """info.adapted keeps `carried`, `expected_share` and `curve_threshold` as the threshold report gave them, and
+    `dmo info` shows them; a model never adapted has `adapted: null`."""
+    for family, carried in (("gbdt", "share"), ("linear", "score")):
+        out = tmp_path / f"{family}.st"
+        code, stdout, err = dmo("threshold", models / f"{family}.st", "--adapt", models / "new.parquet", "-o", out,
+                                "--json")  # fmt: skip
+        assert code == 0, err
+        adapted = json.loads(stdout)["adapted"]
+        kept = load_model(out).info["adapted"]
+        keys = ("new_rate", "training_rate", "old_threshold", "carried", "expected_share", "curve_threshold")
+        assert kept == {key: adapted[key] for key in keys} and kept["carried"] == carried
+        code, stdout, err = dmo("info", out, "--json")
+        assert code == 0, err
+        info = json.loads(stdout)
+        jsonschema.validate(info, report_schema())
+        assert info["adapted"] == kept
+        code, stdout, err = dmo("info", out)
+        assert code == 0 and f"adapted: to the positive rate {adapted['new_rate']:.4f}" in stdout, err
+        by_share = f"carried to the model's scores by the share of NEW it should flag ({adapted['expected_share']:.4f})"
+        assert (by_share in stdout) is (carried == "share"), stdout
+    code, stdout, err = dmo("info", models / "gbdt.st", "--json")
+    assert code == 0 and json.loads(stdout)["adapted"] is None, err
+    code, stdout, err = dmo("info", models / "gbdt.st")
+    assert "adapted:" not in stdout

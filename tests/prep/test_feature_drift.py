@@ -227,3 +227,33 @@ def test_psi_and_test_on_counts():
     assert psi(np.array([50.0, 50.0, 0.0]), np.array([50.0, 50.0, 0.0])) == 0.0  # cells empty on both sides
     assert chi_square_p(np.array([5.0, 0.0]), np.array([5.0, 0.0])) == 1.0  # one cell: nothing to tell apart
     assert [psi_severity(v) for v in (0.05, 0.1, 0.24, 0.25)] == ["none", "moderate", "moderate", "major"]
+
+
+def test_matching_builders_of_parts_merge_into_the_profile_of_all_the_rows():
+    """Dask's monitor merges one builder per partition: counts into the reference's fixed bins and levels add up to
+    one pass over all the rows, missing values and unseen levels included; a free builder (edges from its own
+    first values) cannot be merged, as its parts' bins differ."""
+    rng = np.random.default_rng(3)
+    colours = {"red": 0.5, "blue": 0.3, "green": 0.2}
+    reference = ProfileBuilder(NUMERIC, {"colour": ["red", "blue", "green"]})
+    reference.add(_numeric(rng, 2000).append_column("colour", _levels(rng, 2000, colours)))
+    stored = reference.finish()
+    new = _numeric(rng, 900, shifted="x1").append_column("colour", _levels(rng, 900, {**colours, "violet": 0.0}))
+    new = new.set_column(0, "x0", pa.array(np.where(np.arange(900) % 7 == 0, np.nan, new.column("x0").to_numpy())))
+    new = new.set_column(
+        5,
+        "colour",
+        pa.array([("violet" if i % 11 == 0 else c) for i, c in enumerate(new.column("colour").to_pylist())]),
+    )
+    whole = ProfileBuilder.matching(stored)
+    whole.add(new)
+    merged = ProfileBuilder.matching(stored)
+    for start, stop in ((0, 250), (250, 251), (251, 900)):
+        part = ProfileBuilder.matching(stored)
+        part.add(new.slice(start, stop - start))
+        merged.merge(part)
+    assert merged.finish() == whole.finish()
+    assert merged.finish().categorical["colour"].unseen == len(range(0, 900, 11))
+    free = ProfileBuilder(NUMERIC)
+    with pytest.raises(ValueError, match="fixed bins"):
+        free.merge(ProfileBuilder(NUMERIC))

@@ -86,6 +86,8 @@ def _info_lines(report: dict[str, Any]) -> list[str]:
             f"threshold: logit {report['threshold']:.6g} (probability {report['threshold_probability']:.4g}); "
             f"decision: {report['decision_rule']}"
         )
+    if report.get("adapted") is not None:
+        lines.append(_adapted_line(report["adapted"]))
     positive = "" if report["positive"] is None else f", positive {report['positive']!r}"
     lines.append(f"label: column {report['label_col']!r}, classes {report['classes']!r}{positive}")
     kinds = [col["name"] + ("" if col["kind"] == "numeric" else f" ({col['kind']})") for col in features["columns"]]
@@ -114,3 +116,20 @@ def _probability_line(calibration: dict[str, Any] | None) -> str:
         bias = ", ".join(f"{b:+.3g}" for b in calibration["bias"])
         mapping = f"softmax(logits / {calibration['temperature']:.4g} + [{bias}])"
     return f"probabilities: {mapping}, fitted on {calibration['fitted_on']}"
+
+
+def _adapted_line(adapted: dict[str, Any]) -> str:
+    """Where `dmo threshold --adapt/--prior` moved the threshold from, for which rate, and how the curve's cut became
+    the model's (files adapted before `carried` was kept say only the rates)."""
+    line = (
+        f"adapted: to the positive rate {adapted['new_rate']:.4f} (trained at {adapted['training_rate']:.4f}), "
+        f"from the threshold {adapted['old_threshold']:.6g}"
+    )
+    if adapted.get("carried") == "share":
+        line += (
+            f"; the held-out curve's cut {adapted['curve_threshold']:.6g} carried to the model's scores by the share "
+            f"of NEW it should flag ({adapted['expected_share']:.4f})"
+        )
+    elif adapted.get("carried") == "score":
+        line += "; the held-out curve's cut, kept as it is"
+    return line

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
+from dmocli.cli.commands.shared import engine_choice
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit, report_on_refusal
 from dmocli.command_options import MonitorOptions
@@ -17,7 +17,9 @@ from dmocli.command_options import MonitorOptions
 @takes_options(MonitorOptions)
 def monitor(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
-    data: Path = typer.Argument(..., help="New rows, labels not needed (`-`: a CSV on standard input)."),
+    data: Path = typer.Argument(
+        ..., help="New rows, labels not needed (`-`: a CSV on standard input; --engine dask: parquet)."
+    ),
     options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
@@ -30,7 +32,16 @@ def monitor(
     from dmocli.pipelines.monitor import monitor as run_monitor
 
     with report_on_refusal(as_json):
-        result = run_monitor(model, data, **dataclasses.asdict(options), report_path=report)
+        result = run_monitor(
+            model,
+            data,
+            gate=options.gate,
+            chunk_col=options.chunk_col,
+            chunk_size=options.chunk_size,
+            confidence=options.confidence,
+            report_path=report,
+            engine=engine_choice(options),
+        )
     emit(result, as_json, _monitor_lines(result))
 
 
