@@ -28,7 +28,7 @@ def model_info(path: str | Path, *, features: bool = False) -> dict[str, Any]:
     binary = model.binary
     threshold = model.threshold if binary else None
     info = model.info
-    report = envelope(
+    return envelope(
         "info",
         model=str(path),
         format_version=meta["format_version"],
@@ -56,10 +56,8 @@ def model_info(path: str | Path, *, features: bool = False) -> dict[str, Any]:
             "calibration": info.get("calibration"),
             "summary": info.get("summary", {}),
         },
+        **({"importance": feature_importance(model)} if features else {}),
     )
-    if features:
-        report["importance"] = feature_importance(model)
-    return report
 
 
 def _size(model: DmoModel) -> dict[str, int]:

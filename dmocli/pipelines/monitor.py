@@ -72,6 +72,10 @@ def monitor(
         raise DmoError("monitor applies to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
     whole, chunks = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
+    overall = _section_report(model, curve, whole, confidence)
+    sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in chunks]
+    chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if chunks else {}
+    verdict = _gate(overall, sections, model, gate)
     report = envelope(
         "monitor",
         model=str(model_path),
@@ -83,15 +87,13 @@ def monitor(
         training_rate=curve.rate,
         confidence=confidence,
         warnings=[],
-        **_section_report(model, curve, whole, confidence),
+        **overall,
+        **chunked,
+        gate=verdict,
+        wall_seconds=time.perf_counter() - started,
     )
-    if chunks:
-        report["chunk_by"] = {"column": chunk_col, "rows": chunk_size}
-        report["chunks"] = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in chunks]
-    report["gate"] = _gate(report, model, gate)
-    report["wall_seconds"] = time.perf_counter() - started
-    if gate and not report["gate"]["passed"]:
-        refuse_with_report(UnreachableTarget(_gate_message(report["gate"])), report, report_path, started)
+    if gate and not verdict["passed"]:
+        refuse_with_report(UnreachableTarget(_gate_message(verdict)), report, report_path, started)
     if report_path is not None:
         write_report(report_path, report)
     return report
@@ -175,13 +177,13 @@ def _assumptions(low: float, high: float, interval: list[float]) -> dict[str, An
     return {"agree": agree, "note": note}
 
 
-def _gate(report: dict[str, Any], model: DmoModel, asked: bool) -> dict[str, Any]:
-    """The verdict on every section: the target ruled out by the label-shift interval, or a feature drifted past
-    the limit. Recorded whether or not --gate was asked; only --gate turns a failure into exit 3."""
-    reasons = []
-    for section in [report, *report.get("chunks", [])]:
-        where = "all rows" if section is report else f"chunk {section['chunk']}"
-        reasons += [f"{where}: {reason}" for reason in _section_reasons(section, model)]
+def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel, asked: bool) -> dict[str, Any]:
+    """The verdict on every section (all rows, then each chunk): the target ruled out by the label-shift
+    interval, or a feature drifted past the limit. Recorded whether or not --gate was asked; only --gate turns a
+    failure into exit 3."""
+    reasons = [f"all rows: {reason}" for reason in _section_reasons(overall, model)]
+    for section in chunks:
+        reasons += [f"chunk {section['chunk']}: {reason}" for reason in _section_reasons(section, model)]
     return {"asked": asked, "passed": not reasons, "reasons": reasons}
 
 

@@ -343,8 +343,8 @@ def _run(
         pass_seconds=pass_seconds,
         rows_per_second=n / max(pass_seconds, 1e-9),
         **info,
+        wall_seconds=time.perf_counter() - started,
     )
-    report["wall_seconds"] = time.perf_counter() - started
     if report_path is not None:
         write_report(report_path, report)
     return report
