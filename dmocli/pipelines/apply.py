@@ -111,12 +111,15 @@ def evaluate(
     else:
         if plot_path is not None:
             raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
-    problem = model.problem
+    problem, described = model.problem, sources.describe(data)
+    # The gate's verdict is part of the report; a model with no target to check says so in a warning, and a miss
+    # ends the run as a refused target does (exit 3, the full report written and carried by the error).
     verdict = judge_gate(split, problem, gate_confidence) if gate or gate_confidence is not None else None
+    unchecked = [gate_line(verdict, described)] if verdict is not None and verdict["passed"] is None else []
     report = envelope(
         "evaluate",
         model=model_name(model_path),
-        data=sources.describe(data),
+        data=described,
         engine=engine.name,
         solver=model.solver,
         **label_fields(model.labels),
@@ -130,12 +133,12 @@ def evaluate(
         warnings=drift_warnings(levels, n_rows, model.preprocessor.impute)
         + unlabeled_warning(unlabeled, data)
         + empty_prediction_warnings({"data": split})
-        + ([gate_line(verdict, sources.describe(data))] if verdict is not None and verdict["passed"] is None else []),
+        + unchecked,
         splits={"data": split},
         **({"gate": verdict} if verdict is not None else {}),
     )
-    if verdict is not None and verdict["passed"] is False:  # the rows show the target missed: exit 3, full report
-        refuse_with_report(UnreachableTarget(gate_line(verdict, report["data"])), report, report_path, started)
+    if verdict is not None and verdict["passed"] is False:
+        refuse_with_report(UnreachableTarget(gate_line(verdict, described)), report, report_path, started)
     stamp(report, started)
     if report_path is not None:
         write_report(report_path, report)

@@ -1,8 +1,8 @@
 """The sections of the train and threshold reports, as typed parts assembled once into the report.
 
-The training tail used to build its report by writing keys into a dict as each step ran (`report["splits"] = ...`,
-`report["warnings"] += ...`), so what a report holds could only be learned by reading every step, and a later step
-could overwrite an earlier one's key unseen. Here each section is a frozen dataclass whose `to_dict` gives exactly
+The training tail used to build its report by writing keys into one dict as each step ran (the splits here, more
+warnings there), so what a report holds could only be learned by reading every step, and a later step could
+overwrite an earlier one's key unseen. Here each section is a frozen dataclass whose `to_dict` gives exactly
 the report keys its definition in dmocli/schema/report.schema.json describes (docs/report-schema.md), and
 `assemble` merges the envelope's fields and the parts once, refusing a key two of them would both write.
 """

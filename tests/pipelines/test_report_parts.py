@@ -64,7 +64,9 @@ def binary_scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_binary_train_parts_write_schema_keys_with_values_it_admits() -> None:
-    (train, y_train), (val, y_val), (oof, y_oof) = (binary_scores(n, seed) for n, seed in ((400, 0), (300, 1), (400, 2)))
+    (train, y_train), (val, y_val), (oof, y_oof) = (
+        binary_scores(n, seed) for n, seed in ((400, 0), (300, 1), (400, 2))
+    )
     problem = Problem("frop", 0.8)
     settled = settle_threshold(
         {"train": train, "val": val, "cv": oof},
