@@ -29,7 +29,8 @@ from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.explained import check_k, explain_arrays, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
-from dmocli.pipelines.saving import finish_threshold, refuse_with_report, threshold_envelope
+from dmocli.pipelines.report_parts import OperatingPointSection, SplitsSection
+from dmocli.pipelines.saving import finish_threshold, refuse_with_report, retargeted_info, stamp, threshold_envelope
 from dmocli.pipelines.scoring import collect_logits, open_data, row_count
 from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
@@ -47,7 +48,6 @@ from dmocli.report import (
     empty_prediction_warnings,
     envelope,
     label_fields,
-    model_summary,
     multiclass_split_report,
     plot_pr_curve,
     unlabeled_warning,
@@ -111,11 +111,15 @@ def evaluate(
     else:
         if plot_path is not None:
             raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
-    problem = model.problem
+    problem, described = model.problem, sources.describe(data)
+    # The gate's verdict is part of the report; a model with no target to check says so in a warning, and a miss
+    # ends the run as a refused target does (exit 3, the full report written and carried by the error).
+    verdict = judge_gate(split, problem, gate_confidence) if gate or gate_confidence is not None else None
+    unchecked = [gate_line(verdict, described)] if verdict is not None and verdict["passed"] is None else []
     report = envelope(
         "evaluate",
         model=model_name(model_path),
-        data=sources.describe(data),
+        data=described,
         engine=engine.name,
         solver=model.solver,
         **label_fields(model.labels),
@@ -128,33 +132,17 @@ def evaluate(
         unlabeled_rows=unlabeled,
         warnings=drift_warnings(levels, n_rows, model.preprocessor.impute)
         + unlabeled_warning(unlabeled, data)
-        + empty_prediction_warnings({"data": split}),
+        + empty_prediction_warnings({"data": split})
+        + unchecked,
         splits={"data": split},
+        **({"gate": verdict} if verdict is not None else {}),
     )
-    if gate or gate_confidence is not None:
-        _judge_gate(report, problem=problem, confidence=gate_confidence, report_path=report_path, started=started)
-    report["wall_seconds"] = time.perf_counter() - started
+    if verdict is not None and verdict["passed"] is False:
+        refuse_with_report(UnreachableTarget(gate_line(verdict, described)), report, report_path, started)
+    stamp(report, started)
     if report_path is not None:
         write_report(report_path, report)
     return report
-
-
-def _judge_gate(
-    report: dict[str, Any],
-    *,
-    problem: Problem | None,
-    confidence: float | None,
-    report_path: str | Path | None,
-    started: float,
-) -> None:
-    """The gate's verdict goes into the report; a miss ends the run as a refused target does (exit 3, the full
-    report written and carried by the error), and a model with no target to check says so in a warning."""
-    verdict = judge_gate(report["splits"]["data"], problem, confidence)
-    report["gate"] = verdict
-    if verdict["passed"] is None:
-        report["warnings"].append(gate_line(verdict, report["data"]))
-    elif not verdict["passed"]:
-        refuse_with_report(UnreachableTarget(gate_line(verdict, report["data"])), report, report_path, started)
 
 
 SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
@@ -267,18 +255,21 @@ def refit_threshold(
         calibration=calibration,
     )
     # The training figures were at the old threshold: the file keeps the ones at its new one.
-    model.info = {
-        **{key: value for key, value in model.info.items() if key not in ("new_rows", "certified")},
-        "confidence": confidence,
-        **({"new_rows": new_rows} if new_rows is not None else {}),  # absent: the population value
-        **({"certified": point.feasible} if confidence is not None else {}),
-        "threshold_fitted_on": fitted_on,
-        "summary": model_summary(splits),
-        **({"calibration": calibration.to_dict()} if calibration else {}),
-    }
+    model.info = retargeted_info(
+        model.info,
+        confidence=confidence,
+        new_rows=new_rows,
+        certified=point.feasible,
+        fitted_on=fitted_on,
+        splits=splits,
+        calibration=calibration,
+        calibration_refitted=False,  # the stored map is kept where none is refitted (no DATA, or too few rows)
+    )
     report = threshold_envelope(
         model,
         model_path,
+        OperatingPointSection(point=point),
+        SplitsSection(threshold=point.threshold, splits=splits),
         data=fitted_on,
         engine=engine.name,
         output=output,
@@ -286,14 +277,10 @@ def refit_threshold(
         problem_source=problem_source,
         confidence=confidence,
         previous_threshold=previous,
-        threshold=point.threshold,
-        operating_point=point.to_dict(),
         unlabeled_rows=unlabeled,
-        feasible=point.feasible,
         warnings=(unlabeled_warning(unlabeled, data) if data is not None else [])
         + settled.warnings
         + empty_prediction_warnings(splits),
-        splits=splits,
     )
     return finish_threshold(
         model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal

@@ -23,15 +23,17 @@ from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.class_offsets import ClassProblem
 from dmocli.operating_point.problems import Problem
+from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
 from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
+from dmocli.pipelines.report_parts import BinaryCvSection, TrainingRunSection, assemble
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.thresholding import problem_fields, settle_threshold
 from dmocli.prep.feature_drift import Profile, ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
-from dmocli.report import envelope, label_fields
+from dmocli.report import label_fields
 from dmocli.solvers.base import SolverParams
 
 
@@ -80,24 +82,6 @@ def conclude(
 ) -> tuple[DmoModel, dict[str, Any]]:
     """The report, the operating point and the model file of `run` (see the module docstring). With `output`
     and `report_path` None nothing is written (a torchrun process other than the first, or the Python API)."""
-    report: dict[str, Any] = envelope(
-        "train",
-        solver=run.solver,
-        **problem_fields(run.problem),
-        confidence=opts.confidence,
-        seed=opts.seed,
-        device=run.device,
-        data=sources.describe(data),
-        val=str(opts.val) if opts.val else None,
-        val_frac=opts.val_frac,
-        **label_fields(run.labels),
-        architecture=run.architecture.to_dict(),
-        params=vars(run.params),
-        n_features=run.preprocessor.n_features,
-        **run.levels.report(),
-        **run.report_fields,
-        warnings=list(run.warnings),
-    )
     problem, crossed = run.problem, run.crossed
     if problem is not None:
         settled = settle_threshold(
@@ -117,6 +101,9 @@ def conclude(
         if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
             settled.evidence, settled.heldout_scores = None, None
         threshold, evidence, heldout_scores = settled.threshold, settled.evidence, settled.heldout_scores
+        fields = problem_fields(problem)
+        searched = settled.operating_point  # --cv always searches the out-of-fold scores
+        cv = () if crossed is None or searched is None else (_cv_section(crossed, opts, problem, searched.point),)
     else:  # arg-max over the class logits plus the searched class offsets, if any; probabilities calibrated
         settled = settle_classes(
             run.logits,
@@ -128,15 +115,36 @@ def conclude(
             allow_infeasible=opts.allow_infeasible,
         )
         threshold, evidence, heldout_scores = None, None, None
-    report.update(settled.report)
-    report["warnings"] += settled.warnings + run.solver_warnings
-    if run.online is not None:
-        report["online"] = run.online
-    report["solver_trace"] = run.solver_trace
-    report["fit_seconds"] = run.fit_seconds
-    report.update(run.after_fields)
-    if crossed is not None:
-        report["cv"] = _cv_section(crossed, opts, problem=problem, labels=run.labels, report=report)
+        fields = settled.problem_fields()
+        cv = (
+            ()
+            if crossed is None
+            else (multiclass_cv_report(crossed, run.labels.classes, pooled_val=opts.val is not None),)
+        )
+    report = assemble(
+        "train",
+        *settled.parts(),
+        TrainingRunSection(
+            online=run.online, solver_trace=run.solver_trace, fit_seconds=run.fit_seconds, path_fields=run.after_fields
+        ),
+        *cv,
+        solver=run.solver,
+        **fields,
+        confidence=opts.confidence,
+        seed=opts.seed,
+        device=run.device,
+        data=sources.describe(data),
+        val=str(opts.val) if opts.val else None,
+        val_frac=opts.val_frac,
+        **label_fields(run.labels),
+        architecture=run.architecture.to_dict(),
+        params=vars(run.params),
+        n_features=run.preprocessor.n_features,
+        **run.levels.report(),
+        **run.report_fields,
+        warnings=run.warnings + settled.warnings + run.solver_warnings,
+        model=None if output is None or settled.refusal is not None else str(output),  # none written on a refusal
+    )
     if settled.refusal is not None:
         refuse_with_report(settled.refusal, report, report_path, started)
 
@@ -174,18 +182,15 @@ def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str,
     )
 
 
-def _cv_section(
-    crossed: CrossFitted, opts: TrainOptions, *, problem: Problem | None, labels: LabelSpec, report: dict[str, Any]
-) -> dict[str, Any]:
-    """The report's `cv` section: each fold's own figures on its out-of-fold scores."""
-    if problem is None:
-        return multiclass_cv_report(crossed, labels.classes, pooled_val=opts.val is not None)
-    return {
-        **cv_report(crossed, problem, opts.confidence, report["operating_point"]["new_rows"]),
-        "transfer": opts.cv_transfer,
-        "pooled_val": opts.val is not None,
-        "oof_threshold": report["operating_point"]["threshold"],
-    }
+def _cv_section(crossed: CrossFitted, opts: TrainOptions, problem: Problem, point: OperatingPoint) -> BinaryCvSection:
+    """The report's `cv` section of a binary model: each fold's own operating point on its out-of-fold scores, and
+    the pooled out-of-fold `point` carried to the saved model."""
+    return BinaryCvSection(
+        folds=cv_report(crossed, problem, opts.confidence, point.new_rows),
+        transfer=opts.cv_transfer,
+        pooled_val=opts.val is not None,
+        oof_threshold=point.threshold,
+    )
 
 
 SUMMARY_METRICS = ("precision", "recall", "f_beta")

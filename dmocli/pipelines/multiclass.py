@@ -28,22 +28,41 @@ from dmocli.operating_point.multiclass_calibration import MulticlassCalibration,
 from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
 from dmocli.options import TrainOptions, refuse, target_problem
 from dmocli.pipelines.cross_fit import CrossFitted
-from dmocli.pipelines.saving import finish_threshold, threshold_envelope
+from dmocli.pipelines.report_parts import (
+    CalibrationSection,
+    ClassOperatingPointSection,
+    MulticlassCvSection,
+    ReportPart,
+    SplitsSection,
+)
+from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
 from dmocli.pipelines.scoring import collect_logits
-from dmocli.report import model_summary, multiclass_split_report
+from dmocli.pipelines.thresholding import MULTICLASS_FIELDS
+from dmocli.report import multiclass_split_report
 
 
 @dataclass
 class SettledClasses:
-    """What a multi-class training adds to its report (threshold: null, splits, calibration), its warnings, and the
-    probability map the model file keeps."""
+    """What a multi-class training adds to its report (the operating point if one was searched, the splits with
+    threshold null, the probability map), its warnings, and what the model file keeps."""
 
-    report: dict[str, Any] = field(default_factory=dict)
+    splits: SplitsSection
     warnings: list[str] = field(default_factory=list)
+    operating_point: ClassOperatingPointSection | None = None  # None: the arg-max, no offsets searched
     calibration: MulticlassCalibration | None = None
     offsets: np.ndarray | None = None  # the class offsets of an operating point, for the model file
     problem: ClassProblem | None = None
     refusal: UnreachableTarget | None = None  # an unreachable floor without --allow-infeasible (exit 3)
+
+    def parts(self) -> tuple[ReportPart, ...]:
+        """The report's sections: the operating point (if searched), the splits, the probability map."""
+        searched = () if self.operating_point is None else (self.operating_point,)
+        return (*searched, self.splits, CalibrationSection(calibration=self.calibration))
+
+    def problem_fields(self) -> dict[str, Any]:
+        """The report's problem fields: the operating point's where one was searched, else the arg-max's."""
+        point = self.operating_point
+        return dict(MULTICLASS_FIELDS) if point is None else problem_report_fields(point.problem)
 
 
 def class_problem(opts: TrainOptions, classes: list[Any], binary: bool) -> ClassProblem | None:
@@ -116,44 +135,44 @@ def settle_classes(
     problem) with probabilities through the map. Not with `calibrate` False: on rows of a `dmo subsample` file,
     whose class rates are not the population's."""
     held_out = next((name for name in ("cv", "val", "data", "train") if name in logits), None)  # data: threshold
-    settled = SettledClasses(problem=problem)
+    warnings: list[str] = []
+    calibration = offsets = section = refusal = None
     if held_out is not None and calibrate:
-        settled.calibration = fit_temperature_bias(logits[held_out], truth[held_out], held_out)
-    if settled.calibration is not None and held_out == "train":
-        settled.warnings.append(OVERCONFIDENT)
+        calibration = fit_temperature_bias(logits[held_out], truth[held_out], held_out)
+    if calibration is not None and held_out == "train":
+        warnings.append(OVERCONFIDENT)
     if problem is not None and held_out is not None:
         point, choice = guarded_offsets(logits[held_out], truth[held_out], problem, confidence)
-        settled.offsets = point.offsets
-        settled.report.update(problem_report_fields(problem))
-        settled.report["class_operating_point"] = {
-            "split": held_out,
-            **point.to_dict(problem, classes),
-            "guard": None if choice is None else choice.to_dict(problem),
-        }
-        settled.report["feasible"] = point.feasible
+        offsets = point.offsets
+        section = ClassOperatingPointSection(
+            problem=problem, point=point, classes=classes, split=held_out, guard=choice
+        )
         if held_out == "train":
-            settled.warnings.append(OPTIMISTIC_OFFSETS)
+            warnings.append(OPTIMISTIC_OFFSETS)
         if point.below:
             message = unreachable_message(point.to_dict(problem, classes), problem, confidence, held_out)
             if allow_infeasible:
                 kept = option_hint("--allow-infeasible", "allow_infeasible=True")
-                settled.warnings.append(f"{message}; the closest offsets are kept ({kept})")
+                warnings.append(f"{message}; the closest offsets are kept ({kept})")
             else:
-                settled.refusal = UnreachableTarget(
+                refusal = UnreachableTarget(
                     f"{message}; lower the floors, add rows of those classes, or pass "
                     f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest offsets",
                     best_achievable=None,
                 )
-    settled.report["threshold"] = None
-    settled.report["splits"] = {
-        name: multiclass_split_report(
-            logits[name], truth[name], classes, calibration=settled.calibration, offsets=settled.offsets
-        )
+    splits = {
+        name: multiclass_split_report(logits[name], truth[name], classes, calibration=calibration, offsets=offsets)
         for name in logits
     }
-    if settled.calibration is not None:
-        settled.report["calibration"] = settled.calibration.to_dict()
-    return settled
+    return SettledClasses(
+        splits=SplitsSection(threshold=None, splits=splits),
+        warnings=warnings,
+        operating_point=section,
+        calibration=calibration,
+        offsets=offsets,
+        problem=problem,
+        refusal=refusal,
+    )
 
 
 def problem_report_fields(problem: ClassProblem) -> dict[str, Any]:
@@ -180,7 +199,7 @@ def unreachable_message(point: dict[str, Any], problem: ClassProblem, confidence
     )
 
 
-def multiclass_cv_report(crossed: CrossFitted, classes: list[Any], pooled_val: bool) -> dict[str, Any]:
+def multiclass_cv_report(crossed: CrossFitted, classes: list[Any], pooled_val: bool) -> MulticlassCvSection:
     """The report's `cv` section of a multi-class model: each fold's arg-max figures on its out-of-fold logits
     (the spread one validation split of that size would have shown)."""
     per_fold = []
@@ -190,12 +209,7 @@ def multiclass_cv_report(crossed: CrossFitted, classes: list[Any], pooled_val: b
         per_fold.append(
             {"fold": fold, "n": split["n"], **{k: split[k] for k in ("accuracy", "balanced_accuracy", "macro_f1")}}
         )
-    return {
-        "folds": int(crossed.folds.max()) + 1,
-        "per_fold": per_fold,
-        "fit_seconds": crossed.seconds,
-        "pooled_val": pooled_val,
-    }
+    return MulticlassCvSection(per_fold=per_fold, fit_seconds=crossed.seconds, pooled_val=pooled_val)
 
 
 OPTIMISTIC_OFFSETS = (
@@ -251,28 +265,30 @@ def refit_class_offsets(
     )
     previous = None if model.class_offsets is None else [float(b) for b in model.class_offsets]
     model.class_offsets, model.class_problem = settled.offsets, wanted
-    model.info = {
-        **{key: value for key, value in model.info.items() if key not in ("new_rows", "certified", "calibration")},
-        "confidence": confidence,
-        **({"certified": settled.report["feasible"]} if confidence is not None else {}),
-        "threshold_fitted_on": fitted_on,
-        "summary": model_summary(settled.report["splits"]),
-        **({"calibration": settled.calibration.to_dict()} if settled.calibration else {}),
-    }
+    model.info = retargeted_info(
+        model.info,
+        confidence=confidence,
+        new_rows=None,  # a multi-class certificate is of the population values
+        certified=None if settled.operating_point is None else settled.operating_point.point.feasible,
+        fitted_on=fitted_on,
+        splits=settled.splits.splits,
+        calibration=settled.calibration,
+        calibration_refitted=True,
+    )
     report = threshold_envelope(
         model,
         model_path,
+        *settled.parts(),
         data=fitted_on,
         engine=engine.name,
         output=output,
-        problem_fields={},  # in settled.report: the class problem
+        problem_fields=settled.problem_fields(),
         problem_source=source,
         confidence=confidence,
         previous_threshold=None,  # a multi-class model moves its class offsets, not a threshold
         previous_offsets=previous,
         unlabeled_rows=unlabeled,
         warnings=settled.warnings,
-        **settled.report,
     )
     return finish_threshold(
         model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal

@@ -1,5 +1,6 @@
 """The last step of every train and threshold path: the report stamped, the model file written, then the report;
-or, for a refused target, the report alone."""
+or, for a refused target, the report alone. And what the model file's `info` says of how its operating point was
+set: by training (`training_info`) or moved by `dmo threshold` (`retargeted_info`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dmocli.data import outputs
 from dmocli.errors import UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
+from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.options import POPULATION, TrainOptions
-from dmocli.report import dumps, envelope, failure, label_fields, model_summary
+from dmocli.pipelines.report_parts import ReportPart, assemble
+from dmocli.report import dumps, failure, label_fields, model_summary
 
 
 def training_info(
@@ -44,13 +47,48 @@ def training_info(
     }
 
 
+def retargeted_info(
+    info: dict[str, Any],
+    *,
+    confidence: float | None,
+    new_rows: int | None,
+    certified: bool | None,
+    fitted_on: str,
+    splits: dict[str, dict[str, Any]],
+    calibration: Calibration | MulticlassCalibration | None,
+    calibration_refitted: bool,
+) -> dict[str, Any]:
+    """The model file's `info` after `dmo threshold` moved its operating point (a binary threshold or a multi-class
+    model's offsets), for both: training's entries kept, the certificate's replaced by the new search's
+    (`confidence`; `new_rows`, absent for the population value; `certified`, present with a confidence), where it
+    was fitted, the summary of the splits at the new decision (the training figures were at the old one), and the
+    probability map. With `calibration_refitted` the map was fitted anew on DATA (a multi-class model's) and the
+    stored one is dropped even where none could be fitted; otherwise `calibration` (refitted, or the stored one
+    kept) takes the stored one's place."""
+    replaced = ("new_rows", "certified", "calibration") if calibration_refitted else ("new_rows", "certified")
+    return {
+        **{key: value for key, value in info.items() if key not in replaced},
+        "confidence": confidence,
+        **({"new_rows": new_rows} if new_rows is not None else {}),
+        **({"certified": certified} if confidence is not None else {}),
+        "threshold_fitted_on": fitted_on,
+        "summary": model_summary(splits),
+        **({"calibration": calibration.to_dict()} if calibration is not None else {}),
+    }
+
+
+def stamp(report: dict[str, Any], started: float) -> dict[str, Any]:
+    """The one key written into an assembled report: `wall_seconds`, the run's time up to this point, which only
+    exists once everything else is done, so it cannot be one of the parts the report is assembled from."""
+    report["wall_seconds"] = time.perf_counter() - started
+    return report
+
+
 def finish(
     model: DmoModel, report: dict[str, Any], *, output: Path | None, report_path: str | Path | None, started: float
 ) -> tuple[DmoModel, dict[str, Any]]:
     """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
-    report["wall_seconds"] = time.perf_counter() - started
-    report["model"] = None if output is None else str(output)
-    text = dumps(report)  # first: a report that cannot be written must not leave a model behind
+    text = dumps(stamp(report, started))  # first: a report that cannot be written must not leave a model behind
     if output is not None:
         model.save(output)
     if report_path is not None:
@@ -61,22 +99,21 @@ def finish(
 def refuse_with_report(
     refusal: UnreachableTarget, report: dict[str, Any], report_path: str | Path | None, started: float
 ) -> None:
-    """An unreachable target ends the run with exit 3 and no model file, but with the full report: written to
-    --report, and carried by the error for --json to print, so a script can read why (`feasible: false`,
-    `best_achievable`, the intervals)."""
-    report["wall_seconds"] = time.perf_counter() - started
-    report.setdefault("model", None)  # train's model file, not written; threshold's `model` is its input, kept
-    report.update(failure(refusal.exit_code, "unreachable", str(refusal)))  # the --report file says why, as --json
+    """An unreachable target ends the run with exit 3 and no model file, but with the full report and why (the
+    `error` keys): written to --report, and carried by the error for --json to print, so a script can read why
+    (`feasible: false`, `best_achievable`, the intervals). The report must name its `model`: train's null (none
+    written), the others' their input."""
+    refused = stamp({**report, **failure(refusal.exit_code, "unreachable", str(refusal))}, started)
     if report_path is not None:
-        outputs.write_text(report_path, dumps(report))
-    refusal.report = report
+        outputs.write_text(report_path, dumps(refused))
+    refusal.report = refused
     raise refusal
 
 
 def threshold_envelope(
     model: DmoModel,
     model_path: str | Path,
-    *,
+    *parts: ReportPart,
     data: str,
     engine: str,
     output: str | Path,
@@ -87,9 +124,10 @@ def threshold_envelope(
 ) -> dict[str, Any]:
     """The report of `dmo threshold`, whichever way it moved the operating point (a binary threshold refitted,
     adapted to a new positive rate, or a multi-class model's offsets): the keys all of them carry, built here once,
-    then `fields` in the caller's order."""
-    return envelope(
+    then `fields` in the caller's order, then the `parts`."""
+    return assemble(
         "threshold",
+        *parts,
         model=str(model_path),
         data=data,
         engine=engine,
@@ -119,8 +157,7 @@ def finish_threshold(
     model file and the report are written."""
     if refusal is not None:
         refuse_with_report(refusal, report, report_path, started)
-    report["wall_seconds"] = time.perf_counter() - started
-    text = dumps(report)
+    text = dumps(stamp(report, started))
     model.save(output)
     if report_path is not None:
         outputs.write_text(report_path, text)

@@ -22,6 +22,7 @@ from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint, search
 from dmocli.options import POPULATION, read_new_rows
+from dmocli.pipelines.report_parts import CalibrationSection, OperatingPointSection, ReportPart, SplitsSection
 from dmocli.report import binary_split_report, empty_prediction_warnings, multiclass_split_report
 
 MULTICLASS_FIELDS: dict[str, Any] = {"problem": "multiclass", "target": None, "beta": None}
@@ -112,16 +113,23 @@ def split_reports(
 
 @dataclass
 class Settled:
-    """The threshold a trained model keeps, what the report says of how it was chosen, and the refusal to raise
+    """The threshold a trained model keeps, the report's sections on how it was chosen, and the refusal to raise
     once the report is complete (an unreachable target without --allow-infeasible)."""
 
     threshold: float
-    report: dict[str, Any] = field(default_factory=dict)  # before_adjustment, operating_point, threshold, splits
     warnings: list[str] = field(default_factory=list)
     refusal: UnreachableTarget | None = None
+    operating_point: OperatingPointSection | None = None  # None: no search ran (the solver's own threshold kept)
+    splits: SplitsSection | None = None
     calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
     evidence: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
     heldout_scores: np.ndarray | None = None  # those scores themselves, for the model file's drift profile
+
+    def parts(self) -> tuple[ReportPart, ...]:
+        """The report's sections of the operating point: the search (if one ran), the splits, the probability map."""
+        searched = () if self.operating_point is None else (self.operating_point,)
+        splits = () if self.splits is None else (self.splits,)
+        return (*searched, *splits, CalibrationSection(calibration=self.calibration))
 
 
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
@@ -172,15 +180,13 @@ def settle_threshold(
     `new_rows` is the option as given (see `certified_rows`); `held_out_rows`, one fold's rows with --cv (by
     default the size of the split searched), is the sample a --confidence certificate is about without it.
     """
-    report: dict[str, Any] = {}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
     if calibration is None and held_out and calibrate:
         calibration = fit_platt(logits[held_out], truth[held_out], held_out)
+    before = None
     if own is not None:
-        report["before_adjustment"] = split_reports(
-            fitted, truth, own, problem=problem, classes=[], calibration=calibration
-        )
+        before = split_reports(fitted, truth, own, problem=problem, classes=[], calibration=calibration)
     if adjust or own is None:
         split = held_out  # searched on the same scores the probability map is fitted on
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
@@ -195,23 +201,17 @@ def settle_threshold(
             settled.warnings.append(OPTIMISTIC)
         if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
             settled.warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
-        report["operating_point"] = {"split": split, **point.to_dict()}
-        report["feasible"] = point.feasible
+        settled.operating_point = OperatingPointSection(point=point, split=split)
     else:
         settled = Settled(own)
-    report["threshold"] = settled.threshold
-    report["splits"] = split_reports(
-        fitted, truth, settled.threshold, problem=problem, classes=[], calibration=calibration
-    )
+    splits = split_reports(fitted, truth, settled.threshold, problem=problem, classes=[], calibration=calibration)
     if "cv" in logits:  # the out-of-fold scores at their own threshold, before it was carried to the final model
-        report["splits"]["cv"] = binary_split_report(
+        splits["cv"] = binary_split_report(
             logits["cv"], truth["cv"], threshold=point.threshold, problem=problem, calibration=calibration
         )
-    settled.warnings += empty_prediction_warnings(report["splits"])
-    if calibration is not None:
-        report["calibration"] = calibration.to_dict()
+    settled.warnings += empty_prediction_warnings(splits)
+    settled.splits = SplitsSection(threshold=settled.threshold, splits=splits, before_adjustment=before)
     settled.calibration = calibration
-    settled.report = report
     if held_out is not None:
         settled.evidence = HeldOutCurve.from_scores(  # the default --new-rows of a later re-targeting, as here
             logits[held_out], truth[held_out], split=held_out, certified_rows=held_out_rows or int(truth[held_out].size)
