@@ -51,7 +51,9 @@ from targets_on_new_data import PROBLEMS, outcome, pooled, resplit, test_metrics
 
 SIZES = (20, 50, 100, 300)
 BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
-CONTROLS = ("xgb_refold",)  # same model as a method above, other folds: the noise floor, never "the best"
+CONTROLS = ("xgb_refold",)
+REPEATS = 5  # `dmo_gbdt_rep`: fold assignments cross-fitted per draw (the first is today's)
+REPEAT_VARIANTS = ("rep3_pool", "rep3_mean", "rep5_pool", "rep5_mean")  # same model as a method above, other folds: the noise floor, never "the best"
 REFOLD_SEED = 7919  # added to the resplit's seed for xgb_refold's folds
 DMO_PARAMS = {"dmo_gbdt": {}, "dmo_gbdt_prev": {"stop-min-positives": "0"}}
 GENERATED = "generated"
@@ -126,7 +128,52 @@ def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: di
     rules = [fit.get("rounds_rule", {}).get("rule") for fit in trace.get("fold_traces", [trace])]
     rounds = [fit.get("rounds") for fit in trace.get("fold_traces", [trace])]
     extra = {"rules": rules, "rounds": rounds} if model == "gbdt" else {}
+    member_map = trace.get("member_map")
+    extra["member_map"] = None if member_map is None else (member_map["slope"], member_map["intercept"])
     return {"cv": (cv_logits, cv_y), "test": test_logits, "seconds": time.perf_counter() - started, **extra}
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The fold seed of repeat `repeat` (0: --seed itself, today's folds)."""
+    return seed if repeat == 0 else int(np.random.SeedSequence((seed, repeat)).generate_state(1)[0])
+
+
+def dmo_repeated(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[str, Any]]:
+    """`dmo train --model gbdt` with today's defaults, whose cross-fitting is run REPEATS times (fold seeds from
+    repeat_seed): the saved model is today's (the first repeat's fold ensemble at its Platt map), and the threshold
+    is searched on today's out-of-fold curve (`dmo_gbdt`), on the R repeats' curves pooled (each row R times,
+    `repR_pool`) or on each row's mean of its R out-of-fold logits (`repR_mean`), all on the model's scale."""
+    import dataclasses
+
+    from dmocli.pipelines import in_memory
+
+    original = in_memory.cross_fit
+    crossed: list[Any] = []
+
+    def repeated(solver, part, *, ctx, **kwargs):  # type: ignore[no-untyped-def]
+        crossed.append(original(solver, part, ctx=ctx, **kwargs))
+        for repeat in range(1, REPEATS):
+            again = dataclasses.replace(ctx, seed=repeat_seed(ctx.seed, repeat))
+            crossed.append(original(solver, part, ctx=again, **{**kwargs, "keep_models": False}))
+        return crossed[0]
+
+    in_memory.cross_fit = repeated
+    try:
+        fitted = dmo_method(data, test, seed, "gbdt", {})
+    finally:
+        in_memory.cross_fit = original
+    member_map = fitted.pop("member_map")
+    slope, intercept = member_map if member_map is not None else (1.0, 0.0)
+    mapped = [slope * c.logits.astype(np.float64) + intercept for c in crossed]
+    y = crossed[0].y
+    today = np.sort(fitted["cv"][0].astype(np.float64))  # the curve dmo searched: today's repeat, mapped
+    assert np.allclose(today, np.sort(mapped[0]), atol=1e-4), "the first repeat is not today's curve"
+    out = {"dmo_gbdt": fitted}
+    for repeats in (3, 5):
+        curves = np.stack(mapped[:repeats])
+        out[f"rep{repeats}_pool"] = {**fitted, "cv": (curves.ravel(), np.tile(y, repeats))}
+        out[f"rep{repeats}_mean"] = {**fitted, "cv": (curves.mean(axis=0), y)}
+    return out
 
 
 def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> dict[str, Any]:
@@ -181,13 +228,20 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
     data, test = resplit(sub, seed)
     y_test = test.column("label").to_numpy()
     rows = []
+    fits: dict[str, dict[str, Any]] = {}
     for method in methods:
+        if method in fits or (method == "dmo_gbdt" and "dmo_gbdt_rep" in methods):  # from dmo_gbdt_rep's run
+            continue
         if method in ("xgb_fixed_oof", "hgb_oof", *CONTROLS):
-            fitted = library_method(data, test, seed, method)
+            fits[method] = library_method(data, test, seed, method)
+        elif method == "dmo_gbdt_rep":
+            weighted_bins(False)
+            fits.update(dmo_repeated(data, test, seed))
         else:
             params = variants.get(method, DMO_PARAMS.get(method, {}))
             weighted_bins(method == "dmo_gbdt_wbins")
-            fitted = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
+            fits[method] = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
+    for method, fitted in fits.items():
         for problem, target in PROBLEMS:
             rows.append(
                 {
@@ -301,9 +355,12 @@ def main() -> None:
     for spec in args.variant:
         name, _, pairs = spec.partition(":")
         variants[name] = dict(item.split("=", 1) for item in pairs.split(",") if item)
-    methods = [*args.methods, *variants]
+    run_methods = [*args.methods, *variants]
+    methods = run_methods
+    if "dmo_gbdt_rep" in methods:  # one run gives today's dmo_gbdt and the repeated thresholds
+        methods = ["dmo_gbdt", *(m for m in methods if m not in ("dmo_gbdt", "dmo_gbdt_rep")), *REPEAT_VARIANTS]
     tasks = [
-        (args.data, name, size, seed, args.neg_cap, methods, variants)
+        (args.data, name, size, seed, args.neg_cap, run_methods, variants)
         for size in args.sizes
         for name in args.sets
         for seed in range(args.first_resplit, args.first_resplit + args.resplits)
