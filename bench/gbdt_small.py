@@ -51,9 +51,9 @@ from targets_on_new_data import PROBLEMS, outcome, pooled, resplit, test_metrics
 
 SIZES = (20, 50, 100, 300)
 BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
-CONTROLS = ("xgb_refold",)
+CONTROLS = ("xgb_refold",)  # same model as a method above, other folds: the noise floor, never "the best"
 REPEATS = 5  # `dmo_gbdt_rep`: fold assignments cross-fitted per draw (the first is today's)
-REPEAT_VARIANTS = ("rep3_pool", "rep3_mean", "rep5_pool", "rep5_mean")  # same model as a method above, other folds: the noise floor, never "the best"
+REPEAT_VARIANTS = ("rep3_pool", "rep3_mean", "rep5_pool", "rep5_mean")
 REFOLD_SEED = 7919  # added to the resplit's seed for xgb_refold's folds
 DMO_PARAMS = {"dmo_gbdt": {}, "dmo_gbdt_prev": {"stop-min-positives": "0"}}
 GENERATED = "generated"
