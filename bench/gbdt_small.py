@@ -19,6 +19,12 @@ refused because the target is out of reach on the held-out scores):
 - `xgb_refold` (not run unless named in --methods): `xgb_fixed_oof` again with other folds (another fold seed):
   the same model, so its difference from `xgb_fixed_oof` is what the fold assignment alone moves the objective,
   the noise floor of every paired difference here (it is a control, never the "best method" of a set);
+- `dmo_gbdt_rep` (not run unless named; it also gives `dmo_gbdt`): today's dmo gbdt, its cross-fitting repeated
+  over 5 fold assignments (the first --seed's, as today; the others' seeds drawn from (seed, repeat)); the saved
+  model is today's, and the threshold is searched on the first 3 or 5 assignments' out-of-fold curves pooled
+  (`rep3_pool`, `rep5_pool`: each row 3 or 5 times) or on each row's mean out-of-fold logit (`rep3_mean`,
+  `rep5_mean`), on the model's scale (the first assignment's Platt map, as the fold ensemble's);
+  `dmo_gbdt_rep_apply`: the same with `--cv-transfer apply` (`dmo_gbdt_apply`, `apply_rep3_pool`, ...);
 - `--variant NAME:KEY=VALUE,...`: more dmo gbdt runs with these `--param`s (how the rule was chosen);
   `cv-transfer=apply` among them sets `--cv-transfer` instead.
 
@@ -29,6 +35,7 @@ three problems averaged first, so the SE counts independent draws).
 
     python bench/gbdt_small.py --resplits 3          # the short run
     python bench/gbdt_small.py --first-resplit 10 --sizes 20 50 --methods dmo_gbdt xgb_fixed_oof xgb_refold
+    nice -n 19 python bench/gbdt_small.py --first-resplit 40 --resplits 5 --methods dmo_gbdt_rep xgb_fixed_oof
     nice -n 10 python bench/gbdt_small.py            # 10 resplits; writes bench/results/gbdt_small.json
 """
 
@@ -138,11 +145,13 @@ def repeat_seed(seed: int, repeat: int) -> int:
     return seed if repeat == 0 else int(np.random.SeedSequence((seed, repeat)).generate_state(1)[0])
 
 
-def dmo_repeated(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[str, Any]]:
+def dmo_repeated(data: pa.Table, test: pa.Table, seed: int, transfer: str = "ensemble") -> dict[str, dict[str, Any]]:
     """`dmo train --model gbdt` with today's defaults, whose cross-fitting is run REPEATS times (fold seeds from
     repeat_seed): the saved model is today's (the first repeat's fold ensemble at its Platt map), and the threshold
     is searched on today's out-of-fold curve (`dmo_gbdt`), on the R repeats' curves pooled (each row R times,
-    `repR_pool`) or on each row's mean of its R out-of-fold logits (`repR_mean`), all on the model's scale."""
+    `repR_pool`) or on each row's mean of its R out-of-fold logits (`repR_mean`), all on the model's scale. With
+    `transfer` apply (`dmo_gbdt_rep_apply`), the same with `--cv-transfer apply` (a refit on DATA; the names then
+    start `apply_`): the saved model is not the first repeat's fits, so its curve has no head start there."""
     import dataclasses
 
     from dmocli.pipelines import in_memory
@@ -159,7 +168,7 @@ def dmo_repeated(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[st
 
     in_memory.cross_fit = repeated
     try:
-        fitted = dmo_method(data, test, seed, "gbdt", {})
+        fitted = dmo_method(data, test, seed, "gbdt", {} if transfer == "ensemble" else {"cv-transfer": transfer})
     finally:
         in_memory.cross_fit = original
     member_map = fitted.pop("member_map")
@@ -168,11 +177,12 @@ def dmo_repeated(data: pa.Table, test: pa.Table, seed: int) -> dict[str, dict[st
     y = crossed[0].y
     today = np.sort(fitted["cv"][0].astype(np.float64))  # the curve dmo searched: today's repeat, mapped
     assert np.allclose(today, np.sort(mapped[0]), atol=1e-4), "the first repeat is not today's curve"
-    out = {"dmo_gbdt": fitted}
+    prefix = "" if transfer == "ensemble" else f"{transfer}_"
+    out = {"dmo_gbdt" if transfer == "ensemble" else f"dmo_gbdt_{transfer}": fitted}
     for repeats in (3, 5):
         curves = np.stack(mapped[:repeats])
-        out[f"rep{repeats}_pool"] = {**fitted, "cv": (curves.ravel(), np.tile(y, repeats))}
-        out[f"rep{repeats}_mean"] = {**fitted, "cv": (curves.mean(axis=0), y)}
+        out[f"{prefix}rep{repeats}_pool"] = {**fitted, "cv": (curves.ravel(), np.tile(y, repeats))}
+        out[f"{prefix}rep{repeats}_mean"] = {**fitted, "cv": (curves.mean(axis=0), y)}
     return out
 
 
@@ -234,9 +244,9 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
             continue
         if method in ("xgb_fixed_oof", "hgb_oof", *CONTROLS):
             fits[method] = library_method(data, test, seed, method)
-        elif method == "dmo_gbdt_rep":
+        elif method in ("dmo_gbdt_rep", "dmo_gbdt_rep_apply"):
             weighted_bins(False)
-            fits.update(dmo_repeated(data, test, seed))
+            fits.update(dmo_repeated(data, test, seed, "ensemble" if method == "dmo_gbdt_rep" else "apply"))
         else:
             params = variants.get(method, DMO_PARAMS.get(method, {}))
             weighted_bins(method == "dmo_gbdt_wbins")
@@ -359,6 +369,9 @@ def main() -> None:
     methods = run_methods
     if "dmo_gbdt_rep" in methods:  # one run gives today's dmo_gbdt and the repeated thresholds
         methods = ["dmo_gbdt", *(m for m in methods if m not in ("dmo_gbdt", "dmo_gbdt_rep")), *REPEAT_VARIANTS]
+    if "dmo_gbdt_rep_apply" in methods:  # the same with --cv-transfer apply
+        apply = ["dmo_gbdt_apply", *(f"apply_{name}" for name in REPEAT_VARIANTS)]
+        methods = [*(m for m in methods if m != "dmo_gbdt_rep_apply"), *apply]
     tasks = [
         (args.data, name, size, seed, args.neg_cap, run_methods, variants)
         for size in args.sizes
