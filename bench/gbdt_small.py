@@ -19,6 +19,12 @@ refused because the target is out of reach on the held-out scores):
 - `xgb_refold` (not run unless named in --methods): `xgb_fixed_oof` again with other folds (another fold seed):
   the same model, so its difference from `xgb_fixed_oof` is what the fold assignment alone moves the objective,
   the noise floor of every paired difference here (it is a control, never the "best method" of a set);
+- `dmo_gbdt_rep` (not run unless named; it also gives `dmo_gbdt`): today's dmo gbdt, its cross-fitting repeated
+  over 5 fold assignments (the first --seed's, as today; the others' seeds drawn from (seed, repeat)); the saved
+  model is today's, and the threshold is searched on the first 3 or 5 assignments' out-of-fold curves pooled
+  (`rep3_pool`, `rep5_pool`: each row 3 or 5 times) or on each row's mean out-of-fold logit (`rep3_mean`,
+  `rep5_mean`), on the model's scale (the first assignment's Platt map, as the fold ensemble's);
+  `dmo_gbdt_rep_apply`: the same with `--cv-transfer apply` (`dmo_gbdt_apply`, `apply_rep3_pool`, ...);
 - `--variant NAME:KEY=VALUE,...`: more dmo gbdt runs with these `--param`s (how the rule was chosen);
   `cv-transfer=apply` among them sets `--cv-transfer` instead.
 
@@ -29,6 +35,7 @@ three problems averaged first, so the SE counts independent draws).
 
     python bench/gbdt_small.py --resplits 3          # the short run
     python bench/gbdt_small.py --first-resplit 10 --sizes 20 50 --methods dmo_gbdt xgb_fixed_oof xgb_refold
+    nice -n 19 python bench/gbdt_small.py --first-resplit 40 --resplits 5 --methods dmo_gbdt_rep xgb_fixed_oof
     nice -n 10 python bench/gbdt_small.py            # 10 resplits; writes bench/results/gbdt_small.json
 """
 
@@ -52,6 +59,8 @@ from targets_on_new_data import PROBLEMS, outcome, pooled, resplit, test_metrics
 SIZES = (20, 50, 100, 300)
 BASE_METHODS = ("dmo_gbdt", "dmo_gbdt_prev", "xgb_fixed_oof", "hgb_oof", "dmo_linear")
 CONTROLS = ("xgb_refold",)  # same model as a method above, other folds: the noise floor, never "the best"
+REPEATS = 5  # `dmo_gbdt_rep`: fold assignments cross-fitted per draw (the first is today's)
+REPEAT_VARIANTS = ("rep3_pool", "rep3_mean", "rep5_pool", "rep5_mean")
 REFOLD_SEED = 7919  # added to the resplit's seed for xgb_refold's folds
 DMO_PARAMS = {"dmo_gbdt": {}, "dmo_gbdt_prev": {"stop-min-positives": "0"}}
 GENERATED = "generated"
@@ -126,7 +135,55 @@ def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: di
     rules = [fit.get("rounds_rule", {}).get("rule") for fit in trace.get("fold_traces", [trace])]
     rounds = [fit.get("rounds") for fit in trace.get("fold_traces", [trace])]
     extra = {"rules": rules, "rounds": rounds} if model == "gbdt" else {}
+    member_map = trace.get("member_map")
+    extra["member_map"] = None if member_map is None else (member_map["slope"], member_map["intercept"])
     return {"cv": (cv_logits, cv_y), "test": test_logits, "seconds": time.perf_counter() - started, **extra}
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The fold seed of repeat `repeat` (0: --seed itself, today's folds)."""
+    return seed if repeat == 0 else int(np.random.SeedSequence((seed, repeat)).generate_state(1)[0])
+
+
+def dmo_repeated(data: pa.Table, test: pa.Table, seed: int, transfer: str = "ensemble") -> dict[str, dict[str, Any]]:
+    """`dmo train --model gbdt` with today's defaults, whose cross-fitting is run REPEATS times (fold seeds from
+    repeat_seed): the saved model is today's (the first repeat's fold ensemble at its Platt map), and the threshold
+    is searched on today's out-of-fold curve (`dmo_gbdt`), on the R repeats' curves pooled (each row R times,
+    `repR_pool`) or on each row's mean of its R out-of-fold logits (`repR_mean`), all on the model's scale. With
+    `transfer` apply (`dmo_gbdt_rep_apply`), the same with `--cv-transfer apply` (a refit on DATA; the names then
+    start `apply_`): the saved model is not the first repeat's fits, so its curve has no head start there."""
+    import dataclasses
+
+    from dmocli.pipelines import in_memory
+
+    original = in_memory.cross_fit
+    crossed: list[Any] = []
+
+    def repeated(solver, part, *, ctx, **kwargs):  # type: ignore[no-untyped-def]
+        crossed.append(original(solver, part, ctx=ctx, **kwargs))
+        for repeat in range(1, REPEATS):
+            again = dataclasses.replace(ctx, seed=repeat_seed(ctx.seed, repeat))
+            crossed.append(original(solver, part, ctx=again, **{**kwargs, "keep_models": False}))
+        return crossed[0]
+
+    in_memory.cross_fit = repeated
+    try:
+        fitted = dmo_method(data, test, seed, "gbdt", {} if transfer == "ensemble" else {"cv-transfer": transfer})
+    finally:
+        in_memory.cross_fit = original
+    member_map = fitted.pop("member_map")
+    slope, intercept = member_map if member_map is not None else (1.0, 0.0)
+    mapped = [slope * c.logits.astype(np.float64) + intercept for c in crossed]
+    y = crossed[0].y
+    today = np.sort(fitted["cv"][0].astype(np.float64))  # the curve dmo searched: today's repeat, mapped
+    assert np.allclose(today, np.sort(mapped[0]), atol=1e-4), "the first repeat is not today's curve"
+    prefix = "" if transfer == "ensemble" else f"{transfer}_"
+    out = {"dmo_gbdt" if transfer == "ensemble" else f"dmo_gbdt_{transfer}": fitted}
+    for repeats in (3, 5):
+        curves = np.stack(mapped[:repeats])
+        out[f"{prefix}rep{repeats}_pool"] = {**fitted, "cv": (curves.ravel(), np.tile(y, repeats))}
+        out[f"{prefix}rep{repeats}_mean"] = {**fitted, "cv": (curves.mean(axis=0), y)}
+    return out
 
 
 def library_method(data: pa.Table, test: pa.Table, seed: int, method: str) -> dict[str, Any]:
@@ -181,13 +238,20 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
     data, test = resplit(sub, seed)
     y_test = test.column("label").to_numpy()
     rows = []
+    fits: dict[str, dict[str, Any]] = {}
     for method in methods:
+        if method in fits or (method == "dmo_gbdt" and "dmo_gbdt_rep" in methods):  # from dmo_gbdt_rep's run
+            continue
         if method in ("xgb_fixed_oof", "hgb_oof", *CONTROLS):
-            fitted = library_method(data, test, seed, method)
+            fits[method] = library_method(data, test, seed, method)
+        elif method in ("dmo_gbdt_rep", "dmo_gbdt_rep_apply"):
+            weighted_bins(False)
+            fits.update(dmo_repeated(data, test, seed, "ensemble" if method == "dmo_gbdt_rep" else "apply"))
         else:
             params = variants.get(method, DMO_PARAMS.get(method, {}))
             weighted_bins(method == "dmo_gbdt_wbins")
-            fitted = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
+            fits[method] = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
+    for method, fitted in fits.items():
         for problem, target in PROBLEMS:
             rows.append(
                 {
@@ -301,9 +365,15 @@ def main() -> None:
     for spec in args.variant:
         name, _, pairs = spec.partition(":")
         variants[name] = dict(item.split("=", 1) for item in pairs.split(",") if item)
-    methods = [*args.methods, *variants]
+    run_methods = [*args.methods, *variants]
+    methods = run_methods
+    if "dmo_gbdt_rep" in methods:  # one run gives today's dmo_gbdt and the repeated thresholds
+        methods = ["dmo_gbdt", *(m for m in methods if m not in ("dmo_gbdt", "dmo_gbdt_rep")), *REPEAT_VARIANTS]
+    if "dmo_gbdt_rep_apply" in methods:  # the same with --cv-transfer apply
+        apply = ["dmo_gbdt_apply", *(f"apply_{name}" for name in REPEAT_VARIANTS)]
+        methods = [*(m for m in methods if m != "dmo_gbdt_rep_apply"), *apply]
     tasks = [
-        (args.data, name, size, seed, args.neg_cap, methods, variants)
+        (args.data, name, size, seed, args.neg_cap, run_methods, variants)
         for size in args.sizes
         for name in args.sets
         for seed in range(args.first_resplit, args.first_resplit + args.resplits)
