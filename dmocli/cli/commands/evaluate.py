@@ -19,6 +19,7 @@ from dmocli.command_options import EvaluateOptions
 def evaluate(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Labeled table to evaluate on (`-`: a CSV on standard input)."),
+    *,
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."

@@ -20,6 +20,7 @@ def extract(
         help="Image folder (one subfolder per class; 'unlabeled/' or loose files: no label), "
         "text table (CSV/TSV/parquet/JSONL) or folder of .txt files per class.",
     ),
+    *,
     output: Path = typer.Option(..., "--output", "-o", help="Parquet feature table to write."),
     options: ExtractOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     report: Optional[Path] = typer.Option(

@@ -20,6 +20,7 @@ def monitor(
     data: Path = typer.Argument(
         ..., help="New rows, labels not needed (`-`: a CSV on standard input; --engine dask: parquet)."
     ),
+    *,
     options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),

@@ -18,6 +18,7 @@ from dmocli.errors import DmoError
 def predict(
     model: Path = typer.Argument(..., help="Model file (.safetensors)."),
     data: Path = typer.Argument(..., help="Table to score, label column not needed (`-`: a CSV on standard input)."),
+    *,
     output: Path = typer.Option(
         ...,
         "--output",

@@ -18,6 +18,7 @@ def subsample(
     data: Path = typer.Argument(
         ..., help="Labeled table: parquet file, directory of parquet files, or CSV (local engine)."
     ),
+    *,
     options: SubsampleOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     output: Path = typer.Option(
         ..., "--output", "-o", help="Subsample parquet to write (a directory of parts with --engine dask)."

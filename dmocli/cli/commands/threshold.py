@@ -26,6 +26,7 @@ def threshold(
         help="Labeled table to fit the threshold on (`-`: a CSV on standard input). Without it, the held-out "
         "scores MODEL keeps (out-of-fold or validation): re-target without new labels.",
     ),
+    *,
     options: ThresholdOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     output: Path = typer.Option(..., "--output", "-o", help="New model file to write."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),

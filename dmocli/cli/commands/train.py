@@ -23,6 +23,7 @@ def train(
         help="Training table: parquet file, directory of parquet files, or CSV; `-` reads a CSV (or gzip CSV) "
         "from standard input, in one pass (fofo, ofo, lr).",
     ),
+    *,
     options: TrainOptions = None,  # type: ignore[assignment]  # the declared options, made by takes_options
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."
