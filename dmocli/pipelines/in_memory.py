@@ -26,7 +26,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.conclude import FittedRun, conclude
-from dmocli.pipelines.cross_fit import cross_fit
+from dmocli.pipelines.cross_fit import CrossFitted, cross_fit
 from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, SPLIT_FRAC, CvRule, decide
 from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
@@ -39,7 +39,7 @@ from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_a
 from dmocli.prep.row_fingerprint import row_hashes, sketch
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.report import unlabeled_warning
-from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
     import torch
@@ -77,6 +77,37 @@ class _Loaded:
     cv_rule: CvRule | None = None  # what --cv auto decided, where its rule applies (a binary problem, one process)
 
 
+@dataclass
+class _Splits:
+    """The rows the fits see once the folds are decided: with --cv and --val, --val's labeled rows pooled into
+    train; and what the report keeps of the splits as read (DATA's levels, --val's levels and rows)."""
+
+    train: Prepared
+    val: Prepared | None
+    folds: int  # 0: no cross-fitting
+    rule: CvRule | None  # what --cv auto decided, with the folds it took
+    calibrate: bool  # whether the probability map is fitted (a subsample's labels are not the population's)
+    pooled_val_rows: int  # --val rows pooled into the folds (the report says whether, as pooled_val)
+    levels: LevelCounts  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
+    val_levels: LevelCounts | None
+    val_rows: int  # --val's rows, labeled or not
+
+
+@dataclass
+class _Fitted:
+    """The trained model (the final fit, or the folds' ensemble) with what was fitted on the way."""
+
+    network: torch.nn.Module
+    result: FitResult
+    architecture: Architecture
+    params: SolverParams  # the final fit's: where the folds stopped early, it stops there too
+    crossed: CrossFitted | None
+    member_map: tuple[float, float] | None  # an ensemble's probability map, applied to its members
+    fit_seconds: float
+    train_split: SplitData
+    val_split: SplitData | None
+
+
 def train_in_memory(
     data: sources.Source,
     opts: TrainOptions,
@@ -89,9 +120,7 @@ def train_in_memory(
     group: ProcessGroup | None,
 ) -> tuple[DmoModel, dict[str, Any]]:
     """The in-memory solvers' path; with a torchrun `group`, this process holds only its share of DATA's rows."""
-    import torch
-
-    from dmocli.models.networks import logits_of, resolve_device
+    from dmocli.models.networks import resolve_device
 
     device = group.device if group is not None else resolve_device(opts.device)
     if group is None:
@@ -99,23 +128,11 @@ def train_in_memory(
     else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
         loaded = group.agree(lambda: _load(data, opts, solver, group))
         _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
-    labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
-    val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
-    rule = loaded.cv_rule
-    levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
-    del loaded
+    labels, problem, pre, profile = loaded.labels, loaded.problem, loaded.pre, loaded.profile
+    val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
-    folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
-    rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
-    val_levels = val_data.levels if val_data is not None else None
-    val_rows = val_data.n + val_unlabeled if val_data is not None else 0
-    # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
-    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
-    pooled_val_rows = 0  # --val rows pooled into the folds (the report says whether, as pooled_val)
-    if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
-        pooled_val_rows = val_data.n
-        train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
-
+    splits = _splits(loaded, opts, solver=solver, group=group)
+    del loaded  # the splits as read: with --cv and --val, pooled copies replace them
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
         problem=problem,
@@ -127,85 +144,134 @@ def train_in_memory(
         class_names=labels.classes,
         feature_types=pre.feature_types,
     )
-    crossed, member_map = None, None
-    ensemble = bool(folds) and opts.cv_transfer == "ensemble"
-    if folds:
-        crossed = cross_fit(
-            solver,
-            train_data.labeled(),
-            k=folds,
-            ctx=ctx,
-            to_tensors=lambda part: _split_tensors(part, device),
-            device=device,
-            pooled_val=pooled_val_rows,
-            keep_models=ensemble,
-        )
-    if crossed is not None and not ensemble:
-        params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
-        ctx = dataclasses.replace(ctx, params=params)
-    train_split = _split_tensors(train_data, device)
-    val_split = _split_tensors(val_data, device) if val_data is not None else None
-    fit_started = time.perf_counter()
-    if crossed is not None and ensemble:  # the fold models are the model: no final fit
-        member_map = crossed.member_map() if calibrate else None  # a subsample's logits are offset-corrected
-        crossed = crossed if member_map is None else crossed.mapped(member_map)
-        result, arch = crossed.ensemble(member_map), dataclasses.replace(arch, members=folds)
-    else:
-        result = solver.fit(train_split, val_split, ctx)
-    fit_seconds = time.perf_counter() - fit_started
-    network = result.network.eval()
-
-    logits = {"train": logits_of(network, train_split.labeled().X).float().cpu().numpy()}
-    truth = {"train": train_data.y[train_data.y >= 0]}
-    if val_data is not None:
-        logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
-        truth["val"] = val_data.y
-    if crossed is not None:
-        logits["cv"], truth["cv"] = crossed.logits, crossed.y
-    if group is not None:  # the threshold search and the report see every process's training rows
-        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
-        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
-        levels = _merged_levels(levels, group)
-
+    fitted = _fit(solver, splits, ctx=ctx, ensemble=bool(splits.folds) and opts.cv_transfer == "ensemble")
+    logits, truth, levels = _logits(fitted, splits, group)
+    val_levels, crossed = splits.val_levels, fitted.crossed
     run = FittedRun(
         solver=solver.name,
-        params=params,
+        params=fitted.params,
         problem=problem,
         labels=labels,
         preprocessor=pre,
-        architecture=arch,
-        network=network.cpu(),
+        architecture=fitted.architecture,
+        network=fitted.network.cpu(),
         device=str(device),
         logits=logits,
         truth=truth,
-        own_threshold=result.threshold,
+        own_threshold=fitted.result.threshold,
         adjust=opts.adjust is not False,
-        fit_seconds=fit_seconds,
-        solver_trace=result.trace,
+        fit_seconds=fitted.fit_seconds,
+        solver_trace=fitted.result.trace,
         levels=levels,
         profile=profile,
-        warnings=data_warnings
-        + (drift_warnings(val_levels, val_rows, pre.impute) if val_levels is not None else [])
-        + unlabeled_warning(val_unlabeled, opts.val)
-        + _fewer_folds(opts, folds)
-        + _transfer_without_folds(opts, folds)
-        + _val_is_data(data, opts.val),
-        solver_warnings=result.warnings,
+        warnings=data_warnings + _split_warnings(data, opts, splits, impute=pre.impute, val_unlabeled=val_unlabeled),
+        solver_warnings=fitted.result.warnings,
         report_fields={
             **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
             **({} if group is None else {"distributed": {"world_size": group.world_size, "backend": group.backend}}),
-            **({"cv_rule": rule.report()} if rule is not None else {}),
+            **({"cv_rule": splits.rule.report()} if splits.rule is not None else {}),
         },
         info_fields={"rows": int(truth["train"].size)},
         crossed=crossed,
-        calibrate=calibrate,
-        calibration=Calibration.identity("cv") if member_map is not None else None,  # the members' map is the model's
-        training_rows=_fingerprint(train_data, group) if labels.binary else None,
+        calibrate=splits.calibrate,
+        # an ensemble's members carry the probability map: the model's own is the identity
+        calibration=Calibration.identity("cv") if fitted.member_map is not None else None,
+        training_rows=_fingerprint(splits.train, group) if labels.binary else None,
         class_problem=class_op,
     )
     writes = group is None or group.primary
     return conclude(
         run, opts, data, output=output if writes else None, report_path=report_path if writes else None, started=started
+    )
+
+
+def _splits(loaded: _Loaded, opts: TrainOptions, *, solver: InMemorySolver, group: ProcessGroup | None) -> _Splits:
+    """Decide the folds (a collective count under torchrun), and with --cv and --val pool --val's rows into the
+    folds: every labeled row then counts in them."""
+    train_data, val_data, rule = loaded.train, loaded.val, loaded.cv_rule
+    folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
+    rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
+    val_levels = val_data.levels if val_data is not None else None
+    val_rows = val_data.n + loaded.val_unlabeled if val_data is not None else 0
+    # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
+    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
+    pooled_val_rows = 0
+    levels = train_data.levels
+    if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
+        pooled_val_rows = val_data.n
+        train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
+    return _Splits(train_data, val_data, folds, rule, calibrate, pooled_val_rows, levels, val_levels, val_rows)
+
+
+def _fit(solver: InMemorySolver, splits: _Splits, *, ctx: FitContext, ensemble: bool) -> _Fitted:
+    """Cross-fit the folds (if any), then the final fit on every training row, or, for `--cv-transfer ensemble`,
+    the folds' models as the model."""
+    device, arch, params = ctx.device, ctx.architecture, ctx.params
+    crossed, member_map = None, None
+    if splits.folds:
+        crossed = cross_fit(
+            solver,
+            splits.train.labeled(),
+            k=splits.folds,
+            ctx=ctx,
+            to_tensors=lambda part: _split_tensors(part, device),
+            device=device,
+            pooled_val=splits.pooled_val_rows,
+            keep_models=ensemble,
+        )
+    if crossed is not None and not ensemble:
+        params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
+        ctx = dataclasses.replace(ctx, params=params)
+    train_split = _split_tensors(splits.train, device)
+    val_split = _split_tensors(splits.val, device) if splits.val is not None else None
+    fit_started = time.perf_counter()
+    if crossed is not None and ensemble:  # the fold models are the model: no final fit
+        member_map = crossed.member_map() if splits.calibrate else None  # a subsample's logits are offset-corrected
+        crossed = crossed if member_map is None else crossed.mapped(member_map)
+        result, arch = crossed.ensemble(member_map), dataclasses.replace(arch, members=splits.folds)
+    else:
+        result = solver.fit(train_split, val_split, ctx)
+    fit_seconds = time.perf_counter() - fit_started
+    network = result.network.eval()
+    return _Fitted(network, result, arch, params, crossed, member_map, fit_seconds, train_split, val_split)
+
+
+def _logits(
+    fitted: _Fitted, splits: _Splits, group: ProcessGroup | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], LevelCounts]:
+    """The model's logits and the labels of every split the threshold may be searched on (train, val, the folds'
+    out-of-fold cv), and DATA's levels; under torchrun, train's rows and levels gathered from every process."""
+    import torch
+
+    from dmocli.models.networks import logits_of
+
+    network, train_data, levels = fitted.network, splits.train, splits.levels
+    logits = {"train": logits_of(network, fitted.train_split.labeled().X).float().cpu().numpy()}
+    truth = {"train": train_data.y[train_data.y >= 0]}
+    if splits.val is not None:
+        logits["val"] = logits_of(network, fitted.val_split.X).float().cpu().numpy()
+        truth["val"] = splits.val.y
+    if fitted.crossed is not None:
+        logits["cv"], truth["cv"] = fitted.crossed.logits, fitted.crossed.y
+    if group is not None:  # the threshold search and the report see every process's training rows
+        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
+        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
+        levels = _merged_levels(levels, group)
+    return logits, truth, levels
+
+
+def _split_warnings(
+    data: sources.Source, opts: TrainOptions, splits: _Splits, *, impute: str, val_unlabeled: int
+) -> list[str]:
+    """What the splits and folds give a user to hear of: --val's drift and unlabeled rows, fewer folds than the
+    default, a --cv-transfer with nothing cross-fitted, --val naming DATA's own file."""
+    val_levels = splits.val_levels
+    return (
+        (drift_warnings(val_levels, splits.val_rows, impute) if val_levels is not None else [])
+        + unlabeled_warning(val_unlabeled, opts.val)
+        + _fewer_folds(opts, splits.folds)
+        + _transfer_without_folds(opts, splits.folds)
+        + _val_is_data(data, opts.val)
     )
 
 
@@ -228,11 +294,24 @@ def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
     return merged
 
 
-def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Loaded:
-    """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
-    from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
-    collective calls, so ProcessGroup.agree can run it."""
-    warnings: list[str] = []
+@dataclass
+class _Read:
+    """DATA as read, before its rows are prepared: the table (this process's rows under torchrun), its label
+    column, the label spec, the problem, the fitted preprocessing, the survey's warnings and the profile so far."""
+
+    table: pa.Table
+    label_column: pa.ChunkedArray
+    labels: LabelSpec
+    problem: Problem | None
+    pre: Preprocessor
+    warnings: list[str]
+    profile: ProfileBuilder
+
+
+def _read(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Read:
+    """Read DATA and fit its preprocessing: in one process, the table whole, every problem of it refused in one
+    message (pipelines/check.py); under torchrun, the preprocessing from one streaming pass over all of DATA,
+    then only this process's range of rows."""
     if group is None:  # every problem of the table in one message (pipelines/check.py)
         table = reading.read_table(data)
         found = survey(table, opts, solver)
@@ -265,6 +344,17 @@ def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
                 "(each needs 2); start fewer (--nproc-per-node)"
             )
         table = reading.read_rows(data, *group.row_range(labeled))
+    return _Read(table, label_column, labels, problem, pre, warnings, profile)
+
+
+def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Loaded:
+    """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
+    from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
+    collective calls, so ProcessGroup.agree can run it."""
+    read = _read(data, opts, solver, group)
+    table, label_column, labels, problem, pre = read.table, read.label_column, read.labels, read.problem, read.pre
+    warnings, profile = read.warnings, read.profile
+    del read  # `table` is dropped below, once its features are prepared
     full = prepare(table, pre, labels)
     if "offsets" in full.extra and not solver.uses_offsets:
         raise DmoError(
