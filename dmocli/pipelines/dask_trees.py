@@ -36,7 +36,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem, survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
-from dmocli.pipelines.in_memory import case_variant_warnings, plan_profile_builder, profiled
+from dmocli.pipelines.in_memory_load import case_variant_warnings, plan_profile_builder, profiled
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.dataset import prepare
 from dmocli.prep.feature_drift import ProfileBuilder

@@ -42,7 +42,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
-from dmocli.pipelines.in_memory import case_variant_warnings, profiled
+from dmocli.pipelines.in_memory_load import case_variant_warnings, profiled
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.derive import Derivation

@@ -47,15 +47,13 @@ full pass over the data at each outer iteration for the mu updates.
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.engines.torch_distributed import OneProcess
@@ -67,10 +65,9 @@ from dmocli.solvers.boosting import check_model_params
 from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve
 from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
 from dmocli.solvers.ero.settings import EroParams, Settings, settings_for
-from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
+from dmocli.solvers.ero.warm_start import warm_start
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
-from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
@@ -115,7 +112,7 @@ class ERO(InMemorySolver):
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
         full, batch = _batch_plan(network, train, p=p, rows=rows, n=n)
-        warm = _warm(network, train, monitor, ctx=ctx, cfg=cfg, batch=batch, generator=generator, rows=rows)
+        warm = warm_start(network, train, monitor, ctx=ctx, cfg=cfg, batch=batch, generator=generator, rows=rows)
         network = warm.network
         rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process judges one network
         s = _initial_s(network, train, problem=problem, init=cfg.init, generator=generator, rows=rows)
@@ -187,16 +184,6 @@ class _Run:
         return _evaluate(self.network, self.monitor, train=self.train, problem=self.problem, group=self.group)
 
 
-@dataclass
-class _Warm:
-    """The warm-started network (wce's fit replaces the built one), its steps (epochs or L-BFGS iterations for
-    wce) and the split its early stopping watched."""
-
-    network: torch.nn.Module
-    steps: int
-    monitor: str | None
-
-
 def _batch_plan(
     network: torch.nn.Module, train: SplitData, *, p: EroParams, rows: ProcessGroup | OneProcess, n: int
 ) -> tuple[bool, int]:
@@ -215,42 +202,6 @@ def _batch_plan(
         else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
     )
     return full, batch
-
-
-def _warm(
-    network: torch.nn.Module,
-    train: SplitData,
-    monitor: SplitData,
-    *,
-    ctx: FitContext,
-    cfg: Settings,
-    batch: int,
-    generator: torch.Generator,
-    rows: ProcessGroup | OneProcess,
-) -> _Warm:
-    """The warm start: the wce solver's fit (fast, thorough), or the authors' plain BCE by Adam on `network`."""
-    if cfg.warm_start != "wce":
-        return _Warm(
-            network, _warm_start(network, train, cfg=cfg, batch=batch, generator=generator, rows=rows), "train"
-        )
-    wce = WeightedCrossEntropy()
-    if cfg.warm_monitor == "val" and monitor is train:
-        raise DmoError(
-            "--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
-            "--val-frac or --folding, or drop it"
-        )
-    on_val = cfg.warm_monitor == "val" or (cfg.warm_monitor == "auto" and monitor is not train)
-    # Without a monitored split the warm start watches the training loss, as the authors' does: wce's own
-    # held-out stop-frac would fit the warm start on fewer rows than ERO then trains on.
-    wce_params = (
-        wce.Params(patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs, stop_frac=0.0)  # epochs
-        if ctx.architecture.kind != "linear"
-        else wce.Params()
-    )  # linear: the exact optimum
-    fitted = wce.fit(train, monitor if on_val else None, replace(ctx, params=wce_params))
-    steps = fitted.trace.get("epochs", fitted.trace.get("iterations", 0))  # adam | lbfgs
-    # adam's early-stopping split; lbfgs (the exact optimum): none
-    return _Warm(fitted.network, steps, fitted.trace.get("monitored_split"))
 
 
 def _penalty_phase(
@@ -366,63 +317,6 @@ def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Eval
     if isinstance(best, WithinNoiseIterate):
         return best.offer(monitored, step, train_feasible=train_eval.feasible, train_objective=train_eval.objective)
     return best.offer(monitored, step, train_feasible=train_eval.feasible)
-
-
-def _warm_start(
-    network: torch.nn.Module,
-    train: SplitData,
-    *,
-    cfg: Settings,
-    batch: int,
-    generator: torch.Generator,
-    rows: ProcessGroup | OneProcess | None = None,
-) -> int:
-    """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken.
-    Under torchrun (`rows`) the processes' gradients and losses are averaged at every step, as DDP does."""
-    if cfg.warm_steps <= 0:
-        return 0
-    rows = rows if rows is not None else OneProcess()
-    y = train.y.float()
-    n, n_pos = rows.sum_int(train.n), float(rows.sum(y.sum()))
-    weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
-    optimizer = adam(network.parameters(), lr=cfg.warm_lr)
-    # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
-    per_check = math.ceil(rows.largest_share(n) / batch)
-    stopper = EarlyStopping(
-        network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience
-    )
-    rows_iter = endless_minibatches(train.n, batch, generator, train.X.device)
-    network.train()
-    steps, since_check = 0, 0
-    running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step
-    with progress.task("ero warm start", total=cfg.warm_steps, unit="steps") as bar:
-        for steps in range(1, cfg.warm_steps + 1):
-            picked = next(rows_iter)
-            optimizer.zero_grad(set_to_none=True)
-            loss = (
-                F.binary_cross_entropy_with_logits(
-                    network(train.X[picked]).squeeze(-1), y[picked], weight=None if weight is None else weight[picked]
-                )
-                / rows.world_size
-            )
-            loss.backward()
-            rows.sum_gradients(network.parameters())
-            optimizer.step()
-            running += loss.detach()
-            since_check += 1
-            # A budget shorter than one epoch (mini-batch mode on large data) never reaches an epoch's check: judge
-            # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
-            # are judged, as before (a partial epoch's mean is not comparable with theirs).
-            if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
-                rows.broadcast_parameters(network)  # the stopper keeps rank 0's BatchNorm statistics everywhere
-                judged = float(rows.sum(running)) / since_check
-                bar.advance(since_check, loss=judged)
-                if stopper.step(judged):
-                    break
-                running.zero_()
-                since_check = 0
-    stopper.restore()
-    return steps
 
 
 @torch.no_grad()
