@@ -109,6 +109,8 @@ FUNCTION_LINES_ALLOWED = {
     "pipelines/apply.py:refit_threshold": "apply.py was held by other work (dmo threshold) when this was checked",
     "pipelines/apply.py:predict": "apply.py was held by other work (dmo predict) when this was checked",
     "pipelines/conclude.py:conclude": "conclude.py was held by other work (the training tail) when this was checked",
+    # 25 lines of code under a 65-line docstring that records the simulation choosing the default method
+    "operating_point/label_shift.py:estimate_prevalence": "its docstring is the record of why pacc is the default",
 }
 
 
