@@ -21,7 +21,7 @@ from dmocli.extract.backbones import Backbone, load_backbone
 from dmocli.extract.deps import require
 from dmocli.extract.items import Items, discover, walk_warnings
 from dmocli.extract.store import Store, make_schema
-from dmocli.extract.views import parse_views
+from dmocli.extract.views import View, parse_views
 from dmocli.models.networks import resolve_device
 from dmocli.options import option_errors, refuse
 from dmocli.report import envelope, write_report
@@ -72,6 +72,19 @@ class Runner:
         self.columns = store.schema.names[2:]
         self.skipped: list[dict[str, str]] = []
         self.extracted = 0
+
+    def run(self, todo: Items, *, kind: str, views: list[View], workers: int, seed: int) -> None:
+        """Extract every item of `todo`; on any interruption the finished rows are checkpointed first, for
+        --resume (Ctrl-C, SIGTERM from a batch scheduler, errors)."""
+        try:
+            with torch.inference_mode():
+                if len(todo) and kind == "image":
+                    self.images(todo, views, workers, seed)
+                elif len(todo):
+                    self.texts(todo)
+        except BaseException:
+            self.store.checkpoint()
+            raise
 
     def _autocast(self):
         if self.dtype is None:
@@ -167,12 +180,7 @@ def extract(
     """
     t0 = time.perf_counter()
     source, output = Path(source), Path(output)
-    # A text table given as SOURCE must not be replaced by its own features, nor the output by the report. A
-    # parquet output inside an image or .txt folder is allowed: extract reads only images or .txt files there.
-    outputs.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
-    outputs.refuse_csv_output(output, "the feature table")
-    if outputs.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
-        raise DmoError(f"-o {output} is a device or pipe; extract writes a parquet file (and checkpoints beside it)")
+    _check_outputs(source, output, report_path)
     refuse(option_errors(opts))  # every declared constraint (dmocli/command_options.py), in one message
     workers = default_workers() if opts.workers is None else opts.workers
     views = parse_views(opts.views)
@@ -183,24 +191,9 @@ def extract(
         raise DmoError("--views (augmented copies) applies to images only; drop it for text")
     if items.kind == "image":
         require("PIL", "image decoding")
-    backbone = load_backbone(
-        opts.model, items.kind, pooling=opts.pooling, normalize=opts.normalize, max_length=opts.max_length
-    )
-    backbone.model.to(device)
-    if backbone.dim == 0:
-        raise DmoError(f"cannot tell the feature size of {backbone.name}")
+    backbone = _backbone(opts, items.kind, device)
     columns = ["features"] + [v.column for v in views]
-    schema = make_schema(
-        items.key_name,
-        items.keys.type,
-        label_type=items.labels.type,
-        dim=backbone.dim,
-        columns=columns,
-        settings=_settings(backbone, items, columns, opts.seed),
-    )
-    store = Store(output, schema, opts.resume, opts.checkpoint_every)
-    done = store.done_keys()
-    todo = items.take(np.flatnonzero(~pc.is_in(items.keys, value_set=done).to_numpy(zero_copy_only=False)))
+    store, todo = _open_store(output, items, backbone=backbone, columns=columns, opts=opts)
     runner = Runner(
         backbone,
         device=device,
@@ -210,24 +203,11 @@ def extract(
         progress=progress(len(todo)) if progress else None,
     )
     t1 = time.perf_counter()
-    try:
-        with torch.inference_mode():
-            if len(todo) and items.kind == "image":
-                runner.images(todo, views, workers, opts.seed)
-            elif len(todo):
-                runner.texts(todo)
-    except BaseException:
-        store.checkpoint()  # keep finished rows for --resume (Ctrl-C, SIGTERM from a batch scheduler, errors)
-        raise
+    runner.run(todo, kind=items.kind, views=views, workers=workers, seed=opts.seed)
     seconds = time.perf_counter() - t1
     skipped = items.skipped + runner.skipped
     if not runner.extracted and len(items) == len(todo):  # nothing new, nothing resumed: an empty table is no use
-        first = skipped[0] if skipped else {}
-        example = f", e.g. {next(iter(first.values()))}: {str(first.get('error', ''))[:80]}" if first else ""
-        raise DmoError(
-            f"no item of {source} could be read ({len(skipped)} skipped{example}); nothing was written "
-            "(check the files, or --text-col for a table)"
-        )
+        _refuse_nothing_read(source, skipped)
     rows = store.finish()
     report = envelope(
         "extract",
@@ -263,3 +243,52 @@ def extract(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _check_outputs(source: Path, output: Path, report_path: str | Path | None) -> None:
+    """A text table given as SOURCE must not be replaced by its own features, nor the output by the report. A
+    parquet output inside an image or .txt folder is allowed: extract reads only images or .txt files there."""
+    outputs.check_outputs({"-o": output, "--report": report_path}, {"SOURCE": source if source.is_file() else None})
+    outputs.refuse_csv_output(output, "the feature table")
+    if outputs.is_special(output):  # its checkpoints live in a folder beside the output, which /dev is not for
+        raise DmoError(f"-o {output} is a device or pipe; extract writes a parquet file (and checkpoints beside it)")
+
+
+def _backbone(opts: ExtractOptions, kind: str, device: torch.device) -> Backbone:
+    """The backbone of --model on `device`, refused when its feature size cannot be told (no column width)."""
+    backbone = load_backbone(
+        opts.model, kind, pooling=opts.pooling, normalize=opts.normalize, max_length=opts.max_length
+    )
+    backbone.model.to(device)
+    if backbone.dim == 0:
+        raise DmoError(f"cannot tell the feature size of {backbone.name}")
+    return backbone
+
+
+def _refuse_nothing_read(source: Path, skipped: list[dict[str, Any]]) -> None:
+    """No item could be read and none was resumed: say so with the first item's error, writing nothing."""
+    first = skipped[0] if skipped else {}
+    example = f", e.g. {next(iter(first.values()))}: {str(first.get('error', ''))[:80]}" if first else ""
+    raise DmoError(
+        f"no item of {source} could be read ({len(skipped)} skipped{example}); nothing was written "
+        "(check the files, or --text-col for a table)"
+    )
+
+
+def _open_store(
+    output: Path, items: Items, *, backbone: Backbone, columns: list[str], opts: ExtractOptions
+) -> tuple[Store, Items]:
+    """The output's store (what it holds already, with --resume) and the items it
+    does not hold yet."""
+    schema = make_schema(
+        items.key_name,
+        items.keys.type,
+        label_type=items.labels.type,
+        dim=backbone.dim,
+        columns=columns,
+        settings=_settings(backbone, items, columns, opts.seed),
+    )
+    store = Store(output, schema, opts.resume, opts.checkpoint_every)
+    done = store.done_keys()
+    todo = items.take(np.flatnonzero(~pc.is_in(items.keys, value_set=done).to_numpy(zero_copy_only=False)))
+    return store, todo

@@ -642,64 +642,138 @@ def adapt_threshold(
         raise DmoError(OFBS_HAS_NO_BOUND)
     if threshold is None:
         threshold = search_curve(curve.score_curve(), problem, confidence).threshold
-    rate_used = new_rate
-    certificate = note = None
+    cut = _adapted_cut(
+        curve,
+        problem,
+        new_rate,
+        confidence=confidence,
+        rate_interval=rate_interval,
+        new_rows=new_rows,
+        threshold=threshold,
+    )
+    return AdaptedThreshold(
+        problem=problem.to_dict(),
+        threshold=float(cut.threshold),
+        old_threshold=float(threshold),
+        new_rate=new_rate,
+        rate_used=cut.rate_used,
+        feasible=cut.feasible,
+        at_old=_expected_at(curve, threshold, new_rate, problem.beta),
+        at_new=_expected_at(curve, cut.threshold, new_rate, problem.beta),
+        certificate=cut.certificate,
+        note=cut.note,
+        new_rows=new_rows if confidence is not None and problem.kind != "ofbs" else None,
+    )
+
+
+@dataclass
+class _Cut:
+    """One problem's adapted cut: its threshold, whether the target is met (None: OFBS, no constraint), the rate
+    it was chosen for (the interval's low end where the certificate covers the rate's uncertainty), and what the
+    report says of its certificate."""
+
+    threshold: float
+    feasible: bool | None
+    rate_used: float
+    certificate: str | None = None
+    note: str | None = None
+
+
+def _adapted_cut(
+    curve: HeldOutCurve,
+    problem: Problem,
+    new_rate: float,
+    *,
+    confidence: float | None,
+    rate_interval: tuple[float, float] | None,
+    new_rows: int | None,
+    threshold: float,
+) -> _Cut:
+    """The cut of `problem` at the new rate (see adapt_threshold for each kind's reasoning)."""
     if problem.kind == "fpor":
-        split = confidence is not None and rate_interval is not None
-        rate_used = float(rate_interval[0]) if split else new_rate
-        level = 1.0 - (1.0 - confidence) / 2.0 if split else confidence
-        mapped = Problem("fpor", _training_target(problem.target, rate_used, curve.rate))
-        point = search_curve(curve.score_curve(), mapped, level)
-        new_threshold, feasible = point.threshold, bool(point.feasible)
-        if confidence is not None and new_rows is not None:
-            new_threshold, feasible = _new_sample_cut(
-                curve, problem, mapped=mapped, rate_low=rate_used, new_rows=new_rows, error=1.0 - level, closest=point
-            )
-            certificate = (
-                f"precision measured on {new_rows} new rows at a rate of at least {rate_used:.4g} >= "
-                f"{problem.target:g}, certified by per-class exchangeable tests in fixed sequences (adapted_sample.py) "
-                f"at {level:g}"
-            )
-        elif confidence is not None:
-            certificate = (
-                f"precision >= {problem.target:g} at rate {rate_used:.4g} is precision >= {mapped.target:.6g} "
-                f"on the held-out curve, certified by search.py's fixed-sequence Clopper-Pearson bounds at {level:g}"
-            )
-        if confidence is not None and split:
-            certificate += f"; the rate interval's low end takes the other {(1 - confidence) / 2:g}"
-    elif problem.kind == "ofbs":
+        return _fpor_cut(
+            curve, problem, new_rate, confidence=confidence, rate_interval=rate_interval, new_rows=new_rows
+        )
+    if problem.kind == "ofbs":
         weighted = adapted_curve(curve, new_rate)
         tp, fp = np.concatenate(([0.0], weighted.tp)), np.concatenate(([0.0], weighted.fp))
         best = int(np.argmax(problem.objective(tp, fp, weighted.n_pos)))
-        new_threshold, feasible = weighted.cut_threshold(best - 1), None
-    else:
-        new_threshold = threshold
-        tp, _ = curve.counts_at(threshold)
-        if confidence is not None and new_rows is not None:
-            rate_used = float(rate_interval[0]) if rate_interval is not None else new_rate
-            error = (1.0 - confidence) / (2.0 if rate_interval is not None else 1.0)
-            feasible = recall_passes(
-                curve.score_curve(), tp=tp, target=problem.target, rate_low=rate_used, new_rows=new_rows, error=error
-            )
-        else:
-            bound = tp / curve.n_pos
-            if confidence is not None:
-                bound = float(clopper_pearson_lower(tp, curve.n_pos, confidence))
-            feasible = bool(bound >= problem.target - 1e-12)
-        note = "recall does not move under label shift, so the FROP threshold stays where it is"
-    return AdaptedThreshold(
-        problem=problem.to_dict(),
-        threshold=float(new_threshold),
-        old_threshold=float(threshold),
-        new_rate=new_rate,
-        rate_used=rate_used,
-        feasible=feasible,
-        at_old=_expected_at(curve, threshold, new_rate, problem.beta),
-        at_new=_expected_at(curve, new_threshold, new_rate, problem.beta),
-        certificate=certificate,
-        note=note,
-        new_rows=new_rows if confidence is not None and problem.kind != "ofbs" else None,
+        return _Cut(weighted.cut_threshold(best - 1), None, new_rate)
+    return _frop_cut(
+        curve,
+        problem,
+        new_rate,
+        confidence=confidence,
+        rate_interval=rate_interval,
+        new_rows=new_rows,
+        threshold=threshold,
     )
+
+
+def _fpor_cut(
+    curve: HeldOutCurve,
+    problem: Problem,
+    new_rate: float,
+    *,
+    confidence: float | None,
+    rate_interval: tuple[float, float] | None,
+    new_rows: int | None,
+) -> _Cut:
+    """FPOR at the new rate: the mapped target searched exactly on the curve (see adapt_threshold), certified
+    for the population or, with `new_rows`, for the precision measured on that many new rows."""
+    split = confidence is not None and rate_interval is not None
+    rate_used = float(rate_interval[0]) if split else new_rate
+    level = 1.0 - (1.0 - confidence) / 2.0 if split else confidence
+    mapped = Problem("fpor", _training_target(problem.target, rate_used, curve.rate))
+    point = search_curve(curve.score_curve(), mapped, level)
+    new_threshold, feasible = point.threshold, bool(point.feasible)
+    certificate = None
+    if confidence is not None and new_rows is not None:
+        new_threshold, feasible = _new_sample_cut(
+            curve, problem, mapped=mapped, rate_low=rate_used, new_rows=new_rows, error=1.0 - level, closest=point
+        )
+        certificate = (
+            f"precision measured on {new_rows} new rows at a rate of at least {rate_used:.4g} >= "
+            f"{problem.target:g}, certified by per-class exchangeable tests in fixed sequences (adapted_sample.py) "
+            f"at {level:g}"
+        )
+    elif confidence is not None:
+        certificate = (
+            f"precision >= {problem.target:g} at rate {rate_used:.4g} is precision >= {mapped.target:.6g} "
+            f"on the held-out curve, certified by search.py's fixed-sequence Clopper-Pearson bounds at {level:g}"
+        )
+    if confidence is not None and split:
+        certificate += f"; the rate interval's low end takes the other {(1 - confidence) / 2:g}"
+    return _Cut(new_threshold, feasible, rate_used, certificate)
+
+
+def _frop_cut(
+    curve: HeldOutCurve,
+    problem: Problem,
+    new_rate: float,
+    *,
+    confidence: float | None,
+    rate_interval: tuple[float, float] | None,
+    new_rows: int | None,
+    threshold: float,
+) -> _Cut:
+    """FROP: recall does not move with the rate, so the threshold stays; only whether the target holds (for new
+    rows at the interval's low rate, with `new_rows`) is judged anew."""
+    rate_used = new_rate
+    tp, _ = curve.counts_at(threshold)
+    if confidence is not None and new_rows is not None:
+        rate_used = float(rate_interval[0]) if rate_interval is not None else new_rate
+        error = (1.0 - confidence) / (2.0 if rate_interval is not None else 1.0)
+        feasible = recall_passes(
+            curve.score_curve(), tp=tp, target=problem.target, rate_low=rate_used, new_rows=new_rows, error=error
+        )
+    else:
+        bound = tp / curve.n_pos
+        if confidence is not None:
+            bound = float(clopper_pearson_lower(tp, curve.n_pos, confidence))
+        feasible = bool(bound >= problem.target - 1e-12)
+    note = "recall does not move under label shift, so the FROP threshold stays where it is"
+    return _Cut(threshold, feasible, rate_used, None, note)
 
 
 def _new_sample_cut(

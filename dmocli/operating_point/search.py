@@ -95,6 +95,7 @@ def _best_index(objective: np.ndarray, tie_break: np.ndarray) -> int:
 def search_curve(
     curve: ScoreCurve, problem: Problem, confidence: float | None = None, new_rows: int | float | None = None
 ) -> OperatingPoint:
+    """search() on a curve already built: the best admissible cut among every distinct one (see search)."""
     n_pos = curve.n_pos
     if n_pos == 0:
         raise DmoError("no positive rows in the data used for the threshold; it needs both classes")
@@ -108,58 +109,12 @@ def search_curve(
     fp = np.concatenate(([0], curve.fp))
     objective = np.asarray(problem.objective(tp, fp, n_pos), dtype=np.float64)
     constrained = problem.constrained_metric(tp, fp, n_pos)
-    bound = None
-    certificate = None
-    required = None
+    cuts = _Admissible(np.zeros(0), np.zeros(0, dtype=bool))  # unconstrained: no bound, no certificate
     if constrained is not None:
-        if confidence is None:
-            level = np.asarray(constrained)
-            ok = level >= problem.target - 1e-12
-        elif problem.kind == "fpor":
-            level = bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
-            if new_rows is None:
-                passed = bound >= problem.target - 1e-12
-                ok = _fixed_sequences(
-                    passed.size,
-                    _sequence_starts(tp + fp, problem, confidence),
-                    lambda start: _first_false(passed, start),
-                )
-                certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
-            else:
-                test = _NewSamplePrecision(
-                    tp, tp + fp, n_pos + curve.n_neg, target=problem.target, confidence=confidence, new_rows=new_rows
-                )
-                ok = test.sequences()
-                required = test.least_rate
-                certificate = (
-                    f"fixed-sequence exchangeable tests of the precision measured on {new_rows} new rows "
-                    "from three label-free starting cuts (docs)"
-                )
-        else:
-            level = bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
-            if new_rows is None:
-                ok = level >= problem.target - 1e-12
-                certificate = "Clopper-Pearson recall bound (recall falls with the threshold: no selection effect)"
-            else:
-                fewest = fewest_positives(new_rows, n_pos, n_pos + curve.n_neg, confidence)
-                least = least_successes(
-                    n_pos, fewest=fewest, target=problem.target, new_rows=new_rows, level=exchangeable_level(confidence)
-                )
-                ok = tp >= (least if least is not None else n_pos + 1)
-                required = _constant_rate(least, n_pos)
-                certificate = (
-                    f"exchangeable test of the recall measured on {new_rows} new rows "
-                    "(recall falls with the threshold: no selection effect; docs)"
-                )
-        if problem.kind == "fpor":
-            ok &= tp > 0  # recall 0 "meets" precision only vacuously
-        if ok.any():
-            best = _best_index(np.where(ok, objective, -np.inf), level)
-            feasible = True
-        else:  # the closest cut: the best constrained metric (or bound) of any cut that predicts a positive
-            best = int(np.argmax(np.where(tp > 0, level, -np.inf))) if problem.kind == "fpor" else int(np.argmax(level))
-            feasible = False
-        best_achievable = float(np.max(np.where(tp > 0, level, 0.0)))
+        cuts = _admissible(
+            curve, problem, tp=tp, fp=fp, constrained=constrained, confidence=confidence, new_rows=new_rows
+        )
+        best, feasible, best_achievable = _chosen(problem, objective, tp=tp, cuts=cuts)
     else:
         best = int(np.argmax(objective))
         feasible = None
@@ -176,12 +131,12 @@ def search_curve(
         f_beta=float(f_beta(tp[best], fp[best], n_pos, problem.beta)),
         objective=float(objective[best]),
         feasible=feasible,
-        constraint_bound=None if bound is None else float(bound[best]),
+        constraint_bound=None if cuts.bound is None else float(cuts.bound[best]),
         best_achievable=best_achievable,
         constraint_interval=_constraint_interval(problem, int(tp[best]), int(fp[best]), n_pos),
-        certificate=certificate,
+        certificate=cuts.certificate,
         new_rows=new_rows,
-        required_rate=required(best) if required is not None else None,
+        required_rate=cuts.required(best) if cuts.required is not None else None,
         **(
             _rows_needed(
                 problem,
@@ -198,6 +153,83 @@ def search_curve(
             else {}
         ),
     )
+
+
+@dataclass
+class _Admissible:
+    """The cuts a constrained problem may choose: `ok` where the constraint (or, with a confidence, its
+    certificate) holds, `level` the constrained metric or its bound (ties and the closest cut are judged by it),
+    and what the operating point says of the certificate."""
+
+    level: np.ndarray
+    ok: np.ndarray
+    bound: np.ndarray | None = None  # the lower confidence bound of every cut, with a confidence
+    certificate: str | None = None
+    required: Callable[[int], float | None] | None = None  # the rate a cut had to reach (new rows)
+
+
+def _admissible(
+    curve: ScoreCurve,
+    problem: Problem,
+    *,
+    tp: np.ndarray,
+    fp: np.ndarray,
+    constrained: np.ndarray,
+    confidence: float | None,
+    new_rows: int | None,
+) -> _Admissible:
+    """Which cuts meet the constraint: as measured without a confidence, else certified (precision: by fixed
+    sequences, its bound falling and rising with the threshold; recall: by its bound alone, which only falls)."""
+    n_pos = curve.n_pos
+    if confidence is None:
+        level = np.asarray(constrained)
+        return _Admissible(level, level >= problem.target - 1e-12)
+    if problem.kind == "fpor":
+        bound = clopper_pearson_lower(tp, tp + fp, fixed_sequence_level(confidence))
+        if new_rows is None:
+            passed = bound >= problem.target - 1e-12
+            ok = _fixed_sequences(
+                passed.size, _sequence_starts(tp + fp, problem, confidence), lambda start: _first_false(passed, start)
+            )
+            certificate = "fixed-sequence Clopper-Pearson precision bounds from two label-free starting cuts"
+            return _Admissible(bound, ok, bound, certificate)
+        test = _NewSamplePrecision(
+            tp, tp + fp, n_pos + curve.n_neg, target=problem.target, confidence=confidence, new_rows=new_rows
+        )
+        certificate = (
+            f"fixed-sequence exchangeable tests of the precision measured on {new_rows} new rows "
+            "from three label-free starting cuts (docs)"
+        )
+        return _Admissible(bound, test.sequences(), bound, certificate, test.least_rate)
+    bound = clopper_pearson_lower(tp, np.full_like(tp, n_pos), confidence)
+    if new_rows is None:
+        certificate = "Clopper-Pearson recall bound (recall falls with the threshold: no selection effect)"
+        return _Admissible(bound, bound >= problem.target - 1e-12, bound, certificate)
+    fewest = fewest_positives(new_rows, n_pos, n_pos + curve.n_neg, confidence)
+    least = least_successes(
+        n_pos, fewest=fewest, target=problem.target, new_rows=new_rows, level=exchangeable_level(confidence)
+    )
+    certificate = (
+        f"exchangeable test of the recall measured on {new_rows} new rows "
+        "(recall falls with the threshold: no selection effect; docs)"
+    )
+    ok = tp >= (least if least is not None else n_pos + 1)
+    return _Admissible(bound, ok, bound, certificate, _constant_rate(least, n_pos))
+
+
+def _chosen(problem: Problem, objective: np.ndarray, *, tp: np.ndarray, cuts: _Admissible) -> tuple[int, bool, float]:
+    """(the cut, feasible, the best constrained level of any cut): the best admissible cut, or, with none, the
+    closest: the best constrained metric (or bound) of any cut that predicts a positive."""
+    ok, level = cuts.ok, cuts.level
+    if problem.kind == "fpor":
+        ok &= tp > 0  # recall 0 "meets" precision only vacuously
+    if ok.any():
+        best = _best_index(np.where(ok, objective, -np.inf), level)
+        feasible = True
+    else:
+        best = int(np.argmax(np.where(tp > 0, level, -np.inf))) if problem.kind == "fpor" else int(np.argmax(level))
+        feasible = False
+    return best, feasible, float(np.max(np.where(tp > 0, level, 0.0)))
 
 
 def _constant_rate(least: int | None, trials: int) -> Callable[[int], float | None]:

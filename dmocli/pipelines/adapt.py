@@ -33,7 +33,7 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL
 from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.label_shift import adapt_threshold, estimate_prevalence, usable_rate
+from dmocli.operating_point.label_shift import AdaptedThreshold, adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
@@ -62,12 +62,7 @@ def adapt_to_rate(
     written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). `new_rows` is
     --new-rows as given (module docstring: its default)."""
     started = time.perf_counter()
-    if (new_data is None) == (prior is None):
-        raise DmoError(
-            f"give one of {option_hint('--adapt NEW', 'new_data=')} and {option_hint('--prior R', 'prior=')}"
-        )
-    if prior is not None and not 0.0 < prior < 1.0:
-        raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
+    _check_rate_source(new_data, prior)
     check_confidence(confidence)
     check_new_rows(new_rows, confidence)
     new_data = None if new_data is None else sources.accept(new_data)
@@ -77,14 +72,7 @@ def adapt_to_rate(
     if not model.binary or model.problem is None:
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
-    if new_data is None:
-        rate, interval, source, logits = float(prior), None, f"given rate {prior:g}", None
-    else:
-        logits = _scores(model, new_data)
-        estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
-        rate = usable_rate(estimate.rate, logits.size)
-        interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
-        source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
+    rate, interval, source, logits = _new_rate(model, curve, new_data=new_data, prior=prior, confidence=confidence)
     sample = certified_rows(new_rows, confidence, curve.certified_rows if new_data is None else int(logits.size))
     adapted = adapt_threshold(
         curve,
@@ -129,16 +117,55 @@ def adapt_to_rate(
         warnings=([adapted.note] if adapted.note else []) + _scale_warnings(model, carried["carried"], logits),
         splits={"data": split},
     )
-    refusal = None
-    if adapted.feasible is False and not allow_infeasible:
-        refusal = UnreachableTarget(
-            f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
-            f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source})"
-            + _sample_clause(adapted.new_rows)
-            + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
-            f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
-        )
+    refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None
     return finish_threshold(model, report, output=output, report_path=report_path, started=started, refusal=refusal)
+
+
+def _check_rate_source(new_data: sources.Source | None, prior: float | None) -> None:
+    """Exactly one of --adapt NEW and --prior R, and R a rate strictly between 0 and 1."""
+    if (new_data is None) == (prior is None):
+        raise DmoError(
+            f"give one of {option_hint('--adapt NEW', 'new_data=')} and {option_hint('--prior R', 'prior=')}"
+        )
+    if prior is not None and not 0.0 < prior < 1.0:
+        raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
+
+
+def _new_rate(
+    model: DmoModel,
+    curve: HeldOutCurve,
+    *,
+    new_data: sources.Source | None,
+    prior: float | None,
+    confidence: float | None,
+) -> tuple[float, tuple[float, float] | None, str, np.ndarray | None]:
+    """(the positive rate to adapt to, its interval, where it comes from, NEW's logits): `prior` as given, or the
+    rate estimated on NEW's scores against the stored curve (label shift: the score distribution given the class
+    is the training one)."""
+    if new_data is None:
+        return float(prior), None, f"given rate {prior:g}", None
+    logits = _scores(model, new_data)
+    estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
+    rate = usable_rate(estimate.rate, logits.size)
+    interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
+    source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
+    return rate, interval, source, logits
+
+
+def _unreachable(
+    model: DmoModel, adapted: AdaptedThreshold, *, confidence: float | None, source: str
+) -> UnreachableTarget | None:
+    """The refusal (exit 3) when the target is out of reach at the new rate, naming the ways out; None if it is
+    reached."""
+    if adapted.feasible is not False:
+        return None
+    return UnreachableTarget(
+        f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
+        f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source})"
+        + _sample_clause(adapted.new_rows)
+        + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
+        f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"
+    )
 
 
 def off_curve_scale(model: DmoModel) -> bool:

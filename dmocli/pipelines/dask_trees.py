@@ -32,13 +32,15 @@ from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.models.trees import BoostedTrees, import_xgboost
+from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem, survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.dask_fingerprint import sketch_of_partitions
-from dmocli.pipelines.in_memory import case_variant_warnings, plan_profile_builder, profiled
+from dmocli.pipelines.in_memory_load import case_variant_warnings, plan_profile_builder, profiled
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.dataset import prepare
+from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams
@@ -91,6 +93,37 @@ class MissingLevels:
         return LevelCounts({c: 0 for c in columns}, {c: level_text(table.column(c)).null_count for c in columns})
 
 
+@dataclass
+class _ClientFit:
+    """What the client fits in its pass over DATA before the cluster trains: the label spec and problem, the
+    preprocessing (its derivation included, for the workers' raw files), the class weights and the drift profile."""
+
+    labels: LabelSpec
+    problem: Problem | None
+    pre: Preprocessor
+    weights: list[float]  # per class code
+    n_classes: int
+    profile: ProfileBuilder
+
+
+@dataclass
+class _ClusterFit:
+    """The trees trained on the workers, with the logits and labels the threshold is searched on and what the
+    report says of the cluster."""
+
+    booster: Any  # xgboost.Booster, cut to the kept rounds
+    rounds: int
+    rounds_run: int
+    fit_seconds: float
+    train_logits: np.ndarray
+    train_y: np.ndarray
+    monitor_X: np.ndarray
+    monitor_y: np.ndarray
+    workers: int
+    levels: LevelCounts
+    fitted_rows: Any  # the sketch of the rows the trees were fitted on (dask_fingerprint), for `dmo threshold`
+
+
 def train_trees_on_dask(
     data: sources.Source,
     opts: TrainOptions,
@@ -101,12 +134,62 @@ def train_trees_on_dask(
     report_path: str | Path | None,
     started: float,
 ) -> tuple[DmoModel, dict[str, Any]]:
+    """`dmo train --model gbdt --engine dask`: see the module docstring."""
     import_xgboost()  # the optional dependency, named in one line when missing
-    import xgboost.dask as dxgb
 
     choice = EngineChoice("dask", opts.scheduler, opts.workers)
     choice.check(data)
     p: TreeParams = params
+    client_fit = _fit_on_client(data, opts, p)
+    labels, problem, pre = client_fit.labels, client_fit.problem, client_fit.pre
+    arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
+    ctx = FitContext(
+        problem=problem,
+        architecture=arch,
+        device=_device(opts),
+        seed=opts.seed,
+        params=p,
+        feature_types=pre.feature_types,
+    )
+    settings = library_params(p, ctx, client_fit.n_classes)
+    trees = _train_on_cluster(data, opts, choice=choice, client_fit=client_fit, p=p, settings=settings)
+    logits = {
+        "train": _as_logits(trees.train_logits, labels.n_outputs),
+        "val": _as_logits(trees.booster.inplace_predict(trees.monitor_X, predict_type="margin"), labels.n_outputs),
+    }
+    run = FittedRun(
+        solver=solver.name,
+        params=params,
+        problem=problem,
+        labels=labels,
+        preprocessor=pre,
+        architecture=arch,
+        network=BoostedTrees.from_booster(trees.booster, labels.n_outputs),
+        device=settings["device"],
+        logits=logits,
+        truth={"train": trees.train_y, "val": trees.monitor_y},
+        own_threshold=0.0 if problem is not None else None,  # the trees' own cut, as in memory: probability 0.5
+        adjust=opts.adjust is not False,
+        fit_seconds=trees.fit_seconds,
+        solver_trace={
+            "rounds": trees.rounds,
+            "rounds_run": trees.rounds_run,
+            "monitored_split": "val" if opts.val is not None else "held-out rows",
+            "engine": "dask",
+        },
+        levels=trees.levels,
+        profile=client_fit.profile,
+        training_rows=trees.fitted_rows if labels.binary else None,
+        warnings=case_variant_warnings(pre),
+        report_fields={"engine": {"name": "dask", "workers": trees.workers, "scheduler": opts.scheduler}},
+        info_fields={"engine": "dask"},
+    )
+    return conclude(run, opts, data, output=output, report_path=report_path, started=started)
+
+
+def _fit_on_client(data: sources.Source, opts: TrainOptions, p: TreeParams) -> _ClientFit:
+    """Plan the columns, count the labels and fit the preprocessing in one streaming pass on the client (O(batch)
+    memory), profiling every labeled row on the way: the workers then only encode their files with it."""
     schema = reading.schema(data)
     derive, problems = survey_derivation(schema, lambda columns: reading.iter_batches(data, columns=columns), opts)
     plan, found = survey_columns(derive.schema(schema), opts.label_col, opts.drop, opts.embedding_col)
@@ -131,18 +214,24 @@ def train_trees_on_dask(
         batches, plan, impute=effective_impute(opts), categorical_codes=True, fold_case=opts.fold_case
     )
     pre.derive = derive or None  # the workers' `prepare` applies it to their raw files
-    rows = PartitionRows(pre, labels, weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
-    arch = Architecture("gbdt", pre.n_features, labels.n_outputs)
-    ctx = FitContext(
-        problem=problem,
-        architecture=arch,
-        device=_device(opts),
-        seed=opts.seed,
-        params=p,
-        feature_types=pre.feature_types,
-    )
-    settings = library_params(p, ctx, n_classes)
+    return _ClientFit(labels, problem, pre, weights, n_classes, profile)
 
+
+def _train_on_cluster(
+    data: sources.Source,
+    opts: TrainOptions,
+    *,
+    choice: EngineChoice,
+    client_fit: _ClientFit,
+    p: TreeParams,
+    settings: dict[str, Any],
+) -> _ClusterFit:
+    """Each worker prepares its files; XGBoost's Dask training builds the trees across them, early-stopped on the
+    rows held out (or on --val); the training rows' logits are computed on the cluster too."""
+    import xgboost.dask as dxgb
+
+    pre, labels = client_fit.pre, client_fit.labels
+    rows = PartitionRows(pre, labels, client_fit.weights, 0.0 if opts.val is not None else p.stop_frac, opts.seed)
     with choice.dask(data) as engine:
         client = engine.client
         frame = engine.frame(rows, rows.meta())
@@ -159,7 +248,8 @@ def train_trees_on_dask(
             monitor_X = local_held[rows.columns].to_numpy(np.float32)
             monitor_y = local_held["label"].to_numpy(np.int64)
         one_part = lambda values: engine.dd.from_pandas(values, npartitions=1)  # noqa: E731
-        monitor_weights = np.asarray(weights, np.float32)[monitor_y] if monitor_weighted(p, n_classes) else None
+        monitored = monitor_weighted(p, client_fit.n_classes)
+        monitor_weights = np.asarray(client_fit.weights, np.float32)[monitor_y] if monitored else None
         dmonitor = dxgb.DaskDMatrix(
             client,
             one_part(pd.DataFrame(monitor_X, columns=rows.columns)),
@@ -190,41 +280,19 @@ def train_trees_on_dask(
         levels = LevelCounts()
         for counted in engine.map(MissingLevels(pre), list(pre.categorical)) if pre.categorical else []:
             levels.add(counted)
-
-    network = BoostedTrees.from_booster(booster, labels.n_outputs)
-    logits = {
-        "train": _as_logits(train_logits, labels.n_outputs),
-        "val": _as_logits(booster.inplace_predict(monitor_X, predict_type="margin"), labels.n_outputs),
-    }
-    truth = {"train": train_y, "val": monitor_y}
-    run = FittedRun(
-        solver=solver.name,
-        params=params,
-        problem=problem,
-        labels=labels,
-        preprocessor=pre,
-        architecture=arch,
-        network=network,
-        device=settings["device"],
-        logits=logits,
-        truth=truth,
-        own_threshold=0.0 if problem is not None else None,  # the trees' own cut, as in memory: probability 0.5
-        adjust=opts.adjust is not False,
-        fit_seconds=fit_seconds,
-        solver_trace={
-            "rounds": rounds,
-            "rounds_run": trained["booster"].num_boosted_rounds(),
-            "monitored_split": "val" if opts.val is not None else "held-out rows",
-            "engine": "dask",
-        },
-        levels=levels,
-        profile=profile,
-        training_rows=fitted_rows if labels.binary else None,
-        warnings=case_variant_warnings(pre),
-        report_fields={"engine": {"name": "dask", "workers": workers, "scheduler": opts.scheduler}},
-        info_fields={"engine": "dask"},
+    return _ClusterFit(
+        booster,
+        rounds,
+        trained["booster"].num_boosted_rounds(),
+        fit_seconds,
+        train_logits,
+        train_y,
+        monitor_X,
+        monitor_y,
+        workers,
+        levels,
+        fitted_rows,
     )
-    return conclude(run, opts, data, output=output, report_path=report_path, started=started)
 
 
 def _as_logits(margins: Any, n_outputs: int) -> np.ndarray:

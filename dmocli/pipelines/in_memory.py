@@ -1,5 +1,5 @@
-"""The `train` pipeline of the in-memory solvers: read, preprocess, fit a solver, adjust the threshold, report,
-save.
+"""The `train` pipeline of the in-memory solvers: read and preprocess (in_memory_load.py), decide the folds, fit a
+solver, adjust the threshold, report, save.
 
 Solvers only see tensors; everything around them is shared here so every
 solver's model gets the same exact threshold adjustment, report and model file.
@@ -12,34 +12,28 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from dmocli.data import reading, sources
-from dmocli.errors import DmoError
+from dmocli.data import sources
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
-from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
-from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.conclude import FittedRun, conclude
-from dmocli.pipelines.cross_fit import cross_fit
-from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, SPLIT_FRAC, CvRule, decide
+from dmocli.pipelines.cross_fit import CrossFitted, cross_fit
+from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, CvRule
+from dmocli.pipelines.in_memory_load import Loaded, check_unlabeled, load
 from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
-from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
-from dmocli.prep.dataset import Prepared, concatenated, prepare, stratified_split
+from dmocli.prep.dataset import Prepared, concatenated
 from dmocli.prep.drift import drift_warnings
-from dmocli.prep.feature_drift import ProfileBuilder
-from dmocli.prep.features import LevelCounts, Preprocessor, case_variant_groups
-from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
+from dmocli.prep.features import LevelCounts
 from dmocli.prep.row_fingerprint import row_hashes, sketch
-from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.report import unlabeled_warning
-from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams, SplitData
+from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SolverParams, SplitData
 
 if TYPE_CHECKING:  # torch loads with the in-memory path only; the numpy streaming solvers start without it
     import torch
@@ -54,27 +48,35 @@ def _split_tensors(data: Prepared, device: torch.device) -> SplitData:
     return SplitData(torch.as_tensor(data.X, device=device), torch.as_tensor(data.y, device=device), extra)
 
 
-NOT_PARQUET = (
-    "training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
-    "(a file or a directory of files)"
-)
+@dataclass
+class _Splits:
+    """The rows the fits see once the folds are decided: with --cv and --val, --val's labeled rows pooled into
+    train; and what the report keeps of the splits as read (DATA's levels, --val's levels and rows)."""
+
+    train: Prepared
+    val: Prepared | None
+    folds: int  # 0: no cross-fitting
+    rule: CvRule | None  # what --cv auto decided, with the folds it took
+    calibrate: bool  # whether the probability map is fitted (a subsample's labels are not the population's)
+    pooled_val_rows: int  # --val rows pooled into the folds (the report says whether, as pooled_val)
+    levels: LevelCounts  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
+    val_levels: LevelCounts | None
+    val_rows: int  # --val's rows, labeled or not
 
 
 @dataclass
-class _Loaded:
-    """Everything train reads before fitting: the label spec, the problem, the fitted preprocessing and the
-    prepared splits (train: this process's rows under torchrun)."""
+class _Fitted:
+    """The trained model (the final fit, or the folds' ensemble) with what was fitted on the way."""
 
-    labels: LabelSpec
-    problem: Problem | None
-    pre: Preprocessor
-    train: Prepared
-    val: Prepared | None
-    n_unlabeled: int  # rows without a label (this process's share under torchrun)
-    val_unlabeled: int  # rows of --val without a label: left out of its metrics, and warned about
-    warnings: list[str]  # what the survey of DATA found worth saying (wide text columns, look-alike classes)
-    profile: ProfileBuilder  # the training rows' features counted, every process's under torchrun (drift profile)
-    cv_rule: CvRule | None = None  # what --cv auto decided, where its rule applies (a binary problem, one process)
+    network: torch.nn.Module
+    result: FitResult
+    architecture: Architecture
+    params: SolverParams  # the final fit's: where the folds stopped early, it stops there too
+    crossed: CrossFitted | None
+    member_map: tuple[float, float] | None  # an ensemble's probability map, applied to its members
+    fit_seconds: float
+    train_split: SplitData
+    val_split: SplitData | None
 
 
 def train_in_memory(
@@ -89,33 +91,19 @@ def train_in_memory(
     group: ProcessGroup | None,
 ) -> tuple[DmoModel, dict[str, Any]]:
     """The in-memory solvers' path; with a torchrun `group`, this process holds only its share of DATA's rows."""
-    import torch
-
-    from dmocli.models.networks import logits_of, resolve_device
+    from dmocli.models.networks import resolve_device
 
     device = group.device if group is not None else resolve_device(opts.device)
     if group is None:
-        loaded = _load(data, opts, solver, None)
+        loaded = load(data, opts, solver, None)
     else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
-        loaded = group.agree(lambda: _load(data, opts, solver, group))
-        _check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
-    labels, problem, pre, train_data, val_data = loaded.labels, loaded.problem, loaded.pre, loaded.train, loaded.val
-    val_unlabeled, data_warnings, profile = loaded.val_unlabeled, loaded.warnings, loaded.profile
-    rule = loaded.cv_rule
-    levels = train_data.levels  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
-    del loaded
+        loaded = group.agree(lambda: load(data, opts, solver, group))
+        check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
+    labels, problem, pre, profile = loaded.labels, loaded.problem, loaded.pre, loaded.profile
+    val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
-    folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
-    rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
-    val_levels = val_data.levels if val_data is not None else None
-    val_rows = val_data.n + val_unlabeled if val_data is not None else 0
-    # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
-    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
-    pooled_val_rows = 0  # --val rows pooled into the folds (the report says whether, as pooled_val)
-    if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
-        pooled_val_rows = val_data.n
-        train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
-
+    splits = _splits(loaded, opts, solver=solver, group=group)
+    del loaded  # the splits as read: with --cv and --val, pooled copies replace them
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
         problem=problem,
@@ -127,85 +115,134 @@ def train_in_memory(
         class_names=labels.classes,
         feature_types=pre.feature_types,
     )
-    crossed, member_map = None, None
-    ensemble = bool(folds) and opts.cv_transfer == "ensemble"
-    if folds:
-        crossed = cross_fit(
-            solver,
-            train_data.labeled(),
-            k=folds,
-            ctx=ctx,
-            to_tensors=lambda part: _split_tensors(part, device),
-            device=device,
-            pooled_val=pooled_val_rows,
-            keep_models=ensemble,
-        )
-    if crossed is not None and not ensemble:
-        params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
-        ctx = dataclasses.replace(ctx, params=params)
-    train_split = _split_tensors(train_data, device)
-    val_split = _split_tensors(val_data, device) if val_data is not None else None
-    fit_started = time.perf_counter()
-    if crossed is not None and ensemble:  # the fold models are the model: no final fit
-        member_map = crossed.member_map() if calibrate else None  # a subsample's logits are offset-corrected
-        crossed = crossed if member_map is None else crossed.mapped(member_map)
-        result, arch = crossed.ensemble(member_map), dataclasses.replace(arch, members=folds)
-    else:
-        result = solver.fit(train_split, val_split, ctx)
-    fit_seconds = time.perf_counter() - fit_started
-    network = result.network.eval()
-
-    logits = {"train": logits_of(network, train_split.labeled().X).float().cpu().numpy()}
-    truth = {"train": train_data.y[train_data.y >= 0]}
-    if val_data is not None:
-        logits["val"] = logits_of(network, val_split.X).float().cpu().numpy()
-        truth["val"] = val_data.y
-    if crossed is not None:
-        logits["cv"], truth["cv"] = crossed.logits, crossed.y
-    if group is not None:  # the threshold search and the report see every process's training rows
-        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
-        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
-        levels = _merged_levels(levels, group)
-
+    fitted = _fit(solver, splits, ctx=ctx, ensemble=bool(splits.folds) and opts.cv_transfer == "ensemble")
+    logits, truth, levels = _logits(fitted, splits, group)
+    val_levels, crossed = splits.val_levels, fitted.crossed
     run = FittedRun(
         solver=solver.name,
-        params=params,
+        params=fitted.params,
         problem=problem,
         labels=labels,
         preprocessor=pre,
-        architecture=arch,
-        network=network.cpu(),
+        architecture=fitted.architecture,
+        network=fitted.network.cpu(),
         device=str(device),
         logits=logits,
         truth=truth,
-        own_threshold=result.threshold,
+        own_threshold=fitted.result.threshold,
         adjust=opts.adjust is not False,
-        fit_seconds=fit_seconds,
-        solver_trace=result.trace,
+        fit_seconds=fitted.fit_seconds,
+        solver_trace=fitted.result.trace,
         levels=levels,
         profile=profile,
-        warnings=data_warnings
-        + (drift_warnings(val_levels, val_rows, pre.impute) if val_levels is not None else [])
-        + unlabeled_warning(val_unlabeled, opts.val)
-        + _fewer_folds(opts, folds)
-        + _transfer_without_folds(opts, folds)
-        + _val_is_data(data, opts.val),
-        solver_warnings=result.warnings,
+        warnings=data_warnings + _split_warnings(data, opts, splits, impute=pre.impute, val_unlabeled=val_unlabeled),
+        solver_warnings=fitted.result.warnings,
         report_fields={
             **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
             **({} if group is None else {"distributed": {"world_size": group.world_size, "backend": group.backend}}),
-            **({"cv_rule": rule.report()} if rule is not None else {}),
+            **({"cv_rule": splits.rule.report()} if splits.rule is not None else {}),
         },
         info_fields={"rows": int(truth["train"].size)},
         crossed=crossed,
-        calibrate=calibrate,
-        calibration=Calibration.identity("cv") if member_map is not None else None,  # the members' map is the model's
-        training_rows=_fingerprint(train_data, group) if labels.binary else None,
+        calibrate=splits.calibrate,
+        # an ensemble's members carry the probability map: the model's own is the identity
+        calibration=Calibration.identity("cv") if fitted.member_map is not None else None,
+        training_rows=_fingerprint(splits.train, group) if labels.binary else None,
         class_problem=class_op,
     )
     writes = group is None or group.primary
     return conclude(
         run, opts, data, output=output if writes else None, report_path=report_path if writes else None, started=started
+    )
+
+
+def _splits(loaded: Loaded, opts: TrainOptions, *, solver: InMemorySolver, group: ProcessGroup | None) -> _Splits:
+    """Decide the folds (a collective count under torchrun), and with --cv and --val pool --val's rows into the
+    folds: every labeled row then counts in them."""
+    train_data, val_data, rule = loaded.train, loaded.val, loaded.cv_rule
+    folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
+    rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
+    val_levels = val_data.levels if val_data is not None else None
+    val_rows = val_data.n + loaded.val_unlabeled if val_data is not None else 0
+    # A subsample's labels are not the population's: calibrate only on unsampled validation rows, if any.
+    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
+    pooled_val_rows = 0
+    levels = train_data.levels
+    if folds and val_data is not None:  # --cv asked with --val: every labeled row counts in the folds
+        pooled_val_rows = val_data.n
+        train_data, val_data = concatenated(train_data, val_share(val_data, group)), None
+    return _Splits(train_data, val_data, folds, rule, calibrate, pooled_val_rows, levels, val_levels, val_rows)
+
+
+def _fit(solver: InMemorySolver, splits: _Splits, *, ctx: FitContext, ensemble: bool) -> _Fitted:
+    """Cross-fit the folds (if any), then the final fit on every training row, or, for `--cv-transfer ensemble`,
+    the folds' models as the model."""
+    device, arch, params = ctx.device, ctx.architecture, ctx.params
+    crossed, member_map = None, None
+    if splits.folds:
+        crossed = cross_fit(
+            solver,
+            splits.train.labeled(),
+            k=splits.folds,
+            ctx=ctx,
+            to_tensors=lambda part: _split_tensors(part, device),
+            device=device,
+            pooled_val=splits.pooled_val_rows,
+            keep_models=ensemble,
+        )
+    if crossed is not None and not ensemble:
+        params = solver.refit_params(params, crossed.traces)  # where the folds stopped early, the final fit stops
+        ctx = dataclasses.replace(ctx, params=params)
+    train_split = _split_tensors(splits.train, device)
+    val_split = _split_tensors(splits.val, device) if splits.val is not None else None
+    fit_started = time.perf_counter()
+    if crossed is not None and ensemble:  # the fold models are the model: no final fit
+        member_map = crossed.member_map() if splits.calibrate else None  # a subsample's logits are offset-corrected
+        crossed = crossed if member_map is None else crossed.mapped(member_map)
+        result, arch = crossed.ensemble(member_map), dataclasses.replace(arch, members=splits.folds)
+    else:
+        result = solver.fit(train_split, val_split, ctx)
+    fit_seconds = time.perf_counter() - fit_started
+    network = result.network.eval()
+    return _Fitted(network, result, arch, params, crossed, member_map, fit_seconds, train_split, val_split)
+
+
+def _logits(
+    fitted: _Fitted, splits: _Splits, group: ProcessGroup | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], LevelCounts]:
+    """The model's logits and the labels of every split the threshold may be searched on (train, val, the folds'
+    out-of-fold cv), and DATA's levels; under torchrun, train's rows and levels gathered from every process."""
+    import torch
+
+    from dmocli.models.networks import logits_of
+
+    network, train_data, levels = fitted.network, splits.train, splits.levels
+    logits = {"train": logits_of(network, fitted.train_split.labeled().X).float().cpu().numpy()}
+    truth = {"train": train_data.y[train_data.y >= 0]}
+    if splits.val is not None:
+        logits["val"] = logits_of(network, fitted.val_split.X).float().cpu().numpy()
+        truth["val"] = splits.val.y
+    if fitted.crossed is not None:
+        logits["cv"], truth["cv"] = fitted.crossed.logits, fitted.crossed.y
+    if group is not None:  # the threshold search and the report see every process's training rows
+        logits["train"] = group.gather_rows(torch.from_numpy(logits["train"])).numpy()
+        truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
+        levels = _merged_levels(levels, group)
+    return logits, truth, levels
+
+
+def _split_warnings(
+    data: sources.Source, opts: TrainOptions, splits: _Splits, *, impute: str, val_unlabeled: int
+) -> list[str]:
+    """What the splits and folds give a user to hear of: --val's drift and unlabeled rows, fewer folds than the
+    default, a --cv-transfer with nothing cross-fitted, --val naming DATA's own file."""
+    val_levels = splits.val_levels
+    return (
+        (drift_warnings(val_levels, splits.val_rows, impute) if val_levels is not None else [])
+        + unlabeled_warning(val_unlabeled, opts.val)
+        + _fewer_folds(opts, splits.folds)
+        + _transfer_without_folds(opts, splits.folds)
+        + _val_is_data(data, opts.val)
     )
 
 
@@ -226,144 +263,6 @@ def _merged_levels(levels: LevelCounts, group: ProcessGroup) -> LevelCounts:
     for unseen, missing in group.gather_json([levels.unseen, levels.missing]):
         merged.add(LevelCounts(unseen, missing))
     return merged
-
-
-def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Loaded:
-    """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
-    from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
-    collective calls, so ProcessGroup.agree can run it."""
-    warnings: list[str] = []
-    if group is None:  # every problem of the table in one message (pipelines/check.py)
-        table = reading.read_table(data)
-        found = survey(table, opts, solver)
-        found.refuse(sources.describe(data))
-        table = found.table  # dates as parts and numbers parsed, as the preprocessing and the profile read them
-        label_column = table.column(opts.label_col)
-        labels, problem, pre, warnings = found.labels, found.problem, found.pre, found.warnings
-        profile = ProfileBuilder.for_preprocessor(pre)
-    elif sources.parquet_files(data) is None:
-        raise DmoError(NOT_PARQUET)
-    else:
-        plan = plan_columns(reading.schema(data), opts.label_col, opts.drop, opts.embedding_col)
-        label_column = reading.read_table(data, columns=[opts.label_col]).column(opts.label_col)
-        counts = label_counts(label_column, opts.label_col)  # as the label spec counts them: no missing labels
-        problem = solved_problem(opts, len(counts), solver)
-        labels = infer_label_spec(
-            label_column, opts.label_col, positive=opts.positive, binary=problem is not None, counts=counts
-        )
-        # Each process counts every process's training rows in the pass it reads anyway, so each holds the profile
-        # the one-process path gives (--val-frac, which would take rows out of it, is refused under torchrun).
-        profile = plan_profile_builder(plan, opts.fold_case)
-        batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=solver.uses_unlabeled)
-        pre = Preprocessor.fit(batches, plan, impute=opts.impute, fold_case=opts.fold_case)
-        warnings = look_alike_classes(labels.classes) + stray_classes(counts) + case_variant_warnings(pre)
-    if group is not None:
-        labeled = labels.encode(label_column) >= 0
-        if labeled.sum() < 2 * group.world_size:
-            raise DmoError(
-                f"DATA has {int(labeled.sum())} labeled rows, too few for {group.world_size} processes "
-                "(each needs 2); start fewer (--nproc-per-node)"
-            )
-        table = reading.read_rows(data, *group.row_range(labeled))
-    full = prepare(table, pre, labels)
-    if "offsets" in full.extra and not solver.uses_offsets:
-        raise DmoError(
-            f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
-            "its offsets; train it with --solver lus or wce"
-        )
-    n_unlabeled = int((full.y < 0).sum())
-    if group is None:  # under torchrun the caller checks the count of every process's rows
-        _check_unlabeled(n_unlabeled, opts, solver)
-    used = np.arange(full.n) if solver.uses_unlabeled else np.flatnonzero(full.y >= 0)  # the rows training keeps
-    split = None  # --val-frac's (train, val) positions in those rows, drawn here: the profile needs the table
-    auto = _auto_rule_applies(opts, solver, problem, group)
-    rule = None  # what --cv auto decided on DATA's positives (on --val's below, with --val)
-    if auto and opts.val is None:
-        rule = decide(positives=int((full.y[used] == 1).sum()), problem=problem, confidence=opts.confidence)
-    val_frac = SPLIT_FRAC if rule is not None and rule.decision == "split" else opts.val_frac
-    if opts.val is None and val_frac > 0:
-        split = stratified_split(full.y[used], val_frac, opts.seed, labels.classes)
-    if group is None:  # under torchrun, the pass that fitted the preprocessing profiled every process's rows
-        profile_rows(table, used if split is None else np.sort(used[split[0]]), profile)
-    if solver.uses_unlabeled:
-        if n_unlabeled == 0:
-            raise DmoError(f"solver {solver.name} needs unlabeled rows (missing labels) and the data has none")
-        full.extra.update(view_columns(table, pre))
-        if opts.unlabeled_truth is not None:
-            full.extra["unlabeled_truth"] = read_unlabeled_truth(
-                opts.unlabeled_truth, labels, label_column.type, full.y
-            )
-    # The features are in `full` now: drop the arrow table (as large as the data) before any copy of them and
-    # before training. A table passed in by a Python caller stays alive in the caller, so frees nothing.
-    del table, label_column
-    pa.default_memory_pool().release_unused()
-    if not solver.uses_unlabeled:
-        full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
-
-    val_unlabeled = 0
-    if opts.val is not None:
-        val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
-        val_all = _prepared_val(val_table, pre, labels, opts)
-        val_unlabeled = int((val_all.y < 0).sum())
-        if auto:  # --cv auto counts --val's positives: the held-out rows are --val's
-            positives = int((val_all.y == 1).sum())
-            rule = decide(positives=positives, problem=problem, confidence=opts.confidence, held_out="val")
-        pooled = isinstance(opts.cv, int) and opts.cv > 0 or (rule is not None and rule.decision == "folds")
-        if pooled:  # --cv pools --val's labeled rows into the training rows (train_in_memory), after DATA's
-            profile_rows(pre.derived(val_table), np.flatnonzero(val_all.y >= 0), profile)
-        val_data: Prepared | None = val_all.labeled()
-        del val_table, val_all
-        train_data = full
-    elif split is not None:
-        train_data, val_data = full.take(split[0]), full.take(split[1])
-    else:
-        train_data, val_data = full, None
-    del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return _Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile, rule)
-
-
-PROFILE_ROWS = 65536  # rows of a table profiled at a time: a slice's copy, not the table's
-
-
-def profile_rows(table: pa.Table, rows: np.ndarray, profile: ProfileBuilder) -> None:
-    """Count the table's rows at the increasing positions `rows` into `profile`, a slice at a time, in table order:
-    the order a streaming pass over the same rows counts them in (torchrun's), so both give the same bin edges."""
-    chosen = np.zeros(table.num_rows, dtype=bool)
-    chosen[rows] = True
-    for start in range(0, table.num_rows, PROFILE_ROWS):
-        profile.add(table.slice(start, PROFILE_ROWS).filter(pa.array(chosen[start : start + PROFILE_ROWS])))
-
-
-def plan_profile_builder(plan: ColumnPlan, fold_case: bool) -> ProfileBuilder:
-    """The builder `ProfileBuilder.for_preprocessor` gives for the preprocessing fitted on the same rows, for a pass
-    that profiles them while it fits that preprocessing (torchrun, Dask): the plan's columns in its order, and
-    no level counted unseen, since every level of those rows is one the preprocessing learns."""
-    return ProfileBuilder(plan.numeric, plan.categorical, fold_case=fold_case)
-
-
-def profiled(
-    batches: Iterable[pa.RecordBatch], profile: ProfileBuilder, labels: LabelSpec, keep_unlabeled: bool
-) -> Iterator[pa.RecordBatch]:
-    """`batches` as they are, each one's training rows counted into `profile` on the way: its labeled rows, or all
-    of them for a solver that learns from unlabeled rows too. No second pass over DATA for the profile."""
-    for batch in batches:
-        labeled = labels.encode(batch.column(labels.column)) >= 0
-        profile.add(batch if keep_unlabeled or labeled.all() else batch.filter(pa.array(labeled)))
-        yield batch
-
-
-def case_variant_warnings(pre: Preprocessor) -> list[str]:
-    """The warning `dmo check` and one-process training give per text column whose levels differ only in case
-    (pipelines/check.py survey), for the paths that fit the preprocessing without that survey (torchrun, the
-    streaming solvers, Dask): a user training there must hear of it, and of --fold-case, just the same. None
-    under --fold-case, whose levels are folded already."""
-    found = (case_variant_warning(name, case_variant_groups(levels)) for name, levels in pre.categorical.items())
-    return [warning for warning in found if warning]
-
-
-def _check_unlabeled(n_unlabeled: int, opts: TrainOptions, solver: InMemorySolver) -> None:
-    if n_unlabeled and not solver.uses_unlabeled and not opts.drop_unlabeled:
-        raise DmoError(unlabeled_problem(n_unlabeled, solver.name))
 
 
 def _val_is_data(data: sources.Source, val: Path | None) -> list[str]:
@@ -402,16 +301,6 @@ def _transfer_without_folds(opts: TrainOptions, folds: int) -> list[str]:
     ]
 
 
-def _auto_rule_applies(
-    opts: TrainOptions, solver: InMemorySolver, problem: Problem | None, group: ProcessGroup | None
-) -> bool:
-    """Whether --cv auto's rule on the positives decides (pipelines/cv_auto.py): asked, for a binary problem, in
-    one process, for a solver trained on labeled rows without ERO's own fold. Elsewhere auto is the default."""
-    if opts.cv != CV_AUTO or problem is None or group is not None or solver.uses_unlabeled:
-        return False
-    return not (opts.folding or opts.params.get("folding"))
-
-
 def _folds(
     opts: TrainOptions, solver: InMemorySolver, *, data: Prepared, group: ProcessGroup | None, rule: CvRule | None
 ) -> int:
@@ -433,21 +322,3 @@ def _folds(
         counts = np.array([group.sum_int(int(count)) for count in counts])
     smallest = int(counts.min())
     return min(DEFAULT_FOLDS, smallest) if smallest >= 2 else 0
-
-
-def _prepared_val(table: pa.Table, pre: Preprocessor, labels: LabelSpec, opts: TrainOptions) -> Prepared:
-    """--val's rows encoded as DATA's; what is wrong with the file is said in one message that names it (there is
-    no model yet, so "the model was trained on" would mislead)."""
-    problems = []
-    missing = pre.missing_columns(table.schema)
-    if missing:
-        problems.append(f"lacks DATA's column(s) {', '.join(missing)} (give it the columns DATA has)")
-    problems += pre.kind_problems(table.schema)
-    if opts.label_col not in table.schema.names:
-        problems.append(f"no label column '{opts.label_col}'")
-    if not problems:
-        try:
-            return prepare(table, pre, labels)
-        except DmoError as exc:
-            problems.append(str(exc))
-    raise DmoError(f"--val {opts.val}: {'; '.join(problems)}")

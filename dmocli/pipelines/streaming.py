@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -41,7 +42,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import survey_derivation
 from dmocli.pipelines.conclude import FittedRun, conclude
-from dmocli.pipelines.in_memory import case_variant_warnings, profiled
+from dmocli.pipelines.in_memory_load import case_variant_warnings, profiled
 from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.derive import Derivation
@@ -220,6 +221,27 @@ def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield batches.pop()
 
 
+@dataclass
+class _FirstPass:
+    """What the pass before learning fixed: the fitted preprocessing, the label spec, the columns read, how the
+    statistics were taken, and (standard input) the head kept in memory with the batches after it."""
+
+    pre: Preprocessor
+    labels: LabelSpec
+    counter: LabelCounter
+    columns: list[str]
+    prepass: dict[str, Any]
+    prepass_seconds: float
+    stdin: StdinCsv | None
+    head: list[pa.RecordBatch] = field(default_factory=list)
+    rest: Iterator[pa.RecordBatch] | None = None
+
+    @property
+    def n(self) -> int | None:
+        """Labeled rows per pass; None for a pipe, whose length is unknown (FOFO's doubling schedule)."""
+        return None if self.stdin else self.counter.rows - self.counter.missing
+
+
 def train_streaming(
     data: sources.Source,
     opts: TrainOptions,
@@ -232,6 +254,71 @@ def train_streaming(
     """`dmo train --solver fofo|ofo|lr`: see the module docstring. dmocli/pipelines/train.py has checked the
     options, the solver's parameters and the output paths already."""
     started = time.perf_counter()
+    epochs, problem = _stream_options(opts, solver)
+    adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
+    first = _first_pass(data, opts, solver=solver, params=params, epochs=epochs, adjust=adjust)
+    pre, labels = first.pre, first.labels
+    feed = _BatchFeed(data, opts, solver=solver, first=first)
+    arch = Architecture("linear", pre.n_features, 1)
+    ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
+    fit_started = time.perf_counter()
+    with (
+        progress.task(solver.name, total=first.n and first.n * epochs, unit="rows") as bar,
+        serial_arrow_decoding(data),
+    ):
+        shown = None if bar is progress.OFF else lambda rows, f: bar.update(rows, online_F=f)  # nothing per batch
+        result = solver.fit_stream(Stream(feed, first.n, pre.n_features, epochs, shown), ctx)
+    fit_seconds = time.perf_counter() - fit_started
+    rows = result.trace["rows"]
+    online = {
+        **result.online,
+        "final_threshold": result.threshold,
+        "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None,
+    }
+    provisional = DmoModel(  # the fitted weights, to score the rows the threshold is searched on
+        network=result.weights,
+        architecture=arch,
+        preprocessor=pre,
+        labels=labels,
+        solver=solver.name,
+        problem=problem,
+        threshold=result.threshold,
+    )
+    held = _held_out_logits(provisional, data, opts, adjust=adjust)
+    if opts.plot is not None:
+        plot_online_curve(
+            opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: {problem.describe()}"
+        )
+    run = FittedRun(
+        solver=solver.name,
+        params=params,
+        problem=problem,
+        labels=labels,
+        preprocessor=pre,
+        architecture=arch,
+        network=result.weights,
+        device="cpu",
+        logits=held.logits,
+        truth=held.truth,
+        own_threshold=result.threshold,
+        adjust=adjust,
+        fit_seconds=fit_seconds,
+        solver_trace=result.trace,
+        levels=feed.levels,
+        profile=feed.profile,
+        warnings=held.warnings,
+        report_fields={"streaming": True, "epochs": epochs, "adjusted": adjust, **held.val_fields},
+        after_fields={"prepass": first.prepass, "prepass_seconds": first.prepass_seconds},
+        info_fields={"rows": online["n"], "epochs": epochs},
+        online=online,
+        training_rows=feed.fingerprint,
+    )
+    return conclude(run, opts, data, output=output, report_path=report_path, started=started)
+
+
+def _stream_options(opts: TrainOptions, solver: StreamingSolver) -> tuple[int, Problem]:
+    """The passes and the problem, after refusing what a stream cannot do (a held-out fraction needs the rows in
+    memory; the solvers are numpy, so CPU only): checked before any data is read."""
     if opts.val_frac:
         raise DmoError(f"--val-frac needs the data in memory; solver {solver.name} streams: give --val FILE instead")
     epochs = 1 if opts.epochs is None else opts.epochs
@@ -240,8 +327,20 @@ def train_streaming(
     problem = Problem.from_options(opts.problem or "ofbs", opts.target, opts.beta, opts.confidence)
     if opts.device not in ("auto", "cpu"):
         raise DmoError(f"solver {solver.name} streams on the CPU (numpy); use --device auto or cpu")
+    return epochs, problem
 
-    adjust = solver.adjust_by_default if opts.adjust is None else opts.adjust
+
+def _first_pass(
+    data: sources.Source,
+    opts: TrainOptions,
+    *,
+    solver: StreamingSolver,
+    params: SolverParams,
+    epochs: int,
+    adjust: bool,
+) -> _FirstPass:
+    """Plan the columns, fit the preprocessing and count the labels before learning, and refuse every problem
+    found on the way in one message: the learning passes then see only data they can use."""
     stdin = open_stdin(opts, epochs, adjust, params.stats_rows) if sources.is_stdin(data) else None
     schema = stdin.schema if stdin else reading.schema(data)
     derive, problems = _derivation(data, schema, opts, stdin is not None)
@@ -253,6 +352,8 @@ def train_streaming(
     columns = derive.inputs(features) + [opts.label_col]
     counter = LabelCounter(opts.label_col)
     prepass_started = time.perf_counter()
+    head: list[pa.RecordBatch] = []
+    rest = None
     if stdin is not None:
         head, rest = _head_of(stdin.batches(columns), params.stats_rows)
         pre, found = Preprocessor.survey(counter.tap(iter(head)), plan, impute=opts.impute, fold_case=opts.fold_case)
@@ -275,6 +376,17 @@ def train_streaming(
     # 20 MB). Handing them back now keeps peak memory independent of the row count.
     pa.default_memory_pool().release_unused()
     prepass_seconds = time.perf_counter() - prepass_started
+    labels = _label_spec(counter, opts, solver=solver, stdin=stdin is not None, problems=problems)
+    refuse_problems(problems)
+    return _FirstPass(pre, labels, counter, columns, prepass, prepass_seconds, stdin, head, rest)
+
+
+def _label_spec(
+    counter: LabelCounter, opts: TrainOptions, *, solver: StreamingSolver, stdin: bool, problems: list[str]
+) -> LabelSpec:
+    """The label spec of the counted classes; what is wrong with the labels is added to `problems` (refused with
+    the columns' problems), so the returned spec is only used once they are known to be none."""
+    labels = None
     try:
         labels = counter.spec(opts.positive)
     except DmoError as exc:
@@ -289,108 +401,81 @@ def train_streaming(
             f"{counter.missing} rows have no label; solver {solver.name} cannot use unlabeled rows "
             "(pass --drop-unlabeled to ignore them)"
         )
-    refuse_problems(problems)
-    n = None if stdin else counter.rows - counter.missing  # unknown for a pipe: FOFO's doubling schedule
+    return labels  # type: ignore[return-value]  # None only with a problem, refused by the caller
 
-    levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
-    fingerprint = np.zeros(0, dtype=np.uint64)  # the training rows' sketch, merged batch by batch on the first pass
-    profile = ProfileBuilder.for_preprocessor(pre)  # the training rows' features, counted on the first pass too
-    passes_started = 0
 
-    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+class _BatchFeed:
+    """The solver's `Stream.batches`: a fresh pass of (X, y) per call. The first pass also counts what the model
+    file keeps of the training rows (unseen levels, the drift profile, the rows' sketch), so no pass is spent on
+    them alone."""
+
+    def __init__(self, data: sources.Source, opts: TrainOptions, *, solver: StreamingSolver, first: _FirstPass):
+        self.data, self.opts, self.solver, self.first = data, opts, solver, first
+        self.levels = LevelCounts()  # unseen/missing categorical levels, counted on the first pass
+        self.fingerprint = np.zeros(0, dtype=np.uint64)  # the training rows' sketch, merged batch by batch
+        self.profile = ProfileBuilder.for_preprocessor(first.pre)  # the training rows' features, counted too
+        self.passes_started = 0
+
+    def __call__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         # Only the read runs ahead in the prefetch thread: transforming there too made that thread the
         # bottleneck (read + transform > the learner's work); split this way the two threads balance.
-        nonlocal passes_started, fingerprint
-        passes_started += 1
-        first_pass = passes_started == 1
+        first, pre, opts = self.first, self.first.pre, self.opts
+        self.passes_started += 1
+        first_pass = self.passes_started == 1
         source = (
-            itertools.chain(_drained(head), rest)
-            if stdin
-            else reading.iter_batches(data, BATCH_ROWS, columns=columns, text_columns=pre.text_columns)
+            itertools.chain(_drained(first.head), first.rest)
+            if first.stdin
+            else reading.iter_batches(self.data, BATCH_ROWS, columns=first.columns, text_columns=pre.text_columns)
         )
         source = map(pre.derived, source) if pre.derive else source  # the profile counts the derived columns
         if first_pass:  # counted in the reading thread, beside the learner (arrow's and numpy's counting free the GIL)
-            source = profiled(source, profile, labels, keep_unlabeled=False)
+            source = profiled(source, self.profile, first.labels, keep_unlabeled=False)
         for batch in prefetched(source):
             X, batch_levels = pre.transform(batch)
             if first_pass:
-                levels.add(batch_levels)
-            y = labels.encode(batch.column(opts.label_col))
-            if counter.missing or stdin:  # a pipe's later rows were not counted: any of them may lack a label
-                keep = y >= 0
-                if not opts.drop_unlabeled and not keep.all():
-                    raise DmoError(
-                        f"a row of {NAME} has no label; solver {solver.name} cannot use unlabeled rows "
-                        "(pass --drop-unlabeled to ignore them)"
-                    )
-                X, y = X[keep], y[keep]
+                self.levels.add(batch_levels)
+            X, y = self._labeled(X, first.labels.encode(batch.column(opts.label_col)))
             if first_pass:  # a bottom-k sketch of the sketches is the sketch of all the rows
-                fingerprint = sketch(np.concatenate([fingerprint, row_hashes(X, y)]))
+                self.fingerprint = sketch(np.concatenate([self.fingerprint, row_hashes(X, y)]))
             yield X, y
 
-    arch = Architecture("linear", pre.n_features, 1)
-    ctx = FitContext(problem=problem, architecture=arch, device=None, seed=opts.seed, params=params)
-    fit_started = time.perf_counter()
-    with progress.task(solver.name, total=n and n * epochs, unit="rows") as bar, serial_arrow_decoding(data):
-        shown = None if bar is progress.OFF else lambda rows, f: bar.update(rows, online_F=f)  # nothing per batch
-        stream = Stream(batches, n, pre.n_features, epochs, shown)
-        result = solver.fit_stream(stream, ctx)
-    fit_seconds = time.perf_counter() - fit_started
-    rows = result.trace["rows"]
-    online = {
-        **result.online,
-        "final_threshold": result.threshold,
-        "rows_per_second": rows / fit_seconds if fit_seconds > 0 else None,
-    }
+    def _labeled(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's labeled rows; an unlabeled one is refused unless --drop-unlabeled (a pipe's rows after its
+        head were not counted, so any of them may lack a label)."""
+        if not (self.first.counter.missing or self.first.stdin):
+            return X, y
+        keep = y >= 0
+        if not self.opts.drop_unlabeled and not keep.all():
+            raise DmoError(
+                f"a row of {NAME} has no label; solver {self.solver.name} cannot use unlabeled rows "
+                "(pass --drop-unlabeled to ignore them)"
+            )
+        return X[keep], y[keep]
 
-    provisional = DmoModel(  # the fitted weights, to score the rows the threshold is searched on
-        network=result.weights,
-        architecture=arch,
-        preprocessor=pre,
-        labels=labels,
-        solver=solver.name,
-        problem=problem,
-        threshold=result.threshold,
-    )
-    logits: dict[str, np.ndarray] = {}
-    truth: dict[str, np.ndarray] = {}
-    val_fields: dict[str, Any] = {}
-    warnings = look_alike_classes(labels.classes) + case_variant_warnings(pre)
+
+@dataclass
+class _HeldOut:
+    """The logits and labels the threshold is searched on, with the validation split's report fields and the
+    warnings of the whole run."""
+
+    logits: dict[str, np.ndarray]
+    truth: dict[str, np.ndarray]
+    val_fields: dict[str, Any]
+    warnings: list[str]
+
+
+def _held_out_logits(provisional: DmoModel, data: sources.Source, opts: TrainOptions, *, adjust: bool) -> _HeldOut:
+    """One logit and label a row of --val, or of DATA when --adjust searches the threshold on the training rows:
+    the only O(rows) step, taken only when asked for."""
+    pre = provisional.preprocessor
+    held = _HeldOut({}, {}, {}, look_alike_classes(provisional.labels.classes) + case_variant_warnings(pre))
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:  # one logit + label a row
-        logits["val"], truth["val"], val_levels, val_unlabeled, _ = collect_logits(provisional, opts.val)
-        val_fields = {**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled}
-        warnings += drift_warnings(val_levels, truth["val"].size + val_unlabeled, pre.impute)
-        warnings += unlabeled_warning(val_unlabeled, opts.val)
+        held.logits["val"], held.truth["val"], val_levels, val_unlabeled, _ = collect_logits(provisional, opts.val)
+        held.val_fields = {**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled}
+        held.warnings += drift_warnings(val_levels, held.truth["val"].size + val_unlabeled, pre.impute)
+        held.warnings += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
-        logits["train"], truth["train"], *_ = collect_logits(provisional, data)  # unlabeled: refused or dropped above
-    if opts.plot is not None:
-        plot_online_curve(
-            opts.plot, online, title=f"{solver.name} on {Path(sources.describe(data)).name}: {problem.describe()}"
-        )
-    run = FittedRun(
-        solver=solver.name,
-        params=params,
-        problem=problem,
-        labels=labels,
-        preprocessor=pre,
-        architecture=arch,
-        network=result.weights,
-        device="cpu",
-        logits=logits,
-        truth=truth,
-        own_threshold=result.threshold,
-        adjust=adjust,
-        fit_seconds=fit_seconds,
-        solver_trace=result.trace,
-        levels=levels,
-        profile=profile,
-        warnings=warnings,
-        report_fields={"streaming": True, "epochs": epochs, "adjusted": adjust, **val_fields},
-        after_fields={"prepass": prepass, "prepass_seconds": prepass_seconds},
-        info_fields={"rows": online["n"], "epochs": epochs},
-        online=online,
-        training_rows=fingerprint,
-    )
-    return conclude(run, opts, data, output=output, report_path=report_path, started=started)
+        held.logits["train"], held.truth["train"], *_ = collect_logits(provisional, data)  # unlabeled: refused above
+    return held

@@ -289,25 +289,7 @@ def _run(
     labels, pilot = _labels_and_pilot(engine.map(first_pass, columns), plan, opts, pilot_rate > 0)
     pilot_seconds = time.perf_counter() - t0
 
-    lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate, keep_pilot=opts.keep_pilot)
-    info: dict[str, Any] = {}
-    if opts.method == "lus":
-        sampler = lus
-    else:
-        n_labeled = sum(labels.counts)
-        target = n_labeled / opts.gamma
-        if opts.match_size:  # LUS's budget: its expected kept rows plus the pilot it paid for
-            lus_counts = merge_counts(engine.map(lambda b, part: lus.process(b, part)[1], columns))
-            target = lus_counts["expected"] + lus_counts["pilot_rows"]
-            info["matched_lus"] = {"expected_kept": lus_counts["expected"], "pilot_rows": lus_counts["pilot_rows"]}
-        counts = np.asarray(labels.counts, dtype=np.float64)
-        rates = (
-            np.full(counts.size, min(1.0, target / n_labeled))
-            if opts.method == "uniform"
-            else case_control_rates(counts, target)
-        )
-        sampler = Sampler(opts.method, labels, opts.seed, opts.gamma, rates=rates)
-        info["rates"] = dict(zip(map(str, labels.classes), rates.tolist()))
+    sampler, info = _sampler(labels, pilot, opts=opts, engine=engine, columns=columns, pilot_rate=pilot_rate)
 
     out_schema = _output_schema(schema, labels, opts)
     t1 = time.perf_counter()
@@ -348,6 +330,40 @@ def _run(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _sampler(
+    labels: LabelSpec,
+    pilot: Pilot | None,
+    *,
+    opts: SubsampleOptions,
+    engine: Any,
+    columns: list[str],
+    pilot_rate: float,
+) -> tuple[Sampler, dict[str, Any]]:
+    """The sampler of --method, and what the report says of its rates: LUS's own, or uniform / case-control at
+    1/gamma of the labeled rows (or, with --match-size, at LUS's expected budget, its pilot included: a pass of
+    its own)."""
+    lus = Sampler("lus", labels, opts.seed, opts.gamma, pilot, pilot_rate, keep_pilot=opts.keep_pilot)
+    info: dict[str, Any] = {}
+    if opts.method == "lus":
+        sampler = lus
+    else:
+        n_labeled = sum(labels.counts)
+        target = n_labeled / opts.gamma
+        if opts.match_size:  # LUS's budget: its expected kept rows plus the pilot it paid for
+            lus_counts = merge_counts(engine.map(lambda b, part: lus.process(b, part)[1], columns))
+            target = lus_counts["expected"] + lus_counts["pilot_rows"]
+            info["matched_lus"] = {"expected_kept": lus_counts["expected"], "pilot_rows": lus_counts["pilot_rows"]}
+        counts = np.asarray(labels.counts, dtype=np.float64)
+        rates = (
+            np.full(counts.size, min(1.0, target / n_labeled))
+            if opts.method == "uniform"
+            else case_control_rates(counts, target)
+        )
+        sampler = Sampler(opts.method, labels, opts.seed, opts.gamma, rates=rates)
+        info["rates"] = dict(zip(map(str, labels.classes), rates.tolist()))
+    return sampler, info
 
 
 def _labels_and_pilot(

@@ -17,7 +17,8 @@ from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions, choice_list, refuse
-from dmocli.pipelines.in_memory import NOT_PARQUET, train_in_memory
+from dmocli.pipelines.in_memory import train_in_memory
+from dmocli.pipelines.in_memory_load import NOT_PARQUET
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams, StreamingSolver
 

@@ -198,7 +198,6 @@ class Preprocessor:
         """
         if impute not in {"none", "median", "keep"}:  # keep: NaN stays NaN for models that route it (gbdt)
             raise DmoError(f"--impute {impute!r} is not known (use none or median)")
-        problems: list[str] = []
         pre = cls(
             numeric=list(plan.numeric),
             embedding=plan.embedding,
@@ -209,95 +208,17 @@ class Preprocessor:
         )
         if pre.derive:
             batches = (pre.derive.apply(batch, strict=False) for batch in batches)
-        levels: dict[str, set[str]] = {c: set() for c in plan.categorical}
-        moments: RunningMoments | None = None
-        bad_nan: np.ndarray | None = None
-        bad_inf: np.ndarray | None = None
-        reservoir: list[np.ndarray] = []
-        rng = np.random.default_rng(0)
-        seen = 0
-        n_rows = 0
-        unreadable = False
+        tally = _ValueTally(pre, list(plan.categorical))
         for batch in batches:  # every batch has the same columns (files that differ: dmocli.data.parquet_layout)
-            n_rows += batch.num_rows
-            if not pre._vectors_readable(batch.schema):  # survey_columns named the problem: nothing more to find
-                unreadable = True
-                continue
-            views = pre._float32_views(batch) if impute == "none" else None
-            dense = pre._dense(batch) if views is None else None
-            for col in plan.categorical:
-                if len(levels[col]) <= MAX_CATEGORICAL_LEVELS:  # past it the column is refused: stop collecting
-                    levels[col].update(
-                        pc.unique(pre._level_keys(level_text(batch.column(col)))).drop_null().to_pylist()
-                    )
-            columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
-            if not columns:
-                continue
-            if moments is None:
-                moments = RunningMoments(len(columns))
-                bad_nan = np.zeros(len(columns), dtype=np.int64)
-                bad_inf = np.zeros(len(columns), dtype=np.int64)
-            if impute == "none":  # a clean batch needs no mask (median imputation always builds one)
-                with np.errstate(
-                    over="ignore", invalid="ignore"
-                ):  # NaN/inf are counted below, huge values refused after
-                    stats = [column_moments(c) for c in columns]
-                if all(np.isfinite(m) for _, m, _ in stats):
-                    moments.add(*map(np.array, zip(*stats)))
-                    continue
-            if dense is None:
-                dense = pre._dense(batch)
-            nan = np.isnan(dense)
-            inf = np.isinf(dense)
-            finite = ~(nan | inf)
-            with np.errstate(over="ignore", invalid="ignore"):
-                stats = [column_moments(dense[finite[:, j], j]) for j in range(dense.shape[1])]
-            moments.add(*map(np.array, zip(*stats)))
-            bad_nan += nan.sum(axis=0)
-            bad_inf += inf.sum(axis=0)
-            if impute == "median":
-                seen = _reservoir_add(reservoir, np.where(finite, dense, np.nan), seen, rng)
-        if moments is not None:
-            names = pre.feature_names if pre.embedding else pre.numeric
-            bad = bad_nan + bad_inf if impute == "none" else bad_inf if impute == "keep" else np.zeros_like(bad_inf)
-            count = moments.count
-            if bad.any():
-                parts = [
-                    f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)"
-                    for i in np.flatnonzero((bad > 0) & (count > 0))[:8]
-                ]
-                if parts:
-                    problems.append(
-                        f"features contain missing or infinite values: {', '.join(parts)}; "
-                        + ("clean them or pass --impute median" if impute == "none" else "replace the infinite values")
-                    )
-            if (count == 0).any():
-                empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
-                problems.append(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
-            mean = moments.mean
-            with np.errstate(over="ignore", invalid="ignore"):
-                std = np.sqrt(np.maximum(moments.m2 / np.maximum(count, 1), 0.0))
-            huge = ~(np.isfinite(mean) & np.isfinite(std))
-            if huge.any():
-                problems.append(
-                    f"feature column(s) {', '.join(names[i] for i in np.flatnonzero(huge)[:8])} hold values too large "
-                    "to standardize (squares overflow double precision, beyond about 1e154); rescale them "
-                    "(a log, or other units) or remove them with --drop"
-                )
-            std[std < 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0  # constant column: centre only
-            pre.mean = mean.tolist()
-            pre.scale = std.tolist()
-            if impute == "median":
-                sample = np.concatenate(reservoir, axis=0)
-                with warnings.catch_warnings():  # an all-NaN column: named above
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    pre.fill = np.nanmedian(sample, axis=0).tolist()
+            tally.add(batch)
+        problems = tally.fit_statistics()
         for col in plan.categorical:
-            found = text_column_problem(col, levels[col], n_rows, capped=len(levels[col]) > MAX_CATEGORICAL_LEVELS)
+            levels = tally.levels[col]
+            found = text_column_problem(col, levels, tally.n_rows, capped=len(levels) > MAX_CATEGORICAL_LEVELS)
             if found:
                 problems.append(found)
-        pre.categorical = {c: sorted(levels[c]) for c in plan.categorical}
-        if pre.n_features == 0 and not problems and not unreadable:
+        pre.categorical = {c: sorted(tally.levels[c]) for c in plan.categorical}
+        if pre.n_features == 0 and not problems and not tally.unreadable:
             problems.append("no usable feature columns after encoding")
         return pre, problems
 
@@ -649,3 +570,103 @@ def _reservoir_add(reservoir: list[np.ndarray], rows: np.ndarray, seen: int, rng
         reservoir[:] = [sample]
         seen += len(rows)
     return seen
+
+
+class _ValueTally:
+    """What Preprocessor.survey counts over the batches: each text column's levels, the running moments of the
+    numeric features (finite values only), their NaN and inf counts, and the median reservoir; then the
+    statistics fitted from them, with every problem of the values named."""
+
+    def __init__(self, pre: Preprocessor, categorical: list[str]):
+        self.pre, self.impute = pre, pre.impute
+        self.levels: dict[str, set[str]] = {c: set() for c in categorical}
+        self.moments: RunningMoments | None = None
+        self.bad_nan: np.ndarray | None = None
+        self.bad_inf: np.ndarray | None = None
+        self.reservoir: list[np.ndarray] = []
+        self.rng = np.random.default_rng(0)
+        self.seen = 0
+        self.n_rows = 0
+        self.unreadable = False
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Count one batch; a clean batch without imputation is read through zero-copy float32 views, no mask."""
+        pre, impute = self.pre, self.impute
+        self.n_rows += batch.num_rows
+        if not pre._vectors_readable(batch.schema):  # survey_columns named the problem: nothing more to find
+            self.unreadable = True
+            return
+        views = pre._float32_views(batch) if impute == "none" else None
+        dense = pre._dense(batch) if views is None else None
+        for col, levels in self.levels.items():
+            if len(levels) <= MAX_CATEGORICAL_LEVELS:  # past it the column is refused: stop collecting
+                levels.update(pc.unique(pre._level_keys(level_text(batch.column(col)))).drop_null().to_pylist())
+        columns = views if views is not None else [dense[:, j] for j in range(dense.shape[1])]
+        if not columns:
+            return
+        if self.moments is None:
+            self.moments = RunningMoments(len(columns))
+            self.bad_nan = np.zeros(len(columns), dtype=np.int64)
+            self.bad_inf = np.zeros(len(columns), dtype=np.int64)
+        if impute == "none":  # a clean batch needs no mask (median imputation always builds one)
+            with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are counted below, huge values refused after
+                stats = [column_moments(c) for c in columns]
+            if all(np.isfinite(m) for _, m, _ in stats):
+                self.moments.add(*map(np.array, zip(*stats)))
+                return
+        if dense is None:
+            dense = pre._dense(batch)
+        nan = np.isnan(dense)
+        inf = np.isinf(dense)
+        finite = ~(nan | inf)
+        with np.errstate(over="ignore", invalid="ignore"):
+            stats = [column_moments(dense[finite[:, j], j]) for j in range(dense.shape[1])]
+        self.moments.add(*map(np.array, zip(*stats)))
+        self.bad_nan += nan.sum(axis=0)
+        self.bad_inf += inf.sum(axis=0)
+        if impute == "median":
+            self.seen = _reservoir_add(self.reservoir, np.where(finite, dense, np.nan), self.seen, self.rng)
+
+    def fit_statistics(self) -> list[str]:
+        """Set the Preprocessor's mean, scale (and median fill) from the counts; the problems of the values:
+        missing or infinite ones it cannot take, empty columns, values too large to standardize."""
+        problems: list[str] = []
+        moments, pre, impute = self.moments, self.pre, self.impute
+        if moments is None:
+            return problems
+        bad_nan, bad_inf = self.bad_nan, self.bad_inf
+        names = pre.feature_names if pre.embedding else pre.numeric
+        bad = bad_nan + bad_inf if impute == "none" else bad_inf if impute == "keep" else np.zeros_like(bad_inf)
+        count = moments.count
+        if bad.any():
+            parts = [
+                f"{names[i]} ({bad_nan[i]} NaN/null, {bad_inf[i]} inf)"
+                for i in np.flatnonzero((bad > 0) & (count > 0))[:8]
+            ]
+            if parts:
+                problems.append(
+                    f"features contain missing or infinite values: {', '.join(parts)}; "
+                    + ("clean them or pass --impute median" if impute == "none" else "replace the infinite values")
+                )
+        if (count == 0).any():
+            empty = [names[i] for i in np.flatnonzero(count == 0)[:8]]
+            problems.append(f"feature column(s) with no finite value: {', '.join(empty)}; remove them with --drop")
+        mean = moments.mean
+        with np.errstate(over="ignore", invalid="ignore"):
+            std = np.sqrt(np.maximum(moments.m2 / np.maximum(count, 1), 0.0))
+        huge = ~(np.isfinite(mean) & np.isfinite(std))
+        if huge.any():
+            problems.append(
+                f"feature column(s) {', '.join(names[i] for i in np.flatnonzero(huge)[:8])} hold values too large "
+                "to standardize (squares overflow double precision, beyond about 1e154); rescale them "
+                "(a log, or other units) or remove them with --drop"
+            )
+        std[std < 1e-12 * np.maximum(1.0, np.abs(mean))] = 1.0  # constant column: centre only
+        pre.mean = mean.tolist()
+        pre.scale = std.tolist()
+        if impute == "median":
+            sample = np.concatenate(self.reservoir, axis=0)
+            with warnings.catch_warnings():  # an all-NaN column: named above
+                warnings.simplefilter("ignore", RuntimeWarning)
+                pre.fill = np.nanmedian(sample, axis=0).tolist()
+        return problems

@@ -89,14 +89,14 @@ def test_trees_on_dask_fold_case_and_warn_without_it(data, scheduler, tmp_path):
 
 @pytest.mark.parametrize("fold_case", [True, False])
 def test_torchrun_loading_folds_case_and_warns_without_it(data, fold_case):
-    """What each torchrun process reads before training (in_memory._load with a process group), here a group
+    """What each torchrun process reads before training (in_memory_load.load with a process group), here a group
     of one: the preprocessing it fits from the stream of DATA, and the warnings it reports."""
     from dmocli.engines.torch_distributed import OneProcess
-    from dmocli.pipelines.in_memory import _load
+    from dmocli.pipelines.in_memory_load import load
     from dmocli.solvers import get_solver
 
     opts = TrainOptions(label_col="label", fold_case=fold_case)
-    loaded = _load(data, opts, get_solver(opts.solver), OneProcess())
+    loaded = load(data, opts, get_solver(opts.solver), OneProcess())
     assert loaded.pre.fold_case is fold_case
     if fold_case:
         assert loaded.pre.categorical["shop"] == FOLDED and case_warnings({"warnings": loaded.warnings}) == []

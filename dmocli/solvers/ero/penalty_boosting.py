@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from dmocli.models.trees import BoostedTrees
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, SplitData
-from dmocli.solvers.boosting import boost_weighted, held_out
+from dmocli.solvers.boosting import Held, boost_weighted, held_out
 from dmocli.solvers.ero.penalty import Penalties, RowAdam, penalty_value
 from dmocli.solvers.ero.settings import Settings
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
@@ -97,6 +98,8 @@ def round_gradients(
 def fit_ero_trees(
     train: SplitData, val: SplitData | None, ctx: FitContext, *, cfg: Settings, rounds_per_outer: int, s_steps: int
 ) -> FitResult:
+    """The warm start (class-weighted boosting), s started at its exact best cut, then the outer iterations; the
+    trees are cut at the round of the iterate the held-out rows kept (see the module docstring)."""
     started = time.perf_counter()
     problem = ctx.problem
     held = held_out(train, val, ctx.params, ctx)
@@ -105,111 +108,37 @@ def fit_ero_trees(
     n, n_pos = len(y), int(y.sum())
     if n_pos == 0 or n_pos == n:
         raise DmoError("ERO needs both classes in the training data")
-    monitor_X, monitor_y = (held.monitor[0], held.monitor[1]) if held.monitor is not None else (held.X, y)
-    monitor_name = held.monitor_name or "train"
     margins = booster.predict(dtrain, output_margin=True)
     start = search(margins, y, problem).threshold
     shift = float(start) if np.isfinite(start) else 0.0
-
     positive = torch.as_tensor(y == 1)
-    s = torch.as_tensor((margins >= shift).astype(np.float32))
-    penalties = Penalties(positive, n, n_pos, cfg)
-    s_adam = RowAdam(n, torch.device("cpu"))
-
-    def judged(train_margins: np.ndarray) -> tuple[tuple[float, ...], Evaluation, Evaluation]:
-        """(rank key, train and monitored evaluations) of an iterate. The held-out rows judge it at their own
-        exact operating point, the one the threshold search after training finds: trees fit their training
-        rows so closely that a threshold chosen there says little about new rows."""
-        on_train = _at_best_cut(train_margins, y, problem)
-        if held.monitor is None:
-            return (1.0, *on_train.rank_key()), on_train, on_train
-        on_monitor = _at_best_cut(booster.inplace_predict(monitor_X, predict_type="margin"), monitor_y, problem)
-        return on_monitor.rank_key(), on_train, on_monitor
-
-    key, train_eval, monitored = judged(margins)
+    run = _TreeRun(
+        booster=booster,
+        dtrain=dtrain,
+        held=held,
+        problem=problem,
+        cfg=cfg,
+        positive=positive,
+        n_pos=n_pos,
+        shift=shift,
+        s=torch.as_tensor((margins >= shift).astype(np.float32)),
+        penalties=Penalties(positive, n, n_pos, cfg),
+        s_adam=RowAdam(n, torch.device("cpu")),
+    )
+    key, _, monitored = run.judged(margins)
     best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": 0, "eval": monitored}
-    history: list[dict[str, Any]] = []
-    stale = 0
-    # Too few held-out positives to judge iterates on (solvers/boosting.py): the fixed-schedule warm start is kept,
-    # as training rows would pick the iterate that fits them closest.
-    outer_limit = 0 if held.fixed else cfg.outer
-    with progress.task("ero (gbdt)", total=outer_limit, unit="outer iterations") as bar:
-        for outer in range(1, outer_limit + 1):
-            outer_started = time.perf_counter()
-            for step in range(rounds_per_outer):
-                decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
-                logits = torch.as_tensor(margins - shift, dtype=torch.float32)
-                row_penalty, row_reg = penalties.row_weights()
-                for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
-                    s_rows = s.detach().requires_grad_(True)
-                    loss, _ = penalty_value(
-                        logits,
-                        s_rows,
-                        positive_rows=positive,
-                        totals=soft_counts(s, positive),
-                        scale=1.0,
-                        problem=problem,
-                        n_pos=n_pos,
-                        row_penalty=row_penalty,
-                        row_reg=row_reg,
-                        mu0=penalties.mu0,
-                    )
-                    loss.backward()
-                    s_adam.step(s, slice(None), s_rows.grad, cfg.lr_s * decay)
-                grad, hess = round_gradients(
-                    logits,
-                    s,
-                    positive=positive,
-                    problem=problem,
-                    n_pos=n_pos,
-                    row_penalty=row_penalty,
-                    row_reg=row_reg,
-                    mu0=penalties.mu0,
-                )
-                booster.boost(dtrain, booster.num_boosted_rounds(), grad=grad, hess=hess)
-                margins = booster.predict(dtrain, output_margin=True, training=True)
-            with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
-                z = torch.sigmoid(torch.as_tensor(margins - shift, dtype=torch.float32)) - 0.5
-                c = violations(s, z, positive)
-                violating = c > cfg.violation_tol
-                objective, gap = metric_terms(problem, *soft_counts(s, positive), n_pos)
-                gap_value = float(gap) if gap is not None else 0.0
-            penalties.update(violating, gap_value)
-            key, train_eval, monitored = judged(margins)
-            improved = _clearly_better(key, monitored, best_key=best["key"], best=best["eval"], problem=problem)
-            if improved:
-                best = {"key": key, "rounds": booster.num_boosted_rounds(), "outer": outer, "eval": monitored}
-            history.append(
-                {
-                    "outer": outer,
-                    "rounds": booster.num_boosted_rounds(),
-                    "seconds": time.perf_counter() - outer_started,
-                    "n_violating": int(violating.sum()),
-                    "max_violation": float(c.max()),
-                    "metric_gap_on_s": gap_value,
-                    "objective_on_s": float(objective),
-                    "train_objective": train_eval.objective,
-                    "train_feasible": train_eval.feasible,
-                    f"{monitor_name}_objective": monitored.objective,
-                    f"{monitor_name}_feasible": monitored.feasible,
-                }
-            )
-            stale = 0 if improved else stale + 1
-            bar.advance(1, train_objective=train_eval.objective, violating=int(violating.sum()))
-            train_feasible = train_eval.feasible is not False and not bool(violating.any()) and gap_value <= 0
-            if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
-                break
+    history = _outer_iterations(run, margins, best=best, rounds_per_outer=rounds_per_outer, s_steps=s_steps)
     trace = {
         "warm_start": warm_trace,
         "rounds_rule": {**held.rule, **({"ero": KEPT_WARM_START} if held.fixed else {})},
-        "monitored_split": monitor_name,
+        "monitored_split": run.monitor_name,
         "rounds_per_outer": rounds_per_outer,
         "s_steps": s_steps,
         "outer_iterations": len(history),
         "selected_outer": best["outer"],
         "selected_rounds": best["rounds"],
         "selected": best["eval"].to_dict(),
-        "penalty_parameters": penalties.summary(penalties.mu),
+        "penalty_parameters": run.penalties.summary(run.penalties.mu),
         "seconds": time.perf_counter() - started,
         "history": history,
     }
@@ -217,3 +146,124 @@ def fit_ero_trees(
     threshold = search(kept.predict(dtrain, output_margin=True), y, problem).threshold  # its own: train's best cut
     network = BoostedTrees.from_booster(kept, 1)
     return FitResult(network=network, threshold=float(threshold) if np.isfinite(threshold) else shift, trace=trace)
+
+
+@dataclass
+class _TreeRun:
+    """What the outer iterations work on: the booster and its training matrix, the rows (held-out ones
+    included), the penalty state and s, and the fixed shift of the margins (the warm start's exact cut)."""
+
+    booster: Any  # xgboost.Booster, grown round by round
+    dtrain: Any  # its xgboost.DMatrix
+    held: Held  # the training rows and the monitored ones (solvers/boosting.py)
+    problem: Problem
+    cfg: Settings
+    positive: torch.Tensor
+    n_pos: int
+    shift: float
+    s: torch.Tensor
+    penalties: Penalties
+    s_adam: RowAdam
+
+    @property
+    def monitor_name(self) -> str:
+        return self.held.monitor_name or "train"
+
+    def judged(self, train_margins: np.ndarray) -> tuple[tuple[float, ...], Evaluation, Evaluation]:
+        """(rank key, train and monitored evaluations) of an iterate. The held-out rows judge it at their own
+        exact operating point, the one the threshold search after training finds: trees fit their training
+        rows so closely that a threshold chosen there says little about new rows."""
+        held, problem = self.held, self.problem
+        on_train = _at_best_cut(train_margins, held.y, problem)
+        if held.monitor is None:
+            return (1.0, *on_train.rank_key()), on_train, on_train
+        monitor_X, monitor_y = held.monitor[0], held.monitor[1]
+        on_monitor = _at_best_cut(self.booster.inplace_predict(monitor_X, predict_type="margin"), monitor_y, problem)
+        return on_monitor.rank_key(), on_train, on_monitor
+
+    def boosted(self, margins: np.ndarray, *, rounds_per_outer: int, s_steps: int) -> np.ndarray:
+        """One outer iteration's rounds, each `s_steps` projected Adam steps on s (f fixed) and then one boosting
+        round on the penalty's per-row gradient and curvature; the new training margins."""
+        positive, penalties = self.positive, self.penalties
+        for step in range(rounds_per_outer):
+            decay = 0.5 * (1.0 + math.cos(math.pi * step / rounds_per_outer))
+            logits = torch.as_tensor(margins - self.shift, dtype=torch.float32)
+            row_penalty, row_reg = penalties.row_weights()
+            for _ in range(s_steps):  # f fixed: projected Adam on s, as the torch solver steps it
+                s_rows = self.s.detach().requires_grad_(True)
+                loss, _ = penalty_value(
+                    logits,
+                    s_rows,
+                    positive_rows=positive,
+                    totals=soft_counts(self.s, positive),
+                    scale=1.0,
+                    problem=self.problem,
+                    n_pos=self.n_pos,
+                    row_penalty=row_penalty,
+                    row_reg=row_reg,
+                    mu0=penalties.mu0,
+                )
+                loss.backward()
+                self.s_adam.step(self.s, slice(None), s_rows.grad, self.cfg.lr_s * decay)
+            grad, hess = round_gradients(
+                logits,
+                self.s,
+                positive=positive,
+                problem=self.problem,
+                n_pos=self.n_pos,
+                row_penalty=row_penalty,
+                row_reg=row_reg,
+                mu0=penalties.mu0,
+            )
+            self.booster.boost(self.dtrain, self.booster.num_boosted_rounds(), grad=grad, hess=hess)
+            margins = self.booster.predict(self.dtrain, output_margin=True, training=True)
+        return margins
+
+
+def _outer_iterations(
+    run: _TreeRun, margins: np.ndarray, *, best: dict[str, Any], rounds_per_outer: int, s_steps: int
+) -> list[dict[str, Any]]:
+    """The outer iterations (their history), `best` updated in place with each iterate the held-out rows can
+    tell better; stopped once train-feasible and stale for `outer-patience` iterations."""
+    cfg, positive, problem = run.cfg, run.positive, run.problem
+    history: list[dict[str, Any]] = []
+    stale = 0
+    # Too few held-out positives to judge iterates on (solvers/boosting.py): the fixed-schedule warm start is kept,
+    # as training rows would pick the iterate that fits them closest.
+    outer_limit = 0 if run.held.fixed else cfg.outer
+    with progress.task("ero (gbdt)", total=outer_limit, unit="outer iterations") as bar:
+        for outer in range(1, outer_limit + 1):
+            outer_started = time.perf_counter()
+            margins = run.boosted(margins, rounds_per_outer=rounds_per_outer, s_steps=s_steps)
+            with torch.no_grad():  # the authors' outer update, on an exact pass over the rows
+                z = torch.sigmoid(torch.as_tensor(margins - run.shift, dtype=torch.float32)) - 0.5
+                c = violations(run.s, z, positive)
+                violating = c > cfg.violation_tol
+                objective, gap = metric_terms(problem, *soft_counts(run.s, positive), run.n_pos)
+                gap_value = float(gap) if gap is not None else 0.0
+            run.penalties.update(violating, gap_value)
+            key, train_eval, monitored = run.judged(margins)
+            improved = _clearly_better(key, monitored, best_key=best["key"], best=best["eval"], problem=problem)
+            if improved:
+                best.update(key=key, rounds=run.booster.num_boosted_rounds(), outer=outer, eval=monitored)
+            history.append(
+                {
+                    "outer": outer,
+                    "rounds": run.booster.num_boosted_rounds(),
+                    "seconds": time.perf_counter() - outer_started,
+                    "n_violating": int(violating.sum()),
+                    "max_violation": float(c.max()),
+                    "metric_gap_on_s": gap_value,
+                    "objective_on_s": float(objective),
+                    "train_objective": train_eval.objective,
+                    "train_feasible": train_eval.feasible,
+                    f"{run.monitor_name}_objective": monitored.objective,
+                    f"{run.monitor_name}_feasible": monitored.feasible,
+                }
+            )
+            stale = 0 if improved else stale + 1
+            bar.advance(1, train_objective=train_eval.objective, violating=int(violating.sum()))
+            train_feasible = train_eval.feasible is not False and not bool(violating.any()) and gap_value <= 0
+            if cfg.outer_patience and train_feasible and stale >= cfg.outer_patience:
+                break
+    return history

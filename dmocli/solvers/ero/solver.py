@@ -47,15 +47,13 @@ full pass over the data at each outer iteration for the mu updates.
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.engines.torch_distributed import OneProcess
@@ -67,10 +65,9 @@ from dmocli.solvers.boosting import check_model_params
 from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve
 from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
 from dmocli.solvers.ero.settings import EroParams, Settings, settings_for
-from dmocli.solvers.loop import EarlyStopping, adam, endless_minibatches
+from dmocli.solvers.ero.warm_start import warm_start
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
-from dmocli.solvers.wce import WeightedCrossEntropy
 
 if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
@@ -98,6 +95,8 @@ class ERO(InMemorySolver):
         self.settings(params, model)
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        """The warm start, the initial s, then the outer penalty iterations; the iterate kept is the selection
+        rule's (see the module docstring)."""
         started = time.perf_counter()
         p = ctx.params
         problem = ctx.problem
@@ -112,128 +111,25 @@ class ERO(InMemorySolver):
         if n_pos == 0 or n_pos == n:
             raise DmoError("ERO needs both classes in the training data")
         network = build_network(ctx.architecture).to(ctx.device)
-        per_process = rows.largest_share(n)
-        activations = per_process * (
-            train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear))
-        )
-        full = p.mode == "full" or (
-            p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations)
-        )
-        batch = (
-            per_process
-            if full
-            else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
-        )
-
-        if cfg.warm_start == "wce":
-            wce = WeightedCrossEntropy()
-            if cfg.warm_monitor == "val" and monitor is train:
-                raise DmoError(
-                    "--param warm-monitor=val early-stops the warm start on a validation split; give --val, "
-                    "--val-frac or --folding, or drop it"
-                )
-            on_val = cfg.warm_monitor == "val" or (cfg.warm_monitor == "auto" and monitor is not train)
-            # Without a monitored split the warm start watches the training loss, as the authors' does: wce's own
-            # held-out stop-frac would fit the warm start on fewer rows than ERO then trains on.
-            wce_params = (
-                wce.Params(
-                    patience=max(1, cfg.warm_patience // 4), max_epochs=cfg.warm_epochs, stop_frac=0.0
-                )  # epochs; wce's defaults 20, 300
-                if ctx.architecture.kind != "linear"
-                else wce.Params()
-            )  # linear: the exact optimum
-            fitted = wce.fit(train, monitor if on_val else None, replace(ctx, params=wce_params))
-            network, warm = (
-                fitted.network,
-                fitted.trace.get("epochs", fitted.trace.get("iterations", 0)),
-            )  # adam | lbfgs
-            warm_monitor = fitted.trace.get(
-                "monitored_split"
-            )  # adam's early-stopping split; lbfgs (the exact optimum): none
-        else:
-            warm_monitor = "train"
-            warm = _warm_start(network, train, cfg=cfg, batch=batch, generator=generator, rows=rows)
+        full, batch = _batch_plan(network, train, p=p, rows=rows, n=n)
+        warm = warm_start(network, train, monitor, ctx=ctx, cfg=cfg, batch=batch, generator=generator, rows=rows)
+        network = warm.network
         rows.broadcast_parameters(network)  # BatchNorm statistics: rank 0's, so every process judges one network
         s = _initial_s(network, train, problem=problem, init=cfg.init, generator=generator, rows=rows)
         warm_seconds = time.perf_counter() - started
-
+        run = _Run(
+            network, train, monitor, monitor_name, cfg, problem, ctx.group, rows, generator, batch, positive, n, n_pos
+        )
         penalties = Penalties(positive, n, n_pos, cfg)
         s_adam = RowAdam(train.n, ctx.device)
-
         best = WithinNoiseIterate(network, problem) if cfg.selection == "within-noise" else BestIterate(network)
         warm_train = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
-        _offer(
-            best,
-            _judged(cfg, _evaluate(network, monitor, train=train, problem=problem, group=ctx.group), warm_train),
-            0,
-            warm_train,
-        )
-        history: list[dict[str, Any]] = []
-        steps_total, stale = 0, 0
-        with progress.task(self.name, total=cfg.outer, unit="outer iterations") as bar:
-            for outer in range(1, cfg.outer + 1):
-                outer_started = time.perf_counter()
-                weights = penalties.row_weights()
-                steps = inner_solve(
-                    network,
-                    s,
-                    s_adam=s_adam,
-                    train=train,
-                    problem=problem,
-                    weights=weights,
-                    mu0=penalties.mu0,
-                    cfg=cfg,
-                    batch=batch,
-                    generator=generator,
-                    rows=rows,
-                    n=n,
-                    n_pos=n_pos,
-                )
-                steps_total += steps
-                rows.broadcast_parameters(network)
-                # Exact full pass: violations, metric constraint on s, then the outer update rule.
-                with torch.no_grad():
-                    train_logits = logits_of(network, train.X).float()
-                    z = torch.sigmoid(train_logits) - 0.5
-                    c = violations(s, z, positive)
-                    violating = c > cfg.violation_tol
-                    tp, fp = rows.sum(torch.stack(soft_counts(s, positive)))
-                    objective, gap = metric_terms(problem, tp, fp, n_pos)
-                    gap_value = float(gap) if gap is not None else 0.0
-                    n_violating = rows.sum_int(int(violating.sum()))
-                    max_violation = float(rows.max(c.max()))
-                penalties.update(violating, gap_value)
-                with _bias_projected(
-                    network, train_logits, y=train.y, problem=problem, enabled=cfg.bias_projection, rows=rows
-                ):
-                    train_eval = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
-                    monitored = _evaluate(network, monitor, train=train, problem=problem, group=ctx.group)
-                    improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
-                history.append(
-                    {
-                        "outer": outer,
-                        "steps": steps,
-                        "seconds": time.perf_counter() - outer_started,
-                        "n_violating": n_violating,
-                        "max_violation": max_violation,
-                        "metric_gap_on_s": gap_value,
-                        "objective_on_s": float(objective),
-                        "train_objective": train_eval.objective,
-                        "train_feasible": train_eval.feasible,
-                        f"{monitor_name}_objective": monitored.objective,
-                        f"{monitor_name}_feasible": monitored.feasible,
-                    }
-                )
-                stale = 0 if improved else stale + 1
-                train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
-                bar.advance(
-                    1, train_objective=train_eval.objective, violating_rows=n_violating, max_violation=max_violation
-                )
-                if cfg.outer_patience and (train_feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
-                    break
+        _offer(best, _judged(cfg, run.monitored(), warm_train), 0, warm_train)
+        history, steps_total = _penalty_phase(run, s, s_adam=s_adam, penalties=penalties, best=best, name=self.name)
         best.restore()
         network.eval()
         final = evaluate_decision(network, train.X, train.y, problem=problem, group=ctx.group)
+        last = history[-1] if history else {}
         trace = {
             "protocol": p.protocol,
             "settings": vars(cfg),
@@ -243,17 +139,17 @@ class ERO(InMemorySolver):
             "processes": rows.world_size,
             "monitored_split": monitor_name,
             "selected_on": "train" if cfg.selection == "train" else monitor_name,
-            "warm_start_steps": warm,
+            "warm_start_steps": warm.steps,
             "warm_start_train_objective": warm_train.objective,
-            "warm_start_monitor": warm_monitor,
+            "warm_start_monitor": warm.monitor,
             "outer_iterations": len(history),
             "inner_steps_total": steps_total,
             "selected_outer": best.best_step,
             "selected": best.best.to_dict() if best.best else None,
             "final_constraint_violations": {
-                "n_rows_violating": history[-1]["n_violating"] if history else None,
-                "max_row_violation": history[-1]["max_violation"] if history else None,
-                "metric_gap_on_s": history[-1]["metric_gap_on_s"] if history else None,
+                "n_rows_violating": last.get("n_violating"),
+                "max_row_violation": last.get("max_violation"),
+                "metric_gap_on_s": last.get("metric_gap_on_s"),
             },
             "penalty_parameters": penalties.summary(rows.gather_rows(penalties.mu)),
             "train_before_ta": final.to_dict(),
@@ -262,6 +158,135 @@ class ERO(InMemorySolver):
             "history": history,
         }
         return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+@dataclass
+class _Run:
+    """What every outer iteration of the penalty phase works on: the network, the rows it trains on and the
+    ones its iterates are judged on, the settings, and how the rows are drawn and summed over processes."""
+
+    network: torch.nn.Module
+    train: SplitData
+    monitor: SplitData
+    monitor_name: str
+    cfg: Settings
+    problem: Any
+    group: ProcessGroup | None
+    rows: ProcessGroup | OneProcess
+    generator: torch.Generator
+    batch: int
+    positive: torch.Tensor  # train.y == 1
+    n: int  # training rows over every process
+    n_pos: int
+
+    def monitored(self) -> Evaluation:
+        """The current network on the monitored split."""
+        return _evaluate(self.network, self.monitor, train=self.train, problem=self.problem, group=self.group)
+
+
+def _batch_plan(
+    network: torch.nn.Module, train: SplitData, *, p: EroParams, rows: ProcessGroup | OneProcess, n: int
+) -> tuple[bool, int]:
+    """(full batch?, rows a step takes on each process): full batch while rows x activations per row stay under
+    `full-batch-max-activations` (one batch fits in memory), or always with protocol=authors."""
+    per_process = rows.largest_share(n)
+    activations = per_process * (
+        train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear))
+    )
+    full = p.mode == "full" or (
+        p.mode == "auto" and (p.protocol == "authors" or activations <= p.full_batch_max_activations)
+    )
+    batch = (
+        per_process
+        if full
+        else min(per_process, p.batch_size if p.batch_size > 0 else min(max(per_process // 8, 256), 8192))
+    )
+    return full, batch
+
+
+def _penalty_phase(
+    run: _Run, s: torch.Tensor, *, s_adam: RowAdam, penalties: Penalties, best: BestIterate, name: str
+) -> tuple[list[dict[str, Any]], int]:
+    """The outer iterations (history, inner steps in all): each an inner solve, an exact full pass for the
+    penalty update, and the iterate offered for selection; stopped once train-feasible and stale for
+    `outer-patience` iterations, or unbeatable."""
+    cfg = run.cfg
+    history: list[dict[str, Any]] = []
+    steps_total, stale = 0, 0
+    with progress.task(name, total=cfg.outer, unit="outer iterations") as bar:
+        for outer in range(1, cfg.outer + 1):
+            record, improved, feasible = _outer_iteration(
+                run, s, outer=outer, s_adam=s_adam, penalties=penalties, best=best
+            )
+            record = {"outer": outer, **record}
+            steps_total += record["steps"]
+            history.append(record)
+            stale = 0 if improved else stale + 1
+            bar.advance(
+                1,
+                train_objective=record["train_objective"],
+                violating_rows=record["n_violating"],
+                max_violation=record["max_violation"],
+            )
+            if cfg.outer_patience and (feasible and stale >= cfg.outer_patience or _unbeatable(cfg, best)):
+                break
+    return history, steps_total
+
+
+def _outer_iteration(
+    run: _Run, s: torch.Tensor, *, outer: int, s_adam: RowAdam, penalties: Penalties, best: BestIterate
+) -> tuple[dict[str, Any], bool, bool]:
+    """One outer iteration: (its history record, whether the selection rule kept its iterate, whether it is
+    train-feasible with every row's identity and the metric constraint on s met)."""
+    cfg, rows, network, train, problem = run.cfg, run.rows, run.network, run.train, run.problem
+    positive = run.positive
+    outer_started = time.perf_counter()
+    steps = inner_solve(
+        network,
+        s,
+        s_adam=s_adam,
+        train=train,
+        problem=problem,
+        weights=penalties.row_weights(),
+        mu0=penalties.mu0,
+        cfg=cfg,
+        batch=run.batch,
+        generator=run.generator,
+        rows=rows,
+        n=run.n,
+        n_pos=run.n_pos,
+    )
+    rows.broadcast_parameters(network)
+    # Exact full pass: violations, metric constraint on s, then the outer update rule.
+    with torch.no_grad():
+        train_logits = logits_of(network, train.X).float()
+        z = torch.sigmoid(train_logits) - 0.5
+        c = violations(s, z, positive)
+        violating = c > cfg.violation_tol
+        tp, fp = rows.sum(torch.stack(soft_counts(s, positive)))
+        objective, gap = metric_terms(problem, tp, fp, run.n_pos)
+        gap_value = float(gap) if gap is not None else 0.0
+        n_violating = rows.sum_int(int(violating.sum()))
+        max_violation = float(rows.max(c.max()))
+    penalties.update(violating, gap_value)
+    with _bias_projected(network, train_logits, y=train.y, problem=problem, enabled=cfg.bias_projection, rows=rows):
+        train_eval = evaluate_decision(network, train.X, train.y, problem=problem, group=run.group)
+        monitored = run.monitored()
+        improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
+    record = {
+        "steps": steps,
+        "seconds": time.perf_counter() - outer_started,
+        "n_violating": n_violating,
+        "max_violation": max_violation,
+        "metric_gap_on_s": gap_value,
+        "objective_on_s": float(objective),
+        "train_objective": train_eval.objective,
+        "train_feasible": train_eval.feasible,
+        f"{run.monitor_name}_objective": monitored.objective,
+        f"{run.monitor_name}_feasible": monitored.feasible,
+    }
+    train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
+    return record, improved, train_feasible
 
 
 def _evaluate(
@@ -292,63 +317,6 @@ def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Eval
     if isinstance(best, WithinNoiseIterate):
         return best.offer(monitored, step, train_feasible=train_eval.feasible, train_objective=train_eval.objective)
     return best.offer(monitored, step, train_feasible=train_eval.feasible)
-
-
-def _warm_start(
-    network: torch.nn.Module,
-    train: SplitData,
-    *,
-    cfg: Settings,
-    batch: int,
-    generator: torch.Generator,
-    rows: ProcessGroup | OneProcess | None = None,
-) -> int:
-    """BCE (class-balanced if asked) by Adam with early stopping on the training loss; returns steps taken.
-    Under torchrun (`rows`) the processes' gradients and losses are averaged at every step, as DDP does."""
-    if cfg.warm_steps <= 0:
-        return 0
-    rows = rows if rows is not None else OneProcess()
-    y = train.y.float()
-    n, n_pos = rows.sum_int(train.n), float(rows.sum(y.sum()))
-    weight = torch.where(train.y == 1, n / (2 * n_pos), n / (2 * (n - n_pos))) if cfg.warm_balanced else None
-    optimizer = adam(network.parameters(), lr=cfg.warm_lr)
-    # Mini-batch mode judges the mean loss of each epoch: single batch losses are too noisy to keep weights by.
-    per_check = math.ceil(rows.largest_share(n) / batch)
-    stopper = EarlyStopping(
-        network, patience=max(1, cfg.warm_patience // per_check) if per_check > 1 else cfg.warm_patience
-    )
-    rows_iter = endless_minibatches(train.n, batch, generator, train.X.device)
-    network.train()
-    steps, since_check = 0, 0
-    running = torch.zeros((), device=train.X.device)  # summed on the device: no host sync per step
-    with progress.task("ero warm start", total=cfg.warm_steps, unit="steps") as bar:
-        for steps in range(1, cfg.warm_steps + 1):
-            picked = next(rows_iter)
-            optimizer.zero_grad(set_to_none=True)
-            loss = (
-                F.binary_cross_entropy_with_logits(
-                    network(train.X[picked]).squeeze(-1), y[picked], weight=None if weight is None else weight[picked]
-                )
-                / rows.world_size
-            )
-            loss.backward()
-            rows.sum_gradients(network.parameters())
-            optimizer.step()
-            running += loss.detach()
-            since_check += 1
-            # A budget shorter than one epoch (mini-batch mode on large data) never reaches an epoch's check: judge
-            # its last step then, or restore() would bring back the untrained weights. Otherwise only whole epochs
-            # are judged, as before (a partial epoch's mean is not comparable with theirs).
-            if since_check == per_check or (steps == cfg.warm_steps and math.isinf(stopper.best)):
-                rows.broadcast_parameters(network)  # the stopper keeps rank 0's BatchNorm statistics everywhere
-                judged = float(rows.sum(running)) / since_check
-                bar.advance(since_check, loss=judged)
-                if stopper.step(judged):
-                    break
-                running.zero_()
-                since_check = 0
-    stopper.restore()
-    return steps
 
 
 @torch.no_grad()

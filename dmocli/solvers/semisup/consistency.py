@@ -284,47 +284,26 @@ class SemiSupervisedSolver(InMemorySolver):
             trace["val_balanced_accuracy"] = []
         with progress.task(self.name, total=p.epochs, unit="epochs") as bar:
             for _ in range(p.epochs):
-                network.train()
                 tau = torch.as_tensor(thresholds, dtype=torch.float32, device=ctx.device)
-                used = torch.zeros((), device=ctx.device)
-                for _ in range(p.steps_per_epoch):
-                    rows_l, rows_u = lab_stream.next(), unl_stream.next()
-                    batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
-                    logits_l, logits_w, logits_s = network(batch).split(
-                        [rows_l.numel(), rows_u.numel(), rows_u.numel()]
-                    )
-                    loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l], weight=class_weights)
-                    loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
-                    loss = loss_s + p.lambda_u * loss_u
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                    ema.update(network)
-                    used += mask.sum()
-                trace["unlabeled_used_fraction"].append(float(used) / (p.steps_per_epoch * rows_u.numel()))
+                used = _train_epoch(
+                    network,
+                    ema=ema,
+                    optimizer=optimizer,
+                    streams=(lab_stream, unl_stream),
+                    views=views,
+                    train=train,
+                    class_weights=class_weights,
+                    tau=tau,
+                    p=p,
+                )
+                trace["unlabeled_used_fraction"].append(used)
                 bar.advance(1, unlabeled_used=trace["unlabeled_used_fraction"][-1])
-
-                confidence, pseudo = log_probs(logits_of(network, views.weak(unlabeled))).exp().max(dim=1)
-                confidence_np = confidence.double().cpu().numpy()
-                pseudo_np = pseudo.cpu().numpy()
-                thresholds, info = self.update_thresholds(
-                    confidence_np, pseudo_np, previous=thresholds, majority=majority, params=p
-                )
-                selected = (
-                    selection_mask(
-                        confidence,
-                        pseudo,
-                        torch.as_tensor(thresholds, device=confidence.device, dtype=confidence.dtype),
-                    )
-                    .cpu()
-                    .numpy()
-                )
-                trace["thresholds"].append(thresholds.tolist())
-                trace["updates"].append(info)
-                trace["predicted"].append(np.bincount(pseudo_np, minlength=n_classes).tolist())
-                trace["pseudo_labels"].append(np.bincount(pseudo_np[selected], minlength=n_classes).tolist())
+                epoch = self._pseudo_labels(network, views.weak(unlabeled), previous=thresholds, majority=majority, p=p)
+                thresholds = epoch.thresholds
+                epoch.record(trace, n_classes)
                 if truth_u is not None:
-                    trace["pseudo_label_quality"].append(pseudo_label_quality(pseudo_np, selected, truth_u, n_classes))
+                    quality = pseudo_label_quality(epoch.pseudo, epoch.selected, truth_u, n_classes)
+                    trace["pseudo_label_quality"].append(quality)
                 if "val_balanced_accuracy" in trace:
                     val_pred = log_probs(logits_of(ema.network, val.X)).argmax(dim=1).cpu().numpy()
                     trace["val_balanced_accuracy"].append(
@@ -333,3 +312,79 @@ class SemiSupervisedSolver(InMemorySolver):
         return FitResult(
             network=ema.network.eval(), trace=trace, threshold=0.0 if ctx.architecture.n_outputs == 1 else None
         )
+
+    def _pseudo_labels(
+        self,
+        network: torch.nn.Module,
+        weak_unlabeled: torch.Tensor,
+        *,
+        previous: np.ndarray,
+        majority: int,
+        p: SemiParams,
+    ) -> _EpochLabels:
+        """After an epoch: the unlabeled rows' pseudo-labels and confidences under the weak view, the solver's
+        thresholds updated on them, and which rows those thresholds select."""
+        confidence, pseudo = log_probs(logits_of(network, weak_unlabeled)).exp().max(dim=1)
+        confidence_np = confidence.double().cpu().numpy()
+        pseudo_np = pseudo.cpu().numpy()
+        thresholds, info = self.update_thresholds(
+            confidence_np, pseudo_np, previous=previous, majority=majority, params=p
+        )
+        selected = (
+            selection_mask(
+                confidence, pseudo, torch.as_tensor(thresholds, device=confidence.device, dtype=confidence.dtype)
+            )
+            .cpu()
+            .numpy()
+        )
+        return _EpochLabels(thresholds, info, pseudo_np, selected)
+
+
+@dataclass
+class _EpochLabels:
+    """One epoch's pseudo-labels: the thresholds updated on them (and the update's own figures), each unlabeled
+    row's pseudo-label and whether the thresholds select it."""
+
+    thresholds: np.ndarray
+    info: dict[str, Any]
+    pseudo: np.ndarray
+    selected: np.ndarray
+
+    def record(self, trace: dict[str, Any], n_classes: int) -> None:
+        """Append the epoch's thresholds and pseudo-label counts to the trace."""
+        trace["thresholds"].append(self.thresholds.tolist())
+        trace["updates"].append(self.info)
+        trace["predicted"].append(np.bincount(self.pseudo, minlength=n_classes).tolist())
+        trace["pseudo_labels"].append(np.bincount(self.pseudo[self.selected], minlength=n_classes).tolist())
+
+
+def _train_epoch(
+    network: torch.nn.Module,
+    *,
+    ema: WeightEMA,
+    optimizer: torch.optim.Optimizer,
+    streams: tuple[IndexStream, IndexStream],
+    views: FeatureViews,
+    train: SplitData,
+    class_weights: torch.Tensor | None,
+    tau: torch.Tensor,
+    p: SemiParams,
+) -> float:
+    """One epoch of steps, each on a labeled batch (weak view) and an unlabeled one (weak view for the pseudo-label,
+    strong for the loss); the share of unlabeled rows whose pseudo-label passed `tau`."""
+    lab_stream, unl_stream = streams
+    network.train()
+    used = torch.zeros((), device=tau.device)
+    for _ in range(p.steps_per_epoch):
+        rows_l, rows_u = lab_stream.next(), unl_stream.next()
+        batch = torch.cat([views.weak(rows_l), views.weak(rows_u), views.strong(rows_u)])
+        logits_l, logits_w, logits_s = network(batch).split([rows_l.numel(), rows_u.numel(), rows_u.numel()])
+        loss_s = F.nll_loss(log_probs(logits_l), train.y[rows_l], weight=class_weights)
+        loss_u, mask = unlabeled_loss(logits_w.detach(), logits_s, tau)
+        loss = loss_s + p.lambda_u * loss_u
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        ema.update(network)
+        used += mask.sum()
+    return float(used) / (p.steps_per_epoch * rows_u.numel())

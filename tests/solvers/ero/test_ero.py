@@ -20,7 +20,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.solvers.base import SplitData
 from dmocli.solvers.ero.penalty import RowAdam
 from dmocli.solvers.ero.settings import preset
-from dmocli.solvers.ero.solver import _warm_start
+from dmocli.solvers.ero.warm_start import bce_warm_start
 from dmocli.solvers.relaxation import h, metric_terms, soft_counts, violations
 
 torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the test machine is shared
@@ -202,7 +202,7 @@ def test_minibatch_warm_start_shorter_than_an_epoch_keeps_what_it_learned():
 
     untrained = balanced_loss()
     cfg = replace(preset("fast", "linear"), warm_steps=5)  # 5 steps of 256 rows: a third of an epoch
-    assert _warm_start(network, SplitData(X, y), cfg=cfg, batch=256, generator=torch.Generator().manual_seed(0)) == 5
+    assert bce_warm_start(network, SplitData(X, y), cfg=cfg, batch=256, generator=torch.Generator().manual_seed(0)) == 5
     assert balanced_loss() < 0.9 * untrained
 
 
