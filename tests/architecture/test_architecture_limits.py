@@ -62,16 +62,14 @@ POSITIONAL_ALLOWED = {
 }
 
 
-def _positional_counts() -> dict[str, int]:
-    """module.py:Class.function -> its positional parameters (without self/cls), for every function in dmocli/."""
-    counts: dict[str, int] = {}
+def _functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(module.py:Class.function, its node) for every function in dmocli/, nested ones included."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
 
     def visit(node: ast.AST, module: str, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                names = [a.arg for a in child.args.posonlyargs + child.args.args]
-                name = f"{module}:{prefix}{child.name}"
-                counts[name] = max(counts.get(name, 0), len([n for n in names if n not in ("self", "cls")]))
+                found.append((f"{module}:{prefix}{child.name}", child))
                 visit(child, module, f"{prefix}{child.name}.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, module, f"{prefix}{child.name}.")
@@ -80,6 +78,15 @@ def _positional_counts() -> dict[str, int]:
 
     for path in PACKAGE.rglob("*.py"):
         visit(ast.parse(path.read_text(encoding="utf-8")), path.relative_to(PACKAGE).as_posix(), "")
+    return found
+
+
+def _positional_counts() -> dict[str, int]:
+    """module.py:Class.function -> its positional parameters (without self/cls), the most of any same-named."""
+    counts: dict[str, int] = {}
+    for name, node in _functions():
+        positional = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+        counts[name] = max(counts.get(name, 0), len(positional))
     return counts
 
 
@@ -116,22 +123,10 @@ def _stated_function_limit() -> int:
 
 
 def _function_lengths() -> dict[str, int]:
-    """module.py:Class.function -> its lines, for every function in dmocli/ (nested ones by their own length)."""
+    """module.py:Class.function -> its lines (nested ones by their own length), the longest of any same-named."""
     lengths: dict[str, int] = {}
-
-    def visit(node: ast.AST, module: str, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = f"{module}:{prefix}{child.name}"
-                lengths[name] = max(lengths.get(name, 0), child.end_lineno - child.lineno + 1)
-                visit(child, module, f"{prefix}{child.name}.")
-            elif isinstance(child, ast.ClassDef):
-                visit(child, module, f"{prefix}{child.name}.")
-            else:
-                visit(child, module, prefix)
-
-    for path in PACKAGE.rglob("*.py"):
-        visit(ast.parse(path.read_text(encoding="utf-8")), path.relative_to(PACKAGE).as_posix(), "")
+    for name, node in _functions():
+        lengths[name] = max(lengths.get(name, 0), node.end_lineno - node.lineno + 1)
     return lengths
 
 
