@@ -170,62 +170,12 @@ def estimate_prevalence(
     replicates: int = REPLICATES,
     seed: int = 0,
 ) -> PrevalenceEstimate:
-    """The positive rate of unlabeled new rows under label shift, with an interval.
-
-    Methods:
-
-    - ``cc``: classify and count, the share of new rows at ``logit >= threshold``. Biased toward the training
-      rate whenever the rate moves (it counts false positives and misses false negatives); the baseline.
-    - ``acc``: adjusted classify and count, (share - FPR) / (TPR - FPR) with TPR and FPR at the threshold read
-      off the stored curve, clipped to [0, 1]. Unbiased, but one cut uses little of the scores.
-    - ``pacc``: the probabilistic version: (mean p - E[p | negative]) / (E[p | positive] - E[p | negative]),
-      p the calibrated probability and the class means taken over the stored curve's rows, clipped to [0, 1].
-    - ``emq``: Saerens, Latinne & Decaestecker's EM: the calibrated posteriors reweighted by the ratio of the
-      new prior to the training prior pi until the mean posterior reproduces the prior. Its fixed point is the
-      maximum-likelihood rate, found here by safeguarded Newton steps on the concave log-likelihood (EM itself
-      needs hundreds of linear-rate steps when the classes overlap; the fixed point is the same).
-
-    The default, ``pacc``, was chosen by the simulation in bench/label_shift.py (200 draws; negatives' logits
-    N(0, 1), positives' N(2, sd^2); training rate 0.1; shifts x0.25 to x4; 50 and 2000 held-out positives;
-    10,000 new rows; a Platt map fitted per draw). Under shift cc's mean absolute error is 0.056-0.069 and its
-    95% interval covers the true rate in under 10% of draws; ``acc``, ``pacc`` and ``emq`` cut the error
-    3-12 fold. With sd = 1 the Platt map is exact and ``emq`` is the most precise (MAE 0.015 vs pacc's 0.020
-    at 50 positives, 0.0045 vs 0.0049 at 2000), all three covering 0.92-0.96 pooled. With sd = 1.5 the map is
-    wrong, as real maps are: at 2000 positives ``emq`` becomes biased (MAE 0.0064 vs pacc's 0.0052, coverage
-    0.86 pooled, 0.62 at x0.25), while ``pacc`` stays at 0.95: its class means come from the curve, so a poor
-    map costs it precision, never bias. ``acc`` is unbiased too, but noisier at a single cut. So ``pacc``: the
-    one whose coverage holds (>= 0.91 in every cell) whatever the map.
-
-    The interval is a percentile bootstrap over the new rows and the stored curve together: each replicate
-    resamples the new rows (multinomially over BINS score bins) and the curve's positives and negatives
-    (CurveReplicates), and for ``emq`` refits the Platt map on the resampled curve, so the uncertainty of TPR,
-    FPR, the class means and the map is carried, not only the new rows'. Resampling the new rows alone covered
-    the true rate in 33% of draws with 50 held-out positives (185/200 with both).
-
-    Parameters
-    ----------
-    curve : HeldOutCurve
-        The model's held-out curve (M points); pi = P / (P + N).
-    new_scores : ndarray, shape (N,)
-        Logits of the unlabeled new rows.
-    calibration : Calibration or None
-        The model's Platt map from logit to P(positive) at the training rate (None: the plain sigmoid).
-    confidence : float
-        Level of the two-sided interval.
-    method : str
-        One of METHODS.
-    threshold : float, optional
-        The cut of cc and acc; by default the cut of the curve with the largest TPR - FPR, where acc's
-        denominator, and so its precision, is largest.
-    replicates : int
-        Bootstrap replicates B.
-    seed : int
-        Seeds the bootstrap: the same inputs give the same interval.
-
-    Returns
-    -------
-    PrevalenceEstimate
-    """
+    """The positive rate of unlabeled new rows under label shift, with an interval: `method` one of METHODS
+    (cc, acc, pacc, emq), `threshold` the cut of cc and acc (by default the curve's largest TPR - FPR, where acc
+    is most precise), the interval a percentile bootstrap of `replicates` draws over the new rows and the curve
+    together (seeded by `seed`), so the curve's own uncertainty is carried, not only the new rows'. What each
+    method does, and the simulation (bench/label_shift.py) that made pacc the default because its coverage holds
+    whatever the Platt map: docs/monitoring.md#how-the-positive-rate-is-estimated."""
     _both_classes(curve)
     if method not in METHODS:
         raise DmoError(f"prevalence method {method!r} is not known (use one of {', '.join(METHODS)})")

@@ -22,14 +22,15 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.class_offsets import ClassProblem
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
-from dmocli.pipelines.multiclass import multiclass_cv_report, settle_classes
-from dmocli.pipelines.report_parts import BinaryCvSection, TrainingRunSection, assemble
+from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, settle_classes
+from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
-from dmocli.pipelines.thresholding import problem_fields, settle_threshold
+from dmocli.pipelines.thresholding import Settled, problem_fields, settle_threshold
 from dmocli.prep.feature_drift import Profile, ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -82,54 +83,103 @@ def conclude(
 ) -> tuple[DmoModel, dict[str, Any]]:
     """The report, the operating point and the model file of `run` (see the module docstring). With `output`
     and `report_path` None nothing is written (a torchrun process other than the first, or the Python API)."""
-    problem, crossed = run.problem, run.crossed
-    if problem is not None:
-        settled = settle_threshold(
-            run.logits,
-            run.truth,
-            problem=problem,
-            own=run.own_threshold,
-            adjust=run.adjust,
-            confidence=opts.confidence,
-            allow_infeasible=opts.allow_infeasible,
-            transfer=_transfer(opts, crossed, run.logits),
-            calibrate=run.calibrate,
-            new_rows=opts.new_rows,
-            calibration=run.calibration,
-            held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
-        )
-        if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
-            settled.evidence, settled.heldout_scores = None, None
-        threshold, evidence, heldout_scores = settled.threshold, settled.evidence, settled.heldout_scores
-        fields = problem_fields(problem)
-        searched = settled.operating_point  # --cv always searches the out-of-fold scores
-        cv = () if crossed is None or searched is None else (_cv_section(crossed, opts, problem, searched.point),)
-    else:  # arg-max over the class logits plus the searched class offsets, if any; probabilities calibrated
-        settled = settle_classes(
-            run.logits,
-            run.truth,
-            run.labels.classes,
-            run.calibrate,
-            problem=run.class_problem,
-            confidence=opts.confidence,
-            allow_infeasible=opts.allow_infeasible,
-        )
-        threshold, evidence, heldout_scores = None, None, None
-        fields = settled.problem_fields()
-        cv = (
-            ()
-            if crossed is None
-            else (multiclass_cv_report(crossed, run.labels.classes, pooled_val=opts.val is not None),)
-        )
-    report = assemble(
+    problem = run.problem
+    settlement = _settle_binary(run, opts, problem) if problem is not None else _settle_classes(run, opts)
+    report = _report(run, opts, settlement, data=data, output=output)
+    if settlement.settled.refusal is not None:
+        refuse_with_report(settlement.settled.refusal, report, report_path, started)
+    model = _model(run, opts, settlement, report)
+    return finish(model, report, output=output, report_path=report_path, started=started)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settlement:
+    """The operating point of a run, as the report and the model file need it: binary and multi-class differ in
+    how it is found and in nothing that follows, so both hand on this one record."""
+
+    settled: Settled | SettledClasses
+    threshold: float | None  # None: a multi-class model
+    evidence: HeldOutCurve | None  # the held-out curve the model file keeps (None: nothing on its scale)
+    heldout_scores: np.ndarray | None  # the drift profile's score (see _finished_profile)
+    fields: dict[str, Any]  # the report's problem fields
+    cv: tuple[BinaryCvSection | MulticlassCvSection, ...]  # the report's `cv` section, when --cv cross-fitted
+    class_offsets: np.ndarray | None = None  # a multi-class operating point's offsets, for the model file
+    class_problem: ClassProblem | None = None  # and its problem
+
+
+def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Settlement:
+    """The binary threshold: the exact search on the held-out scores (or the solver's own threshold), carried from
+    the folds under --cv. A rank transfer keeps no evidence: the out-of-fold scale is not the saved model's."""
+    crossed = run.crossed
+    settled = settle_threshold(
+        run.logits,
+        run.truth,
+        problem=problem,
+        own=run.own_threshold,
+        adjust=run.adjust,
+        confidence=opts.confidence,
+        allow_infeasible=opts.allow_infeasible,
+        transfer=_transfer(opts, crossed, run.logits),
+        calibrate=run.calibrate,
+        new_rows=opts.new_rows,
+        calibration=run.calibration,
+        held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
+    )
+    if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
+        settled.evidence, settled.heldout_scores = None, None
+    searched = settled.operating_point  # --cv always searches the out-of-fold scores
+    return _Settlement(
+        settled=settled,
+        threshold=settled.threshold,
+        evidence=settled.evidence,
+        heldout_scores=settled.heldout_scores,
+        fields=problem_fields(problem),
+        cv=() if crossed is None or searched is None else (_cv_section(crossed, opts, problem, searched.point),),
+    )
+
+
+def _settle_classes(run: FittedRun, opts: TrainOptions) -> _Settlement:
+    """A multi-class model: arg-max over the class logits plus the searched class offsets, if any; probabilities
+    calibrated. No one threshold, so no held-out curve nor score for the model file."""
+    settled = settle_classes(
+        run.logits,
+        run.truth,
+        run.labels.classes,
+        run.calibrate,
+        problem=run.class_problem,
+        confidence=opts.confidence,
+        allow_infeasible=opts.allow_infeasible,
+    )
+    crossed = run.crossed
+    return _Settlement(
+        settled=settled,
+        threshold=None,
+        evidence=None,
+        heldout_scores=None,
+        fields=settled.problem_fields(),
+        class_offsets=settled.offsets,
+        class_problem=settled.problem,
+        cv=()
+        if crossed is None
+        else (multiclass_cv_report(crossed, run.labels.classes, pooled_val=opts.val is not None),),
+    )
+
+
+def _report(
+    run: FittedRun, opts: TrainOptions, settlement: _Settlement, *, data: sources.Source, output: Path | None
+) -> dict[str, Any]:
+    """The train report, assembled once from the settled operating point's sections and the run's own fields;
+    it names no model file on a refusal (none is written)."""
+    settled = settlement.settled
+    return assemble(
         "train",
         *settled.parts(),
         TrainingRunSection(
             online=run.online, solver_trace=run.solver_trace, fit_seconds=run.fit_seconds, path_fields=run.after_fields
         ),
-        *cv,
+        *settlement.cv,
         solver=run.solver,
-        **fields,
+        **settlement.fields,
         confidence=opts.confidence,
         seed=opts.seed,
         device=run.device,
@@ -145,32 +195,33 @@ def conclude(
         warnings=run.warnings + settled.warnings + run.solver_warnings,
         model=None if output is None or settled.refusal is not None else str(output),  # none written on a refusal
     )
-    if settled.refusal is not None:
-        refuse_with_report(settled.refusal, report, report_path, started)
 
-    model = DmoModel(
+
+def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: dict[str, Any]) -> DmoModel:
+    """The model file's content: the fitted network and its operating point, the info the report summarizes, the
+    held-out evidence and the drift profile (a multi-class model keeps its class offsets instead of a threshold)."""
+    return DmoModel(
         network=run.network,
         architecture=run.architecture,
         preprocessor=run.preprocessor,
         labels=run.labels,
         solver=run.solver,
-        problem=problem,
-        threshold=threshold,
+        problem=run.problem,
+        threshold=settlement.threshold,
         info=training_info(
             opts,
             run.params,
             report=report,
-            calibration=settled.calibration,
+            calibration=settlement.settled.calibration,
             summary=_summary(run, report),
             **run.info_fields,
         ),
-        evidence=evidence,
+        evidence=settlement.evidence,
         training_rows=run.training_rows,
-        profile=_finished_profile(run.profile, heldout_scores),
-        class_offsets=settled.offsets if problem is None else None,
-        class_problem=settled.problem if problem is None else None,
+        profile=_finished_profile(run.profile, settlement.heldout_scores),
+        class_offsets=settlement.class_offsets,
+        class_problem=settlement.class_problem,
     )
-    return finish(model, report, output=output, report_path=report_path, started=started)
 
 
 def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> Any:

@@ -19,10 +19,11 @@ from dmocli.data import sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import load_model
-from dmocli.pipelines.apply import Predictions, _levels, _output_schema, check_max_unseen
+from dmocli.pipelines.apply import check_max_unseen
 from dmocli.pipelines.apply import predict as predict_to_file
 from dmocli.pipelines.explained import check_k, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, opened
+from dmocli.pipelines.prediction_output import Predictions, prediction_schema, summed_levels
 from dmocli.pipelines.scoring import open_data
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
@@ -73,7 +74,7 @@ def predict_frame(
         raise DmoError(f"id_col {id_col!r} is not a column of {sources.describe(data)}")
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
-    out_schema = with_explain_fields(_output_schema(model, schema, id_col, per_class_columns=True), explain, id_col)
+    out_schema = with_explain_fields(prediction_schema(model, schema, id_col, per_class_columns=True), explain, id_col)
     predictions = Predictions(
         model, out_schema, id_col=id_col, per_class_columns=True, data=sources.describe(data), explain=explain
     )
@@ -82,7 +83,7 @@ def predict_frame(
         table, counts = predictions.process(batch)
         tables.append(table)
         parts.append(counts)
-    levels = _levels(parts)
+    levels = summed_levels(parts)
     rows = sum(counts["rows"] for counts in parts)
     if strict:
         refuse_problems(drift_problems(levels, rows, max_unseen))

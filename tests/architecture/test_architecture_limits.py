@@ -103,15 +103,9 @@ def test_the_positional_allow_list_is_not_stale():
 
 # Function length (issue 34): no function is longer than the limit the "Module sizes" section states, measured as
 # ast gives it (end_lineno - lineno + 1: from `def` to the last line of its body, decorators aside).
-# Functions still over it, each with why it stays. Empty it: an entry that is fixed must be removed (the second
-# test fails on a stale one).
-FUNCTION_LINES_ALLOWED = {
-    "pipelines/apply.py:refit_threshold": "apply.py was held by other work (dmo threshold) when this was checked",
-    "pipelines/apply.py:predict": "apply.py was held by other work (dmo predict) when this was checked",
-    "pipelines/conclude.py:conclude": "conclude.py was held by other work (the training tail) when this was checked",
-    # 25 lines of code under a 65-line docstring that records the simulation choosing the default method
-    "operating_point/label_shift.py:estimate_prevalence": "its docstring is the record of why pacc is the default",
-}
+# Functions still over it, each with why it stays: none now (issue 34 split the last ones). Kept so a future
+# exception is named with its reason; an entry that is fixed must be removed (the second test fails on a stale one).
+FUNCTION_LINES_ALLOWED: dict[str, str] = {}
 
 
 def _stated_function_limit() -> int:
