@@ -170,6 +170,7 @@ def extract(
     output: str | Path,
     opts: ExtractOptions,
     report_path: str | Path | None = None,
+    *,
     progress: Callable[[int], Progress] | None = None,
 ) -> dict[str, Any]:
     """Extract features of SOURCE into OUTPUT (parquet); returns the report.

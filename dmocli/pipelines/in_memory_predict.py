@@ -44,7 +44,17 @@ def predict(
     """`dmo predict`: writes `output` and returns the report; with no output, returns the predictions
     (predict_frame). `model` is a model file, a DmoModel or a fitted DmoClassifier."""
     if output is not None:
-        return predict_to_file(model, data, output, id_col, engine, strict, max_unseen, csv_escape, explain=explain)
+        return predict_to_file(
+            model,
+            data,
+            output,
+            id_col,
+            engine=engine,
+            strict=strict,
+            max_unseen=max_unseen,
+            csv_escape=csv_escape,
+            explain=explain,
+        )
     if engine.is_dask:
         raise DmoError("predictions returned in memory are computed here; give an output path for --engine dask")
     return predict_frame(model, data, id_col=id_col, strict=strict, max_unseen=max_unseen, explain=explain)

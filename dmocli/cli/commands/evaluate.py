@@ -40,7 +40,7 @@ def evaluate(
             data,
             report,
             plot,
-            engine_choice(options),
+            engine=engine_choice(options),
             **strictness(options),
             gate=options.gate,
             gate_confidence=options.gate_confidence,

@@ -43,7 +43,7 @@ def extract(
             bar.update(total=total)
             return bar.advance
 
-        result = run_extract(source, output, options, report, None if bar is progress.OFF else started)
+        result = run_extract(source, output, options, report, progress=None if bar is progress.OFF else started)
     if result["n_skipped"]:
         err.print(
             f"dmo: warning: skipped {result['n_skipped']} unreadable item(s), e.g. "

@@ -42,7 +42,7 @@ def predict(
         data,
         output,
         options.id_col,
-        engine_choice(options),
+        engine=engine_choice(options),
         **strictness(options),
         csv_escape=options.csv_escape,
         explain=options.explain,

@@ -66,12 +66,12 @@ def threshold(
             data,
             asked,
             output,
-            options.confidence,
-            options.allow_infeasible,
-            report,
-            engine_choice(options),
-            options.new_rows,
-            options.allow_train_rows,
+            confidence=options.confidence,
+            allow_infeasible=options.allow_infeasible,
+            report_path=report,
+            engine=engine_choice(options),
+            new_rows=options.new_rows,
+            allow_train_rows=options.allow_train_rows,
         )
     stored = "  (stored in the model)" if result["problem_source"] == "model" else ""
     target_text = "" if result["target"] is None else f", target {result['target']:g}"
