@@ -125,6 +125,15 @@ def make_gaussian_classes(
     return frame
 
 
+@pytest.fixture(scope="session")
+def dask_processes():
+    """The address of a 2-worker Dask cluster of separate processes (XGBoost's Dask training needs them, and a
+    user's cluster is one), started once per test process and shared by the tests that train on it."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""

@@ -20,12 +20,8 @@ pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    """A 2-worker cluster of separate processes (XGBoost's Dask training needs them), shared by these tests."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster.scheduler_address
+def scheduler(dask_processes):
+    return dask_processes  # conftest's shared cluster of 2 worker processes
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:

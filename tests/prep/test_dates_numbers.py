@@ -326,19 +326,17 @@ def test_streaming_training_derives_the_same_columns(tmp_path):
 
 
 @pytest.mark.slow
-def test_dask_trees_derive_on_the_workers_as_one_process_does(tmp_path):
+def test_dask_trees_derive_on_the_workers_as_one_process_does(tmp_path, dask_processes):
     """Parquet files of typed timestamps and amounts as text, trained on a 2-worker cluster: the stored rules are
     the one-process ones, and the model scores the file as a model trained on the same rows in one process."""
     pytest.importorskip("xgboost")
-    distributed = pytest.importorskip("distributed")
     parts = tmp_path / "parts"
     parts.mkdir()
     for i in range(2):
         messy, hand = messy_frame(500, seed=10 + i)
         messy.assign(when=hand.attrs["when"].tz_localize("UTC")).to_parquet(parts / f"part-{i}.parquet")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", cluster.scheduler_address,
-                "--dates", "parts", "--parse-numbers", "-o", tmp_path / "dask.dmo", check=True)  # fmt: skip
+    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", dask_processes,
+            "--dates", "parts", "--parse-numbers", "-o", tmp_path / "dask.dmo", check=True)  # fmt: skip
     run_dmo("train", parts, "--model", "gbdt", "--dates", "parts", "--parse-numbers", "--cv", "0",
             "-o", tmp_path / "local.dmo", check=True)  # fmt: skip
     on_dask, local = (read_metadata(tmp_path / f"{n}.dmo")["preprocessing"] for n in ("dask", "local"))
