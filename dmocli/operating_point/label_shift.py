@@ -592,15 +592,8 @@ def adapt_threshold(
         raise DmoError(OFBS_HAS_NO_BOUND)
     if threshold is None:
         threshold = search_curve(curve.score_curve(), problem, confidence).threshold
-    cut = _adapted_cut(
-        curve,
-        problem,
-        new_rate,
-        confidence=confidence,
-        rate_interval=rate_interval,
-        new_rows=new_rows,
-        threshold=threshold,
-    )
+    asked = _Adaptation(curve, problem, new_rate, confidence, rate_interval, new_rows, threshold)
+    cut = {"fpor": _fpor_cut, "frop": _frop_cut, "ofbs": _ofbs_cut}[problem.kind](asked)
     return AdaptedThreshold(
         problem=problem.to_dict(),
         threshold=float(cut.threshold),
@@ -629,48 +622,32 @@ class _Cut:
     note: str | None = None
 
 
-def _adapted_cut(
-    curve: HeldOutCurve,
-    problem: Problem,
-    new_rate: float,
-    *,
-    confidence: float | None,
-    rate_interval: tuple[float, float] | None,
-    new_rows: int | None,
-    threshold: float,
-) -> _Cut:
-    """The cut of `problem` at the new rate (see adapt_threshold for each kind's reasoning)."""
-    if problem.kind == "fpor":
-        return _fpor_cut(
-            curve, problem, new_rate, confidence=confidence, rate_interval=rate_interval, new_rows=new_rows
-        )
-    if problem.kind == "ofbs":
-        weighted = adapted_curve(curve, new_rate)
-        tp, fp = np.concatenate(([0.0], weighted.tp)), np.concatenate(([0.0], weighted.fp))
-        best = int(np.argmax(problem.objective(tp, fp, weighted.n_pos)))
-        return _Cut(weighted.cut_threshold(best - 1), None, new_rate)
-    return _frop_cut(
-        curve,
-        problem,
-        new_rate,
-        confidence=confidence,
-        rate_interval=rate_interval,
-        new_rows=new_rows,
-        threshold=threshold,
-    )
+@dataclass(frozen=True)
+class _Adaptation:
+    """What a cut at the new rate is asked for (adapt_threshold's arguments, the threshold settled)."""
+
+    curve: HeldOutCurve
+    problem: Problem
+    new_rate: float
+    confidence: float | None
+    rate_interval: tuple[float, float] | None
+    new_rows: int | None
+    threshold: float
 
 
-def _fpor_cut(
-    curve: HeldOutCurve,
-    problem: Problem,
-    new_rate: float,
-    *,
-    confidence: float | None,
-    rate_interval: tuple[float, float] | None,
-    new_rows: int | None,
-) -> _Cut:
+def _ofbs_cut(asked: _Adaptation) -> _Cut:
+    """OFBS at the new rate: the best F-beta of the curve with its classes reweighted to the rate."""
+    weighted = adapted_curve(asked.curve, asked.new_rate)
+    tp, fp = np.concatenate(([0.0], weighted.tp)), np.concatenate(([0.0], weighted.fp))
+    best = int(np.argmax(asked.problem.objective(tp, fp, weighted.n_pos)))
+    return _Cut(weighted.cut_threshold(best - 1), None, asked.new_rate)
+
+
+def _fpor_cut(asked: _Adaptation) -> _Cut:
     """FPOR at the new rate: the mapped target searched exactly on the curve (see adapt_threshold), certified
     for the population or, with `new_rows`, for the precision measured on that many new rows."""
+    curve, problem, confidence, new_rows = asked.curve, asked.problem, asked.confidence, asked.new_rows
+    new_rate, rate_interval = asked.new_rate, asked.rate_interval
     split = confidence is not None and rate_interval is not None
     rate_used = float(rate_interval[0]) if split else new_rate
     level = 1.0 - (1.0 - confidence) / 2.0 if split else confidence
@@ -697,18 +674,11 @@ def _fpor_cut(
     return _Cut(new_threshold, feasible, rate_used, certificate)
 
 
-def _frop_cut(
-    curve: HeldOutCurve,
-    problem: Problem,
-    new_rate: float,
-    *,
-    confidence: float | None,
-    rate_interval: tuple[float, float] | None,
-    new_rows: int | None,
-    threshold: float,
-) -> _Cut:
+def _frop_cut(asked: _Adaptation) -> _Cut:
     """FROP: recall does not move with the rate, so the threshold stays; only whether the target holds (for new
     rows at the interval's low rate, with `new_rows`) is judged anew."""
+    curve, problem, confidence, new_rows = asked.curve, asked.problem, asked.confidence, asked.new_rows
+    new_rate, rate_interval, threshold = asked.new_rate, asked.rate_interval, asked.threshold
     rate_used = new_rate
     tp, _ = curve.counts_at(threshold)
     if confidence is not None and new_rows is not None:

@@ -4,7 +4,7 @@ per-row Adam state."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +16,7 @@ from dmocli.solvers.relaxation import agreement_bce, metric_terms, soft_counts, 
 
 if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
+    from dmocli.solvers.selection import Evaluation
 
 
 class Penalties:
@@ -204,6 +205,32 @@ def inner_solve(
             if _converged(checks, patience, cfg.inner_tol, cfg.inner_rule):
                 break
     return steps
+
+
+def outer_record(
+    *,
+    seconds: float,
+    n_violating: int,
+    max_violation: float,
+    gap: float,
+    objective: float,
+    train_eval: Evaluation,
+    monitored: Evaluation,
+    monitor_name: str,
+) -> dict[str, Any]:
+    """One outer iteration's entry of the solver trace, after the caller's own keys (steps for a network, rounds
+    for trees): the same figures whichever model ERO trains, so a report reads alike for both."""
+    return {
+        "seconds": seconds,
+        "n_violating": n_violating,
+        "max_violation": max_violation,
+        "metric_gap_on_s": gap,
+        "objective_on_s": objective,
+        "train_objective": train_eval.objective,
+        "train_feasible": train_eval.feasible,
+        f"{monitor_name}_objective": monitored.objective,
+        f"{monitor_name}_feasible": monitored.feasible,
+    }
 
 
 def _converged(checks: list[float], patience: int, tol: float, rule: str) -> bool:

@@ -37,7 +37,7 @@ from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, SplitData
 from dmocli.solvers.boosting import Held, boost_weighted, held_out
-from dmocli.solvers.ero.penalty import Penalties, RowAdam, penalty_value
+from dmocli.solvers.ero.penalty import Penalties, RowAdam, outer_record, penalty_value
 from dmocli.solvers.ero.settings import Settings
 from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
 from dmocli.solvers.selection import Evaluation
@@ -250,15 +250,16 @@ def _outer_iterations(
                 {
                     "outer": outer,
                     "rounds": run.booster.num_boosted_rounds(),
-                    "seconds": time.perf_counter() - outer_started,
-                    "n_violating": int(violating.sum()),
-                    "max_violation": float(c.max()),
-                    "metric_gap_on_s": gap_value,
-                    "objective_on_s": float(objective),
-                    "train_objective": train_eval.objective,
-                    "train_feasible": train_eval.feasible,
-                    f"{run.monitor_name}_objective": monitored.objective,
-                    f"{run.monitor_name}_feasible": monitored.feasible,
+                    **outer_record(
+                        seconds=time.perf_counter() - outer_started,
+                        n_violating=int(violating.sum()),
+                        max_violation=float(c.max()),
+                        gap=gap_value,
+                        objective=float(objective),
+                        train_eval=train_eval,
+                        monitored=monitored,
+                        monitor_name=run.monitor_name,
+                    ),
                 }
             )
             stale = 0 if improved else stale + 1

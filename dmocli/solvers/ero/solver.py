@@ -62,7 +62,7 @@ from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData, seed_everything
 from dmocli.solvers.boosting import check_model_params
-from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve
+from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve, outer_record
 from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
 from dmocli.solvers.ero.settings import EroParams, Settings, settings_for
 from dmocli.solvers.ero.warm_start import warm_start
@@ -275,15 +275,16 @@ def _outer_iteration(
         improved = _offer(best, _judged(cfg, monitored, train_eval), outer, train_eval)
     record = {
         "steps": steps,
-        "seconds": time.perf_counter() - outer_started,
-        "n_violating": n_violating,
-        "max_violation": max_violation,
-        "metric_gap_on_s": gap_value,
-        "objective_on_s": float(objective),
-        "train_objective": train_eval.objective,
-        "train_feasible": train_eval.feasible,
-        f"{run.monitor_name}_objective": monitored.objective,
-        f"{run.monitor_name}_feasible": monitored.feasible,
+        **outer_record(
+            seconds=time.perf_counter() - outer_started,
+            n_violating=n_violating,
+            max_violation=max_violation,
+            gap=gap_value,
+            objective=float(objective),
+            train_eval=train_eval,
+            monitored=monitored,
+            monitor_name=run.monitor_name,
+        ),
     }
     train_feasible = train_eval.feasible is not False and n_violating == 0 and gap_value <= 0
     return record, improved, train_feasible
