@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from dmocli.errors import DmoError
+from dmocli.models.ubjson_check import check_ubjson
 
 if TYPE_CHECKING:
     import xgboost
@@ -66,8 +67,13 @@ class BoostedTrees(nn.Module):
             xgb = import_xgboost()
             if self.booster.numel() == 0:
                 raise DmoError("the model file holds no trees; retrain the model")
+            raw = self.booster.cpu().numpy().tobytes()
             try:
-                self._booster = xgb.Booster(model_file=bytearray(self.booster.cpu().numpy().tobytes()))
+                check_ubjson(raw)  # XGBoost's reader trusts the lengths it reads: a bad one could crash it
+            except ValueError as exc:
+                raise DmoError(f"the model file's trees are corrupt ({exc}); retrain") from exc
+            try:
+                self._booster = xgb.Booster(model_file=bytearray(raw))
             except xgb.core.XGBoostError as exc:
                 raise DmoError(f"the model file's trees are corrupt ({str(exc).splitlines()[0]}); retrain") from exc
             self._booster.set_param({"device": self.predict_device, "nthread": 0})
