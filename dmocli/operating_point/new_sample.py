@@ -32,9 +32,10 @@ the same number is the exact, distribution-free probability that the new
 sample's recall misses (ranks of exchangeable scores).
 
 Evaluating every m up to N for every cut would be slow; over a block of counts
-[m1, m2], P(K >= k | M = n + m1, T = k + x_{m2}) bounds every m in it (the tail
-grows with T and falls as M grows), so a block is split only where that bound
-is above the level (branch and bound); a single count is evaluated exactly.
+[m1, m2] the pool holds at most k + x_{m2} successes and at least n - k + m1 - x_{m1}
+failures, and that pool's tail bounds every m in it (_tail), so a block is split only
+where that bound is above the level (branch and bound); a single count is evaluated
+exactly.
 """
 
 from __future__ import annotations
