@@ -19,11 +19,6 @@ pytest.importorskip("xgboost")
 pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def scheduler(dask_processes):
-    return dask_processes  # conftest's shared cluster of 2 worker processes
-
-
 def _frame(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4)).astype(np.float32)
@@ -64,10 +59,12 @@ def _in_memory_sketch(model_path, files, *, held_out: bool) -> np.ndarray:
 
 
 @pytest.mark.parametrize("with_val", [pytest.param(True, marks=pytest.mark.slow), False], ids=["val", "stop-frac"])
-def test_the_dask_models_fingerprint_is_the_in_memory_sketch_of_its_rows(dmo, scheduler, parts, tmp_path, with_val):
+def test_the_dask_models_fingerprint_is_the_in_memory_sketch_of_its_rows(
+    dmo, dask_processes, parts, tmp_path, with_val
+):
     model = tmp_path / "m.safetensors"
     val = ["--val", parts / "val.parquet"] if with_val else []
-    code, _, err = dmo("train", parts / "parts", "--model", "gbdt", "--engine", "dask", "--scheduler", scheduler,
+    code, _, err = dmo("train", parts / "parts", "--model", "gbdt", "--engine", "dask", "--scheduler", dask_processes,
                        "--problem", "fpor", "--target", "0.8", *val, "--seed", "0", "-o", model)  # fmt: skip
     assert code == 0, err
     stored = load_model(model).training_rows

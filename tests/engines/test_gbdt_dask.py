@@ -16,11 +16,6 @@ pytest.importorskip("xgboost")
 pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def scheduler(dask_processes):
-    return dask_processes  # conftest's shared cluster of 2 worker processes
-
-
 def _frame(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 5)).astype(np.float32)
@@ -30,7 +25,7 @@ def _frame(n: int, seed: int) -> pd.DataFrame:
     return frame.assign(kind=rng.choice(["a", "b", "c"], n), label=y)
 
 
-def test_dask_training_matches_one_process_and_scores_on_the_cluster(scheduler, tmp_path):
+def test_dask_training_matches_one_process_and_scores_on_the_cluster(dask_processes, tmp_path):
     parts = tmp_path / "parts"
     parts.mkdir()
     for i in range(4):
@@ -39,7 +34,7 @@ def test_dask_training_matches_one_process_and_scores_on_the_cluster(scheduler, 
     _frame(3_000, seed=99).to_parquet(test)
     on_dask, local = tmp_path / "dask.safetensors", tmp_path / "local.safetensors"
     report = tmp_path / "dask.json"
-    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", scheduler, "--problem", "fpor",
+    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", dask_processes, "--problem", "fpor",
             "--target", "0.8", "-o", on_dask, "--report", report, check=True)  # fmt: skip
     run_dmo("train", parts, "--model", "gbdt", "--problem", "fpor", "--target", "0.8", "--val-frac", "0.1",
             "--cv", "0", "-o", local, check=True)  # fmt: skip
@@ -55,7 +50,7 @@ def test_dask_training_matches_one_process_and_scores_on_the_cluster(scheduler, 
     assert abs(scores["dask"]["average_precision"] - scores["local"]["average_precision"]) < 0.02
     assert scores["dask"]["precision"] > 0.75 and scores["local"]["precision"] > 0.75
     predicted = tmp_path / "pred"
-    run_dmo("predict", on_dask, test, "-o", predicted, "--engine", "dask", "--scheduler", scheduler, check=True)
+    run_dmo("predict", on_dask, test, "-o", predicted, "--engine", "dask", "--scheduler", dask_processes, check=True)
     local_pred = tmp_path / "pred.parquet"
     run_dmo("predict", on_dask, test, "-o", local_pred, check=True)
     assert np.array_equal(pq.read_table(predicted).column("decision"), pq.read_table(local_pred).column("decision"))
@@ -72,7 +67,7 @@ def test_what_dask_training_does_not_cover_is_refused_in_one_message(tmp_path):
     assert "trains --model gbdt --solver wce" in line and "drop --cv" in line and "drop --val-frac" in line
 
 
-def test_multiclass_trees_on_dask_with_a_validation_file(scheduler, tmp_path):
+def test_multiclass_trees_on_dask_with_a_validation_file(dask_processes, tmp_path):
     """K-class margins (n, K) come back from the workers as the pipelines' logits; --val judges early stopping."""
     rng = np.random.default_rng(7)
 
@@ -87,7 +82,7 @@ def test_multiclass_trees_on_dask_with_a_validation_file(scheduler, tmp_path):
         three_classes(1_000).to_parquet(parts / f"part-{i}.parquet")
     val, model, report = tmp_path / "val.parquet", tmp_path / "m.safetensors", tmp_path / "r.json"
     three_classes(600).to_parquet(val)
-    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", scheduler, "--val", val,
+    run_dmo("train", parts, "--model", "gbdt", "--engine", "dask", "--scheduler", dask_processes, "--val", val,
             "-o", model, "--report", report, check=True)  # fmt: skip
     trained = json.loads(report.read_text())
     assert schema_problems(trained) == [] and trained["solver_trace"]["monitored_split"] == "val"
