@@ -121,7 +121,7 @@ class _ClusterFit:
     monitor_y: np.ndarray
     workers: int
     levels: LevelCounts
-    fitted_rows: Any  # the sketch of the rows the trees were fitted on (dask_fingerprint), for `dmo threshold`
+    fitted_rows: Any  # the sketch of the rows a binary model's trees were fitted on (dask_fingerprint); else None
 
 
 def train_trees_on_dask(
@@ -179,7 +179,7 @@ def train_trees_on_dask(
         },
         levels=trees.levels,
         profile=client_fit.profile,
-        training_rows=trees.fitted_rows if labels.binary else None,
+        training_rows=trees.fitted_rows,
         warnings=case_variant_warnings(pre),
         report_fields={"engine": {"name": "dask", "workers": trees.workers, "scheduler": opts.scheduler}},
         info_fields={"engine": "dask"},
@@ -275,7 +275,10 @@ def _train_on_cluster(
         fit_seconds = time.perf_counter() - fit_started
         train_logits = dxgb.predict(client, booster, fit[rows.columns], output_margin=True).compute()
         train_y = fit["label"].compute().to_numpy(np.int64)
-        fitted_rows = sketch_of_partitions(fit, feature_columns=rows.columns, label_column="label")
+        # the fingerprint `dmo threshold` checks DATA against: binary models only (multi-class ones keep no curve)
+        fitted_rows = (
+            sketch_of_partitions(fit, feature_columns=rows.columns, label_column="label") if labels.binary else None
+        )
         workers = len(client.scheduler_info()["workers"])
         levels = LevelCounts()
         for counted in engine.map(MissingLevels(pre), list(pre.categorical)) if pre.categorical else []:
