@@ -11,11 +11,13 @@ x0.25, x0.5, x1, x2 and x4 the training rate, by dropping positives or negatives
   "nothing changed" estimate (the held-out curve's own values);
 - FPOR: test feasibility with the training threshold, with --adapt (estimated rate), with --adapt --confidence 0.95,
   and the recall given up;
-- the gate (the label-shift precision interval below the target): how often it fires where the realized precision
-  fell below the target, and on the x1 runs.
+- the gate: how often it fires where the realized precision fell below the target, and on the x1 runs, for the
+  label-shift precision interval below the target alone and for `monitor --gate`'s verdict (that, or the positive
+  rate moved past its limit; feature drift is not part of this benchmark's verdict).
 
     python bench/shift.py --resplits 20                     # writes bench/results/shift.json
     python bench/shift.py --only adapt --resplits 8 --results-name shift-adapt   # skips the re-targeting checks
+    python bench/shift.py --only gate --results-name shift-gate   # estimates and gates only (no --adapt variants)
 
 `--adapt --confidence 0.95` is run twice: certifying the precision measured on the next rows, as many as the test
 split has (`--new-rows`, the default with --adapt NEW), and the population value at the new rate (`--new-rows inf`);
@@ -57,6 +59,7 @@ from dmocli.operating_point.label_shift import (  # noqa: E402
 )
 from dmocli.operating_point.search import search_curve  # noqa: E402
 from dmocli.pipelines.adapt import carry_to_model  # noqa: E402
+from dmocli.pipelines.monitor import rate_drift  # noqa: E402
 
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
@@ -87,8 +90,8 @@ def at(logits: np.ndarray, y: np.ndarray, threshold: float) -> tuple[float, floa
     return tp / max(int(taken.sum()), 1), tp / max(int((y == 1).sum()), 1)
 
 
-def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, Any]]:
-    data_dir, name, seed, models, only_adapt = task
+def one_resplit(task: tuple[str, str, int, tuple[str, ...], str | None]) -> list[dict[str, Any]]:
+    data_dir, name, seed, models, only = task
     data, test = resplit(pooled(Path(data_dir), name), seed)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as work:
@@ -105,8 +108,8 @@ def one_resplit(task: tuple[str, str, int, tuple[str, ...]]) -> list[dict[str, A
             except Exception as exc:  # noqa: BLE001 - an unreachable target: counted as refused
                 rows.append({"set": name, "seed": seed, "model": family, "refused": type(exc).__name__})
                 continue
-            rows += _shift_runs(name, seed, family, model_path, test)
-            if seed == 0 and not only_adapt:
+            rows += _shift_runs(name, seed, family, model_path, test, variants=only != "gate")
+            if seed == 0 and only is None:
                 rows.append(_retarget_check(name, family, pq_path, model_path, work, seed))
     return rows
 
@@ -122,7 +125,9 @@ def _retarget_check(name: str, family: str, data: Path, model: Path, work: Path,
     return {"set": name, "seed": seed, "model": family, "retarget_equal": equal, "retarget_checked": 2}
 
 
-def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Table) -> list[dict[str, Any]]:
+def _shift_runs(
+    name: str, seed: int, family: str, model_path: Path, test: pa.Table, *, variants: bool = True
+) -> list[dict[str, Any]]:
     model = load_model(model_path)
     curve: HeldOutCurve = model.evidence
     logits, _ = model.logits(test)
@@ -160,9 +165,18 @@ def _shift_runs(name: str, seed: int, family: str, model_path: Path, test: pa.Ta
             "unchanged_precision_error": abs(unchanged[0] - precision),
             "unchanged_recall_error": abs(unchanged[1] - recall),
             "gate": shifted["precision_interval"][1] < TARGET,
+            "gate_rate": bool(
+                rate_drift(
+                    {"estimate": estimate.rate, "interval": [estimate.low, estimate.high], "training": curve.rate}
+                )
+            ),  # fmt: skip
             "hold_probability": hold_probability(curve, threshold, estimate, int(t.size), seed),
             "feasible_training": precision >= TARGET,
         }
+        run["gate_monitor"] = run["gate"] or run["gate_rate"]  # monitor --gate's verdict (features aside)
+        if not variants:
+            out.append(run)
+            continue
         rate = usable_rate(estimate.rate, t.size)  # as `dmo threshold --adapt` takes it
         bounds = (usable_rate(estimate.low, t.size), usable_rate(estimate.high, t.size))
         at80 = estimate_prevalence(curve, s, model.calibration, 0.8)
@@ -236,7 +250,7 @@ def summary(runs: list[dict[str, Any]], key: str | None) -> list[dict[str, Any]]
             "feasible_training",
         ):
             row[field] = float(np.mean([m[field] for m in members]))
-        for label in VARIANTS:
+        for label in VARIANTS if "answered_adapt" in members[0] else ():
             answered = [m for m in members if m[f"answered_{label}"]]
             row[f"answered_{label}"] = len(answered)
             row[f"feasible_{label}"] = float(np.mean([m[f"feasible_{label}"] for m in answered])) if answered else None
@@ -273,6 +287,15 @@ def gate_rates(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for limit in OUTLOOK_LIMITS
         },
         "fell_by_shift": {str(f): sum(r["shift"] == f for r in fell) for f in SHIFTS},
+        "monitor_gate": {  # monitor --gate: the interval gate or the positive rate past its limit
+            "fires_where_precision_fell": _share([r["gate_monitor"] for r in fell]),
+            "fires_at_lower_rates_where_it_fell": _share([r["gate_monitor"] for r in fell_shifted]),
+            "fires_at_x1": _share([r["gate_monitor"] for r in same]),
+            "fires_where_it_fell_by_shift": {
+                str(f): _share([r["gate_monitor"] for r in fell if r["shift"] == f]) for f in SHIFTS
+            },
+            "fires_by_shift": {str(f): _share([r["gate_monitor"] for r in runs if r["shift"] == f]) for f in SHIFTS},
+        },
     }
 
 
@@ -311,12 +334,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--results-name", default="shift")
     parser.add_argument(
-        "--only", choices=["adapt"], help="adapt: skip the re-targeting checks (train for FROP and OFBS, 1M rows)"
+        "--only",
+        choices=["adapt", "gate"],
+        help="adapt: skip the re-targeting checks (train for FROP and OFBS, 1M rows); gate: also the --adapt variants",
     )
     args = parser.parse_args()
     started = time.perf_counter()
     tasks = [
-        (str(args.data_dir), name, seed, tuple(args.models), args.only == "adapt")
+        (str(args.data_dir), name, seed, tuple(args.models), args.only)
         for name in args.sets
         for seed in range(args.resplits)
     ]
@@ -339,7 +364,7 @@ def main() -> None:
         print(f"\n== by {key}")
         print_table(table, columns)
     gates = gate_rates(runs)
-    speed = None if args.only == "adapt" else retarget_speed()
+    speed = None if args.only else retarget_speed()
     equal = sum(r["retarget_equal"] for r in checks)
     print(f"\ngate: {gates}\nre-targeting: {equal} of {sum(r['retarget_checked'] for r in checks)} equal to train")
     print(f"1M held-out rows: {speed}\nrefused trainings: {len(refused)}; {time.perf_counter() - started:.0f} s")

@@ -13,7 +13,9 @@ the training profile the model file keeps, and the new rows' scores alone, the r
 - with labels present, the realized values beside the estimates.
 
 `gate=True` ends the run with exit 3 when the label-shift estimate rules the target out (its interval lies below
-the target) or a feature drifts past the documented limit (prep/feature_drift.py: PSI >= 0.25 and significant).
+the target), the positive rate moved past the documented limit (FPOR and OFBS: by a factor of 1.25 either way,
+its interval excluding the training rate), or a feature drifts past the documented limit (prep/feature_drift.py:
+PSI >= 0.25 and significant).
 `chunk_col` / `chunk_size` repeat all of it per chunk, in order (a time column, or consecutive rows).
 """
 
@@ -47,6 +49,10 @@ from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
+# The positive rate drifts past the limit when it moved by this factor or more, either way, and its interval
+# excludes the training rate: far and surely, as a feature's PSI >= 0.25 and significant (docs/monitoring.md).
+RATE_DRIFT_FACTOR = 1.25
+RATE_DEPENDENT = ("fpor", "ofbs")  # FROP's threshold is the same at any rate: its recall does not move
 
 
 def monitor(
@@ -179,8 +185,8 @@ def _assumptions(low: float, high: float, interval: list[float]) -> dict[str, An
 
 def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel, asked: bool) -> dict[str, Any]:
     """The verdict on every section (all rows, then each chunk): the target ruled out by the label-shift
-    interval, or a feature drifted past the limit. Recorded whether or not --gate was asked; only --gate turns a
-    failure into exit 3."""
+    interval, the positive rate or a feature drifted past its limit. Recorded whether or not --gate was asked;
+    only --gate turns a failure into exit 3."""
     reasons = [f"all rows: {reason}" for reason in _section_reasons(overall, model)]
     for section in chunks:
         reasons += [f"chunk {section['chunk']}: {reason}" for reason in _section_reasons(section, model)]
@@ -190,6 +196,8 @@ def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel
 def _section_reasons(section: dict[str, Any], model: DmoModel) -> list[str]:
     reasons = list(section.get("drift_reasons", []))
     problem = model.problem
+    if problem is not None and problem.kind in RATE_DEPENDENT:
+        reasons[:0] = rate_drift(section["positive_rate"])
     if problem is not None and problem.kind in ("fpor", "frop"):
         metric = problem.constraint_name
         low, high = section["label_shift"][f"{metric}_interval"]
@@ -201,6 +209,29 @@ def _section_reasons(section: dict[str, Any], model: DmoModel) -> list[str]:
                 f"{section['positive_rate']['estimate']:.4f} (trained at {section['positive_rate']['training']:.4f})",
             )
     return reasons
+
+
+def rate_drift(rate: dict[str, Any]) -> list[str]:
+    """The reason, if any, that the positive rate moved far and surely from the one the threshold was chosen at.
+
+    Under a label shift FPOR's precision and OFBS's best threshold move with the rate, in either direction: a
+    rate that doubled leaves recall on the table at a threshold chosen for precision at the old rate, one that
+    halved costs precision. Far: the estimate is RATE_DRIFT_FACTOR times the training rate or more, or that much
+    less. Surely: the estimate's interval excludes the training rate (a large sample's negligible move and a small
+    sample's noisy one both pass)."""
+    estimate, training, interval = rate["estimate"], rate["training"], rate["interval"]
+    if interval is None or None in interval or training <= 0:
+        return []
+    factor = estimate / training
+    far = factor >= RATE_DRIFT_FACTOR or factor <= 1 / RATE_DRIFT_FACTOR
+    surely = not interval[0] <= training <= interval[1]
+    if not (far and surely):
+        return []
+    return [
+        f"the positive rate moved from {training:.4f} (training) to {estimate:.4f} (interval [{interval[0]:.4f}, "
+        f"{interval[1]:.4f}]), a factor of {factor:.2f}: past the limit of {RATE_DRIFT_FACTOR:g} either way, and "
+        "the threshold was chosen at the training rate"
+    ]
 
 
 def _gate_message(gate: dict[str, Any]) -> str:

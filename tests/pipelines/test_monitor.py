@@ -12,6 +12,7 @@ import json
 import jsonschema
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import make_binary_frame
 
@@ -170,3 +171,32 @@ def test_a_threshold_above_every_new_score_is_warned_about():
     scores = np.array([-1.0, 0.5, 1.67], dtype=np.float32)
     assert "flags none of its rows" in _flags_nothing(28.5, scores)[0]
     assert _flags_nothing(1.67, scores) == [] and _flags_nothing(28.5, None) == []
+
+
+def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unmoved_one(dmo, trained, tmp_path):
+    """FPOR's precision and OFBS's best threshold move with the rate: a doubled rate fires the gate though the
+    target holds (precision rises), a halved one too; FROP's threshold does not move, so FROP passes. At the
+    training rate the rule (moved by 1.25 either way, the 95% interval excluding the training rate) fires in at
+    most 5% of 100 samples of 1,500 rows, and at half and twice the rate in at least 90%."""
+    from dmocli.operating_point.label_shift import estimate_prevalence
+    from dmocli.pipelines.monitor import rate_drift
+
+    shifted(0.4, 6000, seed=11).drop(columns="label").to_parquet(tmp_path / "high.parquet")
+    code, out, err = dmo("monitor", trained / "m.st", tmp_path / "high.parquet", "--gate", "--json")
+    assert code == 3 and "gate failed: all rows: the positive rate moved from 0.2" in err, err
+    report = json.loads(out)
+    assert report["label_shift"]["precision"] > TARGET and len(report["gate"]["reasons"]) == 1
+    code, out, err = dmo("monitor", trained / "r.st", tmp_path / "high.parquet", "--gate")
+    assert code == 0 and "gate: passed" in out, err
+
+    model = load_model(trained / "m.st")
+    fired = {}
+    for rate in (0.1, 0.2, 0.4):
+        rows = make_binary_frame(n=150_000, d=4, pos_frac=rate, seed=12, sep=1.6).drop(columns="label")
+        logits, _ = model.logits(pa.Table.from_pandas(rows))  # 100 samples, each with a binomial count
+        fired[rate] = 0
+        for rows in logits.reshape(100, 1500):
+            estimate = estimate_prevalence(model.evidence, rows, model.calibration, 0.95)
+            section = {"estimate": estimate.rate, "interval": [estimate.low, estimate.high]}
+            fired[rate] += bool(rate_drift({**section, "training": model.evidence.rate}))
+    assert fired[0.2] <= 5 and fired[0.1] >= 90 and fired[0.4] >= 90, fired
