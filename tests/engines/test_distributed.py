@@ -19,6 +19,7 @@ import pytest
 from conftest import dmo_command, make_binary_frame, make_gaussian_classes, run_dmo
 from safetensors.numpy import load_file
 
+from dmocli import load_model
 from dmocli.data import reading
 
 
@@ -92,40 +93,59 @@ def _weights_close(a: Path, b: Path, tol: float) -> None:
             np.testing.assert_allclose(left[key], right[key], atol=tol, rtol=0)
 
 
-def test_linear_wce_on_two_processes_is_the_one_process_model(tmp_path):
+@pytest.fixture(scope="module")
+def linear_wce_runs(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """The default linear model trained on the same rows by one process and by two (--val, --report): the folder,
+    and the one- and two-process runs. Two tests read it; one launch serves both."""
+    root = tmp_path_factory.mktemp("linear-wce")
     frame = with_category(make_binary_frame(n=1200, seed=3), 2)
-    data = uneven_parquet_dir(frame, tmp_path / "data")
-    val = tmp_path / "val.parquet"
+    data = uneven_parquet_dir(frame, root / "data")
+    val = root / "val.parquet"
     with_category(make_binary_frame(n=400, seed=4), 5).to_parquet(val)
     common = ["--problem", "frop", "--target", "0.7", "--val", val, "--json"]
-    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
-    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--report", tmp_path / "two.json", *common)
+    one = run_dmo("train", data, "-o", root / "one.safetensors", *common, check=True)
+    two = torchrun_dmo("train", data, "-o", root / "two.safetensors", "--report", root / "two.json", *common)
     assert two.returncode == 0, two.stderr
-    _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-6)  # the same convex optimum
+    return root, one, two
+
+
+def test_linear_wce_on_two_processes_is_the_one_process_model(linear_wce_runs):
+    root, one, two = linear_wce_runs
+    _weights_close(root / "one.safetensors", root / "two.safetensors", 1e-6)  # the same convex optimum
     single, dist = json.loads(one.stdout), json.loads(two.stdout)  # process 0 alone prints the report
     assert dist["distributed"] == {"world_size": 2, "backend": "gloo"}
-    assert dist == json.loads((tmp_path / "two.json").read_text())
+    assert dist == json.loads((root / "two.json").read_text())
     assert dist["threshold"] == pytest.approx(single["threshold"], abs=1e-5)
     assert dist["splits"]["train"]["n"] == 1200  # the threshold search and report saw both processes' rows
     for split in ("train", "val"):
         assert dist["splits"][split]["tp"] == single["splits"][split]["tp"]
         assert dist["splits"][split]["fp"] == single["splits"][split]["fp"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert sorted(p.name for p in root.iterdir()) == [
         "data",
         "one.safetensors",
         "two.json",
         "two.safetensors",
         "val.parquet",
     ]
-    scored = run_dmo("evaluate", tmp_path / "two.safetensors", val, "--json", check=True)
+    scored = run_dmo("evaluate", root / "two.safetensors", root / "val.parquet", "--json", check=True)
     assert json.loads(scored.stdout)["splits"]["data"]["tp"] == single["splits"]["val"]["tp"]
+
+
+def test_torchrun_processes_keep_the_one_process_profile(linear_wce_runs):
+    """Each process counts every process's rows in the pass that fits the preprocessing: the profile is the one
+    process's, exactly, though each process trains on its own share of the rows."""
+    root, _, _ = linear_wce_runs
+    one, distributed = (load_model(root / f"{name}.safetensors").profile for name in ("one", "two"))
+    assert distributed.numeric == one.numeric and distributed.categorical == one.categorical
+    assert distributed.numeric["f0"].rows == 1200 and distributed.score.rows == one.score.rows == 400
 
 
 def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
     frame = make_gaussian_classes(900, seed=2, d=6)
     data = uneven_parquet_dir(frame, tmp_path / "multi")
-    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", "--json", check=True)
-    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--json")
+    folds = ["--cv", "2"]  # cross-fitted as by default, in fewer folds
+    one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", "--json", *folds, check=True)
+    two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", "--json", *folds)
     assert two.returncode == 0, two.stderr
     _weights_close(tmp_path / "one.safetensors", tmp_path / "two.safetensors", 1e-6)
     assert (
@@ -133,14 +153,15 @@ def test_multiclass_linear_matches_and_the_mlp_is_reproducible(tmp_path):
     )
 
     binary = uneven_parquet_dir(make_binary_frame(n=800, seed=6), tmp_path / "binary")
-    mlp = ["--model", "mlp", "--width", "16", "--problem", "ofbs", "--param", "max-epochs=15", "--seed", "3"]
+    mlp = ["--model", "mlp", "--width", "16", "--problem", "ofbs", "--param", "max-epochs=10", "--seed", "3"]
+    mlp += ["--cv", "3"]
     runs = [torchrun_dmo("train", binary, "-o", tmp_path / f"mlp{i}.safetensors", "--json", *mlp) for i in (1, 2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     assert (tmp_path / "mlp1.safetensors").read_bytes() == (tmp_path / "mlp2.safetensors").read_bytes()
     report = json.loads(runs[0].stdout)
     all_positive_f1 = 2 * 0.15 / 1.15
-    folds = report["solver_trace"]["fold_traces"]  # the saved model is the 5 fold models (--cv-transfer ensemble)
-    assert len(folds) == report["architecture"]["members"] == 5 and all(fold["epochs"] == 15 for fold in folds)
+    folds = report["solver_trace"]["fold_traces"]  # the saved model is the 3 fold models (--cv-transfer ensemble)
+    assert len(folds) == report["architecture"]["members"] == 3 and all(fold["epochs"] == 10 for fold in folds)
     assert report["splits"]["train"]["f1"] > 2 * all_positive_f1
 
 
@@ -152,7 +173,8 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
     data = uneven_parquet_dir(frame, tmp_path / "data")
     val = tmp_path / "val.parquet"
     make_binary_frame(n=500, seed=9, pos_frac=0.12).to_parquet(val)
-    common = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--val", val, "--json"]
+    common = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--val", val, "--param", "outer=2", "--json"]
+    common += ["--param", "inner-steps=40"]
     one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
     two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
     assert two.returncode == 0, two.stderr
@@ -181,6 +203,10 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
         "mode=minibatch",
         "--param",
         "batch-size=128",
+        "--param",
+        "warm-epochs=40",
+        "--param",
+        "outer=2",
         "--cv",
         "0",  # the iterate judged on the sharded training rows; cross-fitted ERO is tested below
         "--json",
@@ -194,7 +220,7 @@ def test_ero_on_two_processes_solves_the_one_process_problem(tmp_path):
 def test_the_smoothed_baselines_on_two_processes_take_the_one_process_steps(tmp_path):
     frame = make_binary_frame(n=1200, seed=11, pos_frac=0.15)
     data = uneven_parquet_dir(frame, tmp_path / "data")
-    common = ["--solver", "lagrangian", "--problem", "frop", "--target", "0.75", "--param", "steps=200", "--json"]
+    common = ["--solver", "lagrangian", "--problem", "frop", "--target", "0.75", "--param", "steps=100", "--json"]
     common += ["--cv-transfer", "apply"]  # the steps of the fit on all rows, after the folds
     one = run_dmo("train", data, "-o", tmp_path / "one.safetensors", *common, check=True)
     two = torchrun_dmo("train", data, "-o", tmp_path / "two.safetensors", *common)
@@ -259,7 +285,7 @@ def test_cross_fitted_mlp_and_ero_on_two_processes_finish_and_repeat(tmp_path):
     wait forever."""
     frame = make_binary_frame(n=700, seed=23, pos_frac=0.15).sort_values("label", ascending=False, kind="stable")
     data = uneven_parquet_dir(frame.reset_index(drop=True), tmp_path / "data")
-    mlp = ["--model", "mlp", "--width", "8", "--problem", "ofbs", "--cv", "3", "--param", "max-epochs=8", "--json"]
+    mlp = ["--model", "mlp", "--width", "8", "--problem", "ofbs", "--cv", "3", "--param", "max-epochs=4", "--json"]
     runs = [torchrun_dmo("train", data, "-o", tmp_path / f"mlp{i}.safetensors", *mlp) for i in (1, 2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     assert (tmp_path / "mlp1.safetensors").read_bytes() == (tmp_path / "mlp2.safetensors").read_bytes()
@@ -267,7 +293,8 @@ def test_cross_fitted_mlp_and_ero_on_two_processes_finish_and_repeat(tmp_path):
     assert first["cv"]["per_fold"] == second["cv"]["per_fold"] and first["threshold"] == second["threshold"]
     assert sum(fold["n"] for fold in first["cv"]["per_fold"]) == 700
 
-    ero = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--cv", "3", "--json"]
+    ero = ["--solver", "ero", "--problem", "frop", "--target", "0.75", "--cv", "3", "--param", "outer=2", "--json"]
+    ero += ["--param", "inner-steps=40"]
     run = torchrun_dmo("train", data, "-o", tmp_path / "ero.safetensors", *ero)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)

@@ -13,7 +13,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, make_binary_frame
-from test_distributed import torchrun_dmo, uneven_parquet_dir, with_category
 from test_hostile_models import assert_refused_everywhere, with_metadata
 
 from dmocli import TrainOptions, load_model, refit_threshold, train
@@ -185,18 +184,3 @@ def test_dask_trees_profile_every_labeled_row_on_the_client(tmp_path):
     expected = features_of(model, pq.read_table(parts))
     assert model.profile.numeric == expected.numeric and model.profile.categorical == expected.categorical
     assert model.profile.numeric["f0"].rows == 1000 and model.profile.score.rows == report["splits"]["val"]["n"]
-
-
-def test_torchrun_processes_keep_the_one_process_profile(tmp_path):
-    """Each process counts every process's rows in the pass that fits the preprocessing: the profile is the one
-    process's, exactly, though each process trains on its own share of the rows."""
-    data = uneven_parquet_dir(with_category(make_binary_frame(n=1200, seed=3), 2), tmp_path / "data")
-    with_category(make_binary_frame(n=400, seed=4), 5).to_parquet(tmp_path / "val.parquet")
-    common = ["--problem", "frop", "--target", "0.7", "--val", tmp_path / "val.parquet"]
-    two = torchrun_dmo("train", data, "-o", tmp_path / "two.st", *common)
-    assert two.returncode == 0, two.stderr
-    options = TrainOptions(problem="frop", target=0.7, val=tmp_path / "val.parquet")
-    train(data, options, output=tmp_path / "one.st")
-    one, distributed = load_model(tmp_path / "one.st").profile, load_model(tmp_path / "two.st").profile
-    assert distributed.numeric == one.numeric and distributed.categorical == one.categorical
-    assert distributed.numeric["f0"].rows == 1200 and distributed.score.rows == one.score.rows == 400
