@@ -1,7 +1,8 @@
 """Failures of the machine (disk full, file-size limit, memory, closed stdout): one line naming the cause and what
 to do, exit 4, and no output left behind that the others do not match (issue 33).
 
-The process tests start `dmo` for real: the exit status, a device as stdout and a resource limit are the point.
+The tests with a device as stdout, a closed pipe or a resource limit start `dmo` for real, as those are the point;
+a full disk named as an output file fails the same in this process (run_dmo), without a process's start-up.
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ def assert_machine_failure(proc: subprocess.CompletedProcess, words: str) -> Non
 
 
 def test_a_model_written_to_a_full_disk(data):
-    assert_machine_failure(run(["train", data, "--problem", "ofbs", "-o", "/dev/full"]), "no space left")
+    assert_machine_failure(run_dmo("train", data, "--problem", "ofbs", "-o", "/dev/full"), "no space left")
 
 
 def test_a_report_to_a_full_disk_leaves_no_model(data, tmp_path):
-    proc = run(["train", data, "--problem", "ofbs", "-o", tmp_path / "m.st", "--report", "/dev/full"])
+    proc = run_dmo("train", data, "--problem", "ofbs", "-o", tmp_path / "m.st", "--report", "/dev/full")
     assert_machine_failure(proc, "no space left")
     assert not (tmp_path / "m.st").exists()
 
