@@ -15,6 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
+
+# BLAS (OpenBLAS) and OpenMP (scikit-learn, torch, XGBoost) on one thread in the test processes and the `dmo`
+# processes they start: the tests' fits are tiny, and with `-n 2` both cores are busy, where a call that wakes a
+# second thread waits for a core (a LogisticRegression fit on 30 rows: 21 ms with two threads, 0.8 ms with one).
+# The variables reach the libraries loaded from here on; threadpool_limits the OpenBLAS numpy loaded above.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+threadpool_limits(limits=1)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data"

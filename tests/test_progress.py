@@ -113,8 +113,10 @@ def test_no_terminal_means_no_progress_output(train_file, tmp_path):
 
 
 def test_no_progress_keeps_a_terminal_quiet(train_file, tmp_path):
+    """fofo draws its rows on a terminal (test_streaming_train_and_predict_show_rows) and its process starts in
+    under a second, where wce's imports torch's optimizers and scikit-learn (seconds)."""
     code, stdout, drawn = run_on_terminal(
-        "train", train_file, "--cv", "2", "-o", tmp_path / "m.safetensors", "--no-progress"
+        "train", train_file, "--solver", "fofo", "-o", tmp_path / "m.safetensors", "--no-progress"
     )
     assert code == 0, drawn
     assert "model:" in stdout and drawn.strip() == ""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,13 @@ def piped(tmp_path_factory) -> Path:
     frame.to_csv(root / "rows.csv", index=False)
     (root / "rows.csv.gz").write_bytes(gzip.compress((root / "rows.csv").read_bytes()))
     return root
+
+
+def pipe_into_this_process(path: Path, monkeypatch) -> None:
+    """The file as this process's standard input, for commands that refuse `-` from their options alone: they
+    end before reading it, so a real pipe and process (seconds of start-up) would show nothing more. Commands that
+    read the pipe get a real one (run_dmo's stdin), as its being read once, unseekable, is their point."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes()), encoding="utf-8"))
 
 
 def test_a_pipe_learns_what_the_file_learns_with_an_unknown_length(piped, tmp_path):
@@ -86,9 +95,10 @@ def test_a_head_smaller_than_the_stream_fixes_statistics_and_classes(piped, tmp_
         (["--solver", "fofo", "--param", "stats-rows=0", "-o", "m.st"], "stats-rows"),
     ],
 )
-def test_what_needs_a_second_pass_is_refused(piped, tmp_path, args, needle):
+def test_what_needs_a_second_pass_is_refused(piped, tmp_path, monkeypatch, args, needle):
     args = [str(tmp_path / a) if a == "m.st" else a for a in args]
-    proc = run_dmo("train", "-", *args, stdin=piped / "rows.csv")
+    pipe_into_this_process(piped / "rows.csv", monkeypatch)
+    proc = run_dmo("train", "-", *args)
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "m.st").exists()
 
@@ -185,12 +195,13 @@ def test_evaluate_predict_and_threshold_read_a_pipe_like_the_file(piped, tmp_pat
     assert pq.read_table(tmp_path / "pipe.parquet").equals(pq.read_table(tmp_path / "file.parquet"))
 
 
-def test_commands_that_read_data_twice_name_standard_input_as_unsupported(piped, tmp_path):
+def test_commands_that_read_data_twice_name_standard_input_as_unsupported(piped, tmp_path, monkeypatch):
     for args in (
         ["subsample", "-", "--gamma", "2", "-o", tmp_path / "s.parquet"],
         ["train", piped / "rows.csv", "--val", "-", "-o", tmp_path / "w.st"],
     ):
-        proc = run_dmo(*args, stdin=piped / "rows.csv")
+        pipe_into_this_process(piped / "rows.csv", monkeypatch)
+        proc = run_dmo(*args)
         assert proc.returncode == 2 and "standard input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -209,8 +220,6 @@ def test_a_truncated_gzip_pipe_is_one_line(piped, tmp_path):
 def test_predict_writes_csv_to_standard_output(piped, tmp_path):
     """`-o -`: the predictions as CSV on standard output (the summary line on stderr), equal to the parquet
     file's; a multi-class model gets one probability column per class, as CSV has no list type."""
-    import io as pyio
-
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
@@ -219,7 +228,7 @@ def test_predict_writes_csv_to_standard_output(piped, tmp_path):
     run_dmo("predict", model, piped / "rows.csv", "--id-col", "site", "-o", tmp_path / "p.parquet", check=True)
     proc = run_dmo("predict", model, "-", "--id-col", "site", "-o", "-", stdin=piped / "rows.csv", check=True)
     assert "wrote 6000 predictions to standard output" in proc.stderr
-    streamed = pacsv.read_csv(pyio.BytesIO(proc.stdout.encode()))
+    streamed = pacsv.read_csv(io.BytesIO(proc.stdout.encode()))
     expected = pq.read_table(tmp_path / "p.parquet")
     assert streamed.column_names == expected.column_names and streamed.num_rows == 6000
     assert streamed.column("site").equals(expected.column("site"))
@@ -234,7 +243,7 @@ def test_predict_writes_csv_to_standard_output(piped, tmp_path):
     frame.to_csv(three, index=False)
     run_dmo("train", three, "-o", tmp_path / "mc.st", check=True)
     out = run_dmo("predict", tmp_path / "mc.st", three, "-o", "-", check=True)
-    table = pacsv.read_csv(pyio.BytesIO(out.stdout.encode()))
+    table = pacsv.read_csv(io.BytesIO(out.stdout.encode()))
     assert table.column_names == ["predicted", "probability", "probability_0", "probability_1", "probability_2"]
     per_class = np.column_stack([table.column(f"probability_{k}").to_numpy() for k in range(3)])
     assert np.allclose(per_class.sum(axis=1), 1.0, atol=1e-5)
@@ -267,13 +276,11 @@ def test_a_reader_that_stops_early_ends_predict_quietly(piped, tmp_path):
 
 def _stdin_rows(text: bytes, monkeypatch, block: int = 999) -> list:
     """The rows dmocli.data.stdin_csv reads from `text` as a stream, parsed in blocks of about `block` bytes."""
-    import io as pyio
-
     from dmocli.data import stdin_csv
 
     monkeypatch.setattr(stdin_csv, "_BLOCK_BYTES", block)
     monkeypatch.setattr(stdin_csv, "_HEAD_BYTES", block)
-    source = stdin_csv.open_stdin_csv(lambda name: name != "label", stream=pyio.BytesIO(text))
+    source = stdin_csv.open_stdin_csv(lambda name: name != "label", stream=io.BytesIO(text))
     return [row for batch in source.batches(source.schema.names) for row in batch.to_pylist()]
 
 
