@@ -163,7 +163,7 @@ def _sniff_dialect(path: Path) -> CsvDialect:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as raw:
-            header = raw.readline(HEADER_BYTES)
+            header = raw.read(HEADER_BYTES)
         if header[:2] in (b"\xff\xfe", b"\xfe\xff"):  # the byte-order mark of UTF-16, as Excel's "Unicode text"
             raise DmoError(
                 f"{path} is UTF-16 text; dmo reads UTF-8 CSV: re-save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)"
@@ -186,12 +186,24 @@ HEADER_BYTES = 1 << 20  # the header's first megabyte is checked for UTF-8
 
 def refuse_non_utf8_header(head: bytes, source: object) -> None:
     """Refuse a header that is not UTF-8 (a CSV saved as Latin-1): arrow reads it, and its column names then fail
-    in every later step. `head` is the start of the file; a character cut at the end of its first line is no
-    error (the line checked is bounded)."""
+    in every later step. `head` is the start of the file; a character cut at the end of its header record is no
+    error (the record checked is bounded)."""
     try:
-        codecs.getincrementaldecoder("utf-8")().decode(head.split(b"\n", 1)[0][:HEADER_BYTES], final=False)
+        codecs.getincrementaldecoder("utf-8")().decode(header_record(head[:HEADER_BYTES]), final=False)
     except UnicodeDecodeError as exc:
         raise DmoError(not_utf8(source)) from exc
+
+
+def header_record(head: bytes) -> bytes:
+    """The header record's bytes: up to the first line break outside double quotes, since a quoted column name
+    may hold a line break (`"a<newline>b"`) and the names after it are still the header's. Quote and line break
+    are ASCII, so the bytes are split before they are decoded."""
+    pieces = head.split(b'"')
+    for outside in range(0, len(pieces), 2):  # the even pieces lie outside quotes
+        end = pieces[outside].find(b"\n")
+        if end >= 0:
+            return b'"'.join([*pieces[:outside], pieces[outside][:end]])
+    return head
 
 
 def _first_decimal_mark(path: Path, opener: Any, delimiter: str) -> str | None:

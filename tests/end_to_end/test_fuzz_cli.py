@@ -476,10 +476,13 @@ def test_an_embedding_col_that_is_no_list_of_numbers_is_refused_in_one_line(dmo,
     assert "no usable feature columns" not in err
 
 
+@pytest.mark.parametrize("header", ["ünï,label", 'label,"a\nb",\x80'])
 @pytest.mark.parametrize("name", ["l.csv", "l.csv.gz"])
-def test_a_csv_header_that_is_not_utf8_is_refused_with_the_fix(dmo, tmp_path, name):
-    """Arrow reads a Latin-1 header, and its column names then failed to decode (UnicodeDecodeError)."""
-    text = "ünï,label\n1,0\n2,1\n3,0\n4,1\n".encode("latin-1")
+def test_a_csv_header_that_is_not_utf8_is_refused_with_the_fix(dmo, tmp_path, name, header):
+    """Arrow reads a Latin-1 header, and its column names then failed to decode (UnicodeDecodeError); also where
+    the name that is not UTF-8 follows a quoted name holding a line break (found by the fuzz test)."""
+    rows = "".join(f"{i % 2}" + ",0" * header.count(",") + "\n" for i in range(4))
+    text = f"{header}\n{rows}".encode("latin-1")
     data = tmp_path / name
     data.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
     for command in ("check", "train"):
