@@ -11,11 +11,15 @@ operating point's threshold, which this map does not move in rank.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 CALIBRATION_BINS = 10
+# The logits' standard deviations that L-BFGS fits as they are: exact from 2e-3 to 2e6 on a known logistic link
+# (tests/operating_point/test_calibration.py), with a decade's margin on each side.
+PLAIN_SPREAD = (1e-2, 1e4)
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,20 @@ def fit_platt(logits: np.ndarray, labels: np.ndarray, fitted_on: str) -> Calibra
     labels = np.asarray(labels)
     if labels.size == 0 or labels.min() == labels.max():
         return None
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression  # on use: a quarter second of start-up
 
-    fit = LogisticRegression(C=1e6, max_iter=1000).fit(np.asarray(logits, dtype=np.float64).reshape(-1, 1), labels)
-    return Calibration(float(fit.coef_[0, 0]), float(fit.intercept_[0]), fitted_on)
+    z = np.asarray(logits, dtype=np.float64).reshape(-1, 1)
+    spread = float(np.std(z))
+    # Outside PLAIN_SPREAD L-BFGS stops at the start or short of the optimum (slope 0 or half of it, every
+    # probability the base rate's), silently or with scikit-learn's warning on the user's stderr: the logits of
+    # a feature of size 1e30, or of a model whose scores barely move. There the logits are fitted over their
+    # spread and the slope scaled back (the same link); inside, as they are.
+    scale = spread if spread > 0 and not PLAIN_SPREAD[0] <= spread <= PLAIN_SPREAD[1] else 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # its advice (scale the data) is not the user's to take
+        fit = LogisticRegression(C=1e6, max_iter=1000).fit(z / scale, labels)
+    return Calibration(float(fit.coef_[0, 0]) / scale, float(fit.intercept_[0]), fitted_on)
 
 
 def calibration_figures(probability: np.ndarray, labels: np.ndarray) -> dict[str, float]:

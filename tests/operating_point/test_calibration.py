@@ -23,6 +23,20 @@ def test_platt_recovers_a_known_logistic_link():
     assert fit_platt(z, np.zeros_like(y), "test") is None  # one class: nothing to calibrate to
 
 
+@pytest.mark.parametrize("size", [1e-6, 1e-3, 1e5, 1e30])
+def test_logits_of_any_size_get_the_same_link_without_a_library_warning(recwarn, size):
+    """Logits of a feature of size 1e30, or of a model whose scores barely move, on a scale L-BFGS cannot step on:
+    it stopped at slope 0 (every probability the base rate's) or half the slope, silently or with scikit-learn's
+    ConvergenceWarning on the user's stderr. Any size now gives the link fitted at unit size, scaled."""
+    rng = np.random.default_rng(1)
+    z = rng.normal(scale=2.0, size=4_000)
+    y = (rng.random(z.size) < 1.0 / (1.0 + np.exp(-(0.5 * z - 2.0)))).astype(int)
+    plain, scaled = fit_platt(z, y, "test"), fit_platt(z * size, y, "test")
+    assert scaled.slope * size == pytest.approx(plain.slope, rel=2e-3)  # both within L-BFGS's tolerance
+    assert scaled.intercept == pytest.approx(plain.intercept, abs=2e-3)
+    assert not [w for w in recwarn if "converge" in str(w.message)]
+
+
 def test_brier_and_ece_match_their_definitions():
     rng = np.random.default_rng(1)
     p, y = rng.random(1000), (rng.random(1000) < 0.3).astype(int)
