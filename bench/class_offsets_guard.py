@@ -15,6 +15,13 @@ fresh rows: macro F1 of the arg-max, the full search (--problem ofbs), and the g
 arg-max, the full search and the guarded choice.
 
     nice -n 10 python bench/class_offsets_guard.py --draws 20   # writes bench/results/class_offsets_guard.json
+
+`--binding` asks instead where a floor met on the held-out rows holds on fresh rows (issue 38's (b)): the balanced
+model at separations 2, 2.5 and 3, for --problem frop --target 0.8, each class of each draw sorted by its held-out
+recall at the searched offsets: below the floor (out of reach), binding (within 0.03 above it: the search spent the
+rest on precision) or slack; and the share of each whose fresh recall meets the floor.
+
+    nice -n 10 python bench/class_offsets_guard.py --binding   # writes bench/results/class_offsets_binding.json
 """
 
 from __future__ import annotations
@@ -37,11 +44,13 @@ FRESH = 50_000
 FLOOR = 0.8
 
 
-def draw(rng: np.random.Generator, n: int, rates: np.ndarray, model: str) -> tuple[np.ndarray, np.ndarray]:
+def draw(
+    rng: np.random.Generator, n: int, rates: np.ndarray, model: str, sep: float = SEP
+) -> tuple[np.ndarray, np.ndarray]:
     """(logits, labels) of n rows."""
     y = rng.choice(rates.size, size=n, p=rates)
-    x = rng.normal(size=(n, rates.size)) + SEP * np.eye(rates.size)[y]
-    return SEP * x + (np.log(rates) if model == "prior" else 0.0), y
+    x = rng.normal(size=(n, rates.size)) + sep * np.eye(rates.size)[y]
+    return sep * x + (np.log(rates) if model == "prior" else 0.0), y
 
 
 def macro(z: np.ndarray, y: np.ndarray, offsets: np.ndarray | None) -> tuple[float, np.ndarray, float]:
@@ -114,10 +123,63 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+BINDING_MARGIN = 0.03  # a held-out recall this close above the floor: the search spent the rest on precision
+
+
+def binding_cell(sep: float, ratio: float, n: int, draws: int, seed: int) -> dict:
+    """Per class of `draws` held-out samples: its held-out recall at the offsets searched for the recall floor,
+    and whether its recall on FRESH rows meets the floor; counted by kind (out of reach, binding, slack)."""
+    rng = np.random.default_rng(seed)
+    rates = ratio ** (-np.arange(CLASSES) / (CLASSES - 1))
+    rates /= rates.sum()
+    fresh_z, fresh_y = draw(rng, FRESH, rates, "balanced", sep)
+    frop = ClassProblem("frop", (FLOOR,) * CLASSES)
+    kinds = {kind: [0, 0] for kind in ("out_of_reach", "binding", "slack")}
+    argmax_met = classes = 0
+    argmax_fresh = macro(fresh_z, fresh_y, None)[1]
+    for _ in range(draws):
+        z, y = draw(rng, n, rates, "balanced", sep)
+        if np.bincount(y, minlength=CLASSES).min() < 2:
+            continue
+        offsets = search_offsets(z, y, frop).offsets
+        held, fresh = macro(z, y, offsets)[1], macro(fresh_z, fresh_y, offsets)[1]
+        for held_recall, fresh_recall in zip(held, fresh):
+            kind = "slack" if held_recall >= FLOOR + BINDING_MARGIN else "binding"
+            kind = "out_of_reach" if held_recall < FLOOR else kind
+            kinds[kind][0] += int(fresh_recall >= FLOOR)
+            kinds[kind][1] += 1
+        argmax_met += int((argmax_fresh >= FLOOR).sum())
+        classes += CLASSES
+    met = sum(kind[0] for kind in kinds.values())
+    return {
+        "sep": sep,
+        "ratio": ratio,
+        "n": n,
+        "argmax_meets": f"{argmax_met}/{classes}",
+        "search_meets": f"{met}/{classes}",
+        **{f"{kind}_meets": f"{a}/{b}" for kind, (a, b) in kinds.items()},
+    }
+
+
+def binding(draws: int) -> None:
+    table = []
+    for seed, (sep, ratio, n) in enumerate(
+        ((sep, ratio, n) for sep in (2.0, 2.5, 3.0) for ratio in (10.0, 50.0) for n in (500, 5000)), 100
+    ):
+        table.append(binding_cell(sep, ratio, n, draws, seed))
+        print(f"sep {sep:g} ratio {ratio:g} n {n} done", file=sys.stderr, flush=True)
+    print_table(table, list(table[0]))
+    print(write_results("class_offsets_binding", {"draws": draws, "floor": FLOOR, "table": table}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--binding", action="store_true", help="where a floor met on held-out rows holds on fresh")
     args = parser.parse_args()
+    if args.binding:
+        binding(args.draws)
+        return
     rows: list[dict] = []
     seed = 0
     for model in ("prior", "balanced"):
