@@ -143,6 +143,21 @@ def dask_processes():
         yield cluster.scheduler_address
 
 
+@pytest.fixture(scope="module")
+def dask_threads():
+    """The address of a 2-worker Dask cluster of threads in this process, one per test module that asks (the
+    engine's tasks set torch to one thread, so the count is put back for the modules after it)."""
+    import torch
+    from distributed import LocalCluster
+
+    threads = torch.get_num_threads()
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny networks train much faster on one thread, above all on a busy 2-core machine."""

@@ -26,21 +26,6 @@ from dmocli.pipelines.subsample import SubsampleOptions, subsample
 pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """Worker threads of this process: the engine's tasks set torch to one thread (processes share no cores
-    with their siblings that way), so the count is restored for the tests after these."""
-    import torch
-    from distributed import LocalCluster
-
-    threads = torch.get_num_threads()
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
-    torch.set_num_threads(threads)
-
-
 def _parts(folder: Path, frame: pd.DataFrame, files: int = 3) -> Path:
     folder.mkdir()
     for i, chunk in enumerate(np.array_split(np.arange(len(frame)), files)):
@@ -62,9 +47,9 @@ def _binary_setup(tmp_path: Path) -> tuple[Path, Path]:
     return model, data
 
 
-def test_evaluate_threshold_predict_on_dask_equal_the_local_engine(tmp_path, scheduler):
+def test_evaluate_threshold_predict_on_dask_equal_the_local_engine(tmp_path, dask_threads):
     model, data = _binary_setup(tmp_path)
-    dask = EngineChoice("dask", scheduler=scheduler)
+    dask = EngineChoice("dask", scheduler=dask_threads)
 
     local_eval, dask_eval = evaluate(model, data), evaluate(model, data, engine=dask)
     assert dask_eval["engine"] == "dask" and local_eval["engine"] == "local"
@@ -88,7 +73,7 @@ def test_evaluate_threshold_predict_on_dask_equal_the_local_engine(tmp_path, sch
     assert pq.read_table(tmp_path / "pred").equals(local)
 
 
-def test_multiclass_predict_and_the_cli_on_a_running_scheduler(tmp_path, scheduler):
+def test_multiclass_predict_and_the_cli_on_a_running_scheduler(tmp_path, dask_threads):
     frame = make_gaussian_classes(2_000, seed=4, d=5)
     train_path = tmp_path / "train.parquet"
     frame.iloc[:1_000].to_parquet(train_path)
@@ -97,10 +82,10 @@ def test_multiclass_predict_and_the_cli_on_a_running_scheduler(tmp_path, schedul
     train(train_path, TrainOptions(), output=model)  # wce, multi-class
 
     out, rep = tmp_path / "pred", tmp_path / "r.json"
-    run_dmo("predict", model, data, "-o", out, "--engine", "dask", "--scheduler", scheduler, check=True)
+    run_dmo("predict", model, data, "-o", out, "--engine", "dask", "--scheduler", dask_threads, check=True)
     predict(model, data, tmp_path / "local.parquet")
     assert pq.read_table(out).equals(pq.read_table(tmp_path / "local.parquet"))
-    run_dmo("evaluate", model, data, "--engine", "dask", "--scheduler", scheduler, "--report", rep, check=True)
+    run_dmo("evaluate", model, data, "--engine", "dask", "--scheduler", dask_threads, "--report", rep, check=True)
     dask_report = json.loads(rep.read_text())
     assert dask_report["engine"] == "dask" and dask_report["splits"] == evaluate(model, data)["splits"]
 
@@ -135,7 +120,7 @@ def test_engine_choices_that_cannot_run_are_refused_before_any_work(tmp_path):
     assert proc.returncode == 2 and "not standard input" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_partitions_are_the_local_engines_files_rows_and_types(tmp_path, scheduler):
+def test_partitions_are_the_local_engines_files_rows_and_types(tmp_path, dask_threads):
     """File order as the local engine sorts names (part10 before part2), hive folders with text values kept
     as text ("007"), and pandas index columns: Dask's own reader changes all three (a review found it)."""
     frame = make_binary_frame(1_200, seed=6)
@@ -150,7 +135,7 @@ def test_partitions_are_the_local_engines_files_rows_and_types(tmp_path, schedul
             rows.iloc[chunk].set_index("id").to_parquet(folder / f"part{[1, 2, 10][i]}.parquet")  # a named pandas index
     model = tmp_path / "m.safetensors"
     train(hive, TrainOptions(problem="ofbs", drop=("id",)), output=model)
-    dask = EngineChoice("dask", scheduler=scheduler)
+    dask = EngineChoice("dask", scheduler=dask_threads)
     local_eval, dask_eval = evaluate(model, hive), evaluate(model, hive, engine=dask)
     assert dask_eval["splits"] == local_eval["splits"] and dask_eval["unseen_levels"] == {}
     predict(model, hive, tmp_path / "local.parquet", id_col="store")
@@ -202,7 +187,7 @@ def test_an_address_that_is_no_scheduler_is_one_clear_error(tmp_path):
         server.close()
 
 
-def test_a_stored_pandas_index_and_an_empty_file_read_as_locally(tmp_path, scheduler, monkeypatch):
+def test_a_stored_pandas_index_and_an_empty_file_read_as_locally(tmp_path, dask_threads, monkeypatch):
     """Files of one schema written with a pandas index (kept as a column, as locally) and a 0-row file, under a
     multi-class model: a second review found both broke the Dask passes."""
     frame = make_gaussian_classes(1_500, seed=7, d=4)
@@ -214,12 +199,12 @@ def test_a_stored_pandas_index_and_an_empty_file_read_as_locally(tmp_path, sched
     pq.write_table(pq.read_table(data / "p0.parquet").slice(0, 0), data / "p2.parquet")  # same schema, no rows
     model = tmp_path / "m.safetensors"
     train(data, TrainOptions(drop=("id",)), output=model)
-    dask = EngineChoice("dask", scheduler=scheduler)
+    dask = EngineChoice("dask", scheduler=dask_threads)
     assert evaluate(model, data, engine=dask)["splits"] == evaluate(model, data)["splits"]
     predict(model, data, tmp_path / "local.parquet", id_col="id")
     predict(model, data, tmp_path / "pred", id_col="id", engine=dask)
     assert pq.read_table(tmp_path / "pred").equals(pq.read_table(tmp_path / "local.parquet"))
-    report = subsample(data, tmp_path / "sub", SubsampleOptions(gamma=3, engine="dask", scheduler=scheduler))
+    report = subsample(data, tmp_path / "sub", SubsampleOptions(gamma=3, engine="dask", scheduler=dask_threads))
     kept = pq.read_table(tmp_path / "sub")
     assert kept.num_rows == report["rows_written"] > report["rows_kept"] > 0 and "id" in kept.column_names
     monkeypatch.chdir(tmp_path)

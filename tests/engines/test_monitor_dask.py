@@ -27,20 +27,6 @@ pytest.importorskip("distributed")
 VOLATILE = {"wall_seconds", "engine", "created", "dmocli_version", "timestamp"}
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """Worker threads of this process; torch's thread count (the engine's tasks set it to one) put back after."""
-    import torch
-    from distributed import LocalCluster
-
-    threads = torch.get_num_threads()
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
-    torch.set_num_threads(threads)
-
-
 def _with_colour(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     return frame.assign(colour=rng.choice(["red", "blue", "green"], len(frame)))
@@ -88,10 +74,10 @@ def _assert_close(local: Any, dask: Any, where: str = "report") -> None:
     [{}, {"chunk_col": "week"}, {"chunk_size": 700}, {"chunk_col": "week", "chunk_size": 500}],
     ids=["all", "chunk-col", "chunk-size", "both"],
 )
-def test_monitor_on_dask_gives_the_local_report(setup, scheduler, chunks):
+def test_monitor_on_dask_gives_the_local_report(setup, dask_threads, chunks):
     model, parts = setup
     local = monitor(model, parts, **chunks)
-    dask = monitor(model, parts, **chunks, engine=EngineChoice("dask", scheduler=scheduler))
+    dask = monitor(model, parts, **chunks, engine=EngineChoice("dask", scheduler=dask_threads))
     assert local["engine"] == "local" and dask["engine"] == "dask"
     jsonschema.validate(dask, report_schema())
     _assert_close(local, dask)
@@ -105,19 +91,20 @@ def test_monitor_on_dask_gives_the_local_report(setup, scheduler, chunks):
     assert colour["unseen_after"] == len(range(0, 2_500, 97))
 
 
-def test_the_cli_runs_monitor_on_a_scheduler_and_refuses_what_dask_cannot_read(dmo, setup, scheduler, tmp_path):
+def test_the_cli_runs_monitor_on_a_scheduler_and_refuses_what_dask_cannot_read(dmo, setup, dask_threads, tmp_path):
     model, parts = setup
-    code, out, err = dmo("monitor", model, parts, "--engine", "dask", "--scheduler", scheduler, "--json")
+    on_dask = ["--engine", "dask", "--scheduler", dask_threads]
+    code, out, err = dmo("monitor", model, parts, *on_dask, "--json")
     assert code == 0, err
     assert json.loads(out)["engine"] == "dask"
-    code, out, err = dmo("monitor", model, parts, "--engine", "dask", "--scheduler", scheduler, "--chunk-size", "900")
+    code, out, err = dmo("monitor", model, parts, *on_dask, "--chunk-size", "900")
     assert code == 0 and "chunk 2: rows 700" in out, err
-    code, _, err = dmo("monitor", model, parts, "--engine", "dask", "--scheduler", scheduler, "--chunk-col", "f0")
+    code, _, err = dmo("monitor", model, parts, *on_dask, "--chunk-col", "f0")
     assert code == 2 and "more than 1000 values" in err and "--chunk-size N" in err, err
-    code, _, err = dmo("monitor", model, parts, "--engine", "dask", "--scheduler", scheduler, "--chunk-size", "2")
+    code, _, err = dmo("monitor", model, parts, *on_dask, "--chunk-size", "2")
     assert code == 2 and "more than 1000 chunks" in err and "larger --chunk-size" in err, err
     pd.read_parquet(parts).to_csv(tmp_path / "new.csv", index=False)
-    code, _, err = dmo("monitor", model, tmp_path / "new.csv", "--engine", "dask", "--scheduler", scheduler)
+    code, _, err = dmo("monitor", model, tmp_path / "new.csv", *on_dask)
     assert code == 2 and "--engine dask reads parquet" in err and "--engine local" in err, err
-    code, _, err = dmo("monitor", model, parts, "--scheduler", scheduler)
+    code, _, err = dmo("monitor", model, parts, "--scheduler", dask_threads)
     assert code == 2 and "add --engine dask" in err, err
