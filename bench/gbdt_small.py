@@ -12,6 +12,10 @@ refused because the target is out of reach on the held-out scores):
   its positives, the behaviour before the rule (commit 737d19d);
 - `dmo_gbdt_wbins` (not run unless named in --methods): today's defaults with the histogram bins sketched on the
   class-weighted rows, as before 2026-11-27 (solvers/boosting.matrix now bins the unweighted rows);
+- `dmo_gbdt_logitmean` (not run unless named): today's defaults, but the fold ensemble answers the mean of its
+  members' mapped logits (slope * logit + intercept, the Platt map of the out-of-fold logits) instead of the logit
+  of their mean probability: the same out-of-fold curve and threshold, the ensemble's test scores on the curve's
+  scale where members disagree (probability averaging pulls disagreeing rows toward the middle);
 - `xgb_fixed_oof`: xgboost.XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight = neg/pos), the exact
   threshold searched (dmocli.operating_point.search) on its own 5-fold out-of-fold margins, then refit on DATA;
 - `hgb_oof`: HistGradientBoostingClassifier(class_weight="balanced"), the same out-of-fold threshold;
@@ -118,6 +122,29 @@ def weighted_bins(on: bool) -> None:
         return xgb.QuantileDMatrix(X, label=y, weight=weight, base_margin=margin, missing=np.nan)
 
     boosting.matrix = matrix
+
+
+def logit_mean(on: bool) -> None:
+    """For `dmo_gbdt_logitmean`: the fold ensemble's forward as the mean of its members' mapped logits, or
+    today's forward back."""
+    import torch
+
+    from dmocli.models.networks import FoldEnsemble
+
+    today = FoldEnsemble.__dict__.get("_today_forward", FoldEnsemble.forward)
+    FoldEnsemble._today_forward = today
+    if not on:
+        FoldEnsemble.forward = today
+        return
+
+    def forward(self, features):  # type: ignore[no-untyped-def]
+        if self.member_map is None:
+            return today(self, features)
+        logits = torch.stack([member(features) for member in self.members])
+        slope, intercept = self.member_map.to(device=logits.device, dtype=logits.dtype)
+        return slope * logits.mean(dim=0) + intercept
+
+    FoldEnsemble.forward = forward
 
 
 def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: dict[str, str]) -> dict[str, Any]:
@@ -250,6 +277,7 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
         else:
             params = variants.get(method, DMO_PARAMS.get(method, {}))
             weighted_bins(method == "dmo_gbdt_wbins")
+            logit_mean(method == "dmo_gbdt_logitmean")
             fits[method] = dmo_method(data, test, seed, "linear" if method == "dmo_linear" else "gbdt", params)
     for method, fitted in fits.items():
         for problem, target in PROBLEMS:
