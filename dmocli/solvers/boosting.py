@@ -15,8 +15,9 @@ the best round. That round is only as good as the held-out rows: with fewer
 than `stop-min-positives` rows of the rarest class among them (a held-out
 tenth of 100 positives holds 10) the best round is noise, so nothing is held
 out and the trees take a fixed, conservative schedule (`fixed-rounds` at
-`fixed-eta`) on every training row instead (bench/gbdt_small.py chose it;
-docs/gbdt.md has the figures). The trace's `rounds_rule` says which rule ran
+`fixed-eta`, each tree on a `fixed-subsample` of the rows and a
+`fixed-colsample` of the features) on every training row instead
+(bench/gbdt_small.py chose it; docs/gbdt.md has the figures). The trace's `rounds_rule` says which rule ran
 and the positives counted.
 """
 
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 SEED_MODULUS = 2**31  # XGBoost's seed is a 32-bit signed int
 STOP_MIN_POSITIVES = 20  # held-out positives below which early stopping is noise (bench/gbdt_small.py)
+# The fixed schedule draws this share of rows and of features per tree (stochastic gradient boosting): with no
+# held-out rows to stop on, the randomness is its regularization (bench/gbdt_small.py, docs/gbdt.md).
+FIXED_SHARE = 0.8
 
 
 @dataclass
@@ -82,7 +86,8 @@ class TreeParams(SolverParams):
         metadata={
             "min": 0,
             "help": "gbdt: least rows of the rarest class in the held-out rows for early stopping on them; with "
-            "fewer, nothing is held out and the trees take fixed-rounds at fixed-eta (0: always stop early)",
+            "fewer, nothing is held out and the trees take the fixed schedule: fixed-rounds at fixed-eta, "
+            "fixed-subsample and fixed-colsample (0: always stop early)",
         },
     )
     fixed_rounds: int = field(
@@ -91,6 +96,22 @@ class TreeParams(SolverParams):
     fixed_eta: float = field(
         default=0.05,
         metadata={"positive": True, "max": 1.0, "help": "gbdt: learning rate when too few positives to stop early"},
+    )
+    fixed_subsample: float = field(
+        default=FIXED_SHARE,
+        metadata={
+            "positive": True,
+            "max": 1.0,
+            "help": "gbdt: share of rows drawn per tree when too few positives to stop early",
+        },
+    )
+    fixed_colsample: float = field(
+        default=FIXED_SHARE,
+        metadata={
+            "positive": True,
+            "max": 1.0,
+            "help": "gbdt: share of features drawn per tree when too few positives to stop early",
+        },
     )
     stop_metric: str = field(
         default="auto",
@@ -269,7 +290,14 @@ def boost_weighted(
     xgb = import_xgboost()
     p: TreeParams = ctx.params
     if held.fixed:  # too few held-out positives: the conservative schedule, no early stopping
-        p = dataclasses.replace(p, rounds=p.fixed_rounds, eta=p.fixed_eta, early_stopping=0)
+        p = dataclasses.replace(
+            p,
+            rounds=p.fixed_rounds,
+            eta=p.fixed_eta,
+            subsample=p.fixed_subsample,
+            colsample=p.fixed_colsample,
+            early_stopping=0,
+        )
     started = time.perf_counter()
     n_classes = max(2, ctx.architecture.n_outputs)
     weight = lambda labels: class_weights(labels, n_classes) if balanced else None  # noqa: E731
@@ -314,6 +342,8 @@ def boost_weighted(
         "monitored_split": held.monitor_name,
         "monitored_loss": float(losses[rounds - 1]) if losses else None,
         "eta": p.eta,
+        "subsample": p.subsample,
+        "colsample": p.colsample,
         "rounds_rule": held.rule,
         "device": params["device"],
         "seconds": time.perf_counter() - started,
@@ -341,11 +371,18 @@ def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balan
     return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)
 
 
+def _schedule(fit: dict[str, Any]) -> str:
+    """A fixed-schedule fit's rounds, learning rate and the shares of rows and features each tree drew."""
+    shares = {"rows": fit.get("subsample", 1.0), "features": fit.get("colsample", 1.0)}
+    drawn = ", ".join(f"{share:g} of {what}" for what, share in shares.items() if share < 1.0)
+    return f"{fit['rounds']} rounds at eta {fit['eta']:g}" + (f", {drawn} per tree" if drawn else "")
+
+
 def rule_line(trace: dict[str, Any]) -> str | None:
     """The summary's line on the trees' rounds rule, from a fit's trace (a fold ensemble's: its folds'; ERO's:
     its warm start's), or None for a trace without one (not trees): which rule, in how many fits, and the
-    held-out positives that decided, e.g. `trees: fixed schedule (300 rounds at eta 0.05) in 5 of 5 fits: 3-4
-    positives held out, fewer than stop-min-positives 20`."""
+    held-out positives that decided, e.g. `trees: fixed schedule (300 rounds at eta 0.05, 0.8 of rows, 0.8 of
+    features per tree) in 5 of 5 fits: 3-4 positives held out, fewer than stop-min-positives 20`."""
     fits = [fit.get("warm_start", fit) for fit in trace.get("fold_traces") or [trace]]
     rules = [fit.get("rounds_rule") for fit in fits]
     if not fits or not all(rules):
@@ -355,7 +392,7 @@ def rule_line(trace: dict[str, Any]) -> str | None:
     parts = []
     for name in dict.fromkeys(named):
         fit = fits[named.index(name)]
-        schedule = f" ({fit['rounds']} rounds at eta {fit['eta']:g})" if name == "fixed" else ""
+        schedule = f" ({_schedule(fit)})" if name == "fixed" else ""
         share = f" in {named.count(name)} of {len(named)} fits" if len(named) > 1 else ""
         parts.append(f"{shown.get(name, name)}{schedule}{share}")
     counted = [rule["held_out_positives"] for rule in rules if "held_out_positives" in rule]

@@ -96,9 +96,9 @@ class WeightedCrossEntropy(InMemorySolver):
         """Trees: the folds' median early-stopped rounds; adam: the folds' median best epoch, on all rows."""
         if fold_traces and all("rounds" in trace for trace in fold_traces):
             rounds = int(np.median([trace["rounds"] for trace in fold_traces]))
-            etas = {trace.get("eta", params.eta) for trace in fold_traces}  # the fixed schedule's, where folds took it
-            eta = etas.pop() if len(etas) == 1 else params.eta
-            return dataclasses.replace(params, rounds=rounds, eta=eta, early_stopping=0)
+            # the fixed schedule's learning rate and shares, where every fold took it
+            kept = {key: _shared(fold_traces, key, getattr(params, key)) for key in ("eta", "subsample", "colsample")}
+            return dataclasses.replace(params, rounds=rounds, early_stopping=0, **kept)
         stopped_on_held_out = [trace.get("monitored_split") not in (None, "train") for trace in fold_traces]
         if fold_traces and all(stopped_on_held_out):
             epochs = int(np.median([trace["best_epoch"] for trace in fold_traces]))
@@ -260,3 +260,10 @@ def _optimizer(params: WeightedCrossEntropy.Params, model_kind: str) -> str:
                 f"{chosen}; drop it, or add --param optimizer={other}"
             )
     return chosen
+
+
+def _shared(fold_traces: list[dict[str, Any]], key: str, default: Any) -> Any:
+    """The value of `key` every fold's trace holds (the fixed schedule's, where each fold took it), else `default`:
+    the refit on all rows trains as the folds whose rounds it takes did."""
+    values = {trace.get(key, default) for trace in fold_traces}
+    return values.pop() if len(values) == 1 else default

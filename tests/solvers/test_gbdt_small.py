@@ -49,9 +49,12 @@ def test_the_rule_switches_at_stop_min_positives_held_out_by_a_stratified_tenth(
         assert trace["rounds_rule"]["held_out_positives"] == positives // 10
         if rule == "fixed":  # nothing held out: every row fitted, the whole conservative schedule
             assert (trace["rounds"], trace["eta"], trace["monitored_split"]) == (300, 0.05, None)
-            assert "trees: fixed schedule (300 rounds at eta 0.05): 19 positives held out, fewer than" in summary
+            assert (trace["subsample"], trace["colsample"]) == (0.8, 0.8)  # stochastic boosting: its regularization
+            fixed = "trees: fixed schedule (300 rounds at eta 0.05, 0.8 of rows, 0.8 of features per tree)"
+            assert f"{fixed}: 19 positives held out, fewer than" in summary
         else:
             assert trace["eta"] == 0.1 and trace["monitored_split"] == "0.1 of train"
+            assert (trace["subsample"], trace["colsample"]) == (1.0, 1.0)
             assert "trees: early stopping: 20 positives held out, at least stop-min-positives 20" in summary
 
 
@@ -72,7 +75,8 @@ def test_val_positives_decide_with_val_and_ero_keeps_its_fixed_warm_start(tmp_pa
     assert trace["outer_iterations"] == 0 and trace["selected_outer"] == 0
     assert trace["rounds_rule"]["rule"] == "fixed" and "warm start kept" in trace["rounds_rule"]["ero"]
     assert trace["warm_start"]["rounds"] == 300
-    assert f"trees: fixed schedule (300 rounds at eta 0.05): {LIMIT - 1} positives held out" in summary
+    fixed = "trees: fixed schedule (300 rounds at eta 0.05, 0.8 of rows, 0.8 of features per tree)"
+    assert f"{fixed}: {LIMIT - 1} positives held out" in summary
 
 
 def test_cross_fitting_reports_every_fold_and_the_refit_keeps_the_fixed_schedule(tmp_path):
@@ -83,8 +87,9 @@ def test_cross_fitting_reports_every_fold_and_the_refit_keeps_the_fixed_schedule
     assert [fold["rounds_rule"]["rule"] for fold in folds] == ["fixed"] * 5
     assert "in 5 of 5 fits: 5 positives held out, fewer than stop-min-positives 20" in summary
     report, _ = trained(tmp_path, "apply", str(data), "--model", "gbdt", "--cv-transfer", "apply")
-    final = report["solver_trace"]  # the final fit: the folds' rounds at the folds' eta, not the default 0.1
+    final = report["solver_trace"]  # the final fit: the folds' rounds, eta and shares, not the defaults 0.1 and 1
     assert (final["rounds"], final["eta"], final["rounds_rule"]["rule"]) == (300, 0.05, "all rounds")
+    assert (final["subsample"], final["colsample"]) == (0.8, 0.8)
     report, summary = trained(tmp_path, "prev", str(data), "--model", "gbdt", "--param", "stop-min-positives=0")
     assert [fold["rounds_rule"]["rule"] for fold in report["solver_trace"]["fold_traces"]] == ["early stopping"] * 5
     assert "trees: early stopping in 5 of 5 fits: 5 positives held out" in summary
@@ -94,11 +99,12 @@ def test_same_seed_same_trees_on_the_fixed_schedule(tmp_path):
     data = tmp_path / "d.parquet"
     frame_with(40, 800).to_parquet(data)
     boosters = []
-    for name in ("a", "b"):
-        trained(tmp_path, name, str(data), "--model", "gbdt", "--cv", "0", "--seed", "7")
+    for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):  # the trees draw rows and features: by the seed
+        trained(tmp_path, name, str(data), "--model", "gbdt", "--cv", "0", "--seed", seed)
         with safe_open(str(tmp_path / f"{name}.dmo.safetensors"), framework="numpy") as handle:
             boosters.append(handle.get_tensor("booster"))
     assert boosters[0].shape == boosters[1].shape and (boosters[0] == boosters[1]).all()
+    assert boosters[0].shape != boosters[2].shape or (boosters[0] != boosters[2]).any()
 
 
 def generated_draw(seed: int, positives: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -149,7 +155,8 @@ def test_the_trees_are_xgboost_with_scale_pos_weight_once_the_weight_scale_is_ma
     scale_pos_weight with reg-lambda and min-child-weight times s; and dmo's histogram bins follow the rows, not
     the class weights, as scale_pos_weight's do (1,040 rows: more than max-bin's 256 values per feature, so a
     class-weighted sketch would cut elsewhere). With the scale matched, on the fixed schedule, dmo's trees give
-    XGBClassifier(300 rounds, eta 0.05, depth 6, scale_pos_weight)'s margins; at the defaults the regularization
+    XGBClassifier(300 rounds, eta 0.05, depth 6, 0.8 of the rows and features per tree, scale_pos_weight)'s margins
+    at the same seed (the rows each tree draws do not depend on their weights); at the defaults the regularization
     is 1/s (about twice) stronger, so they differ."""
     import xgboost as xgb
 
@@ -159,6 +166,7 @@ def test_the_trees_are_xgboost_with_scale_pos_weight_once_the_weight_scale_is_ma
     y = data.label.to_numpy()
     scale = float(len(y) / (2 * (y == 0).sum()))
     direct = xgb.XGBClassifier(n_estimators=300, learning_rate=0.05, max_depth=6, tree_method="hist", n_jobs=1,
+                               subsample=0.8, colsample_bytree=0.8, random_state=0,
                                scale_pos_weight=(y == 0).sum() / (y == 1).sum())  # fmt: skip
     direct.fit(data.drop(columns="label").to_numpy(np.float32), y)
     expected = direct.predict(test.drop(columns="label").to_numpy(np.float32), output_margin=True)
