@@ -19,6 +19,7 @@ given with --cv K, is read per candidate for the same reason.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,8 @@ def train_auto(
         outcomes.append(
             _train_candidate(data, table, candidate, solver=solver, params=params, device=device, started=started)
         )
-    chosen = max(outcomes, key=lambda outcome: (outcome.part.feasible, outcome.part.objective))  # first of ties
+    kept = best([outcome.part for outcome in outcomes])
+    chosen = next(outcome for outcome in outcomes if outcome.part is kept)
     section = ModelSelectionSection(
         rule=RULE,
         candidates=tuple(outcome.part for outcome in outcomes),
@@ -136,6 +138,12 @@ def train_auto(
     assert chosen.model is not None  # a candidate without a refusal has its model
     report = extended({**chosen.report, "model": None if output is None else str(output)}, section)
     return finish(chosen.model, report, output=output, report_path=report_path, started=started)
+
+
+def best(candidates: Sequence[CandidateModel]) -> CandidateModel:
+    """The rule (RULE): a candidate that reaches the target beats one that does not, then the higher objective;
+    of equals, the first, which AUTO_CANDIDATES orders simplest first."""
+    return max(candidates, key=lambda candidate: (candidate.feasible, candidate.objective))  # max keeps the first
 
 
 def _train_candidate(
