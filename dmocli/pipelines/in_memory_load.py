@@ -71,6 +71,7 @@ def _read(
     opts: TrainOptions,
     solver: InMemorySolver,
     group: ProcessGroup | None,
+    *,
     table: pa.Table | None = None,
 ) -> _Read:
     """Read DATA and fit its preprocessing: in one process, the table whole (or `table`, DATA as read already),
@@ -123,7 +124,7 @@ def load(
     from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
     collective calls, so ProcessGroup.agree can run it. `table`: DATA already read in one process (`--model auto`
     prepares it once per candidate), while messages still name DATA as given."""
-    read = _read(data, opts, solver, group, table)
+    read = _read(data, opts, solver, group, table=table)
     table, label_column, labels, problem, pre = read.table, read.label_column, read.labels, read.problem, read.pre
     warnings, profile = read.warnings, read.profile
     del read  # `table` is dropped below, once its features are prepared
