@@ -185,8 +185,9 @@ def _train_candidate(
             "--model auto chooses on out-of-fold rows, and a class has fewer than 2 labeled rows, too few to "
             "cross-fit: add labeled rows of it, or choose --model linear or gbdt"
         )
+    reached = point["feasible"] is not False  # None: OFBS has no target to miss
     part = CandidateModel(
-        model=opts.model, objective=point["objective"], feasible=point["feasible"], threshold=point["threshold"]
+        model=opts.model, objective=point["objective"], feasible=reached, threshold=point["threshold"]
     )
     return _Outcome(part, model, report, refused)
 

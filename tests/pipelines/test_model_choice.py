@@ -130,8 +130,20 @@ def test_the_cli_prints_the_choice_and_its_report_validates(files: dict[str, Pat
     gbdt = report["model_selection"]["candidates"][1]
     assert line.startswith(f"model auto: gbdt (out-of-fold recall {gbdt['objective']:.2f} at precision >= 0.7; ")
     assert f"linear {linear['objective']:.2f}" in line and line.endswith("each certified at 0.95 for 0.9)")
+    assert ">= 0.7 with probability 0.9 (" in printed  # the certificate line: the chosen one's level, after choosing
     info = json.loads(run_dmo("info", out, "--json", check=True).stdout)
     assert info["architecture"]["kind"] == "gbdt"  # the model file is the candidate's own
+
+
+def test_ofbs_has_no_target_to_miss(files: dict[str, Path]) -> None:
+    out = files["root"] / "ofbs.dmo.safetensors"
+    report = report_of("train", files["linear"], "--model", "auto", "-o", out)  # binary labels: ofbs by default
+    selection = report["model_selection"]
+    assert report["problem"] == "ofbs" and [c["feasible"] for c in selection["candidates"]] == [True, True]
+    f1 = {c["model"]: c["objective"] for c in selection["candidates"]}
+    assert selection["chosen"] == max(f1, key=f1.get) and report["operating_point"]["objective"] == max(f1.values())
+    printed = run_dmo("train", files["linear"], "--model", "auto", "-o", out, check=True).stdout
+    assert f"model auto: {selection['chosen']} (out-of-fold F1 {max(f1.values()):.2f}; " in printed
 
 
 def test_no_candidate_reaching_the_target_refuses_with_the_selection_in_the_report(files: dict[str, Path]) -> None:

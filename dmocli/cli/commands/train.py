@@ -98,11 +98,13 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
     if not point.get("certificate") or not point.get("feasible"):
         return []
     metric = {"fpor": "precision", "frop": "recall"}[report["problem"]]
+    # --model auto: the chosen candidate's certificate holds at the level asked, each candidate's at a higher one
+    level = (report.get("model_selection") or {}).get("confidence") or report["confidence"]
     sample = point["new_rows"]
     where = "in the population" if sample is None else f"measured on {sample:,} new rows"
     change = "--new-rows N for another sample size" if sample is None else "--new-rows N or inf to change"
     return [
-        f"certified: {metric} {where} >= {report['target']:g} with probability {report['confidence']:g} "
+        f"certified: {metric} {where} >= {report['target']:g} with probability {level:g} "
         f"({change}; docs/operating-points.md)"
     ]
 
