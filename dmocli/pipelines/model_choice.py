@@ -34,7 +34,7 @@ from dmocli.options import AUTO_CANDIDATES, CV_AUTO, MODEL_AUTO, TrainOptions
 from dmocli.pipelines.in_memory import train_loaded
 from dmocli.pipelines.in_memory_load import load
 from dmocli.pipelines.report_parts import CandidateModel, ModelSelectionSection, extended
-from dmocli.pipelines.saving import finish
+from dmocli.pipelines.saving import finish, stamp
 from dmocli.report import dumps
 from dmocli.solvers import available, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams
@@ -45,7 +45,9 @@ MULTICLASS = "--model auto compares binary operating points; for multi-class lab
 
 def candidate_confidence(confidence: float | None) -> float | None:
     """The level each candidate is certified at for the chosen one to hold at `confidence` (a union bound)."""
-    return None if confidence is None else 1 - (1 - confidence) / len(AUTO_CANDIDATES)
+    if confidence is None:
+        return None
+    return round(1 - (1 - confidence) / len(AUTO_CANDIDATES), 12)  # 0.95 for 0.9, not 0.9500000000000001
 
 
 def auto_problems(opts: TrainOptions, solver: Solver) -> list[str]:
@@ -134,7 +136,7 @@ def train_auto(
         confidence_per_candidate=level,
     )
     if chosen.refusal is not None:
-        _refuse(chosen.refusal, extended(chosen.report, section), report_path)
+        _refuse(chosen.refusal, stamp(extended(chosen.report, section), started), report_path)
     assert chosen.model is not None  # a candidate without a refusal has its model
     report = extended({**chosen.report, "model": None if output is None else str(output)}, section)
     return finish(chosen.model, report, output=output, report_path=report_path, started=started)
