@@ -20,6 +20,11 @@ refused because the target is out of reach on the held-out scores):
   threshold searched (dmocli.operating_point.search) on its own 5-fold out-of-fold margins, then refit on DATA;
 - `hgb_oof`: HistGradientBoostingClassifier(class_weight="balanced"), the same out-of-fold threshold;
 - `dmo_linear`: `dmo train` (linear wce, defaults);
+- `dmo_auto` (not run unless named in --methods): `dmo train --model auto` (linear and gbdt on the same folds, the
+  better out-of-fold objective kept), trained once per problem, since the choice depends on the objective; its
+  rows name the kind kept (`chosen`). Every row has `oof_objective`, the objective at the threshold on the held-out
+  curve it was searched on: out-of-fold minus test objective is each method's optimism, and dmo_auto's beside
+  dmo_gbdt's and dmo_linear's is what choosing on that curve adds to it;
 - `xgb_refold` (not run unless named in --methods): `xgb_fixed_oof` again with other folds (another fold seed):
   the same model, so its difference from `xgb_fixed_oof` is what the fold assignment alone moves the objective,
   the noise floor of every paired difference here (it is a control, never the "best method" of a set);
@@ -93,6 +98,9 @@ def subsample(table: pa.Table, positives: int, seed: int, neg_cap: int) -> pa.Ta
     return table.take(pa.array(rows))
 
 
+REFUSED = {"refused": True, "test_feasible": None, "test_objective": None, "oof_objective": None, "score": 0.0}
+
+
 def scored(problem: str, target: float | None, cv_logits, cv_y, test_logits, y_test) -> dict[str, Any]:
     """The exact threshold of `problem` on the held-out curve, applied to the test logits; refused when the target
     is out of reach there. `score` is the objective counted 0 where refused or missed on test."""
@@ -100,9 +108,34 @@ def scored(problem: str, target: float | None, cv_logits, cv_y, test_logits, y_t
 
     point = search_threshold(cv_logits, cv_y, Problem(problem, target))
     if point.feasible is False:
-        return {"refused": True, "test_feasible": None, "test_objective": None, "score": 0.0}
+        return dict(REFUSED)
     result = outcome(problem, target, test_metrics(test_logits >= point.threshold, y_test))
-    return {**result, "score": 0.0 if result["test_feasible"] is False else result["test_objective"]}
+    return {
+        **result,
+        "oof_objective": float(point.objective),
+        "score": 0.0 if result["test_feasible"] is False else result["test_objective"],
+    }
+
+
+def dmo_auto(data: pa.Table, test: pa.Table, seed: int, problem: str, target: float | None) -> dict[str, Any]:
+    """`dmo_auto` for one problem (the kind kept depends on its objective): `dmo train --model auto`'s held-out
+    curve, test logits and the kind kept; a refusal (no candidate reaches the target out of fold) keeps only the
+    kind that came closest."""
+    from dmocli import TrainOptions, UnreachableTarget, train
+
+    opts = TrainOptions(problem=problem, target=target, solver="wce", model="auto", seed=seed, device="cpu")
+    started = time.perf_counter()
+    try:
+        trained, report = train(data, opts)
+    except UnreachableTarget as refusal:
+        assert refusal.report is not None
+        return {"chosen": refusal.report["model_selection"]["chosen"], "seconds": time.perf_counter() - started}
+    return {
+        "chosen": report["model_selection"]["chosen"],
+        "cv": trained.evidence.rows(),
+        "test": trained.logits(test)[0],
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def weighted_bins(on: bool) -> None:
@@ -264,10 +297,12 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
         return []
     data, test = resplit(sub, seed)
     y_test = test.column("label").to_numpy()
-    rows = []
+    rows = auto_rows(data, test, y_test, name=name, size=size, seed=seed) if "dmo_auto" in methods else []
     fits: dict[str, dict[str, Any]] = {}
     for method in methods:
         if method in fits or (method == "dmo_gbdt" and "dmo_gbdt_rep" in methods):  # from dmo_gbdt_rep's run
+            continue
+        if method == "dmo_auto":  # trained per problem, above
             continue
         if method in ("xgb_fixed_oof", "hgb_oof", *CONTROLS):
             fits[method] = library_method(data, test, seed, method)
@@ -293,6 +328,29 @@ def one_draw(task: tuple[str, str, int, int, int, list[str], dict[str, dict[str,
                     **scored(problem, target, *fitted["cv"], fitted["test"], y_test),
                 }
             )
+    return rows
+
+
+def auto_rows(
+    data: pa.Table, test: pa.Table, y_test: np.ndarray, *, name: str, size: int, seed: int
+) -> list[dict[str, Any]]:
+    """dmo_auto's rows of one draw: one per problem, with the kind kept beside the out-of-fold and test objectives."""
+    rows = []
+    for problem, target in PROBLEMS:
+        fitted = dmo_auto(data, test, seed, problem, target)
+        scores = scored(problem, target, *fitted["cv"], fitted["test"], y_test) if "cv" in fitted else REFUSED
+        rows.append(
+            {
+                "set": name,
+                "size": size,
+                "seed": seed,
+                "method": "dmo_auto",
+                "problem": problem,
+                "seconds": fitted["seconds"],
+                "chosen": fitted["chosen"],
+                **scores,
+            }
+        )
     return rows
 
 
@@ -357,6 +415,24 @@ def paired(runs: list[dict[str, Any]], method: str, others: list[str], group: st
             mean, se = mean_se(diffs)
             table.append({group or "pooled": value or "all", "baseline": other, "draws": len(diffs),
                           "difference": mean, "se": se})  # fmt: skip
+    return table
+
+
+def optimism(runs: list[dict[str, Any]], methods: list[str]) -> list[dict[str, Any]]:
+    """Per method: out-of-fold minus test objective on the problems it did not refuse, averaged per draw first (the
+    SE counts independent draws), and the kinds dmo_auto kept. A selection on the out-of-fold curve shows here
+    as dmo_auto's gap above the larger of dmo_gbdt's and dmo_linear's."""
+    table = []
+    for method in methods:
+        per: dict[tuple, list[float]] = {}
+        for r in runs:
+            if r["method"] == method and r.get("oof_objective") is not None:
+                gap = r["oof_objective"] - r["test_objective"]
+                per.setdefault((r["set"], r["size"], r["seed"]), []).append(gap)
+        mean, se = mean_se([float(np.mean(gaps)) for gaps in per.values()])
+        chosen = [r["chosen"] for r in runs if r["method"] == method and "chosen" in r]
+        kept = ", ".join(f"{kind} {chosen.count(kind)}" for kind in sorted(set(chosen))) or None
+        table.append({"method": method, "draws": len(per), "oof_minus_test": mean, "se": se, "chosen": kept})
     return table
 
 
@@ -434,6 +510,9 @@ def main() -> None:
     print_table(pairs_pooled, ["pooled", "baseline", "draws", "difference", "se"])
     print(f"\n{reference} against the best method of each set (paired SE)")
     print_table(best, ["set", "best", "best_score", "difference", "se", "within_one_se"])
+    gaps = optimism(runs, methods)
+    print("\noptimism: out-of-fold minus test objective (problems not refused), SE over draws")
+    print_table(gaps, ["method", "draws", "oof_minus_test", "se", "chosen"])
     print(f"\n{reference}'s fold fits by rule, per size: {rules}")
     path = write_results(
         args.name,
@@ -449,6 +528,7 @@ def main() -> None:
             "paired_by_size": pairs_by_size,
             "paired_pooled": pairs_pooled,
             "within_best": best,
+            "optimism": gaps,
             "rules_by_size": {str(k): v for k, v in rules.items()},
             "runs": runs,
         },

@@ -26,7 +26,9 @@ from dmocli.errors import DmoError
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
 
 PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "multiclass")
-MODEL_CHOICES = ("linear", "mlp", "gbdt")
+MODEL_CHOICES = ("linear", "mlp", "gbdt")  # the kinds a model file holds (architecture.kind)
+MODEL_AUTO = "auto"  # --model auto: not a kind but a choice between AUTO_CANDIDATES (pipelines/model_choice.py)
+AUTO_CANDIDATES = ("linear", "gbdt")  # in order of simplicity: a tie goes to the first
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 IMPUTE_CHOICES = ("none", "median")
 NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
@@ -170,8 +172,10 @@ class TrainOptions:
         "--model",
         "-m",
         estimator=True,
-        constraint=OneOf(MODEL_CHOICES),
-        help="linear, mlp, or gbdt (gradient-boosted trees: pip install 'dmocli[gbdt]'; missing values allowed).",
+        constraint=OneOf((*MODEL_CHOICES, MODEL_AUTO)),
+        help="linear, mlp, or gbdt (gradient-boosted trees: pip install 'dmocli[gbdt]'; missing values allowed); "
+        "auto: train linear and gbdt on the same folds and keep the one with the better out-of-fold objective "
+        "(docs/gbdt.md).",
     )
     width: int = option(100, "--width", estimator=True, constraint=AT_LEAST_ONE, help="MLP hidden width.")
     depth: int = option(2, "--depth", estimator=True, constraint=AT_LEAST_ONE, help="MLP hidden layers.")

@@ -51,7 +51,7 @@ def test_every_bad_option_is_named_in_one_message_before_any_data_is_read(tmp_pa
         train(garbage, opts, output=tmp_path / "m.safetensors")
     message = str(caught.value)
     for part in (
-        "--model 'tree' is not known (use linear, mlp or gbdt)",
+        "--model 'tree' is not known (use linear, mlp, gbdt or auto)",
         "--impute 'mean' is not known",
         "--device 'tpu' is not known (use auto, cpu or cuda)",
         "--width 0 must be at least 1",

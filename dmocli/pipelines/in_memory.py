@@ -94,16 +94,51 @@ def train_in_memory(
     from dmocli.models.networks import resolve_device
 
     device = group.device if group is not None else resolve_device(opts.device)
+    return train_loaded(
+        _load(data, opts, solver, group),  # held by train_loaded alone, which lets go of it once split
+        data,
+        opts,
+        solver=solver,
+        params=params,
+        output=output,
+        report_path=report_path,
+        started=started,
+        group=group,
+        device=device,
+    )
+
+
+def _load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> Loaded:
+    """DATA read and prepared; under torchrun, this process's share, and a read that fails on one process only
+    (its rows, its node's files) stops all of them with its message."""
     if group is None:
-        loaded = load(data, opts, solver, None)
-    else:  # a read can fail on one process only (its rows, its node's files): all then stop with its message
-        loaded = group.agree(lambda: load(data, opts, solver, group))
-        check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
+        return load(data, opts, solver, None)
+    loaded = group.agree(lambda: load(data, opts, solver, group))
+    check_unlabeled(group.sum_int(loaded.n_unlabeled), opts, solver)
+    return loaded
+
+
+def train_loaded(
+    loaded: Loaded,
+    data: sources.Source,
+    opts: TrainOptions,
+    *,
+    solver: InMemorySolver,
+    params: SolverParams,
+    output: Path | None,
+    report_path: str | Path | None,
+    started: float,
+    group: ProcessGroup | None,
+    device: torch.device,
+) -> tuple[DmoModel, dict[str, Any]]:
+    """Fit, settle and save on DATA as `load` prepared it: apart from the read so that `--model auto` can prepare
+    DATA once per candidate (the preprocessing depends on the model kind) from one read of it
+    (pipelines/model_choice.py)."""
     labels, problem, pre, profile = loaded.labels, loaded.problem, loaded.pre, loaded.profile
     val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
     splits = _splits(loaded, opts, solver=solver, group=group)
-    del loaded  # the splits as read: with --cv and --val, pooled copies replace them
+    del loaded  # the splits as read: with --cv and --val, pooled copies replace them (unless a caller keeps them)
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
         problem=problem,

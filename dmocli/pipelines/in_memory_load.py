@@ -66,12 +66,19 @@ class _Read:
     profile: ProfileBuilder
 
 
-def _read(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> _Read:
-    """Read DATA and fit its preprocessing: in one process, the table whole, every problem of it refused in one
-    message (pipelines/check.py); under torchrun, the preprocessing from one streaming pass over all of DATA,
-    then only this process's range of rows."""
+def _read(
+    data: sources.Source,
+    opts: TrainOptions,
+    solver: InMemorySolver,
+    group: ProcessGroup | None,
+    *,
+    table: pa.Table | None = None,
+) -> _Read:
+    """Read DATA and fit its preprocessing: in one process, the table whole (or `table`, DATA as read already),
+    every problem of it refused in one message (pipelines/check.py); under torchrun, the preprocessing from one
+    streaming pass over all of DATA, then only this process's range of rows."""
     if group is None:  # every problem of the table in one message (pipelines/check.py)
-        table = reading.read_table(data)
+        table = reading.read_table(data) if table is None else table
         found = survey(table, opts, solver)
         found.refuse(sources.describe(data))
         table = found.table  # dates as parts and numbers parsed, as the preprocessing and the profile read them
@@ -105,11 +112,19 @@ def _read(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, grou
     return _Read(table, label_column, labels, problem, pre, warnings, profile)
 
 
-def load(data: sources.Source, opts: TrainOptions, solver: InMemorySolver, group: ProcessGroup | None) -> Loaded:
+def load(
+    data: sources.Source,
+    opts: TrainOptions,
+    solver: InMemorySolver,
+    group: ProcessGroup | None,
+    *,
+    table: pa.Table | None = None,
+) -> Loaded:
     """Read and prepare DATA (and --val). Under torchrun (`group`) every process fits the global preprocessing
     from one streaming pass over all of DATA, then reads only its range of rows (ProcessGroup.row_range). No
-    collective calls, so ProcessGroup.agree can run it."""
-    read = _read(data, opts, solver, group)
+    collective calls, so ProcessGroup.agree can run it. `table`: DATA already read in one process (`--model auto`
+    prepares it once per candidate), while messages still name DATA as given."""
+    read = _read(data, opts, solver, group, table=table)
     table, label_column, labels, problem, pre = read.table, read.label_column, read.labels, read.problem, read.pre
     warnings, profile = read.warnings, read.profile
     del read  # `table` is dropped below, once its features are prepared

@@ -155,12 +155,60 @@ class TrainingRunSection:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class CandidateModel:
+    """One candidate of `--model auto`: its kind and its out-of-fold operating point (objective, whether it met
+    the target, threshold)."""
+
+    model: str
+    objective: float
+    feasible: bool
+    threshold: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "objective": self.objective,
+            "feasible": self.feasible,
+            "threshold": self.threshold,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSelectionSection:
+    """`--model auto` (`model_selection`): the rule, each candidate's out-of-fold operating point, the one kept, and
+    the confidence asked and the level each candidate was certified at to keep it (pipelines/model_choice.py)."""
+
+    rule: str
+    candidates: tuple[CandidateModel, ...]
+    chosen: str
+    confidence: float | None
+    confidence_per_candidate: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_selection": {
+                "rule": self.rule,
+                "candidates": [candidate.to_dict() for candidate in self.candidates],
+                "chosen": self.chosen,
+                "confidence": self.confidence,
+                "confidence_per_candidate": self.confidence_per_candidate,
+            }
+        }
+
+
 def assemble(command: str, *parts: ReportPart, **fields: Any) -> dict[str, Any]:
     """The report of `command`: the envelope with `fields` in the caller's order, then each part's keys in order.
 
     Each key is written once: a key two parts (or a part and `fields`) would both write is a bug of the caller,
     raised here rather than left to whichever came last."""
-    report = envelope(command, **fields)
+    return extended(envelope(command, **fields), *parts)
+
+
+def extended(report: dict[str, Any], *parts: ReportPart) -> dict[str, Any]:
+    """`report` with the keys of `parts` known only once the tail has assembled it (`--model auto` chooses between
+    two finished candidates' reports), under `assemble`'s rule: a key already written is a bug, raised here."""
+    report = dict(report)
     for part in parts:
         section = part.to_dict()
         twice = sorted(report.keys() & section.keys())

@@ -16,9 +16,18 @@ from dmocli.engines import torchrun
 from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.options import MODEL_CHOICES, PROBLEM_CHOICES, TrainOptions, choice_list, refuse
+from dmocli.options import (
+    AUTO_CANDIDATES,
+    MODEL_AUTO,
+    MODEL_CHOICES,
+    PROBLEM_CHOICES,
+    TrainOptions,
+    choice_list,
+    refuse,
+)
 from dmocli.pipelines.in_memory import train_in_memory
 from dmocli.pipelines.in_memory_load import NOT_PARQUET
+from dmocli.pipelines.model_choice import auto_problems, train_auto
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams, StreamingSolver
 
@@ -58,7 +67,7 @@ def train(
     started = time.perf_counter()
     data = sources.accept(data)
     solver, params = check_options(opts)
-    if opts.model == "gbdt":
+    if opts.model in ("gbdt", MODEL_AUTO):
         from dmocli.models.trees import import_xgboost
 
         import_xgboost()  # an optional dependency: say which extra to install before any data is read
@@ -85,6 +94,11 @@ def train(
     _check_cv(opts, solver)
     if torchrun.launched():
         _check_distributed(data, opts, solver)
+    if opts.model == MODEL_AUTO:  # trains in one process, in memory: auto_problems refused the rest
+        assert isinstance(solver, InMemorySolver)
+        return train_auto(
+            data, opts, solver=solver, params=params, output=output, report_path=report_path, started=started
+        )
     if opts.engine == "dask":
         from dmocli.pipelines.dask_trees import train_trees_on_dask
 
@@ -126,7 +140,8 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
         refuse([*problems, str(exc)])
         raise
-    problems += _capability_problems(opts, solver)
+    auto = opts.model == MODEL_AUTO
+    problems += auto_problems(opts, solver) if auto else _capability_problems(opts, solver)
     problems += _problem_kind_problems(opts, solver)
     params = None
     try:
@@ -134,13 +149,14 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     except DmoError as exc:
         problems.append(str(exc))
     if params is not None:
-        problems += _param_scope_problems(opts, params)
+        problems += _auto_param_problems(opts, solver, params) if auto else _param_scope_problems(opts, params)
     problems += _inapplicable_options(opts, solver)
     if opts.engine == "dask":
         problems += _dask_problems(opts)
     refuse(problems)
     assert params is not None  # parse_params raised otherwise, and refuse with it
-    solver.check_params(params, opts.model)
+    if not auto:  # each candidate's were checked, and collected, above
+        solver.check_params(params, opts.model)
     return solver, params
 
 
@@ -203,6 +219,43 @@ def _param_scope_problems(opts: TrainOptions, params: SolverParams) -> list[str]
             f"{_as_typed(opts, one_process)} holds out rows of one process, not under torchrun: drop it "
             "(give --val FILE)"
         )
+    return problems
+
+
+def _auto_param_problems(opts: TrainOptions, solver: Solver, params: SolverParams) -> list[str]:
+    """--model auto trains every candidate with the same `--param`s: one that only a candidate's family takes
+    would be ignored by (or refused for) the other, so the user is told to choose that family's --model. Each
+    changed key is tried alone, so the message names its family; keys fine alone but not together are refused
+    as the candidate's own check words it."""
+    defaults = type(params)()
+    by_family: dict[tuple[str, ...], list[str]] = {}
+    for spec in dataclasses.fields(params):
+        if getattr(params, spec.name) == getattr(defaults, spec.name):
+            continue
+        alone = dataclasses.replace(defaults, **{spec.name: getattr(params, spec.name)})
+        takes = tuple(kind for kind in AUTO_CANDIDATES if not _param_refusals(opts, solver, alone, kind))
+        if takes != AUTO_CANDIDATES:
+            by_family.setdefault(takes, []).append(spec.name)
+    problems = [
+        f"{_as_typed(opts, names)} applies to --model {' or '.join(takes)} only, and --model auto trains "
+        f"{' and '.join(AUTO_CANDIDATES)} with the same --param values: choose --model {' or '.join(takes)}"
+        if takes
+        else f"{_as_typed(opts, names)} applies to neither {' nor '.join(AUTO_CANDIDATES)}, which --model auto "
+        "trains: drop it"
+        for takes, names in by_family.items()
+    ]
+    if problems:
+        return problems
+    return [problem for kind in AUTO_CANDIDATES for problem in _param_refusals(opts, solver, params, kind)]
+
+
+def _param_refusals(opts: TrainOptions, solver: Solver, params: SolverParams, kind: str) -> list[str]:
+    """What `--model KIND` would refuse of `params`: their declared scope, and the solver's own check."""
+    problems = _param_scope_problems(dataclasses.replace(opts, model=kind), params)
+    try:
+        solver.check_params(params, kind)
+    except DmoError as exc:
+        problems.append(str(exc))
     return problems
 
 

@@ -75,5 +75,6 @@ def describe(name: str) -> dict:
         "adjust_by_default": solver.adjust_by_default,
         "models": list(solver.models),
         "engines": {engine: list(models) for engine, models in solver.engines().items()},
+        "model_auto": solver.selects_model,
         "params": params,
     }

@@ -18,7 +18,7 @@ import numpy as np
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.operating_point.problems import Problem
-from dmocli.options import check_value, refuse
+from dmocli.options import AUTO_CANDIDATES, check_value, refuse
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: the numpy streaming solvers never pay for it
     import torch
@@ -118,6 +118,13 @@ class Solver:
     def streaming(self) -> bool:
         """Trained by fit_stream over record batches (dmocli/pipelines/streaming.py), not fit on tensors."""
         return isinstance(self, StreamingSolver)
+
+    @property
+    def selects_model(self) -> bool:
+        """Whether `--model auto` trains with it. Auto is a choice between kinds the solver already declares
+        (AUTO_CANDIDATES), each cross-fitted in memory, not a kind of its own: derived here from `models` and
+        `streaming`, so the listing and the train check cannot drift from the declarations."""
+        return not self.streaming and set(AUTO_CANDIDATES) <= set(self.models)
 
     def parse_params(self, raw: dict[str, str]) -> Any:
         """Build Params from --param key=value strings: each converted to its field's type and checked against

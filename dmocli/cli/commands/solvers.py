@@ -55,7 +55,7 @@ def _print_solver(record: dict[str, Any], default: str) -> None:
         + f"; problems: {', '.join(record['problems'])}; "
         f"multi-class: {yes_no[record['multiclass']]}; "
         f"streaming: {yes_no[record['streaming']]}; unlabeled rows: {yes_no[record['uses_unlabeled']]}; "
-        f"torchrun: {yes_no[record['distributed']]}",
+        f"torchrun: {yes_no[record['distributed']]}; --model auto: {yes_no[record['model_auto']]}",
         markup=False,
     )
     if not record["params"]:

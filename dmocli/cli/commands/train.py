@@ -57,10 +57,20 @@ def train(
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
     outlook = outlook_line(result, *_held_out_rows(result))
-    lines = header + _rounds_rule_line(result) + _cv_rule_line(result) + _certificate_line(result)
+    lines = header + _model_choice_line(result) + _rounds_rule_line(result) + _cv_rule_line(result)
+    lines += _certificate_line(result)
     lines += split_lines(result) + outlook
     lines += _infeasible_note(result)
     emit(result, as_json, lines)
+
+
+def _model_choice_line(report: dict[str, Any]) -> list[str]:
+    """--model auto: the kind kept and the candidates' out-of-fold objectives (pipelines/model_choice.py)."""
+    if "model_selection" not in report:
+        return []
+    from dmocli.pipelines.model_choice import summary_line
+
+    return [summary_line(report)]
 
 
 def _rounds_rule_line(report: dict[str, Any]) -> list[str]:
@@ -88,11 +98,13 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
     if not point.get("certificate") or not point.get("feasible"):
         return []
     metric = {"fpor": "precision", "frop": "recall"}[report["problem"]]
+    # --model auto: the chosen candidate's certificate holds at the level asked, each candidate's at a higher one
+    level = (report.get("model_selection") or {}).get("confidence") or report["confidence"]
     sample = point["new_rows"]
     where = "in the population" if sample is None else f"measured on {sample:,} new rows"
     change = "--new-rows N for another sample size" if sample is None else "--new-rows N or inf to change"
     return [
-        f"certified: {metric} {where} >= {report['target']:g} with probability {report['confidence']:g} "
+        f"certified: {metric} {where} >= {report['target']:g} with probability {level:g} "
         f"({change}; docs/operating-points.md)"
     ]
 
