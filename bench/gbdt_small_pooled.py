@@ -7,7 +7,8 @@ size at that count: its sign flips from one set of resplits to the next. Pooling
 the paired differences on every draw, per size and pooled, with 95 % intervals: what the draws can and cannot
 tell apart.
 
-    python bench/gbdt_small_pooled.py gbdt_small_confirm_60 gbdt_small_fresh_70 --name gbdt_small_pooled
+    python bench/gbdt_small_pooled.py gbdt_small_confirm_60 gbdt_small_final_70 --name gbdt_small_pooled \
+        --rename gbdt_small_confirm_60:sub=dmo_gbdt,dmo_gbdt=dmo_gbdt_fullshare
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ from gbdt_small import BASE_METHODS, method_table, paired, within_best  # noqa: 
 Z95 = 1.96
 
 
-def pooled_runs(names: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every run row of the named result files, a (set, size, seed, method, problem) counted once; and the methods
-    present in every file (only those are compared: a method missing from one file has fewer draws)."""
+def pooled_runs(names: list[str], renames: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every run row of the named result files, a (set, size, seed, method, problem) counted once, each file's
+    methods renamed as `renames[file]` says (a run whose default was then a variant: `sub` -> `dmo_gbdt`); and the
+    methods present in every file (only those are compared: a method missing from one file has fewer draws)."""
     runs, seen, method_sets = [], set(), []
     for name in names:
         payload = json.loads((RESULTS / f"{name}.json").read_text())
-        method_sets.append({r["method"] for r in payload["runs"]})
-        for r in payload["runs"]:
+        renamed = renames.get(name, {})
+        file_runs = [{**r, "method": renamed.get(r["method"], r["method"])} for r in payload["runs"]]
+        method_sets.append({r["method"] for r in file_runs})
+        for r in file_runs:
             key = (r["set"], r["size"], r["seed"], r["method"], r["problem"])
             if key not in seen:
                 seen.add(key)
@@ -55,6 +59,12 @@ def main() -> None:
     parser.add_argument("results", nargs="+", help="bench/results/NAME.json files of gbdt_small.py (NAME only)")
     parser.add_argument("--reference", default="dmo_gbdt")
     parser.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        help="FILE:OLD=NEW,...: a method of one result file under another name (applied at once, not in turn)",
+    )
+    parser.add_argument(
         "--best-among",
         nargs="*",
         default=list(BASE_METHODS),
@@ -62,7 +72,11 @@ def main() -> None:
     )
     parser.add_argument("--name", default="gbdt_small_pooled", help="results file bench/results/NAME.json")
     args = parser.parse_args()
-    runs, methods = pooled_runs(args.results)
+    renames = {}
+    for spec in args.rename:
+        name, _, pairs = spec.partition(":")
+        renames[name] = dict(item.split("=", 1) for item in pairs.split(",") if item)
+    runs, methods = pooled_runs(args.results, renames)
     others = [m for m in methods if m != args.reference]
     by_size = method_table(runs, methods, "size")
     pairs_by_size = with_interval(paired(runs, args.reference, others, "size"))
@@ -81,6 +95,7 @@ def main() -> None:
         args.name,
         {
             "results": args.results,
+            "renames": renames,
             "reference": args.reference,
             "methods": methods,
             "by_size": by_size,
