@@ -17,8 +17,8 @@ tenth of 100 positives holds 10) the best round is noise, so nothing is held
 out and the trees take a fixed, conservative schedule (`fixed-rounds` at
 `fixed-eta`, each tree on a `fixed-subsample` of the rows and a
 `fixed-colsample` of the features) on every training row instead
-(bench/gbdt_small.py chose it; docs/gbdt.md has the figures). The trace's `rounds_rule` says which rule ran
-and the positives counted.
+(bench/gbdt_small.py chose it; docs/gbdt.md has the figures). The trace's
+`rounds_rule` says which rule ran and the positives counted.
 """
 
 from __future__ import annotations
