@@ -41,6 +41,7 @@ def model_info(path: str | Path, *, features: bool = False) -> dict[str, Any]:
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),
         adapted=info.get("adapted"),  # dmo threshold --adapt/--prior: the rate it was moved to, and how
+        model_selection=info.get("model_selection"),  # dmo train --model auto: the candidates and the one kept
         features=_features(model.preprocessor),
         architecture=model.architecture.to_dict(),
         **_size(model),

@@ -133,6 +133,12 @@ def test_the_cli_prints_the_choice_and_its_report_validates(files: dict[str, Pat
     assert ">= 0.7 with probability 0.9 (" in printed  # the certificate line: the chosen one's level, after choosing
     info = json.loads(run_dmo("info", out, "--json", check=True).stdout)
     assert info["architecture"]["kind"] == "gbdt"  # the model file is the candidate's own
+    # ... and it says it was chosen, and why its certificate's level (0.95) is above the one asked (0.9)
+    assert info["model_selection"] == report["model_selection"] and info["confidence"] == 0.95
+    assert line in run_dmo("info", out, check=True).stdout.splitlines()
+    plain = files["root"] / "gbdt.dmo.safetensors"
+    run_dmo("train", files["trees"], "-p", "fpor", "-a", "0.7", "--model", "gbdt", "-o", plain, check=True)
+    assert json.loads(run_dmo("info", plain, "--json", check=True).stdout)["model_selection"] is None
 
 
 def test_ofbs_has_no_target_to_miss(files: dict[str, Path]) -> None:

@@ -88,6 +88,10 @@ def _info_lines(report: dict[str, Any]) -> list[str]:
         )
     if report.get("adapted") is not None:
         lines.append(_adapted_line(report["adapted"]))
+    if report.get("model_selection") is not None:
+        from dmocli.pipelines.model_choice import summary_line
+
+        lines.append(summary_line(report))
     positive = "" if report["positive"] is None else f", positive {report['positive']!r}"
     lines.append(f"label: column {report['label_col']!r}, classes {report['classes']!r}{positive}")
     kinds = [col["name"] + ("" if col["kind"] == "numeric" else f" ({col['kind']})") for col in features["columns"]]
