@@ -64,8 +64,9 @@ def retargeted_info(
     was fitted, the summary of the splits at the new decision (the training figures were at the old one), and the
     probability map. With `calibration_refitted` the map was fitted anew on DATA (a multi-class model's) and the
     stored one is dropped even where none could be fitted; otherwise `calibration` (refitted, or the stored one
-    kept) takes the stored one's place."""
-    replaced = ("new_rows", "certified", "calibration") if calibration_refitted else ("new_rows", "certified")
+    kept) takes the stored one's place. A `--model auto` file's `model_selection` is dropped: the kind was chosen
+    (and certified) for the training operating point, not for this one."""
+    replaced = ("new_rows", "certified", "model_selection") + (("calibration",) if calibration_refitted else ())
     return {
         **{key: value for key, value in info.items() if key not in replaced},
         "confidence": confidence,

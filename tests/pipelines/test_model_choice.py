@@ -136,6 +136,9 @@ def test_the_cli_prints_the_choice_and_its_report_validates(files: dict[str, Pat
     # ... and it says it was chosen, and why its certificate's level (0.95) is above the one asked (0.9)
     assert info["model_selection"] == report["model_selection"] and info["confidence"] == 0.95
     assert line in run_dmo("info", out, check=True).stdout.splitlines()
+    moved = files["root"] / "moved.dmo.safetensors"  # re-targeted: the choice was for the training target
+    run_dmo("threshold", out, "-p", "fpor", "-a", "0.6", "-o", moved, check=True)
+    assert json.loads(run_dmo("info", moved, "--json", check=True).stdout)["model_selection"] is None
     plain = files["root"] / "gbdt.dmo.safetensors"
     run_dmo("train", files["trees"], "-p", "fpor", "-a", "0.7", "--model", "gbdt", "-o", plain, check=True)
     assert json.loads(run_dmo("info", plain, "--json", check=True).stdout)["model_selection"] is None
