@@ -138,7 +138,7 @@ def train_loaded(
     val_unlabeled, data_warnings = loaded.val_unlabeled, loaded.warnings
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
     splits = _splits(loaded, opts, solver=solver, group=group)
-    del loaded  # the splits as read: with --cv and --val, pooled copies replace them (unless a caller keeps them)
+    del loaded  # the splits as read: with --cv and --val, pooled copies replace them
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
         problem=problem,

@@ -26,16 +26,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from dmocli.data import outputs, reading, sources
+from dmocli.data import reading, sources
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.models.modelfile import DmoModel
 from dmocli.options import AUTO_CANDIDATES, CV_AUTO, MODEL_AUTO, TrainOptions
 from dmocli.pipelines.in_memory import train_loaded
-from dmocli.pipelines.in_memory_load import load
+from dmocli.pipelines.in_memory_load import Loaded, load
 from dmocli.pipelines.report_parts import CandidateModel, ModelSelectionSection, extended
-from dmocli.pipelines.saving import finish, stamp
-from dmocli.report import dumps
+from dmocli.pipelines.saving import finish, refuse_with_report
 from dmocli.solvers import available, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams
 
@@ -136,7 +135,8 @@ def train_auto(
         confidence_per_candidate=level,
     )
     if chosen.refusal is not None:
-        _refuse(chosen.refusal, stamp(extended(chosen.report, section), started), report_path)
+        # its report already carries the refusal's keys; the selection joins them, and the whole run's time
+        refuse_with_report(chosen.refusal, extended(chosen.report, section), report_path, started)
     assert chosen.model is not None  # a candidate without a refusal has its model
     report = extended({**chosen.report, "model": None if output is None else str(output)}, section)
     # the file says it was chosen, and why its certificate's level is above the one asked (`dmo info`)
@@ -162,12 +162,9 @@ def _train_candidate(
 ) -> _Outcome:
     """One candidate, trained as `dmo train --model KIND` trains it, written nowhere; a multi-class label or a
     class too small to cross-fit is refused here, once the labels are known."""
-    loaded = load(data, opts, solver, None, table=table)
-    if loaded.problem is None:
-        raise DmoError(MULTICLASS)
     try:
         model, report = train_loaded(
-            loaded,
+            _binary(load(data, opts, solver, None, table=table)),  # held by train_loaded alone, as in_memory does
             data,
             opts,
             solver=solver,
@@ -196,13 +193,11 @@ def _train_candidate(
     return _Outcome(part, model, report, refused)
 
 
-def _refuse(refusal: UnreachableTarget, report: dict[str, Any], report_path: str | Path | None) -> None:
-    """No candidate reaches the target: the better one's refusal, with its report and the selection, written to
-    --report and carried for --json, as the tail's own refusal is (pipelines/saving.py)."""
-    if report_path is not None:
-        outputs.write_text(report_path, dumps(report))
-    refusal.report = report
-    raise refusal
+def _binary(loaded: Loaded) -> Loaded:
+    """DATA as prepared, refused when its labels are multi-class (known only once read)."""
+    if loaded.problem is None:
+        raise DmoError(MULTICLASS)
+    return loaded
 
 
 def summary_line(report: dict[str, Any]) -> str:
