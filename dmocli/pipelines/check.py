@@ -16,7 +16,7 @@ from dmocli.options import TrainOptions, refuse
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, survey_columns, text_column_warning
 from dmocli.prep.derive import Derivation
 from dmocli.prep.features import Preprocessor, case_variant_groups
-from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, stray_classes
 from dmocli.report import envelope
 from dmocli.solvers import get_solver
 from dmocli.solvers.base import Solver
@@ -149,7 +149,7 @@ def survey_labels(
         labels = infer_label_spec(
             column, opts.label_col, positive=opts.positive, binary=problem is not None, counts=counts
         )
-        warnings += look_alike_classes(labels.classes) + stray_classes(counts)
+        warnings += stray_classes(counts)
     except DmoError as exc:
         problems.append(str(exc))
     n_unlabeled = len(column) - sum(counts.values())

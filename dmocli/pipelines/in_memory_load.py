@@ -21,7 +21,7 @@ from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, prepare, stratified_split
 from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import Preprocessor, case_variant_groups
-from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, look_alike_classes, stray_classes
+from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, stray_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.solvers.base import InMemorySolver
 
@@ -100,7 +100,7 @@ def _read(
         profile = plan_profile_builder(plan, opts.fold_case)
         batches = profiled(reading.iter_batches(data), profile, labels, keep_unlabeled=solver.uses_unlabeled)
         pre = Preprocessor.fit(batches, plan, impute=opts.impute, fold_case=opts.fold_case)
-        warnings = look_alike_classes(labels.classes) + stray_classes(counts) + case_variant_warnings(pre)
+        warnings = stray_classes(counts) + case_variant_warnings(pre)
     if group is not None:
         labeled = labels.encode(label_column) >= 0
         if labeled.sum() < 2 * group.world_size:

@@ -49,7 +49,7 @@ from dmocli.prep.derive import Derivation
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.feature_drift import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
-from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts, look_alike_classes
+from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts
 from dmocli.prep.row_fingerprint import row_hashes, sketch
 from dmocli.report import unlabeled_warning
 from dmocli.solvers.base import FitContext, SolverParams, Stream, StreamingSolver
@@ -468,7 +468,7 @@ def _held_out_logits(provisional: DmoModel, data: sources.Source, opts: TrainOpt
     """One logit and label a row of --val, or of DATA when --adjust searches the threshold on the training rows:
     the only O(rows) step, taken only when asked for."""
     pre = provisional.preprocessor
-    held = _HeldOut({}, {}, {}, look_alike_classes(provisional.labels.classes) + case_variant_warnings(pre))
+    held = _HeldOut({}, {}, {}, case_variant_warnings(pre))
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:  # one logit + label a row

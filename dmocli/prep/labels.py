@@ -88,14 +88,22 @@ class LabelSpec:
                 if self.positive in levels:
                     codes = (to_numpy(encoded.indices, fill=-1) == levels.index(self.positive)).astype(np.int64)
                 unseen = [v for v in levels if v and v not in self.classes] if self.two_class else []
+                if not self.two_class:  # one-vs-rest: a case variant of the positive class is no negative
+                    unseen = [v for v in levels if v != self.positive and v.casefold() == self.positive.casefold()]
             if len(unseen):
                 shown = list(dict.fromkeys(python_value(v) for v in unseen))  # every one, so all are fixed at once
                 values = ", ".join(repr(v) for v in shown[:10]) + (
                     f" and {len(shown) - 10} more" if len(shown) > 10 else ""
                 )
+                what = (
+                    f"are neither class of the model ({self.classes})"
+                    if self.two_class
+                    else f"differ only in case from the positive class {self.positive!r} (they would count as "
+                    "negatives)"
+                )
                 raise DmoError(
-                    f"label value(s) {values} in column '{self.column}' are neither class of the model "
-                    f"({self.classes}); fix the labels (case, spelling) or retrain with them"
+                    f"label value(s) {values} in column '{self.column}' {what}; fix the labels (case, spelling) "
+                    "or retrain with them"
                 )
         else:
             try:  # typed by the column: an unsigned class above 2**63 - 1 has no default (int64) arrow type
@@ -212,20 +220,24 @@ def _plain(labels: pa.Array | pa.ChunkedArray, trim: bool = True) -> pa.Array:
     return labels
 
 
-def look_alike_classes(classes: list[Any]) -> list[str]:
-    """Warnings for text classes that differ only in case ("yes", "Yes"): they stay separate classes (a
-    letter dataset may mean "a" and "A"), but more often a label was typed two ways, and a two-class
-    problem silently became a multi-class one."""
-    groups: dict[str, list[str]] = {}
-    for cls in classes:
+def case_variant_problem(classes: list[Any], counts: list[int], column: str) -> str | None:
+    """Text classes that differ only in case ("yes", "YES"): a label typed two ways. Refused, with or without
+    --positive: beside --positive yes, the YES rows would silently train as negatives; without it a yes/no label
+    would silently become a 4-class one. Classes meant apart (a letter "a" and "A") need names that differ in more
+    than case. None when there are none."""
+    groups: dict[str, list[int]] = {}
+    for i, cls in enumerate(classes):
         if isinstance(cls, str):
-            groups.setdefault(cls.casefold(), []).append(cls)
-    return [
-        f"label classes {', '.join(map(repr, names))} differ only in case and are separate classes; "
-        "fix the labels if they are one"
-        for names in groups.values()
-        if len(names) > 1
-    ]
+            groups.setdefault(cls.casefold(), []).append(i)
+    found = [members for members in groups.values() if len(members) > 1]
+    if not found:
+        return None
+    named = "; ".join(" and ".join(f"{classes[i]!r} ({counts[i]} rows)" for i in members) for members in found[:5])
+    more = f" and {len(found) - 5} more groups" if len(found) > 5 else ""
+    return (
+        f"label column '{column}' holds values that differ only in case: {named}{more}; write each class one way "
+        "(e.g. lower-case the column), or give classes meant apart names that differ in more than case"
+    )
 
 
 STRAY_CLASS_ROWS = 2  # a class this small among many labeled rows is more likely a typo than a class
@@ -352,6 +364,9 @@ def label_spec_from_counts(
     classes = [values[i] for i in order]
     class_counts = [freq[i] for i in order]
     _refuse_marker_classes(classes, class_counts, column)
+    variants = case_variant_problem(classes, class_counts, column)
+    if variants:
+        raise DmoError(variants)
     if len(classes) < 2 and (binary or positive is None):
         raise DmoError(
             f"label column '{column}' has only one class ({classes[0]!r}); "

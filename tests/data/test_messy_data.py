@@ -77,17 +77,13 @@ def test_a_missing_value_code_as_label_is_warned_about_however_many_rows_carry_i
     assert stray_classes({0: 900, 1: 100, 2: 60, 99: 40}) == []  # a code beside three classes: not the cause
 
 
-def test_classes_differing_only_in_case_stay_apart_with_a_warning(tmp_path):
+def test_classes_differing_only_in_case_are_refused(tmp_path):
+    """yes/Yes/no was a 3-class model with a warning; refused now (tests/prep/test_label_case_variants.py)."""
     frame = make_binary_frame(n=300, seed=3)
     frame["label"] = np.where(frame["label"] == 1, np.where(np.arange(300) % 4 == 0, "Yes", "yes"), "no")
     frame.to_parquet(tmp_path / "d.parquet")
-    proc = run_dmo(
-        "train", tmp_path / "d.parquet", "-o", tmp_path / "m.st", "--report", tmp_path / "r.json", check=True
-    )
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert len(report["warnings"]) == 1 and "'Yes', 'yes' differ only in case" in report["warnings"][0]
-    assert proc.stderr.startswith("dmo: warning: label classes 'Yes', 'yes'")
-    assert sorted(read_metadata(tmp_path / "m.st")["labels"]["classes"]) == ["Yes", "no", "yes"]
+    proc = run_dmo("train", tmp_path / "d.parquet", "-o", tmp_path / "m.st")
+    assert proc.returncode == 2 and "differ only in case: 'Yes'" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("binary", [True, False])
