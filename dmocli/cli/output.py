@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 
@@ -49,17 +49,19 @@ def printed_reports() -> Iterator[list[dict[str, Any]]]:
 
 
 @contextlib.contextmanager
-def report_on_refusal(as_json: bool) -> Iterator[None]:
+def report_on_refusal(as_json: bool, summary: Callable[[dict[str, Any]], list[str]] | None = None) -> Iterator[None]:
     """With --json, a refused target (exit 3) still prints the run's full report on stdout, so a script reads why
     (`feasible: false`, `best_achievable`, the intervals), with the `message` and `error` every failure's JSON
-    carries; the one-line message goes to stderr as always."""
+    carries; without it, a command that gives its `summary` prints the same lines a pass prints (a failed gate's
+    figures and reasons stay in the CI log). The one-line message goes to stderr as always."""
     from dmocli.report import failure
 
     try:
         yield
     except UnreachableTarget as exc:
-        if as_json and exc.report is not None:
-            emit({**exc.report, **failure(exc.exit_code, "unreachable", str(exc))}, as_json=True, lines=[])
+        if exc.report is not None and (as_json or summary is not None):
+            refused = {**exc.report, **failure(exc.exit_code, "unreachable", str(exc))}
+            emit(refused, as_json, [] if as_json or summary is None else summary(refused))
         raise
 
 

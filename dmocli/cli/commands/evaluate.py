@@ -34,7 +34,7 @@ def evaluate(
     """
     from dmocli.pipelines.apply import evaluate as run_evaluate
 
-    with report_on_refusal(as_json):
+    with report_on_refusal(as_json, _summary):
         result = run_evaluate(
             model,
             data,
@@ -45,7 +45,13 @@ def evaluate(
             gate=options.gate,
             gate_confidence=options.gate_confidence,
         )
-    emit(result, as_json, split_lines(result) + outlook_line(result, "data", None) + _gate_lines(result))
+    emit(result, as_json, _summary(result))
+
+
+def _summary(report: dict[str, Any]) -> list[str]:
+    """The figures and the gate's verdict: printed alike whether the gate passed or failed (exit 3), so a CI log
+    shows why."""
+    return split_lines(report) + outlook_line(report, "data", None) + _gate_lines(report)
 
 
 def _gate_lines(report: dict[str, Any]) -> list[str]:

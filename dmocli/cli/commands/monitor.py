@@ -32,7 +32,7 @@ def monitor(
     """
     from dmocli.pipelines.monitor import monitor as run_monitor
 
-    with report_on_refusal(as_json):
+    with report_on_refusal(as_json, _monitor_lines):
         result = run_monitor(
             model,
             data,
@@ -47,6 +47,8 @@ def monitor(
 
 
 def _monitor_lines(report: dict[str, Any]) -> list[str]:
+    """The summary, printed alike whether the gate passed or failed (exit 3): a CI log keeps the figures and every
+    reason of a failure."""
     lines = [f"model: {report['model']}  threshold (logit): {report['threshold']:.6g}  rows: {report['rows']}"]
     lines += _monitor_section(report)
     for chunk in report.get("chunks", []):
@@ -56,7 +58,8 @@ def _monitor_lines(report: dict[str, Any]) -> list[str]:
             f"{shift['precision']:.4f}  recall {shift['recall']:.4f}"
         )
     gate = report["gate"]
-    lines.append("gate: passed" if gate["passed"] else f"gate: failed: {gate['reasons'][0]}")
+    lines.append("gate: passed" if gate["passed"] else f"gate: failed on {len(gate['reasons'])} reason(s):")
+    lines += [f"  {reason}" for reason in ([] if gate["passed"] else gate["reasons"])]
     return lines
 
 
