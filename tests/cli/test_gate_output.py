@@ -60,3 +60,29 @@ def test_a_failed_gate_still_gives_the_json_and_the_report(dmo, fpor_model, comm
     code, out, err = dmo(command, fpor_model / "m.st", fpor_model / "low.parquet", "--gate", "--report", report)
     assert code == 3 and "gate" in out, err
     assert json.loads(report.read_text())["gate"]["passed"] is False
+
+
+def test_an_ensembles_own_score_is_never_shown_or_gated_as_drift(dmo, tmp_path):
+    """Issue 45, trial item 4: a boosted-tree ensemble's score was listed as drift ("PSI 6.599 (major)") though its
+    held-out scores are its members' (another scale): not a drift figure. A single model's score still is one."""
+    from dmocli import TrainOptions, train
+
+    at_rate(0.2, 1500, seed=1).to_parquet(tmp_path / "train.parquet")
+    at_rate(0.2, 1500, seed=5).drop(columns="label").to_parquet(tmp_path / "new.parquet")
+    train(
+        tmp_path / "train.parquet",
+        TrainOptions(problem="fpor", target=0.8, cv=3, model="gbdt"),
+        output=tmp_path / "g.st",
+    )
+    train(tmp_path / "train.parquet", TrainOptions(problem="fpor", target=0.8, cv=0), output=tmp_path / "l.st")
+    listed = {}
+    for name in ("g.st", "l.st"):
+        code, out, err = dmo("monitor", tmp_path / name, tmp_path / "new.parquet", "--chunk-size", "500", "--json")
+        assert code == 0, err
+        report = json.loads(out)
+        sections = [report, *report["chunks"]]
+        listed[name] = [any(d["kind"] == "score" for d in section["drift"]) for section in sections]
+        assert not any("score" in reason for section in sections for reason in section["drift_reasons"])
+        code, out, err = dmo("monitor", tmp_path / name, tmp_path / "new.parquet")
+        assert ("drift score" in out) == (name == "l.st"), out
+    assert listed == {"g.st": [False] * 4, "l.st": [True] * 4}, listed
