@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dmocli.models.architecture import Architecture
+from dmocli.models.stored_network import linear_tensors
 from dmocli.prep.features import Preprocessor
 
 if TYPE_CHECKING:
@@ -53,11 +54,13 @@ def check_tensors(arch: Architecture, tensors: dict[str, np.ndarray]) -> None:
 
 def _expected_tensors(arch: Architecture) -> dict[str, tuple[np.dtype, tuple[int, ...] | None]]:
     """Name -> (dtype, shape) of the tensors a network of `arch` saves (shape None: any length, trees' bytes)."""
-    from dmocli.models.networks import build_network
-
     if arch.kind == "gbdt":
         names = [TREE_TENSOR] if arch.members == 1 else [f"members.{i}.{TREE_TENSOR}" for i in range(arch.members)]
         return {name: (np.dtype(np.uint8), None) for name in names}
+    if arch.kind == "linear":  # without torch: a linear model loads and scores in numpy (models/stored_network.py)
+        return linear_tensors(arch)
+    from dmocli.models.networks import build_network
+
     state = build_network(arch).state_dict()
     return {
         name: (np.dtype(str(value.dtype).removeprefix("torch.")), tuple(value.shape)) for name, value in state.items()

@@ -1,7 +1,9 @@
 """The model file: one .safetensors with weights and a JSON metadata header.
 
 Loading reads tensors and JSON only (safetensors never unpickles), checks
-the format version, and rebuilds the network from the stored architecture.
+the format version, and keeps the network as its stored tensors: a linear or
+gbdt model scores from them in numpy (models/stored_network.py), so loading
+and scoring it never imports torch; an mlp builds its torch layers on first use.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dmocli.models.file_checks import (
     check_trees,
 )
 from dmocli.models.file_reading import METADATA_KEY, StoredModel, read_model_file
+from dmocli.models.stored_network import StoredNetwork
 from dmocli.operating_point.calibration import Calibration, probability
 from dmocli.operating_point.class_offsets import ClassProblem, decide
 from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
@@ -41,7 +44,7 @@ from dmocli.prep.row_fingerprint import TENSOR_NAME as FINGERPRINT
 from dmocli.prep.row_fingerprint import check_sketch
 from dmocli.version import __version__
 
-if TYPE_CHECKING:  # imported on use: writing a numpy model (the streaming solvers) never loads torch
+if TYPE_CHECKING:  # imported on use: writing, loading and scoring a linear or gbdt model never loads torch
     import torch
 
 FORMAT_NAME = "dmocli-model"
@@ -52,7 +55,8 @@ FORMAT_VERSION = 1
 class DmoModel:
     """A trained classifier: preprocessing, network, labels and the operating point."""
 
-    network: torch.nn.Module | dict[str, np.ndarray]  # or, from a numpy solver, its state dict (see module())
+    # a trained torch module, or the stored tensors: a loaded file's, or from a numpy solver its state dict
+    network: torch.nn.Module | StoredNetwork | dict[str, np.ndarray]
     architecture: Architecture
     preprocessor: Preprocessor
     labels: LabelSpec
@@ -71,10 +75,19 @@ class DmoModel:
         return self.labels.binary
 
     def module(self) -> torch.nn.Module:
-        """The torch network, built from the numpy state dict on first use when a numpy solver made it."""
+        """The torch network, built on first use from the stored tensors (a loaded file, a numpy solver's state)."""
         if isinstance(self.network, dict):
-            self.network = _network_from_state(self.architecture, self.network, "cpu")
+            self.network = StoredNetwork(self.architecture, self.network)
+        if isinstance(self.network, StoredNetwork):
+            self.network = _network_from_state(self.architecture, self.network.state, self.network.device)
         return self.network
+
+    def members(self) -> list[Any]:
+        """The member networks (a single network is its own one member), without building torch layers from a
+        loaded file's tensors: a gbdt member gives `size()` and `xgb_booster()` either way."""
+        if isinstance(self.network, dict):
+            self.network = StoredNetwork(self.architecture, self.network)
+        return list(getattr(self.network, "members", [self.network]))
 
     def logits(self, batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, LevelCounts]:
         """Logits for a batch of raw rows, and the counts of unseen or missing categorical levels."""
@@ -82,7 +95,12 @@ class DmoModel:
         return self.logits_of_features(features), levels
 
     def logits_of_features(self, features: np.ndarray) -> np.ndarray:
-        """Logits of encoded rows (n, n_features), as `logits` gives them for the raw rows."""
+        """Logits of encoded rows (n, n_features), as `logits` gives them for the raw rows: a linear or gbdt model
+        from its stored tensors in numpy (the bits torch's path gives: models/stored_network.py), an mlp by torch."""
+        if isinstance(self.network, dict):
+            self.network = StoredNetwork(self.architecture, self.network)
+        if isinstance(self.network, StoredNetwork) and self.network.numpy_scored:
+            return self.network.logits(np.ascontiguousarray(features, dtype=np.float32))
         import torch
 
         from dmocli.models.networks import logits_of
@@ -147,8 +165,9 @@ class DmoModel:
         }
 
     def save(self, path: str | Path) -> None:
-        if isinstance(self.network, dict):
-            tensors = {k: np.ascontiguousarray(v) for k, v in self.network.items()}
+        if isinstance(self.network, (dict, StoredNetwork)):
+            state = self.network if isinstance(self.network, dict) else self.network.state
+            tensors = {k: np.ascontiguousarray(v) for k, v in state.items()}
         else:
             tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
         if self.evidence is not None:
@@ -217,7 +236,9 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
             if not name.startswith(EVIDENCE_PREFIX) and name not in (FINGERPRINT, CLASS_OFFSETS)
         }
         check_tensors(arch, weights)
-        network = _network_from_state(arch, weights, device)
+        network: StoredNetwork | torch.nn.Module = StoredNetwork(arch, weights, device)
+        if not network.numpy_scored:  # an mlp: its torch layers, whose load checks the tensors once more
+            network = _network_from_state(arch, weights, device)
         info = meta.get("info") or {}
         evidence = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
         profile = _stored_profile(info.get("profile"))

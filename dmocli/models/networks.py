@@ -1,7 +1,11 @@
 """Torch heads that map a feature vector to logits: linear and MLP (and boosted trees, models/trees.py).
 
 The architecture (architecture.py) is a small JSON-able dict so the model
-file can rebuild the network without pickled code.
+file can rebuild the network without pickled code. A loaded linear or gbdt
+model scores without torch (models/stored_network.py); `logits_of` of a
+linear layer and `FoldEnsemble` outside autograd compute what it computes, so
+training's held-out scores, and the library's in-memory model, give the
+same bits as `dmo predict` of the saved file.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from torch import nn
 
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
+from dmocli.models.stored_network import combine_members
 
 
 def build_network(arch: Architecture) -> nn.Module:
@@ -79,7 +84,11 @@ class FoldEnsemble(nn.Module):
         self.register_buffer("member_map", mapped)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        logits = torch.stack([member(features) for member in self.members])
+        if not torch.is_grad_enabled():  # scoring: the numpy definition a loaded model uses, for the same bits
+            parts = [_scores(member, features).float().cpu().numpy() for member in self.members]
+            member_map = None if self.member_map is None else self.member_map.cpu().numpy()
+            return torch.from_numpy(combine_members(parts, member_map)).to(features.device)
+        logits = torch.stack([member(features) for member in self.members])  # a gradient through it (--explain)
         if self.member_map is None:
             return logits.mean(dim=0)
         slope, intercept = self.member_map.to(device=logits.device, dtype=logits.dtype)
@@ -110,8 +119,23 @@ def logits_of(network: nn.Module, features: torch.Tensor, chunk: int = 65536) ->
     network.eval()
     try:  # no rows: still one (empty) pass, so the output keeps its class axis (a Dask partition may be an empty file)
         starts = range(0, features.shape[0], chunk) if features.shape[0] else [0]
-        parts = [network(features[i : i + chunk]) for i in starts]
+        parts = [_scores(network, features[i : i + chunk]) for i in starts]
     finally:
         network.train(was_training)
     out = torch.cat(parts)
     return out.squeeze(-1) if out.ndim == 2 and out.shape[1] == 1 else out
+
+
+def _scores(network: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """network(features), but a single linear layer's as stored_network.linear_logits computes it: the bias, then
+    each input's product added in order in float64 (each operation rounded alone, as numpy does), rounded once
+    to float32. The matmul's float32 sums depended on the batch a row was scored in."""
+    if not (isinstance(network, nn.Sequential) and len(network) == 1 and isinstance(network[0], nn.Linear)):
+        return network(features)
+    layer = network[0]
+    weight = layer.weight.detach().to(torch.float64)
+    rows = features.to(torch.float64)
+    total = layer.bias.detach().to(torch.float64).reshape(1, -1).repeat(rows.shape[0], 1)
+    for j in range(weight.shape[1]):
+        total += rows[:, j : j + 1] * weight[:, j]
+    return total.to(torch.float32)

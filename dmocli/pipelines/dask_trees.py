@@ -31,7 +31,8 @@ from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
-from dmocli.models.trees import BoostedTrees, import_xgboost
+from dmocli.models.stored_network import import_xgboost
+from dmocli.models.trees import BoostedTrees
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
 from dmocli.pipelines.check import effective_impute, resolve_problem, survey_derivation

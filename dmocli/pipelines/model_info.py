@@ -65,8 +65,7 @@ def _size(model: DmoModel) -> dict[str, int]:
     """The network's weights; a tree model's nodes, and its trees (an ensemble's: all its members')."""
     if model.architecture.kind != "gbdt":
         return {"n_parameters": model.architecture.parameters * model.architecture.members}
-    network = model.module()
-    sizes = [member.size() for member in getattr(network, "members", [network])]
+    sizes = [member.size() for member in model.members()]  # a loaded file's boosters: no torch
     return {"n_parameters": sum(nodes for _, nodes in sizes), "n_trees": sum(trees for trees, _ in sizes)}
 
 

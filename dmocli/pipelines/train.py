@@ -68,7 +68,7 @@ def train(
     data = sources.accept(data)
     solver, params = check_options(opts)
     if opts.model in ("gbdt", MODEL_AUTO):
-        from dmocli.models.trees import import_xgboost
+        from dmocli.models.stored_network import import_xgboost
 
         import_xgboost()  # an optional dependency: say which extra to install before any data is read
     if sources.is_stdin(opts.val) or sources.is_stdin(opts.unlabeled_truth):

@@ -32,7 +32,8 @@ import numpy as np
 
 from dmocli import progress
 from dmocli.errors import DmoError
-from dmocli.models.trees import BoostedTrees, import_xgboost
+from dmocli.models.stored_network import import_xgboost
+from dmocli.models.trees import BoostedTrees
 from dmocli.options import refuse
 from dmocli.prep.dataset import stopping_split
 from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData
