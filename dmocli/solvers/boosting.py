@@ -33,7 +33,6 @@ import numpy as np
 from dmocli import progress
 from dmocli.errors import DmoError
 from dmocli.models.stored_network import import_xgboost
-from dmocli.models.trees import BoostedTrees
 from dmocli.options import refuse
 from dmocli.prep.dataset import stopping_split
 from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData
@@ -367,6 +366,8 @@ def _progress_callback(bar: progress.Task, xgb: Any) -> Any:
 
 def fit_weighted(train: SplitData, val: SplitData | None, ctx: FitContext, balanced: bool = True) -> FitResult:
     """`wce` for trees: the class-weighted fit of boost_weighted, as a model the pipelines score."""
+    from dmocli.models.trees import BoostedTrees  # torch: only to train (`dmo check`, `dmo solvers` start without it)
+
     booster, _, trace = boost_weighted(held_out(train, val, ctx.params, ctx), ctx, balanced)
     network = BoostedTrees.from_booster(booster, ctx.architecture.n_outputs)
     return FitResult(network=network, threshold=0.0 if ctx.architecture.n_outputs == 1 else None, trace=trace)

@@ -20,15 +20,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.errors import DmoError
-from dmocli.models.networks import build_network, logits_of
 from dmocli.prep.dataset import stopping_split
 from dmocli.solvers.base import (
     FitContext,
@@ -40,15 +37,9 @@ from dmocli.solvers.base import (
     seed_everything,
 )
 from dmocli.solvers.boosting import TreeParams, check_model_params, fit_weighted
-from dmocli.solvers.loop import (
-    EarlyStopping,
-    adam,
-    fit_linear_lbfgs,
-    lbfgs_dtype,
-    minibatches,
-    refresh_batchnorm,
-    refuse_single_row_batches,
-)
+
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo check` and `dmo solvers` start without it
+    import torch
 
 
 class WeightedCrossEntropy(InMemorySolver):
@@ -109,6 +100,11 @@ class WeightedCrossEntropy(InMemorySolver):
         p = ctx.params
         if ctx.architecture.kind == "gbdt":  # boosting on the class-weighted logistic loss (solvers/boosting.py)
             return fit_weighted(train, val, ctx, p.balanced)
+        import torch.nn.functional as F
+
+        from dmocli.models.networks import build_network
+        from dmocli.solvers.loop import fit_linear_lbfgs, lbfgs_dtype
+
         group = ctx.group
         generator = seed_everything(ctx.seed)
         network = build_network(ctx.architecture).to(ctx.device)
@@ -165,6 +161,11 @@ class WeightedCrossEntropy(InMemorySolver):
         the network is wrapped in DistributedDataParallel: each step averages the processes' batch gradients
         (a global batch of processes x batch_size rows); join() lets a process whose share ends a batch
         earlier wait for the others."""
+        import torch
+
+        from dmocli.models.networks import logits_of
+        from dmocli.solvers.loop import EarlyStopping, adam, minibatches, refresh_batchnorm, refuse_single_row_batches
+
         p, group = ctx.params, ctx.group
         refuse_single_row_batches(network, p.batch_size)
         model = network
@@ -224,6 +225,8 @@ def _monitored(train: SplitData, val: SplitData | None, ctx: FitContext) -> tupl
     """(rows to train on, rows early stopping judges, their name): the validation split when given; else a
     stratified `stop-frac` of the training rows in one process, when every class can spare one; else the
     training rows themselves (under torchrun each process holds only its share, and with stop-frac=0)."""
+    import torch
+
     p = ctx.params
     if val is not None and val.n > 0:
         return train, val, "val"
