@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,10 +147,11 @@ def _layout(root: str, versions: tuple[tuple[str, int, int], ...]) -> ParquetLay
 def check_unique_names(names: list[str], source: object) -> None:
     """Refuse a table naming a column twice (pyarrow writes such parquet files without complaint): no reader
     could tell which one a feature, the label or --drop means."""
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    counts = Counter(names)  # one count each: names.count per name was quadratic, 0.4 s at 5,000 columns
+    repeated = sorted(name for name, count in counts.items() if count > 1)
     if repeated == [""]:
         raise DmoError(
-            f"{source} has {names.count('')} columns without a name in its header (the trailing delimiters "
+            f"{source} has {counts['']} columns without a name in its header (the trailing delimiters "
             "a spreadsheet writes after the last column?); delete those columns or give them names"
         )
     if repeated:

@@ -14,6 +14,7 @@ from dmocli.data.parquet_layout import check_unique_names, parquet_layout
 from dmocli.errors import DmoError
 
 if TYPE_CHECKING:  # imported on use (open_dataset): it imports pandas
+    import pyarrow.csv as pacsv
     import pyarrow.dataset as pads
 from dmocli.data.csv_dialect import CONVERSION_ERROR, csv_dialect, csv_options, learn_csv_type, refuse_repeated_header
 from dmocli.data.read_errors import READ_ERRORS, read_error
@@ -41,12 +42,21 @@ def open_dataset(path: Source, text_columns: Collection[str] = ()) -> "pads.Data
             if path.stat().st_size == 0:
                 raise DmoError(f"{path} is empty (0 bytes); a CSV needs a header line and rows")
             parse, convert = csv_options(path, text_columns=text_columns)
-            return pads.dataset(str(path), format=pads.CsvFileFormat(parse_options=parse, convert_options=convert))
+            fmt = pads.CsvFileFormat(parse_options=parse, convert_options=convert, read_options=_csv_blocks(path))
+            return pads.dataset(str(path), format=fmt)
         raise AssertionError("unreachable: a path is parquet or CSV")
     except DmoError:
         raise
     except READ_ERRORS as exc:
         raise read_error(path, exc) from exc
+
+
+def _csv_blocks(path: Path) -> pacsv.ReadOptions:
+    """Blocks of about 16 KiB a column (1 to 64 MiB): arrow's 1 MiB default made a 5,000-column CSV a record batch
+    of 18 rows, and every step that works per column per batch ran 28 times for 500 rows (bench/wide_table.py)."""
+    import pyarrow.csv as pacsv
+
+    return pacsv.ReadOptions(block_size=min(64 << 20, max(1 << 20, len(csv_dialect(path).names) << 14)))
 
 
 def read_table(path: Source, columns: list[str] | None = None, text_columns: Collection[str] = ()) -> pa.Table:

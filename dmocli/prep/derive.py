@@ -122,7 +122,7 @@ class Derivation:
             return []
         return [f"column(s) {', '.join(wrong)} are not the dates or numbers the model was trained to read there"]
 
-    def present(self, name: str, names: list[str]) -> bool:
+    def present(self, name: str, names: set[str]) -> bool:
         """Whether raw column `name` is there, or already derived into its outputs."""
         rule = self._rule(name)
         return name in names or (rule is not None and all(out in names for out in rule.outputs))

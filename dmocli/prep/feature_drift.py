@@ -604,14 +604,16 @@ def chi_square_p(before: np.ndarray, after: np.ndarray) -> float:
     float
         1.0 when fewer than two cells remain (nothing to tell apart).
     """
-    from scipy.stats import chi2  # on use: scipy adds a quarter second to every command's start-up
+    # On use: scipy adds a quarter second to every command's start-up. chdtrc is chi2.sf without scipy.stats'
+    # argument checks, 200 us a call: 30,000 calls (5,000 columns x 6 monitor sections) took 6 s.
+    from scipy.special import chdtrc
 
     table = _pooled(np.vstack([before, after]))
     if table.shape[1] < 2:
         return 1.0
     expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / table.sum()
     statistic = float(np.sum((table - expected) ** 2 / expected))
-    return float(chi2.sf(statistic, table.shape[1] - 1))
+    return float(chdtrc(table.shape[1] - 1, statistic))
 
 
 def _pooled(table: np.ndarray) -> np.ndarray:
