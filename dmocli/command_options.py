@@ -137,8 +137,8 @@ class EvaluateOptions:
         False,
         "--gate",
         help="Exit 3 (with the full report) when DATA shows the model's target missed: its precision (fpor) or "
-        "recall (frop) below the target. An ofbs or multi-class model has no target: nothing is checked, and a "
-        "warning says so.",
+        "recall (frop) below the target, or a multi-class model's class floor missed. An ofbs model has no "
+        "target: nothing is checked, and a warning says so.",
     )
     gate_confidence: float | None = option(
         None,
@@ -147,6 +147,12 @@ class EvaluateOptions:
         constraint=CONFIDENCE_LEVEL,
         help="Fail the gate only when DATA rules the target out: the metric's one-sided Clopper-Pearson upper "
         "bound at level C (e.g. 0.95) is below it, so a small holdout's chance dip passes (implies --gate).",
+    )
+    allow_train_rows: bool = option(
+        False,
+        "--allow-train-rows",
+        help="Gate on DATA even when it holds rows MODEL was trained on (refused by default under --gate: "
+        "optimistic; without --gate a warning names the share).",
     )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
@@ -197,6 +203,12 @@ class MonitorOptions:
     )
     confidence: float = option(
         0.95, "--confidence", constraint=CONFIDENCE, help="Level of the intervals (default 0.95)."
+    )
+    allow_train_rows: bool = option(
+        False,
+        "--allow-train-rows",
+        help="Gate on NEW even when it holds rows MODEL was trained on (refused by default under --gate: "
+        "optimistic; without --gate a warning names the share).",
     )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()

@@ -35,7 +35,7 @@ from dmocli.version import __version__
 if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
-SCHEMA_VERSION = "1.6"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+SCHEMA_VERSION = "1.7"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def binary_split_report(

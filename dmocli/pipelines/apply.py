@@ -52,7 +52,7 @@ from dmocli.pipelines.thresholding import (
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
-from dmocli.prep.row_fingerprint import share_of_sketched_rows
+from dmocli.prep.row_fingerprint import TrainingRowsFound, share_of_sketched_rows, training_rows_warnings
 from dmocli.report import (
     empty_prediction_warnings,
     envelope,
@@ -75,11 +75,14 @@ def evaluate(
     max_unseen: float = DEFAULT_MAX_UNSEEN,
     gate: bool = False,
     gate_confidence: float | None = None,
+    allow_train_rows: bool = False,
 ) -> dict[str, Any]:
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
     warned about; `strict` refuses it above `max_unseen` before anything is written. `gate` (or a
     `gate_confidence`, which implies it) raises UnreachableTarget, with the report, when the rows show the model's
-    target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer holds its target."""
+    target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer holds its target.
+    Rows the model was trained on (its fingerprint, prep/row_fingerprint.py) are warned about with their share, and
+    refused under the gate unless `allow_train_rows`: its figures there are optimistic."""
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
@@ -87,8 +90,11 @@ def evaluate(
     model, model_path = opened(model_path)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = model or load_model(model_path)
-    logits, y, levels, unlabeled, _ = collect_logits(model, data, engine)
-    scored = _Scored(logits=logits, y=y, levels=levels, unlabeled=unlabeled)
+    logits, y, levels, unlabeled, hashes = collect_logits(model, data, engine, hashed=model.training_rows is not None)
+    seen = TrainingRowsFound.of(model.training_rows, hashes)
+    gated = (gate or gate_confidence is not None) and not allow_train_rows
+    training_rows_warnings(seen, sources.describe(data), gated=gated)  # refused here under the gate
+    scored = _Scored(logits=logits, y=y, levels=levels, unlabeled=unlabeled, training_rows=seen)
     if strict:
         refuse_problems(drift_problems(levels, scored.n_rows, max_unseen))
     split = _split_at_stored_point(model, scored)
@@ -96,7 +102,8 @@ def evaluate(
     described = sources.describe(data)
     # The gate's verdict is part of the report; a model with no target to check says so in a warning, and a miss
     # ends the run as a refused target does (exit 3, the full report written and carried by the error).
-    verdict = judge_gate(split, model.problem, gate_confidence) if gate or gate_confidence is not None else None
+    asked = gate or gate_confidence is not None
+    verdict = judge_gate(split, model.problem, gate_confidence, class_problem=model.class_problem) if asked else None
     report = _evaluation_report(
         model, scored, split=split, verdict=verdict, model_path=model_path, data=data, engine=engine
     )
@@ -117,6 +124,7 @@ class _Scored:
     y: np.ndarray
     levels: LevelCounts
     unlabeled: int
+    training_rows: TrainingRowsFound | None = None  # the share of DATA the model was trained on, where it can tell
 
     @property
     def n_rows(self) -> int:
@@ -194,7 +202,9 @@ def _evaluation_report(
         warnings=drift_warnings(scored.levels, scored.n_rows, model.preprocessor.impute)
         + unlabeled_warning(scored.unlabeled, data)
         + empty_prediction_warnings({"data": split})
+        + training_rows_warnings(scored.training_rows, described, gated=False)
         + unchecked,
+        training_rows=None if scored.training_rows is None else scored.training_rows.to_dict(),
         splits={"data": split},
         **({"gate": verdict} if verdict is not None else {}),
     )

@@ -46,6 +46,7 @@ from dmocli.pipelines.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate
+from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
@@ -65,9 +66,11 @@ def monitor(
     confidence: float = REPORT_LEVEL,
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
+    allow_train_rows: bool = False,
 ) -> dict[str, Any]:
     """The `monitor` report of `data` for the model at `model_path` (docs/monitoring.md); `engine` scores NEW in
-    this process or on Dask workers, with the same report."""
+    this process or on Dask workers, with the same report. Rows the model was trained on (its fingerprint) are
+    warned about with their share, and refused under the gate unless `allow_train_rows`."""
     started = time.perf_counter()
     data = sources.accept(data)
     outputs.check_outputs({"--report": report_path}, {"MODEL": model_path, "NEW": data})
@@ -78,6 +81,8 @@ def monitor(
         raise DmoError("monitor applies to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
     whole, chunks = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
+    seen = TrainingRowsFound.of(model.training_rows, np.concatenate(whole.hashes) if whole.hashes else None)
+    seen_warnings = training_rows_warnings(seen, sources.describe(data), gated=gate and not allow_train_rows)
     overall = _section_report(model, curve, whole, confidence)
     sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in chunks]
     chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if chunks else {}
@@ -92,7 +97,8 @@ def monitor(
         threshold=model.threshold,
         training_rate=curve.rate,
         confidence=confidence,
-        warnings=[],
+        warnings=seen_warnings,
+        training_rows=None if seen is None else seen.to_dict(),
         **overall,
         **chunked,
         gate=verdict,

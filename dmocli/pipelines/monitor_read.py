@@ -26,18 +26,21 @@ from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.pipelines.scoring import open_data, row_count
 from dmocli.prep.feature_drift import ProfileBuilder
+from dmocli.prep.row_fingerprint import candidate_hashes, row_hashes
 
 MAX_CHUNKS = 1000  # a chunk column with more values is an id or a timestamp, not a period
 
 
 @dataclass
 class Section:
-    """The rows of one chunk (or of all NEW): their logits, labels (-1: none) and feature profile."""
+    """The rows of one chunk (or of all NEW): their logits, labels (-1: none) and feature profile; for all NEW, also
+    each row's fingerprint hashes (prep/row_fingerprint.py) where the model keeps a fingerprint."""
 
     name: str
     logits: list[np.ndarray] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     builder: ProfileBuilder | None = None
+    hashes: list[np.ndarray] = field(default_factory=list)  # (n, K) candidate hashes, one column per class
 
     def add(self, batch: pa.RecordBatch | pa.Table, logits: np.ndarray, labels: np.ndarray) -> None:
         self.logits.append(logits)
@@ -49,6 +52,7 @@ class Section:
         """Append `other`'s rows, which follow this section's in NEW."""
         self.logits += other.logits
         self.labels += other.labels
+        self.hashes += other.hashes
         if self.builder is not None and other.builder is not None:
             self.builder.merge(other.builder)
 
@@ -103,6 +107,8 @@ class SectionScorer:
         labels = model.labels.encode(batch.column(model.labels.column)) if self.labeled else np.full(batch.num_rows, -1)
         found = Sections(Section("all", builder=profile_builder(model)), rows=batch.num_rows)
         found.whole.add(derived, logits, labels)
+        if model.training_rows is not None:
+            found.whole.hashes.append(_row_hashes(features, labels, len(model.labels.classes)))
         if self.chunk_col is not None or self.chunk_size is not None:
             first = first_row if first_row is not None else (self.first_rows or [0])[part]
             keys = _chunk_keys(batch, self.chunk_col, self.chunk_size, first)
@@ -147,6 +153,16 @@ def read_sections(
     if found.rows == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to monitor")
     return found.whole, [found.keyed[key] for key in sorted(found.keyed, key=_sortable)]
+
+
+def _row_hashes(features: np.ndarray, labels: np.ndarray, classes: int) -> np.ndarray:
+    """Each row's fingerprint hash under every class, (n, K); a labeled row's under its own label in every column
+    (it matches only as the training row it is)."""
+    hashes = candidate_hashes(features, classes)
+    labeled = labels >= 0
+    if labeled.any():
+        hashes[labeled] = row_hashes(features[labeled], labels[labeled])[:, None]
+    return hashes
 
 
 def _too_many(chunk_col: str | None) -> DmoError:

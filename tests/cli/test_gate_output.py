@@ -86,3 +86,53 @@ def test_an_ensembles_own_score_is_never_shown_or_gated_as_drift(dmo, tmp_path):
         code, out, err = dmo("monitor", tmp_path / name, tmp_path / "new.parquet")
         assert ("drift score" in out) == (name == "l.st"), out
     assert listed == {"g.st": [False] * 4, "l.st": [True] * 4}, listed
+
+
+@pytest.fixture(scope="module")
+def multiclass(tmp_path_factory):
+    """A 3-class model trained for recall >= 0.6 in every class, and DATA where class 1's recall is exactly 0.5."""
+    from conftest import make_gaussian_classes
+
+    from dmocli import TrainOptions, predict, train
+
+    root = tmp_path_factory.mktemp("gate_classes")
+    make_gaussian_classes(3000, seed=1, d=5, priors=(0.3, 0.4, 0.3), sep=1.5).to_parquet(root / "train.parquet")
+    train(root / "train.parquet", TrainOptions(problem="frop", target=0.6, cv=3, seed=0), output=root / "m.st")
+    holdout = make_gaussian_classes(6000, seed=2, d=5, priors=(0.3, 0.4, 0.3), sep=1.5)
+    predicted = predict(root / "m.st", holdout.drop(columns="label"))["predicted"].to_numpy()
+    hit = (holdout.label == 1).to_numpy() & (predicted == 1)
+    miss = (holdout.label == 1).to_numpy() & (predicted != 1)
+    n = min(hit.sum(), miss.sum(), 300)
+    keep = holdout[holdout.label != 1]
+    low = pd.concat([keep, holdout[hit].head(n), holdout[miss].head(n)]).reset_index(drop=True)
+    low.to_parquet(root / "low.parquet")
+    low.groupby("label").head(10).to_parquet(root / "tiny.parquet")  # 5 hits and 5 misses of class 1
+    holdout.to_parquet(root / "holdout.parquet")
+    return root
+
+
+def test_evaluate_gates_a_multiclass_models_class_floors(dmo, multiclass):
+    """Issue 45, hostile 7: a class's recall of 0.5 under its 0.6 floor passed (exit 0) with a false warning that
+    the model's problem has no target."""
+    code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "low.parquet", "--gate")
+    assert code == 3, err
+    assert "no target" not in out + err
+    assert "gate failed: class 1's recall 0.5000" in out and "is below the target 0.6 (its floor" in out, out
+    code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "low.parquet", "--gate", "--json")
+    gate = json.loads(out)["gate"]
+    jsonschema.validate(json.loads(out), report_schema())
+    assert gate["rule"] == "point" and gate["failing_class"] == 1 and gate["passed"] is False
+    assert [entry["class"] for entry in gate["classes"]] == [0, 1, 2]
+    assert [entry["passed"] for entry in gate["classes"]] == [e["value"] >= 0.6 for e in gate["classes"]]
+
+
+def test_the_class_gate_keeps_gate_confidences_meaning(dmo, multiclass):
+    """--gate-confidence C fails only where DATA rules a floor out: half of some 500 rules 0.6 out, 5 of 10 does not
+    (each class's upper bound at 1 - (1 - C) / 3, Bonferroni over the three floors)."""
+    code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "low.parquet", "--gate-confidence", "0.95")
+    assert code == 3 and "its upper bound is below the target 0.6" in out, out
+    assert "one-sided bounds at 0.983333" in out, out
+    code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "tiny.parquet", "--gate-confidence", "0.95")
+    assert code == 0 and "gate passed: class" in out, out
+    code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "holdout.parquet", "--gate-confidence", "0.95")
+    assert code == 0 and "gate passed" in out, out

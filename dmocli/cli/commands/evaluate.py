@@ -44,6 +44,7 @@ def evaluate(
             **strictness(options),
             gate=options.gate,
             gate_confidence=options.gate_confidence,
+            allow_train_rows=options.allow_train_rows,
         )
     emit(result, as_json, _summary(result))
 

@@ -42,6 +42,7 @@ def monitor(
             confidence=options.confidence,
             report_path=report,
             engine=engine_choice(options),
+            allow_train_rows=options.allow_train_rows,
         )
     emit(result, as_json, _monitor_lines(result))
 
