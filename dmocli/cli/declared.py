@@ -20,6 +20,7 @@ from typing import Any, Callable, Collection, Optional
 import typer
 from rich.markup import escape
 
+from dmocli.data.outputs import check_distinct
 from dmocli.errors import DmoError
 from dmocli.options import option_errors, read_new_rows, refuse
 
@@ -103,6 +104,13 @@ TRAIN_OUTPUTS = {"output": ("--output", "-o"), "report": ("--report",)}
 # constraint's failing values through.
 DECLARATIONS: dict[str, type] = {}
 
+# The path parameters that name what a command writes. Every other path parameter of a command (its arguments,
+# --val, --adapt, --unlabeled-truth, ...) names what it reads: a new one is an input without a word here.
+OUTPUT_PARAMETERS = ("output", "report", "plot")
+# An output that may be the input it names, by design: `dmo threshold MODEL -o MODEL` re-targets a model in place
+# (MODEL is read whole before the new file replaces it, atomically).
+REPLACES_INPUT: dict[str, dict[str, str]] = {"threshold": {"output": "model"}}
+
 
 def option_parameters(declaration: type, used: Collection[str] | None = None) -> list[inspect.Parameter]:
     """One keyword parameter per field of `declaration`, with its typer.Option (flags, default, help); with
@@ -168,9 +176,11 @@ def takes_options(
 
     @functools.wraps(command)
     def wrapper(**values: Any) -> None:
+        given = dict(values)
         options = options_from_cli(declaration, {name: values.pop(name) for name in names})
         if check:
             refuse(option_errors(options))
+        check_paths(command.__name__, parameters, given)  # before any reading or writing
         for parameter in outputs:
             values.pop(parameter.name)
         command(**values, options=options)
@@ -183,6 +193,47 @@ def takes_options(
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the signature above, not the wrapped function's
     return wrapper
+
+
+def path_parameters(parameters: Collection[inspect.Parameter]) -> tuple[list[str], list[str]]:
+    """The names of a command's path parameters that it writes and that it reads (the help-only -o and --report
+    of a command that takes a train command line are neither: nothing is written there)."""
+    paths = [
+        p.name
+        for p in parameters
+        if Path in (p.annotation, *typing.get_args(p.annotation))
+        and getattr(p.default, "rich_help_panel", None) != IGNORED_PANEL
+    ]
+    written = [name for name in paths if name in OUTPUT_PARAMETERS]
+    return written, [name for name in paths if name not in written]
+
+
+def path_label(parameter: inspect.Parameter) -> str:
+    """How messages name a path parameter: `-o`, its long flag (`--report`), or an argument's metavar (`MODEL`)."""
+    flags = getattr(parameter.default, "param_decls", None) or ()
+    return "-o" if "-o" in flags else next((flag for flag in flags if flag.startswith("--")), parameter.name.upper())
+
+
+def check_paths(command: str, parameters: Collection[inspect.Parameter], values: dict[str, Any]) -> None:
+    """Refuse an output that is an input or another output of the same command line (check_distinct), before
+    anything is read or written, for every command alike: each command's path parameters are sorted by
+    path_parameters, so a new output or input is checked without a line here. An output may be the input
+    REPLACES_INPUT pairs it with; standard input and output (`-`) are no files."""
+    by_name = {p.name: p for p in parameters}
+    written, read = path_parameters(parameters)
+
+    def given(names: list[str]) -> dict[str, Any]:
+        return {
+            path_label(by_name[name]): values.get(name)
+            for name in names
+            if values.get(name) is not None and str(values[name]) != "-"
+        }
+
+    outputs = given(written)
+    for name in written:
+        inputs = [source for source in read if source != REPLACES_INPUT.get(command, {}).get(name)]
+        check_distinct(given([name]), given(inputs))
+    check_distinct(outputs, {})
 
 
 def _train_outputs() -> list[inspect.Parameter]:
