@@ -58,21 +58,52 @@ class DateRule:
 
 @dataclass
 class NumberRule:
-    """How one column of numbers written as text is read: its decimal mark."""
+    """How one column of numbers written as text is read: its decimal mark, and the unit training wrote it in:
+    `currency` (one name, `$` and `USD` alike; "" for none) and `percent` (True: every value a percent, False:
+    none, None: both). None for both in a model file written before units were kept: no unit is checked."""
 
     column: str
     decimal: str
+    currency: str | None = None
+    percent: bool | None = None
 
     @property
     def outputs(self) -> list[str]:
         return [self.column]
 
     def values(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        values, bad, _ = self.read(column)
+        return values, bad
+
+    def read(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The numbers, the cells that do not read, and (a subset of those) the cells written in another unit than
+        training's: `€483.18` or `483.18%` beside a model of `$483.18` would score another magnitude as the same
+        number. A cell without a currency is taken in training's; a percent sign must be where training had it."""
         if not is_string(column.type):  # numbers already (a clean file at predict time)
-            return {self.column: _floats(column)}, np.zeros(len(column), dtype=bool)
+            none = np.zeros(len(column), dtype=bool)
+            return {self.column: _floats(column)}, none, none
         text = human_numbers.read_text(_decoded(column))
         values, ok = text.values(self.decimal)
-        return {self.column: np.where(ok, values, np.nan)}, text.present & ~ok
+        foreign = np.zeros(len(column), dtype=bool)
+        rows = np.flatnonzero(ok)
+        if rows.size and (self.currency or self.percent is not None):
+            units = text.units(rows)
+            currencies = np.array([u.removesuffix("%") for u in units], dtype=object)
+            percents = np.array([u.endswith("%") for u in units], dtype=bool)
+            wrong = np.zeros(rows.size, dtype=bool)
+            if self.currency:
+                wrong |= (currencies != "") & (currencies != self.currency)
+            if self.percent is not None:
+                wrong |= percents != self.percent
+            foreign[rows[wrong]] = True
+        ok &= ~foreign
+        return {self.column: np.where(ok, values, np.nan)}, text.present & ~ok, foreign
+
+    def unit(self) -> str:
+        """Training's unit in words, for a message."""
+        said = [f"in {self.currency}"] if self.currency else []
+        said += [] if self.percent is None else ["as percents (12%)" if self.percent else "without a percent sign"]
+        return " and ".join(said) or "as plain numbers"
 
 
 Rule = DateRule | NumberRule
@@ -140,7 +171,10 @@ class Derivation:
                 continue
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
-            values, bad = rule.values(column)
+            values, bad, foreign = rule.read(column) if isinstance(rule, NumberRule) else (*rule.values(column), None)
+            if strict and foreign is not None and foreign.any():
+                problems.append(_foreign(rule, column, foreign))
+                bad &= ~foreign
             if strict and bad.any():
                 problems.append(_unread(rule, column, bad))
             for out, numbers in values.items():
@@ -164,7 +198,7 @@ class Derivation:
                 for r in self.rules
                 if isinstance(r, DateRule)
             ],
-            "numbers": [{"column": r.column, "decimal": r.decimal} for r in self.rules if isinstance(r, NumberRule)],
+            "numbers": [_number_dict(r) for r in self.rules if isinstance(r, NumberRule)],
             "order": [r.column for r in self.rules],
         }
 
@@ -182,9 +216,14 @@ class Derivation:
                 str(item["column"]), item["order"], item["with_time"], item["reference"]
             )
         for item in data["numbers"]:
-            if item["decimal"] not in (human_numbers.POINT, human_numbers.COMMA):
+            currency, percent = item.get("currency"), item.get("percent")
+            if (
+                item["decimal"] not in (human_numbers.POINT, human_numbers.COMMA)
+                or not isinstance(currency, (str, type(None)))
+                or not isinstance(percent, (bool, type(None)))
+            ):
                 raise ValueError(f"preprocessing.derive has a malformed number rule: {item!r}")
-            rules[str(item["column"])] = NumberRule(str(item["column"]), item["decimal"])
+            rules[str(item["column"])] = NumberRule(str(item["column"]), item["decimal"], currency, percent)
         if sorted(data["order"]) != sorted(rules):
             raise ValueError("preprocessing.derive's order does not name its rules' columns")
         return cls([rules[name] for name in data["order"]])
@@ -253,6 +292,7 @@ class _Tally:
         self.rows: dict[str, list[tuple[int, str]]] = {}  # kind of evidence or failure -> (row, value), first few
         self.counts: dict[str, int] = {}
         self.currencies: dict[str, tuple[int, str]] = {}
+        self.percents = {True: 0, False: 0}  # number-shaped cells written with and without a percent sign
 
     def note(self, kind: str, rows: np.ndarray, start: int, column: pa.Array) -> None:
         if not rows.size:
@@ -309,6 +349,8 @@ class _Tally:
                     start,
                     column,
                 )
+            self.percents[True] += int((shaped & numbers.percent).sum())
+            self.percents[False] += int((shaped & ~numbers.percent).sum())
             for name, row in numbers.currencies(np.flatnonzero(shaped)).items():
                 if name not in self.currencies:
                     self.currencies[name] = (start + row + 1, column[row].as_py())
@@ -385,7 +427,9 @@ class _Tally:
                 f"column '{name}': {self.counts[f'bad number {decimal}']} value(s) are not numbers (with a decimal "
                 f"{mark}, as the column's other values) ({_named(failed)}); correct them, or {_FIX_EMPTY}"
             )
-        return NumberRule(name, decimal), problems
+        currency = next(iter(self.currencies)) if len(self.currencies) == 1 else ""
+        percent = None if all(self.percents.values()) else bool(self.percents[True])
+        return NumberRule(name, decimal, currency, percent), problems
 
 
 def _named(rows: list[tuple[int, str]]) -> str:
@@ -403,6 +447,24 @@ def _unread(rule: Rule, column: pa.Array, bad: np.ndarray) -> str:
         f"column '{rule.column}' holds {int(bad.sum())} value(s) that are not {what} as the model reads them "
         f"({_described(rule)['read']}): {shown}; correct them, or {_FIX_EMPTY}"
     )
+
+
+def _foreign(rule: NumberRule, column: pa.Array, foreign: np.ndarray) -> str:
+    """Values in another unit than training's, at evaluate or predict time: refused as values that do not read
+    are, since scored they would be numbers of another magnitude (`€483.18` as `$483.18`, `12%` as 0.12 where
+    training wrote 12)."""
+    shown = ", ".join(map(repr, column.filter(pa.array(foreign)).cast(pa.string()).to_pylist()[:NAMED_ROWS]))
+    return (
+        f"column '{rule.column}' holds {int(foreign.sum())} value(s) in another unit than the model was trained on "
+        f"(written {rule.unit()}): {shown}; convert them to that unit, or {_FIX_EMPTY}"
+    )
+
+
+def _number_dict(rule: NumberRule) -> dict[str, Any]:
+    """A number rule as stored: its unit only where training's was found (a file read before units were kept has
+    none, and is read as it was)."""
+    unit = {} if rule.currency is None else {"currency": rule.currency, "percent": rule.percent}
+    return {"column": rule.column, "decimal": rule.decimal, **unit}
 
 
 def _described(rule: Rule) -> dict[str, Any]:

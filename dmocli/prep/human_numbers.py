@@ -54,6 +54,14 @@ class TextNumbers:
     differs: np.ndarray
     dotted: np.ndarray
     currency: pa.Array
+    percent: np.ndarray
+
+    def units(self, rows: np.ndarray) -> np.ndarray:
+        """The unit each cell at `rows` is written in: its currency (`$` and `USD` are one) and `%` for a percent,
+        as text ("USD", "%", "USD%" or "" for a plain number)."""
+        written = np.asarray(self.currency.take(pa.array(rows)).to_pylist(), dtype=object)
+        named = np.array([currency_name(w) for w in written], dtype=object)
+        return named + np.where(self.percent[rows], "%", "")
 
     def currencies(self, rows: np.ndarray) -> dict[str, int]:
         """The currencies written in the cells at `rows` (`$` and `USD` are one), each with the first of those
@@ -63,7 +71,7 @@ class TextNumbers:
         for written in pc.unique(chosen).to_pylist():
             if written:
                 at = int(rows[pc.index(chosen, written).as_py()])
-                name = _SAME_CURRENCY.get(written, written)
+                name = currency_name(written)
                 first[name] = min(first.get(name, at), at)
         return first
 
@@ -72,6 +80,11 @@ class TextNumbers:
         if decimal == POINT:
             return self.point_value, self.shaped & self.point_ok
         return self.comma_value, self.shaped & self.comma_ok
+
+
+def currency_name(written: str) -> str:
+    """One name for a currency however it is written: `$`, `US$` and `USD` are USD; "" for none."""
+    return _SAME_CURRENCY.get(written, written)
 
 
 def read_text(column: pa.Array) -> TextNumbers:
@@ -86,7 +99,8 @@ def read_text(column: pa.Array) -> TextNumbers:
     )
     shaped &= ~to_numpy(unbalanced.fill_null(False)).astype(bool)
     sign = np.where(to_numpy(pc.or_(parens, minus).fill_null(False)).astype(bool), -1.0, 1.0)
-    scale = np.where(to_numpy(pc.equal(found.field("pct"), "%").fill_null(False)).astype(bool), 0.01, 1.0)
+    percent = to_numpy(pc.equal(found.field("pct"), "%").fill_null(False)).astype(bool)
+    scale = np.where(percent, 0.01, 1.0)
     digits = found.field("num")
     readings = {}
     for decimal, grammar in _GRAMMAR.items():
@@ -106,6 +120,7 @@ def read_text(column: pa.Array) -> TextNumbers:
         to_numpy(pc.match_substring_regex(digits, r"[.,]").fill_null(False)).astype(bool),
         to_numpy(pc.match_substring_regex(digits, r"\d\.\d{3}(?:\D|$)").fill_null(False)).astype(bool),
         currency,
+        percent & shaped,
     )
 
 
