@@ -100,9 +100,8 @@ class ThresholdOptions:
         metavar="N|inf",
         constraint=NEW_ROWS,
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows "
-        "(default: as many as DATA's labeled rows, or as NEW has with --adapt; inf: the population value). "
-        "Without --problem and "
-        "--confidence, the model's own certificate is re-fitted with the sample size it stored.",
+        "(default: the sample MODEL's certificate was about, as its info stores it; inf: the population value, "
+        "also for a model certified without one).",
     )
     allow_infeasible: bool = option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable.")
     allow_train_rows: bool = option(

@@ -293,9 +293,8 @@ class TrainOptions:
         constraint=NEW_ROWS,
         metavar="N|inf",
         help="With --confidence: the guarantee is about the metric measured on a new sample of this many rows (a "
-        "test split, a day of traffic). Default: as many rows as the held-out split the threshold is fitted on "
-        "(one fold with --cv, else the validation split, else the training rows it is fitted on); inf: the "
-        "population value (docs/operating-points.md).",
+        "test split, a day of traffic), which a small sample makes stricter. Default: inf, the population value "
+        "(docs/operating-points.md).",
     )
     adjust: bool | None = option(
         None,

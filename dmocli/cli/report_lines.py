@@ -3,6 +3,7 @@ new rows, a multi-class operating point's offsets (train, threshold, evaluate)."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -34,9 +35,10 @@ def figure(split: dict[str, Any], metric: str, constrained: str | None) -> str:
     return f"{metric} {split[metric]:.4f}{shown}"
 
 
-def outlook_line(report: dict[str, Any], split_name: str, new_rows: int | None) -> list[str]:
-    """The chance the target holds on the next `new_rows` rows like the split's (default: as many as it has),
-    and, below 0.8, the option that makes it high. None for a certified threshold: its line says it already."""
+def outlook_line(report: dict[str, Any], split_name: str, new_rows: float | None) -> list[str]:
+    """The chance the target holds on the next `new_rows` rows like the split's (None: as many as it has;
+    math.inf: the population's value, what --confidence certifies by default), and, below 0.8, the option that
+    makes it high. None for a certified threshold: its line says it already."""
     metric = {"fpor": "precision", "frop": "recall"}.get(report.get("problem") or "")
     split = report.get("splits", {}).get(split_name)
     if metric is None or split is None or "tp" not in split or report.get("confidence") is not None:
@@ -47,7 +49,8 @@ def outlook_line(report: dict[str, Any], split_name: str, new_rows: int | None) 
     chance = outlook(split, metric, report["target"], rows)
     if chance is None:
         return []
-    line = f"outlook: {metric} >= {report['target']:g} on the next {rows:,} rows with probability about {chance:.2f}"
+    where = "in the population" if math.isinf(rows) else f"on the next {rows:,} rows"
+    line = f"outlook: {metric} >= {report['target']:g} {where} with probability about {chance:.2f}"
     if chance < LOW_OUTLOOK:
         line += f"; below {LOW_OUTLOOK:g}: --confidence 0.95 picks a threshold that holds with probability 0.95"
     return [line]

@@ -1,4 +1,5 @@
-"""How likely a target is to hold on the next sample, from the counts a split gave: the summary's honest line.
+"""How likely a target is to hold on the next sample, or in the population, from the counts a split gave: the
+summary's honest line.
 
 A threshold fitted at precision 0.905 on a few hundred held-out rows meets a 0.9 target on the next few hundred
 rows only about half the time; the point estimate alone reads as a promise. The posterior predictive under a
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import betabinom
+from scipy.stats import beta, betabinom
 
 LOW_OUTLOOK = 0.8  # below this, the summary names --confidence
 
@@ -25,11 +26,22 @@ def probability_target_holds(successes: int, trials: int, target: float, new_tri
     return float(betabinom.sf(needed - 1, new_trials, successes + 1, trials - successes + 1))
 
 
-def outlook(split: dict, metric: str, target: float, new_rows: int) -> float | None:
+def probability_population_holds(successes: int, trials: int, target: float) -> float | None:
+    """P(the population's rate >= target) given `successes` in `trials`, under the same uniform prior: the
+    Beta(s + 1, t - s + 1) posterior's upper tail. The limit of probability_target_holds as the new trials grow."""
+    if trials < 1:
+        return None
+    return float(beta.sf(target, successes + 1, trials - successes + 1))
+
+
+def outlook(split: dict, metric: str, target: float, new_rows: float) -> float | None:
     """The probability that `metric` (precision or recall) measured on `new_rows` rows like `split`'s reaches
-    `target`; the new trials are the rows' expected predicted positives (precision) or positives (recall)."""
+    `target` (math.inf: the population's value); the new trials are the rows' expected predicted positives
+    (precision) or positives (recall)."""
     tp, fp, fn, n = split["tp"], split["fp"], split["fn"], split["n"]
     trials = tp + fp if metric == "precision" else tp + fn
     if n < 1:
         return None
+    if math.isinf(new_rows):
+        return probability_population_holds(tp, trials, target)
     return probability_target_holds(tp, trials, target, max(1, round(new_rows * trials / n)))

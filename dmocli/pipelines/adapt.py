@@ -6,10 +6,9 @@ or estimated on unlabeled NEW rows (PACC on the stored curve, with its interval)
 exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
 label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
 the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
-precision rises with the rate), half to the precision bound. As train's, that bound is about the metric measured on
-the next --new-rows rows (operating_point/adapted_sample.py): by default as many as NEW has (the rows whose rate
-was estimated, the natural next batch), or with --prior the held-out sample size the model stored (train's rule);
-`--new-rows inf` asks for the population value at the new rate.
+precision rises with the rate), half to the precision bound. As train's, that bound is by default about what the
+model's own certificate was about (the population value at the new rate, or the sample its info's `new_rows`
+names); `--new-rows N` makes it about the metric measured on the next N rows (operating_point/adapted_sample.py).
 
 The cut is searched on the curve's scores. Where the model's own scores are not on that scale (a `--cv` ensemble
 of boosted trees averages its members' probabilities; the curve keeps each member's out-of-fold logit, which
@@ -30,7 +29,7 @@ import numpy as np
 from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.operating_point.bounds import REPORT_LEVEL
+from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval, fewest_passing
 from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import AdaptedThreshold, adapt_threshold, estimate_prevalence, usable_rate
@@ -38,7 +37,7 @@ from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.apply import stored_curve
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
-from dmocli.pipelines.thresholding import certified_rows
+from dmocli.pipelines.thresholding import certified_rows, stored_sample
 from dmocli.report import binary_split_report, model_summary
 
 # What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold
@@ -73,7 +72,9 @@ def adapt_to_rate(
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
     curve = stored_curve(model, model_path)
     rate, interval, source, logits = _new_rate(model, curve, new_data=new_data, prior=prior, confidence=confidence)
-    sample = certified_rows(new_rows, confidence, curve.certified_rows if new_data is None else int(logits.size))
+    if confidence is not None and interval is not None and model.problem.kind == "fpor":
+        _refuse_unbounded_rate(curve, model, rate=rate, interval=interval, rows=int(logits.size), level=confidence)
+    sample = certified_rows(new_rows, confidence, stored_sample(model.info))  # the model's own, by default
     adapted = adapt_threshold(
         curve,
         model.problem,
@@ -98,7 +99,7 @@ def adapt_to_rate(
         "rate_interval": interval,
         "rate_source": source,
     }
-    model.info = {**model.info, "adapted": {k: section[k] for k in INFO_KEYS}}
+    model.info = {**_certificate_info(model.info, confidence, adapted), "adapted": {k: section[k] for k in INFO_KEYS}}
     model.info["summary"] = model_summary({"data": split})
     report = threshold_envelope(
         model,
@@ -119,6 +120,16 @@ def adapt_to_rate(
     )
     refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None
     return finish_threshold(model, report, output=output, report_path=report_path, started=started, refusal=refusal)
+
+
+def _certificate_info(info: dict[str, Any], confidence: float | None, adapted: AdaptedThreshold) -> dict[str, Any]:
+    """The model file's info with its certificate replaced by this adaptation's: the training one was for the old
+    threshold at the old rate, and `dmo info` must not claim it for the new file (without --confidence: none)."""
+    kept = {key: value for key, value in info.items() if key not in ("confidence", "new_rows", "certified")}
+    if confidence is None:
+        return {**kept, "confidence": None}
+    sample = {"new_rows": adapted.new_rows} if adapted.new_rows is not None else {}
+    return {**kept, "confidence": confidence, **sample, "certified": adapted.feasible is not False}
 
 
 def _check_rate_source(new_data: sources.Source | None, prior: float | None) -> None:
@@ -145,11 +156,66 @@ def _new_rate(
     if new_data is None:
         return float(prior), None, f"given rate {prior:g}", None
     logits = _scores(model, new_data)
-    estimate = estimate_prevalence(curve, logits, model.calibration, confidence or REPORT_LEVEL)
+    level = confidence or REPORT_LEVEL
+    estimate = estimate_prevalence(curve, logits, model.calibration, level)
     rate = usable_rate(estimate.rate, logits.size)
-    interval = (usable_rate(estimate.low, logits.size), usable_rate(estimate.high, logits.size))
+    interval = _widened(estimate.low, estimate.high, rate=rate, rows=int(logits.size), level=level)
     source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
     return rate, interval, source, logits
+
+
+def _widened(low: float, high: float, *, rate: float, rows: int, level: float) -> tuple[float, float]:
+    """The rate's interval, never narrower than NEW's row count allows: even with every row's class known, `rows`
+    rows bound a rate only to the Clopper-Pearson interval of their count of positives, so no estimate from their
+    scores can be surer. A bootstrap over a handful of rows collapses (one row gave [0.5, 0.5] once clipped to
+    half a row of 0 and 1); the interval kept is the union of the two, not clipped, so its low end is the real
+    one a certificate must hold at."""
+    known = clopper_pearson_interval(round(rate * rows), rows, level)
+    return float(max(0.0, min(low, known[0]))), float(min(1.0, max(high, known[1])))
+
+
+def _refuse_unbounded_rate(
+    curve: HeldOutCurve, model: DmoModel, *, rate: float, interval: tuple[float, float], rows: int, level: float
+) -> None:
+    """Exit 3 where the rate's low end, not the rate, puts a certificate out of reach: too few NEW rows to bound
+    the rate above the lowest one at which the target can be certified. It names that rate, the rows a count of
+    known classes would need to bound the rate estimated above it (a floor: scores bound it less tightly), and
+    --prior. A rate estimated below that lowest one is out of reach however many rows: the usual refusal says so."""
+    lowest = _lowest_certifiable_rate(curve, model, level)
+    if lowest is None or interval[0] >= lowest or rate < lowest:
+        return
+    needed = _rows_bounding(rate, lowest, level)
+    more = f"at least about {needed:,} rows" if needed is not None else "more rows"
+    raise UnreachableTarget(
+        f"target {model.problem.constraint_name} >= {model.problem.target:g} cannot be certified at the rate "
+        f"estimated on {rows:,} row(s) of NEW: its interval [{interval[0]:.4f}, {interval[1]:.4f}] reaches below "
+        f"{lowest:.4f}, the lowest positive rate at which any threshold is certified; {more} bound a rate of "
+        f"{rate:.4f} above it (even with every row's class known), or give the rate with "
+        f"{option_hint('--prior R', 'prior=')}"
+    )
+
+
+def _lowest_certifiable_rate(curve: HeldOutCurve, model: DmoModel, level: float) -> float | None:
+    """The lowest positive rate at which the population's precision is certified at the target (at the level the
+    rate's low end leaves it), by bisection: precision rises with the rate. None when none below 1 is."""
+
+    def certified(rate: float) -> bool:
+        asked = adapt_threshold(curve, model.problem, rate, confidence=level, rate_interval=(rate, rate))
+        return bool(asked.feasible)
+
+    low, high = 0.0, 1.0 - 1e-9
+    if not certified(high):
+        return None
+    for _ in range(40):
+        middle = (low + high) / 2.0
+        low, high = (low, middle) if certified(middle) else (middle, high)
+    return high
+
+
+def _rows_bounding(rate: float, lowest: float, level: float) -> int | None:
+    """The fewest rows whose count of positives at `rate`, were every class known, has its two-sided `level`
+    Clopper-Pearson interval above `lowest` (None past a billion)."""
+    return fewest_passing(lambda rows: clopper_pearson_interval(round(rate * rows), rows, level)[0] >= lowest, 10**9)
 
 
 def _unreachable(

@@ -48,6 +48,7 @@ from dmocli.pipelines.thresholding import (
     judge_reachability,
     problem_fields,
     split_reports,
+    stored_sample,
 )
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, drift_problems, drift_warnings
@@ -284,7 +285,7 @@ def refit_threshold(
         )
     search = _search_asked(model, problem, confidence, new_rows)
     labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows)
-    new_rows = certified_rows(search.new_rows, search.confidence, labeled.curve.certified_rows)  # as train's, or DATA's
+    new_rows = certified_rows(search.new_rows, search.confidence, stored_sample(model.info))  # the model's sample
     point, unreachable = fit_threshold(
         labeled.logits,
         labeled.y,

@@ -208,12 +208,15 @@ def summary_line(report: dict[str, Any]) -> str:
     bound = {"fpor": "precision", "frop": "recall"}.get(report["problem"])
     at = f" at {bound} >= {report['target']:g}" if bound is not None else ""
     by_kind = {candidate["model"]: candidate for candidate in selection["candidates"]}
-    others = "; ".join(f"{kind} {_figure(by_kind[kind])}" for kind in by_kind if kind != chosen)
+    others = "; ".join(f"{kind} {_figure(by_kind[kind], metric, '')}" for kind in by_kind if kind != chosen)
     level = selection["confidence_per_candidate"]
     certified = "" if level is None else f"; each certified at {level:g} for {selection['confidence']:g}"
-    return f"model auto: {chosen} (out-of-fold {metric} {_figure(by_kind[chosen])}{at}; {others}{certified})"
+    return f"model auto: {chosen} (out-of-fold {_figure(by_kind[chosen], metric, at)}; {others}{certified})"
 
 
-def _figure(candidate: dict[str, Any]) -> str:
-    """A candidate's objective, marked where its target was out of reach."""
-    return f"{candidate['objective']:.2f}" + ("" if candidate["feasible"] else " (target out of reach)")
+def _figure(candidate: dict[str, Any], metric: str, at: str) -> str:
+    """A candidate's objective, or, where its target was out of reach, that fact first and the figure said to be
+    its closest cut's (a bare figure beside a met target read as one too)."""
+    if candidate["feasible"]:
+        return f"{metric} {candidate['objective']:.2f}{at}"
+    return f"out of reach{at} ({metric} {candidate['objective']:.2f} at its closest cut, which misses the target)"

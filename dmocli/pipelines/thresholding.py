@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dmocli.errors import UnreachableTarget, option_hint
+from dmocli.operating_point.bounds import fixed_sequence_level
 from dmocli.operating_point.calibration import Calibration, fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
@@ -33,19 +34,32 @@ def problem_fields(problem: Problem | None) -> dict[str, Any]:
     return problem.to_dict() if problem is not None else dict(MULTICLASS_FIELDS)
 
 
-def certified_rows(new_rows: int | float | str | None, confidence: float | None, held_out_rows: int) -> int | None:
+def certified_rows(
+    new_rows: int | float | str | None, confidence: float | None, stored: int | None = None
+) -> int | None:
     """The size of the new sample a --confidence certificate is about (None: the population value).
 
-    By default a sample as large as the held-out split the threshold is fitted on (one fold with --cv, else the
-    validation split): a user checks an operating point by measuring it on a test split or a batch of new rows,
-    and the measured value scatters around the population value (a recall of 0.83 measured on 112 positives is
-    below 0.8 one time in five), so a certificate of the population value alone is broken that often by the very
-    check that judges it. `--new-rows N` names another size, `--new-rows inf` asks for the population value.
+    By default the population value (`--new-rows inf`): "precision >= 0.9 with probability 0.95" is read as a
+    claim about the model, not about one sample of a size the user never gave, and dmo's own checks of it
+    (`evaluate --gate`, `monitor`) judge it by an interval around whatever sample they measure. A model file that
+    stored the sample its certificate was about (`stored`, its info's `new_rows`) keeps it: `dmo threshold`
+    re-certifies what training certified. `--new-rows N` names a sample (a test split, a day of traffic) whose
+    measured value must meet the target (docs/operating-points.md says why one fold's rows is no longer the
+    default).
     """
     new_rows = read_new_rows(new_rows)  # the Python API may give "inf" or a numpy integer
     if confidence is None or new_rows == POPULATION:
         return None
-    return held_out_rows if new_rows is None else int(new_rows)
+    if new_rows is None:
+        return stored
+    return int(new_rows)
+
+
+def stored_sample(info: dict[str, Any]) -> int | None:
+    """The new-sample size a model file's certificate was about (its info's `new_rows`), None for the population
+    value or a model without a certificate: what `dmo threshold` certifies by default."""
+    rows = info.get("new_rows") if info.get("confidence") is not None else None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else None
 
 
 def fit_threshold(
@@ -62,29 +76,107 @@ def fit_threshold(
     point = search(scores, labels, problem, confidence, new_rows=new_rows)
     if point.feasible is not False:
         return point, None
+    population = search(scores, labels, problem, confidence) if new_rows is not None else None
+    return point, unreachable_text(point, problem, confidence=confidence, where=where, population=population)
+
+
+def unreachable_text(
+    point: OperatingPoint,
+    problem: Problem,
+    *,
+    confidence: float | None,
+    where: str,
+    population: OperatingPoint | None = None,
+) -> str:
+    """Why a target is out of reach, as facts the report's figures repeat: what was asked (of the population, or
+    of the metric measured on `point.new_rows` new rows), what the closest cut shows, and what each way out does.
+    `population` is the search of the population value on the same rows, where a new sample was asked."""
     what = problem.constraint_name
-    best = f"best achievable {what}{' bound' if confidence else ''}"
-    if new_rows is not None:  # the population bound caps what the new-sample test can certify, and no more
-        best = f"best {what} bound of the population value, a ceiling for the new sample's"
-    message = (
-        f"target {what} >= {problem.target:g} is not {'certified' if confidence else 'reachable'} on {where} "
-        f"({best}: {point.best_achievable:.4f})"
+    head = f"target {what} >= {problem.target:g} is not {'certified' if confidence else 'reachable'} on {where}"
+    if confidence is None:
+        return f"{head}: the best {what} of any cut is {point.best_achievable:.4f}"
+    if point.new_rows is None:
+        text = f"{head} for the population's {what}: {_population_fact(point, problem, confidence)}"
+    else:
+        asked = option_hint(f"--new-rows {point.new_rows}", f"new_rows={point.new_rows}")
+        text = f"{head} for the {what} measured on {point.new_rows:,} new rows ({asked}): "
+        text += _sample_fact(point, problem) + _population_way(population, problem)
+    return text + _rows_needed_fact(point, problem)
+
+
+def _population_fact(point: OperatingPoint, problem: Problem, confidence: float) -> str:
+    """The population certificate's refusal: the highest lower bound of any cut, or, where a cut's bound reaches
+    the target, why that cut is not certified (precision's fixed sequences stopped before it)."""
+    what = problem.constraint_name
+    level = fixed_sequence_level(confidence) if problem.kind == "fpor" else confidence
+    best = point.best_achievable
+    if problem.kind == "fpor" and best >= problem.target:
+        return (
+            f"the fixed-sequence tests, run from the highest threshold down, stop at their first cut whose "
+            f"{level:g} lower bound is below {problem.target:g}, before any cut certifies; the cut with the highest "
+            f"bound ({best:.4f}, at {point.tp + point.fp:,} predicted positives) lies past where they stopped, and a "
+            "cut picked for its own bound alone is not certified (it would select on noise; docs/operating-points.md)"
+        )
+    return f"the highest {level:g} lower bound of the {what} at any cut is {best:.4f}"
+
+
+def _sample_fact(point: OperatingPoint, problem: Problem) -> str:
+    """What the new-sample test asked at the closest cut: the rate it had to show, or why no rate would do."""
+    what = problem.constraint_name
+    counted, name = (
+        (point.tp + point.fp, "predicted positives") if problem.kind == "fpor" else (point.tp + point.fn, "positives")
     )
-    if new_rows is not None:
-        needed = "no rate would do" if point.required_rate is None else f"it had to reach {point.required_rate:.4f}"
-        population = option_hint("--new-rows inf", "new_rows='inf'")
-        message += (
-            f"; for the {what} measured on {new_rows} new rows to hold, {needed} there (a larger --new-rows, or "
-            f"{population} for the population value, asks less)"
+    observed = point.precision if problem.kind == "fpor" else point.recall
+    at = f"at the closest cut ({counted:,} {name} here, {what} {observed:.4f})"
+    if point.required_rate is not None:
+        return f"{at} the {what} had to reach {point.required_rate:.4f}"
+    rows = point.tp + point.fp + point.tn + point.fn
+    expected = point.new_rows * counted / max(rows, 1)
+    return (
+        f"{at} not even a {what} of 1 would pass: {point.new_rows:,} new rows would hold only about {expected:,.0f} "
+        f"{name}, too few for the {what} measured on them to be promised"
+    )
+
+
+def _population_way(population: OperatingPoint | None, problem: Problem) -> str:
+    """The two ways out of a new-sample refusal and what each does: the population's value, a larger sample."""
+    what = problem.constraint_name
+    inf = option_hint("--new-rows inf", "new_rows='inf'")
+    larger = f"; a larger {option_hint('--new-rows', 'new_rows=')} asks less"
+    if population is None:
+        return larger
+    if population.feasible:
+        objective = "recall" if problem.kind == "fpor" else "precision"
+        return (
+            f"; {inf} certifies the population's {what} instead, which passes here (at {objective} "
+            f"{population.objective:.4f}){larger}"
         )
-    if point.rows_needed is not None:
-        counted = "predicted positives" if problem.kind == "fpor" else "positives"
-        message += (
-            f"; at the {what} observed there, a certificate at {option_hint('--confidence', 'confidence')} "
-            f"{confidence:g} needs about "
-            f"{point.rows_needed} {counted} ({point.rows_counted} counted on {where})"
-        )
-    return point, message
+    return f"; {inf} (the population's {what}) is not certified here either (highest bound of any cut: " + (
+        f"{population.best_achievable:.4f}){larger}"
+    )
+
+
+def _rows_needed_fact(point: OperatingPoint, problem: Problem) -> str:
+    """How many rows a certificate needs at the rate observed at the cut the plain search picks, against those
+    counted, and the labeled rows like these that would take; a need far beyond them says a lower target is the
+    practical way."""
+    counted = max(point.rows_counted or 0, 1)
+    if point.rows_needed is None or point.rows_needed <= counted:  # not a matter of rows: said before
+        return ""
+    name = "predicted positives" if problem.kind == "fpor" else "positives"
+    times = point.rows_needed / counted
+    rows = point.tp + point.fp + point.tn + point.fn
+    text = (
+        f"; at the {problem.constraint_name} observed at the cut the plain search picks, a certificate needs about "
+        f"{point.rows_needed:,} {name} ({times:.1f} times the {counted:,} counted, so about {times * rows:,.0f} "
+        "labeled rows like these)"
+    )
+    if times >= FAR_MORE_ROWS:
+        text += f": that {problem.constraint_name} is too close to the target for more rows to be the practical way"
+    return text
+
+
+FAR_MORE_ROWS = 100  # a certificate needing this many times the rows counted is out of reach by more data
 
 
 def split_reports(
@@ -143,9 +235,9 @@ def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_inf
     else:
         allow = option_hint("--allow-infeasible", "allow_infeasible=True")
         if point.new_rows is not None and point.required_rate is None:  # a lower target would not pass either;
-            fix = "add validation rows"  # the message already names a larger --new-rows
+            fix = "add labeled rows"  # the message already names a larger --new-rows
         else:
-            fix = f"lower {option_hint('--target', 'target')}, add validation rows"
+            fix = f"lower {option_hint('--target', 'target')}, add labeled rows"
         settled.refusal = UnreachableTarget(
             f"{unreachable}; {fix}, or pass {allow} to keep the closest threshold",
             best_achievable=point.best_achievable,
@@ -177,8 +269,9 @@ def settle_threshold(
     With `calibrate`, the probability map is fitted on the same held-out scores; not on rows of a `dmo subsample`
     file, whose labels are not the population's (the offset-corrected logit's sigmoid already estimates it). A
     given `calibration` is kept instead (logits that are probabilities already: Calibration.identity).
-    `new_rows` is the option as given (see `certified_rows`); `held_out_rows`, one fold's rows with --cv (by
-    default the size of the split searched), is the sample a --confidence certificate is about without it.
+    `new_rows` is the option as given (see `certified_rows`: the population value without it); `held_out_rows`,
+    one fold's rows with --cv (by default the size of the split searched), is what the held-out curve stores as
+    its `certified_rows`.
     """
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
@@ -190,7 +283,7 @@ def settle_threshold(
     if adjust or own is None:
         split = held_out  # searched on the same scores the probability map is fitted on
         where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
-        sample = certified_rows(new_rows, confidence, held_out_rows or int(truth[split].size))
+        sample = certified_rows(new_rows, confidence)
         point, unreachable = fit_threshold(
             logits[split], truth[split], problem, confidence=confidence, where=where, new_rows=sample
         )
@@ -213,7 +306,7 @@ def settle_threshold(
     settled.splits = SplitsSection(threshold=settled.threshold, splits=splits, before_adjustment=before)
     settled.calibration = calibration
     if held_out is not None:
-        settled.evidence = HeldOutCurve.from_scores(  # the default --new-rows of a later re-targeting, as here
+        settled.evidence = HeldOutCurve.from_scores(  # certified_rows: one held-out split's rows, for the record
             logits[held_out], truth[held_out], split=held_out, certified_rows=held_out_rows or int(truth[held_out].size)
         )
         settled.heldout_scores = logits[held_out]

@@ -142,10 +142,10 @@ def test_the_cli_certifies_for_new_rows_stores_them_and_threshold_reuses_them(tm
     assert "--new-rows says which sample --confidence is about" in refused.stderr
 
 
-def test_by_default_the_certificate_is_about_a_sample_as_large_as_one_held_out_split(tmp_path):
-    """Without --new-rows, --confidence promises the metric measured on as many new rows as the held-out split
-    the threshold was fitted on holds: the smallest fold with --cv, the validation split with --val, DATA's
-    labeled rows for `dmo threshold`. The train output says so in one line."""
+def test_by_default_the_certificate_is_about_the_population(tmp_path):
+    """Without --new-rows, --confidence promises the population's value (issue 45: one fold's rows refused ordinary
+    tables), with --cv and with --val alike, and `dmo threshold` keeps what the model was certified on. The train
+    output says so in one line."""
     rng = np.random.default_rng(1)
     y = (rng.random(4000) < 0.1).astype(np.int64)
     X = rng.normal(size=(4000, 3))
@@ -157,17 +157,20 @@ def test_by_default_the_certificate_is_about_a_sample_as_large_as_one_held_out_s
     args = ("--problem", "frop", "--target", "0.8", "--confidence", "0.95")
 
     crossed = json.loads(run_dmo("train", data, *args, "-o", tmp_path / "c.st", "--json", check=True).stdout)
-    smallest_fold = min(fold["n"] for fold in crossed["cv"]["per_fold"])
-    assert crossed["operating_point"]["new_rows"] == smallest_fold < 3000 / 5 + 1
-    assert "measured on" in crossed["operating_point"]["certificate"]
+    assert crossed["operating_point"]["new_rows"] is None
+    assert "measured on" not in crossed["operating_point"]["certificate"]
     validated = json.loads(run_dmo("train", data, *args, "--val", val, "-o", tmp_path / "v.st", "--json").stdout)
-    assert validated["operating_point"]["split"] == "val" and validated["operating_point"]["new_rows"] == 1000
+    assert validated["operating_point"]["split"] == "val" and validated["operating_point"]["new_rows"] is None
 
     shown = run_dmo("train", data, *args, "-o", tmp_path / "c.st", check=True).stdout
-    assert f"certified: recall measured on {smallest_fold:,} new rows >= 0.8 with probability 0.95" in shown
+    assert "certified: recall in the population >= 0.8 with probability 0.95" in shown
 
     refit = run_dmo("threshold", tmp_path / "v.st", val, *args, "-o", tmp_path / "r.st", "--json", check=True)
-    assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 1000  # DATA's labeled rows
+    assert json.loads(refit.stdout)["operating_point"]["new_rows"] is None  # the model's own: the population
+    sized = run_dmo("train", data, *args, "--new-rows", "700", "-o", tmp_path / "s.st", "--json", check=True)
+    assert json.loads(sized.stdout)["operating_point"]["new_rows"] == 700
+    refit = run_dmo("threshold", tmp_path / "s.st", val, *args, "-o", tmp_path / "r.st", "--json", check=True)
+    assert json.loads(refit.stdout)["operating_point"]["new_rows"] == 700  # the model's own sample, not DATA's
 
     for bad in ("0", "1.5", "many", "99999999999999999999"):  # the last beyond int64, and beyond MAX_NEW_ROWS
         refused = run_dmo("train", data, *args, "--new-rows", bad, "-o", tmp_path / "x.st")

@@ -106,21 +106,26 @@ def test_the_message_says_how_many_rows_a_certificate_would_need(tmp_path, split
     assert proc.returncode == 3
     point = json.loads(proc.stdout)["operating_point"]
     assert point["rows_counted"] == int(frame.label.sum()) and point["rows_needed"] >= 13
-    needed = f"needs about {point['rows_needed']} positives ({point['rows_counted']} counted on the val split)"
+    times = point["rows_needed"] / point["rows_counted"]
+    needed = f"needs about {point['rows_needed']:,} positives ({times:.1f} times the {point['rows_counted']} counted"
     assert needed in proc.stderr
-    # By default the certificate is about the recall measured on 60 new rows, which no rate can promise: said so.
-    proc = run_dmo(*f"train {train} --val {small} {asked}".split())
+    # The recall measured on 60 new rows: no rate can promise it, and said so.
+    proc = run_dmo(*f"train {train} --val {small} {asked}".replace("--json", "--new-rows 60 --json").split())
     assert proc.returncode == 3 and json.loads(proc.stdout)["operating_point"]["new_rows"] == 60
-    assert "measured on 60 new rows to hold, no rate would do there" in proc.stderr and "--new-rows inf" in proc.stderr
+    assert "measured on 60 new rows (--new-rows 60): at the closest cut" in proc.stderr
+    assert "not even a recall of 1 would pass" in proc.stderr and "--new-rows inf" in proc.stderr
     assert "lower --target" not in proc.stderr  # no lower target would pass either: not offered as a fix
-    assert "a ceiling for the new sample's" in proc.stderr  # the population bound is no target to lower to
+    bound = json.loads(proc.stdout)["operating_point"]["best_achievable"]  # the population's: said as such
+    assert f"(the population's recall) is not certified here either (highest bound of any cut: {bound:.4f})" in (
+        proc.stderr
+    )
 
 
 def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, split_files):
     train, val = split_files
     proc = run_dmo(
         *(
-            f"train {train} --val {val} --problem fpor --target 0.999 --confidence 0.95 "
+            f"train {train} --val {val} --problem fpor --target 0.999 --confidence 0.95 --new-rows 300 "
             f"--allow-infeasible -o {tmp_path / 'm.st'} --json"
         ).split()
     )
@@ -139,7 +144,7 @@ def test_allow_infeasible_keeps_the_closest_threshold_with_a_warning(tmp_path, s
     assert json.loads(run_dmo("info", refit, "--json", check=True).stdout)["certified"] is None  # no --confidence
     run_dmo(*f"threshold {tmp_path / 'm.st'} {val} --problem fpor --target 0.5 --confidence 0.9 -o {refit}".split())
     certified = json.loads(run_dmo("info", refit, "--json", check=True).stdout)
-    assert certified["certified"] is True and certified["new_rows"] == 300
+    assert certified["certified"] is True and certified["new_rows"] == 300  # the sample the model was certified on
     assert "NOT certified" not in run_dmo("info", refit, check=True).stdout
 
 

@@ -138,14 +138,14 @@ def test_adapting_to_rows_whose_estimated_rate_is_zero_is_an_answer_not_a_crash(
     assert code in (0, 3) and "Traceback" not in err and err.count("\n") <= 1, err
 
 
-def test_adapt_with_confidence_certifies_the_next_rows_of_new_by_default(dmo, trained, tmp_path):
-    """--adapt NEW --confidence: the certificate is about as many rows as NEW has (`adapted.new_rows`); --new-rows
-    names another count, inf the population value; --new-rows needs --confidence."""
+def test_adapt_with_confidence_certifies_what_the_model_was_certified_on_by_default(dmo, trained, tmp_path):
+    """--adapt NEW --confidence: the certificate is about what the model's was (`adapted.new_rows`; this model has
+    none: the population value, issue 45); --new-rows names a count; --new-rows needs --confidence."""
     new = shifted(0.1, 5000, seed=11)
     new.drop(columns="label").to_parquet(tmp_path / "new.parquet")
     base = ("threshold", trained / "m.st", "--adapt", tmp_path / "new.parquet", "--confidence", "0.9")
     thresholds = {}
-    for extra, rows in (((), 5000), (("--new-rows", "inf"), None), (("--new-rows", "50000"), 50000)):
+    for extra, rows in (((), None), (("--new-rows", "5000"), 5000), (("--new-rows", "50000"), 50000)):
         code, out, err = dmo(*base, *extra, "-o", tmp_path / "c.st", "--json", "--allow-infeasible")
         assert code == 0, err
         report = json.loads(out)
@@ -154,11 +154,11 @@ def test_adapt_with_confidence_certifies_the_next_rows_of_new_by_default(dmo, tr
         thresholds[rows] = report["threshold"]
     # The precision measured on 50,000 rows scatters around the population value: a cut at least as high.
     assert thresholds[50000] >= thresholds[None], thresholds
-    code, _, err = dmo(*base, "-o", tmp_path / "e.st")  # 5,000 rows hold about 500 positives: too few here
+    code, _, err = dmo(*base, "--new-rows", "5000", "-o", tmp_path / "e.st")  # about 500 positives: too few here
     assert code == 3 and "measured on 5,000 new rows" in err and "--new-rows inf" in err, err
     prior = ("threshold", trained / "m.st", "--prior", "0.1", "--confidence", "0.9", "--allow-infeasible", "--json")
-    code, out, err = dmo(*prior, "-o", tmp_path / "p.st")  # --prior: the held-out size training certified
-    assert code == 0 and json.loads(out)["adapted"]["new_rows"] == load_model(trained / "m.st").evidence.certified_rows
+    code, out, err = dmo(*prior, "-o", tmp_path / "p.st")  # --prior: what training certified (no certificate)
+    assert code == 0 and json.loads(out)["adapted"]["new_rows"] is None
     code, _, err = dmo("threshold", trained / "m.st", "--prior", "0.1", "--new-rows", "100", "-o", tmp_path / "d.st")
     assert code == 2 and "give --confidence C with it" in err and err.count("\n") == 1, err
 

@@ -4,6 +4,7 @@ of `pipelines.adapt.adapt_to_rate` (the model's own problem at a new positive ra
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -81,7 +82,8 @@ def threshold(
         + (f"threshold (logit): {result['threshold']:.6g}" if point is None else offsets_text(point)),
         f"problem: {result['problem']}{target_text}{stored}",
     ]
-    emit(result, as_json, lines + split_lines(result) + outlook_line(result, "data", None))
+    # the population's value, as --confidence certifies by default: not a sample size the re-target never used
+    emit(result, as_json, lines + split_lines(result) + outlook_line(result, "data", math.inf))
 
 
 def _adapt_threshold(

@@ -4,6 +4,7 @@ outlook of the target on new rows and what to do when it is out of reach."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -56,7 +57,8 @@ def train(
             f"online: F{o['beta']:g} {o['f_beta']:.4f}  precision {o['precision']:.4f}  recall {o['recall']:.4f}  "
             f"(first pass, {o['n']} rows, {o['rows_per_second']:,.0f} rows/s)"
         )
-    outlook = outlook_line(result, *_held_out_rows(result))
+    split = (result.get("operating_point") or {}).get("split", "train")
+    outlook = outlook_line(result, split, math.inf)  # the population's value, as --confidence certifies by default
     lines = header + _model_choice_line(result) + _rounds_rule_line(result) + _cv_rule_line(result)
     lines += _certificate_line(result)
     lines += split_lines(result) + outlook
@@ -107,14 +109,6 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
         f"certified: {metric} {where} >= {report['target']:g} with probability {level:g} "
         f"({change}; docs/operating-points.md)"
     ]
-
-
-def _held_out_rows(report: dict[str, Any]) -> tuple[str, int | None]:
-    """The split train searched its threshold on, and the rows of one new sample like it (one fold with --cv)."""
-    split = (report.get("operating_point") or {}).get("split", "train")
-    folds = (report.get("cv") or {}).get("folds")
-    rows = report.get("splits", {}).get(split, {}).get("n")
-    return split, (round(rows / folds) if split == "cv" and folds and rows else rows)
 
 
 def _infeasible_note(report: dict[str, Any]) -> list[str]:

@@ -1,0 +1,64 @@
+"""`--adapt` on a NEW of a handful of rows makes up no rate (issue 45, hostile review 4): the rate's interval is
+never narrower than the rows allow, a certificate at its low end is refused naming the rows and --prior, and a
+plain `--adapt` of a certified model leaves no certificate in the file that it does not hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import make_binary_frame
+
+from dmocli.models.modelfile import load_model
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from conftest import run_dmo
+
+    where = tmp_path_factory.mktemp("tiny_new")
+    frame = make_binary_frame(n=3000, seed=3, sep=2.0)
+    frame.to_parquet(where / "train.parquet", index=False)
+    new = make_binary_frame(n=400, seed=4, sep=2.0).drop(columns="label")
+    for rows in (1, 5):
+        new.head(rows).to_csv(where / f"new{rows}.csv", index=False)
+    new.to_csv(where / "new.csv", index=False)
+    asked = "--problem fpor --target 0.7 --confidence 0.95"
+    run_dmo(*f"train {where / 'train.parquet'} {asked} -o {where / 'c.st'}".split(), check=True)
+    return where
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_a_rate_from_a_handful_of_rows_is_refused_with_the_rows_needed(files, dmo, rows):
+    code, out, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / f"new{rows}.csv", "--confidence", "0.95",
+        "--new-rows", "inf", "-o", files / "a.st",
+    )  # fmt: skip
+    assert code == 3 and not (files / "a.st").exists(), err
+    assert f"at the rate estimated on {rows:,} row(s) of NEW" in err and "--prior R" in err
+    needed = int(err.split("at least about ")[1].split(" rows")[0].replace(",", ""))
+    assert needed > rows  # more rows than it has: the rows it lacks, never a rate made up
+    low, high = (float(v) for v in err.split("its interval [")[1].split("]")[0].split(", "))
+    assert high - low > 0.5  # the real width of a rate from a handful of rows, not [0.5, 0.5]
+
+
+def test_without_confidence_the_report_carries_the_real_interval(files, dmo):
+    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new1.csv", "-o", files / "b.st", "--json")
+    assert code == 0, err
+    low, high = json.loads(out)["adapted"]["rate_interval"]
+    assert low < 0.05 and high > 0.9  # one row bounds a rate to nearly [0, 1]
+
+
+def test_a_plain_adapt_drops_the_training_certificate_from_the_file(files, dmo):
+    assert load_model(files / "c.st").info["confidence"] == 0.95
+    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new.csv", "-o", files / "p.st", "--json")
+    assert code == 0 and json.loads(out)["confidence"] is None, err
+    info = json.loads(dmo("info", files / "p.st", "--json")[1])
+    assert info["confidence"] is None and info["certified"] is None
+    code, shown, _ = dmo("info", files / "p.st")
+    assert "confidence" not in next(line for line in shown.splitlines() if line.startswith("problem:"))
+    code, out, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / "new.csv", "--confidence", "0.9", "-o", files / "q.st"
+    )
+    if code == 0:  # certified anew: the file says at which level
+        assert load_model(files / "q.st").info["confidence"] == 0.9
