@@ -126,11 +126,13 @@ def _adapt_threshold(
             f"  carried to the model's scores by the share of NEW it should flag ({adapted['expected_share']:.4f}): "
             f"the cut on the held-out scores was {adapted['curve_threshold']:.6g}"
         )
-    if adapted.get("new_rows") is not None:
+    if result.get("confidence") is not None and result["problem"] != "ofbs":
         metric = "recall" if result["problem"] == "frop" else "precision"
+        rows = adapted.get("new_rows")
+        where = "in the population" if rows is None else f"measured on the next {rows:,} rows"
         lines.append(
-            f"certified (feasible={adapted['feasible']}) for the {metric} measured on the next "
-            f"{adapted['new_rows']:,} rows at a rate of at least {adapted['rate_used']:.4f}"
+            f"certified (feasible={adapted['feasible']}) for the {metric} {where} at a rate of at least "
+            f"{adapted['rate_used']:.4f}"
         )
     emit(result, as_json, lines + ([adapted["note"]] if adapted.get("note") else []))
 
