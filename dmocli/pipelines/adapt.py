@@ -225,9 +225,15 @@ def _unreachable(
     reached."""
     if adapted.feasible is not False:
         return None
+    rate = f"the positive rate {adapted.rate_used:.4f} ({source})"
+    if adapted.rate_used != adapted.new_rate:  # the certificate holds at the interval's low end, not the estimate
+        rate = (
+            f"the positive rate {adapted.rate_used:.4f}, the low end of the interval of the rate estimated at "
+            f"{adapted.new_rate:.4f} ({source}; {option_hint('--prior R', 'prior=')} where the rate is known)"
+        )
     return UnreachableTarget(
         f"target {model.problem.constraint_name} >= {model.problem.target:g} is not "
-        f"{'certified' if confidence else 'reachable'} at the positive rate {adapted.rate_used:.4f} ({source})"
+        f"{'certified' if confidence else 'reachable'} at {rate}"
         + _sample_clause(adapted.new_rows)
         + f"; lower {option_hint('--target', 'target')}, retrain for the new rate, or pass "
         f"{option_hint('--allow-infeasible', 'allow_infeasible=True')} to keep the closest threshold"

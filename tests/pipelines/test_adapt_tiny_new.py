@@ -63,3 +63,20 @@ def test_a_plain_adapt_drops_the_training_certificate_from_the_file(files, dmo):
     assert code == 0, err  # certified anew, of the population at the new rate as training's was: said so
     assert load_model(files / "q.st").info["confidence"] == 0.9
     assert "certified (feasible=True) for the precision in the population at a rate of at least" in out
+
+
+def test_a_refusal_at_the_rates_low_end_says_it_is_the_low_end(files, dmo):
+    """The certificate holds at the rate interval's low end: the refusal names that rate as the low end, beside
+    the estimate, with the figures of the report it carries (it said "at the positive rate" of the low end)."""
+    code, out, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / "new.csv", "--confidence", "0.99", "--new-rows", "60",
+        "-o", files / "r.st", "--json",
+    )  # fmt: skip
+    assert code == 3, err
+    adapted = json.loads(out)["adapted"]
+    assert adapted["rate_used"] == adapted["rate_interval"][0] < adapted["new_rate"]
+    assert (
+        f"at the positive rate {adapted['rate_used']:.4f}, the low end of the interval of the rate estimated at "
+        f"{adapted['new_rate']:.4f}"
+    ) in err
+    assert "for the value measured on 60 new rows" in err and "--prior R where the rate is known" in err
