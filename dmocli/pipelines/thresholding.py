@@ -100,7 +100,7 @@ def unreachable_text(
     else:
         asked = option_hint(f"--new-rows {point.new_rows}", f"new_rows={point.new_rows}")
         text = f"{head} for the {what} measured on {point.new_rows:,} new rows ({asked}): "
-        text += _sample_fact(point, problem) + _population_way(population, problem)
+        text += _sample_fact(point, problem) + _population_way(population, problem, confidence)
     return text + _rows_needed_fact(point, problem)
 
 
@@ -138,8 +138,9 @@ def _sample_fact(point: OperatingPoint, problem: Problem) -> str:
     )
 
 
-def _population_way(population: OperatingPoint | None, problem: Problem) -> str:
-    """The two ways out of a new-sample refusal and what each does: the population's value, a larger sample."""
+def _population_way(population: OperatingPoint | None, problem: Problem, confidence: float) -> str:
+    """The two ways out of a new-sample refusal and what each does: the population's value (with why it would not
+    pass either, as a population refusal says it), a larger sample."""
     what = problem.constraint_name
     inf = option_hint("--new-rows inf", "new_rows='inf'")
     larger = f"; a larger {option_hint('--new-rows', 'new_rows=')} asks less"
@@ -151,9 +152,8 @@ def _population_way(population: OperatingPoint | None, problem: Problem) -> str:
             f"; {inf} certifies the population's {what} instead, which passes here (at {objective} "
             f"{population.objective:.4f}){larger}"
         )
-    return f"; {inf} (the population's {what}) is not certified here either (highest bound of any cut: " + (
-        f"{population.best_achievable:.4f}){larger}"
-    )
+    why = _population_fact(population, problem, confidence)
+    return f"; {inf} (the population's {what}) is not certified here either: {why}{larger}"
 
 
 def _rows_needed_fact(point: OperatingPoint, problem: Problem) -> str:

@@ -30,6 +30,16 @@ def test_a_bound_above_the_target_is_said_to_be_past_where_the_tests_stopped():
     assert "needs about" not in message  # more rows are not what it lacks
 
 
+def test_a_new_sample_refusal_says_the_same_of_the_population_certificate():
+    """--new-rows N refused, and --new-rows inf would be refused too, for the fixed sequences' reason: not "the
+    highest bound 0.958" beside a 0.95 target."""
+    scores, labels = clean_top_after_early_negatives()
+    point, message = fit_threshold(scores, labels, Problem("fpor", 0.95), confidence=0.95, where="X", new_rows=500)
+    assert point.feasible is False and point.best_achievable > 0.95
+    assert "(the population's precision) is not certified here either: the fixed-sequence tests" in message
+    assert f"the cut with the highest bound ({point.best_achievable:.4f}" in message
+
+
 def test_a_bound_below_the_target_is_given_as_the_highest_bound():
     scores, labels = clean_top_after_early_negatives()
     point, message = fit_threshold(scores, labels, Problem("fpor", 0.97), confidence=0.95, where="X")
