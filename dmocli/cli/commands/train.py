@@ -104,7 +104,11 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
     level = (report.get("model_selection") or {}).get("confidence") or report["confidence"]
     sample = point["new_rows"]
     where = "in the population" if sample is None else f"measured on {sample:,} new rows"
-    change = "--new-rows N for another sample size" if sample is None else "--new-rows N or inf to change"
+    change = (
+        f"--new-rows N promises the {metric} measured on N new rows instead, stricter for a small N"
+        if sample is None
+        else "--new-rows inf: the population's value"
+    )
     return [
         f"certified: {metric} {where} >= {report['target']:g} with probability {level:g} "
         f"({change}; docs/operating-points.md)"
