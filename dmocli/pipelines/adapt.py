@@ -157,11 +157,39 @@ def _new_rate(
         return float(prior), None, f"given rate {prior:g}", None
     logits = _scores(model, new_data)
     level = confidence or REPORT_LEVEL
+    if confidence is None:  # with a confidence, _refuse_unbounded_rate names the rows the certificate needs
+        _refuse_too_few_rows(logits.size, curve.rate, level, sources.describe(new_data))
     estimate = estimate_prevalence(curve, logits, model.calibration, level)
     rate = usable_rate(estimate.rate, logits.size)
     interval = _widened(estimate.low, estimate.high, rate=rate, rows=int(logits.size), level=level)
     source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
     return rate, interval, source, logits
+
+
+def _refuse_too_few_rows(rows: int, training_rate: float, level: float, where: str) -> None:
+    """Exit 2 when NEW has too few rows to tell any rate from the training one: even with every row's class known,
+    the Clopper-Pearson interval of none or all of them positive would still hold the training rate, so the rate
+    --adapt moved the threshold for would be made up (one row gave 0.5). Scores tell less than classes, so this is
+    a floor of the rows an estimate needs, not enough."""
+    needed = _rows_telling(training_rate, level)
+    if needed is not None and rows < needed:
+        raise DmoError(
+            f"{where} has {rows:,} row(s): fewer than {needed:,} cannot tell a positive rate from the training rate "
+            f"{training_rate:.4f} at {level:g}, even with every row's class known, so the rate to adapt to would be "
+            f"made up; give at least {needed:,} rows, or the rate with {option_hint('--prior R', 'prior=')}"
+        )
+
+
+def _rows_telling(rate: float, level: float) -> int | None:
+    """The fewest rows whose Clopper-Pearson interval at `level`, with none positive and with all positive,
+    excludes `rate` both times (None past a billion)."""
+
+    def telling(rows: int) -> bool:
+        none = clopper_pearson_interval(0, rows, level)
+        every = clopper_pearson_interval(rows, rows, level)
+        return none[1] < rate < every[0]
+
+    return fewest_passing(telling, 10**9)
 
 
 def _widened(low: float, high: float, *, rate: float, rows: int, level: float) -> tuple[float, float]:

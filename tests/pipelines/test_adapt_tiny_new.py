@@ -10,6 +10,7 @@ import pytest
 from conftest import make_binary_frame
 
 from dmocli.models.modelfile import load_model
+from dmocli.operating_point.bounds import clopper_pearson_interval
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def files(tmp_path_factory):
     frame = make_binary_frame(n=3000, seed=3, sep=2.0)
     frame.to_parquet(where / "train.parquet", index=False)
     new = make_binary_frame(n=400, seed=4, sep=2.0).drop(columns="label")
-    for rows in (1, 5):
+    for rows in (1, 5, 40):
         new.head(rows).to_csv(where / f"new{rows}.csv", index=False)
     new.to_csv(where / "new.csv", index=False)
     asked = "--problem fpor --target 0.7 --confidence 0.95"
@@ -42,11 +43,20 @@ def test_a_rate_from_a_handful_of_rows_is_refused_with_the_rows_needed(files, dm
     assert high - low > 0.5  # the real width of a rate from a handful of rows, not [0.5, 0.5]
 
 
-def test_without_confidence_the_report_carries_the_real_interval(files, dmo):
-    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new1.csv", "-o", files / "b.st", "--json")
+def test_without_confidence_too_few_rows_are_refused_and_a_few_carry_their_interval(files, dmo):
+    """One row cannot tell any rate from the training one, even with its class known: refused (exit 2) naming the
+    rows needed and --prior, where it moved the threshold for a rate of 0.5. Forty rows can: their interval is
+    never narrower than the Clopper-Pearson one of forty rows of known class."""
+    code, _, err = dmo("threshold", files / "c.st", "--adapt", files / "new1.csv", "-o", files / "b.st")
+    assert code == 2 and not (files / "b.st").exists() and err.count("\n") == 1, err
+    needed = int(err.split("fewer than ")[1].split(" ")[0].replace(",", ""))
+    assert 1 < needed <= 40 and f"give at least {needed} rows, or the rate with --prior R" in err
+    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new40.csv", "-o", files / "b.st", "--json")
     assert code == 0, err
-    low, high = json.loads(out)["adapted"]["rate_interval"]
-    assert low < 0.05 and high > 0.9  # one row bounds a rate to nearly [0, 1]
+    adapted = json.loads(out)["adapted"]
+    low, high = adapted["rate_interval"]
+    known = clopper_pearson_interval(round(adapted["new_rate"] * 40), 40, 0.95)
+    assert low <= known[0] + 1e-12 and high >= known[1] - 1e-12
 
 
 def test_a_plain_adapt_drops_the_training_certificate_from_the_file(files, dmo):
