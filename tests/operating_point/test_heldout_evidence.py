@@ -61,9 +61,7 @@ def test_retargeting_on_the_stored_curve_gives_trains_threshold(tables, tmp_path
     report = refit_threshold(trained["first"], None, second_problem, moved)
     assert load_model(moved).threshold == load_model(trained["second"]).threshold, way
     assert report["threshold"] == load_model(trained["second"]).threshold and "held-out" in report["data"]
-    if (
-        first["problem"] != "ofbs"
-    ):  # a certificate's default sample: what training certified (here: none, the population)
+    if first["problem"] != "ofbs":  # a certificate's default sample: training's (here none: the population)
         certified = refit_threshold(
             trained["first"],
             None,
