@@ -45,6 +45,10 @@ class HeldOutCurve:
         info's `new_rows` (absent: the population value), not this.
     exact : bool
         False when adjacent scores were merged (more than MAX_EXACT_POINTS distinct scores).
+    carried : bool
+        True when the held-out scores were carried to the saved model's own scores by rank (a gbdt `--cv` ensemble,
+        `--cv-transfer rank`: operating_point/carry.carried_by_rank), so the curve is on the scale the model
+        decides on; False when they are the model's own scale as they came (or a file written before).
     """
 
     scores: np.ndarray
@@ -53,6 +57,7 @@ class HeldOutCurve:
     split: str
     certified_rows: int
     exact: bool = True
+    carried: bool = False
 
     @classmethod
     def from_scores(
@@ -63,6 +68,7 @@ class HeldOutCurve:
         split: str = "val",
         certified_rows: int | None = None,
         max_points: int = MAX_EXACT_POINTS,
+        carried: bool = False,
     ) -> "HeldOutCurve":
         """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that);
         `certified_rows` defaults to the rows counted."""
@@ -80,6 +86,7 @@ class HeldOutCurve:
             split,
             int(certified_rows if certified_rows is not None else scores.size),
             exact,
+            carried,
         )
 
     @property
@@ -134,6 +141,7 @@ class HeldOutCurve:
             "exact": self.exact,
             "rows": self.n_pos + self.n_neg,
             "positives": self.n_pos,
+            **({"carried": True} if self.carried else {}),
         }
 
     @classmethod
@@ -154,7 +162,12 @@ class HeldOutCurve:
         rows = info.get("certified_rows")
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
             raise ValueError("the held-out curve's certified_rows is not a positive whole number")
-        return cls(**arrays, split=info["split"], certified_rows=rows, exact=bool(info.get("exact", True)))
+        carried = info.get("carried", False)
+        if not isinstance(carried, bool):
+            raise ValueError("the held-out curve's carried is not true or false")
+        return cls(
+            **arrays, split=info["split"], certified_rows=rows, exact=bool(info.get("exact", True)), carried=carried
+        )
 
 
 def _merged(

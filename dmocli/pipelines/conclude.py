@@ -10,7 +10,6 @@ evidence and drift profile, and writes it. A field of the report or the model fi
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import TrainOptions
-from dmocli.pipelines.cross_fit import CrossFitted, cv_report, transfer_threshold
+from dmocli.pipelines.cross_fit import CrossFitted, cv_report
 from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, settle_classes
 from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
@@ -108,8 +107,8 @@ class _Settlement:
 
 
 def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Settlement:
-    """The binary threshold: the exact search on the held-out scores (or the solver's own threshold), carried from
-    the folds under --cv. A rank transfer keeps no evidence: the out-of-fold scale is not the saved model's."""
+    """The binary threshold: the exact search on the held-out scores (or the solver's own threshold); under --cv
+    on the out-of-fold scores, carried to the saved model's own scale where it has another (cross_fit.py)."""
     crossed = run.crossed
     settled = settle_threshold(
         run.logits,
@@ -119,14 +118,12 @@ def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Set
         adjust=run.adjust,
         confidence=opts.confidence,
         allow_infeasible=opts.allow_infeasible,
-        transfer=_transfer(opts, crossed, run.logits),
+        carry_to=_carry_to(opts, crossed, run.logits),
         calibrate=run.calibrate,
         new_rows=opts.new_rows,
         calibration=run.calibration,
         held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
     )
-    if crossed is not None and opts.cv_transfer == "rank":  # the out-of-fold scale is not the saved model's
-        settled.evidence, settled.heldout_scores = None, None
     searched = settled.operating_point  # --cv always searches the out-of-fold scores
     return _Settlement(
         settled=settled,
@@ -134,7 +131,9 @@ def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Set
         evidence=settled.evidence,
         heldout_scores=settled.heldout_scores,
         fields=problem_fields(problem),
-        cv=() if crossed is None or searched is None else (_cv_section(crossed, opts, problem, searched.point),),
+        cv=()
+        if crossed is None or searched is None
+        else (_cv_section(crossed, opts, problem, searched.point, oof_threshold=settled.oof_threshold),),
     )
 
 
@@ -224,23 +223,22 @@ def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: 
     )
 
 
-def _transfer(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> Any:
-    """How the out-of-fold threshold is carried to the saved model (--cv-transfer); None without folds."""
-    if crossed is None:
-        return None
-    return functools.partial(
-        transfer_threshold, opts.cv_transfer, oof_logits=crossed.logits, final_logits=logits["train"]
-    )
+def _carry_to(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The saved model's own scores of the training rows, where the out-of-fold scores are carried to them by rank
+    (--cv-transfer, cross_fit.py); None without folds or where the model's scale is theirs."""
+    return logits["train"] if crossed is not None and crossed.carries_by_rank(opts.cv_transfer) else None
 
 
-def _cv_section(crossed: CrossFitted, opts: TrainOptions, problem: Problem, point: OperatingPoint) -> BinaryCvSection:
+def _cv_section(
+    crossed: CrossFitted, opts: TrainOptions, problem: Problem, point: OperatingPoint, *, oof_threshold: float | None
+) -> BinaryCvSection:
     """The report's `cv` section of a binary model: each fold's own operating point on its out-of-fold scores, and
     the pooled out-of-fold `point` carried to the saved model."""
     return BinaryCvSection(
         folds=cv_report(crossed, problem, opts.confidence, point.new_rows),
         transfer=opts.cv_transfer,
         pooled_val=opts.val is not None,
-        oof_threshold=point.threshold,
+        oof_threshold=point.threshold if oof_threshold is None else oof_threshold,
     )
 
 

@@ -9,13 +9,21 @@ and the model that is saved comes from one of three `transfer`s
 
 - `ensemble`: no final fit; the K fold models are kept and averaged
   (models/networks.FoldEnsemble: a binary model's probabilities, through one
-  Platt map of the out-of-fold logits, on whose scale the threshold is
-  searched), and the out-of-fold threshold is used as it is;
+  Platt map of the out-of-fold logits), and the threshold is searched on the
+  mapped out-of-fold scores; boosted trees disagree most at the top, where the
+  average of their probabilities falls far below each member's (a cut from the
+  top of that curve could lie above every score of the ensemble), so a gbdt
+  ensemble's out-of-fold scores are first carried to its own scores of the same
+  rows by rank (operating_point/carry.carried_by_rank);
 - `apply`: a final model is fitted on all rows and the out-of-fold threshold is
   used as it is (scikit-learn's refit-and-apply);
-- `rank`: as `apply`, but the final model keeps the share of training rows
-  predicted positive that the out-of-fold threshold gave (the threshold is that
-  quantile of the final model's training scores).
+- `rank`: as `apply`, but the out-of-fold scores are carried to the final
+  model's scores of the training rows by rank, so its threshold flags the share
+  of training rows the out-of-fold cut flagged.
+
+Carried, the search, its certificate and the held-out curve the model file keeps
+are on the saved model's scale, with the out-of-fold counts
+(pipelines/thresholding.settle_threshold).
 
 Folds run one after the other, each within the memory of one fit. Under torchrun each fold's fit is the
 distributed fit, and the folds are one process's (pipelines/shared_folds.py).
@@ -31,7 +39,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from dmocli import progress
-from dmocli.operating_point.carry import cut_flagging
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search
 from dmocli.pipelines.shared_folds import Placement
@@ -53,6 +60,8 @@ class CrossFitted:
     seconds: float
     traces: list[dict[str, Any]]  # each fold's solver trace: where it stopped early (InMemorySolver.refit_params)
     models: list[FitResult] = field(default_factory=list)  # each fold's fit, when kept for an ensemble
+    kind: str = "linear"  # the model kind fitted (models/architecture.py)
+    mapped_by: tuple[float, float] | None = None  # the probability map these logits are on (`mapped`)
 
     def ensemble(self, member_map: tuple[float, float] | None = None) -> FitResult:
         """The kept fold models as one fit (their probabilities averaged through `member_map` where there is one,
@@ -89,7 +98,17 @@ class CrossFitted:
         threshold searched on them is the ensemble's."""
         slope, intercept = member_map
         logits = (slope * self.logits.astype(np.float64) + intercept).astype(np.float32)
-        return dataclasses.replace(self, logits=logits)
+        return dataclasses.replace(self, logits=logits, mapped_by=member_map)
+
+    def carries_by_rank(self, transfer: str) -> bool:
+        """Whether the saved model's scores are on another scale than these out-of-fold ones, so that they are
+        carried to its own scores by rank before the search (see the module docstring): `rank` always; a gbdt
+        `ensemble` that averages its members' probabilities; never `apply`. Linear and mlp members nearly agree,
+        so their ensemble's scale is the curve's (docs/measurements.md measured carrying theirs by share no
+        better)."""
+        if transfer == "rank":
+            return True
+        return transfer == "ensemble" and self.kind == "gbdt" and self.mapped_by is not None
 
 
 def cross_fit(
@@ -134,16 +153,7 @@ def cross_fit(
             bar.advance(1)
     if placement is not None:
         logits = placement.gathered(logits)
-    return CrossFitted(logits, y, every_fold, time.perf_counter() - started, traces, kept)
-
-
-def transfer_threshold(
-    transfer: str, oof_threshold: float, *, oof_logits: np.ndarray, final_logits: np.ndarray
-) -> float:
-    """The saved model's threshold from the out-of-fold one (see the module docstring)."""
-    if transfer in ("apply", "ensemble"):
-        return oof_threshold
-    return cut_flagging(final_logits, int(np.count_nonzero(oof_logits >= oof_threshold)))
+    return CrossFitted(logits, y, every_fold, time.perf_counter() - started, traces, kept, ctx.architecture.kind)
 
 
 def cv_report(

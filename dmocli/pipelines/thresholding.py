@@ -10,14 +10,16 @@ what to do with the answer.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.bounds import fixed_sequence_level
 from dmocli.operating_point.calibration import Calibration, fit_platt
+from dmocli.operating_point.carry import carried_by_rank
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
@@ -216,6 +218,7 @@ class Settled:
     calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
     evidence: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
     heldout_scores: np.ndarray | None = None  # those scores themselves, for the model file's drift profile
+    oof_threshold: float | None = None  # with --cv: the searched cut on the out-of-fold scores' own scale
 
     def parts(self) -> tuple[ReportPart, ...]:
         """The report's sections of the operating point: the search (if one ran), the splits, the probability map."""
@@ -254,15 +257,21 @@ def settle_threshold(
     adjust: bool,
     confidence: float | None,
     allow_infeasible: bool,
-    transfer: Callable[[float], float] | None = None,
+    carry_to: np.ndarray | None = None,
     calibrate: bool = True,
     new_rows: int | float | None = None,
     calibration: Calibration | None = None,
     held_out_rows: int | None = None,
 ) -> Settled:
     """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
-    search on the out-of-fold scores ("cv", carried to the final model by `transfer`), else on the val split,
-    else on the training rows (optimistic, and said so); otherwise the solver's own threshold.
+    search on the out-of-fold scores ("cv"), else on the val split, else on the training rows (optimistic, and
+    said so); otherwise the solver's own threshold. `carry_to`, the saved model's own scores of the training rows
+    where they are on another scale than the out-of-fold ones (pipelines/cross_fit.py), carries the out-of-fold
+    scores to them by rank first (operating_point/carry.carried_by_rank): the search, the certificate and the
+    held-out curve are then on the scale the model decides on, with the out-of-fold counts (and the drift profile
+    keeps no score: carried scores are the model's own on the rows it was fitted on).
+    A cut that flags none of the model's own scores of the training rows is not feasible, whatever the held-out
+    split says (`flags_none_of_its_rows`).
 
     The report keeps the metrics at the solver's own threshold (`before_adjustment`) whenever it has one, and
     every split's metrics at the threshold kept (`splits`; the out-of-fold split at its own threshold).
@@ -273,6 +282,9 @@ def settle_threshold(
     one fold's rows with --cv (by default the size of the split searched), is what the held-out curve stores as
     its `certified_rows`.
     """
+    oof, flags_none = logits.get("cv"), False
+    if oof is not None and carry_to is not None:
+        logits = {**logits, "cv": carried_by_rank(oof, carry_to)}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
     if calibration is None and held_out and calibrate:
@@ -280,37 +292,91 @@ def settle_threshold(
     before = None
     if own is not None:
         before = split_reports(fitted, truth, own, problem=problem, classes=[], calibration=calibration)
-    if adjust or own is None:
-        split = held_out  # searched on the same scores the probability map is fitted on
-        where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
-        sample = certified_rows(new_rows, confidence)
-        point, unreachable = fit_threshold(
-            logits[split], truth[split], problem, confidence=confidence, where=where, new_rows=sample
+    if adjust or own is None:  # searched on the same scores the probability map is fitted on
+        settled, flags_none = _searched(
+            logits, truth, held_out, problem=problem, confidence=confidence, new_rows=new_rows, allow=allow_infeasible
         )
-        settled = judge_reachability(point, unreachable, allow_infeasible)
-        if split == "cv" and transfer is not None:
-            settled.threshold = transfer(point.threshold)
-        if split == "train":
-            settled.warnings.append(OPTIMISTIC)
-        if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
-            settled.warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
-        settled.operating_point = OperatingPointSection(point=point, split=split)
+        point = settled.operating_point.point
+        if oof is not None:
+            settled.oof_threshold = point.threshold if carry_to is None else oof_cut(oof, logits["cv"], point.threshold)
     else:
         settled = Settled(own)
     splits = split_reports(fitted, truth, settled.threshold, problem=problem, classes=[], calibration=calibration)
-    if "cv" in logits:  # the out-of-fold scores at their own threshold, before it was carried to the final model
+    if "cv" in logits:  # the out-of-fold scores (carried to the model's scale, where they are) at the cut
         splits["cv"] = binary_split_report(
             logits["cv"], truth["cv"], threshold=point.threshold, problem=problem, calibration=calibration
         )
+        if flags_none:  # its rows reach the target there, but the model flags none of its own
+            splits["cv"]["feasible"] = False
     settled.warnings += empty_prediction_warnings(splits)
     settled.splits = SplitsSection(threshold=settled.threshold, splits=splits, before_adjustment=before)
     settled.calibration = calibration
     if held_out is not None:
         settled.evidence = HeldOutCurve.from_scores(  # certified_rows: one held-out split's rows, for the record
-            logits[held_out], truth[held_out], split=held_out, certified_rows=held_out_rows or int(truth[held_out].size)
+            logits[held_out],
+            truth[held_out],
+            split=held_out,
+            certified_rows=held_out_rows or int(truth[held_out].size),
+            carried=held_out == "cv" and carry_to is not None,
         )
-        settled.heldout_scores = logits[held_out]
+        # carried scores are the model's scores of the rows it was fitted on, ordered as the out-of-fold ones: no
+        # reference for the drift of its scores on new rows
+        settled.heldout_scores = None if settled.evidence.carried else logits[held_out]
     return settled
+
+
+def _searched(
+    logits: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+    split: str,
+    *,
+    problem: Problem,
+    confidence: float | None,
+    new_rows: int | float | None,
+    allow: bool,
+) -> tuple[Settled, bool]:
+    """The exact search on the held-out `split` and what follows from it (a refusal, or with `allow` a warning,
+    where the target is out of reach; the warnings on the split searched), and whether its cut flags none of the
+    model's own training rows."""
+    where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
+    sample = certified_rows(new_rows, confidence)
+    point, unreachable = fit_threshold(
+        logits[split], truth[split], problem, confidence=confidence, where=where, new_rows=sample
+    )
+    flags_none = flags_none_of_its_rows(point, logits.get("train"), where=where)
+    if flags_none is not None:
+        point, unreachable = dataclasses.replace(point, feasible=False), flags_none
+    settled = judge_reachability(point, unreachable, allow)
+    if split == "train":
+        settled.warnings.append(OPTIMISTIC)
+    if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
+        settled.warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
+    settled.operating_point = OperatingPointSection(point=point, split=split)
+    return settled, flags_none is not None
+
+
+def flags_none_of_its_rows(point: OperatingPoint, own: np.ndarray | None, *, where: str) -> str | None:
+    """Why a cut that reaches the target on the held-out scores is not feasible when the saved model's own scores
+    of its training rows (`own`) all lie below it: the model would flag nothing (the held-out scores were on
+    another scale). None when it flags some, or when nothing was feasible anyway (FPOR and FROP only)."""
+    if not point.feasible or own is None or own.size == 0 or np.count_nonzero(own >= np.float32(point.threshold)):
+        return None
+    rank = option_hint("--cv-transfer rank", "cv_transfer='rank'")
+    return (
+        f"the threshold {point.threshold:.6g} reaches the target on {where} but is above every score the saved "
+        f"model gives its {own.size} training rows (the highest: {float(own.max()):.6g}), so it flags none of "
+        f"them: the scores it was chosen on are on another scale; {rank} carries the cut to the model's own "
+        "scores by the share of rows it flags"
+    )
+
+
+def oof_cut(oof: np.ndarray, carried: np.ndarray, threshold: float) -> float:
+    """The cut on the out-of-fold scores that flags the rows `threshold` flags on their carried scores (the lowest
+    out-of-fold score among them; just above every one when it flags none): the report's `cv.oof_threshold`."""
+    flagged = carried >= np.float32(threshold)
+    if not flagged.any():
+        return float(np.nextafter(np.float32(oof.max()), np.float32(np.inf)))
+    return float(oof[flagged].min())
 
 
 FEW_VALIDATION_POSITIVES = 10  # below this, one positive more or less moves recall by over 10 points

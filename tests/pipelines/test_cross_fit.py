@@ -15,7 +15,8 @@ from conftest import make_binary_frame, run_dmo
 from dmocli import Problem, TrainOptions, search_threshold, train
 from dmocli.models.modelfile import load_model, read_metadata
 from dmocli.models.networks import FoldEnsemble
-from dmocli.pipelines.cross_fit import transfer_threshold
+from dmocli.pipelines.cross_fit import CrossFitted
+from dmocli.pipelines.thresholding import settle_threshold
 from dmocli.prep.dataset import stratified_folds
 from dmocli.solvers.wce import WeightedCrossEntropy
 
@@ -100,12 +101,23 @@ def test_what_cv_cannot_do_is_refused_before_reading(tmp_path, args, message):
 
 
 def test_rank_transfer_keeps_the_share_of_rows_predicted_positive():
+    """The out-of-fold scores carried to the final model's by rank: the cut searched on them flags, on the final
+    model's own scores, the rows the out-of-fold cut flagged; `apply` keeps the out-of-fold scale."""
     rng = np.random.default_rng(0)
-    oof, final = rng.normal(size=200), rng.normal(size=200) * 3 + 1
-    t_oof = float(np.sort(oof)[::-1][36])
-    t_final = transfer_threshold("rank", t_oof, oof_logits=oof, final_logits=final)
-    assert np.count_nonzero(final >= t_final) == np.count_nonzero(oof >= t_oof) == 37
-    assert transfer_threshold("apply", t_oof, oof_logits=oof, final_logits=final) == t_oof
+    y = (rng.random(200) < 0.3).astype(np.int64)
+    oof = (rng.normal(size=200) + 2 * y).astype(np.float32)
+    final = (rng.normal(size=200) * 3 + 1).astype(np.float32)
+    crossed = CrossFitted(oof, y, np.zeros(200, dtype=np.int64), 0.0, [], kind="gbdt")
+    assert crossed.carries_by_rank("rank") and not crossed.carries_by_rank("apply")
+    assert not crossed.carries_by_rank("ensemble")  # no probability map: its members' logits are averaged
+    assert crossed.mapped((1.0, 0.0)).carries_by_rank("ensemble")
+    truth, problem = {"train": y, "cv": y}, Problem("frop", 0.8)
+    common = dict(problem=problem, own=None, adjust=True, confidence=None, allow_infeasible=False)
+    kept = settle_threshold({"train": final, "cv": oof}, truth, **common)
+    carried = settle_threshold({"train": final, "cv": oof}, truth, **common, carry_to=final)
+    flagged = np.count_nonzero(oof >= np.float32(kept.threshold))
+    assert np.count_nonzero(final >= np.float32(carried.threshold)) == flagged
+    assert carried.oof_threshold == float(oof[oof >= np.float32(kept.threshold)].min())
 
 
 def test_cross_fitting_holds_the_target_on_new_data_where_training_rows_flatter():
