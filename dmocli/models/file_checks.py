@@ -148,3 +148,183 @@ def _finite_text(text: str) -> bool:
     """XGBoost writes base_score as text: "[5E-1]" (a vector in recent versions) or "5E-1"."""
     values = np.asarray(json.loads(text) if text.startswith("[") else [text], dtype=np.float64)
     return bool(np.isfinite(values).all())
+
+
+# ---- the model file's `info`: every entry a command reads, checked in one place --------------------------------
+MAX_COUNT = 2**53  # a stored count above it has no exact float64 (10**400 overflowed monitor's arithmetic)
+
+
+def check_info(info: Any, tensors: dict[str, np.ndarray]) -> None:
+    """Every entry of the metadata's `info` that a command reads (dmo info, info --features, threshold, predict,
+    evaluate, monitor) has its type and range, and the held-out curve's counts agree with its tensors. An absent
+    optional entry is what an older file holds; an entry no command reads is left as it is. A ValueError names the
+    entry (`info.adapted.new_rate`), which the loader turns into one line (exit 2)."""
+    if not isinstance(info, dict):
+        raise ValueError("info is not a JSON object")
+    for key, check in _INFO_FIELDS.items():
+        if info.get(key) is not None:
+            check(f"info.{key}", info[key])
+    if "heldout" in info:
+        _check_heldout_counts(info["heldout"], tensors)
+
+
+def _whole(name: str, value: Any, low: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise ValueError(f"{name} is {value!r:.40}, not a whole number from {low} to 2**53")
+
+
+def _real(
+    name: str, value: Any, low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX, *, open_ends: bool = False
+) -> None:
+    """A finite number within [low, high] ((low, high) with `open_ends`)."""
+    inside = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    inside = inside and (low < value < high if open_ends else low <= value <= high)
+    if not inside:
+        bounds = f"({low:g}, {high:g})" if open_ends else f"[{low:g}, {high:g}]"
+        raise ValueError(f"{name} is {value!r:.40}, not a finite number in {bounds}")
+
+
+def _probability(name: str, value: Any) -> None:
+    """A level or a rate strictly between 0 and 1 (a confidence, a positive rate)."""
+    _real(name, value, 0.0, 1.0, open_ends=True)
+
+
+def _kind(name: str, value: Any, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} is {type(value).__name__} {value!r:.40}, not {kind.__name__}")
+
+
+def _number(name: str, value: Any) -> None:
+    """A JSON number of any value (a figure shown, never decided on: NaN is how a report writes an undefined one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} is {type(value).__name__} {value!r:.40}, not a number")
+
+
+def _integer(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} is {type(value).__name__} {value!r:.40}, not a whole number")
+
+
+def _object(name: str, value: Any, required: tuple[str, ...] = ()) -> None:
+    _kind(name, value, dict)
+    missing = [key for key in required if key not in value]
+    if missing:
+        raise ValueError(f"{name} lacks {', '.join(missing)}")
+
+
+def _summary(name: str, value: Any) -> None:
+    """Split name -> figures (precision, recall, feasible, ...): what `dmo info` lists."""
+    _object(name, value)
+    for split, figures in value.items():
+        _object(f"{name}.{split}", figures)
+        for key, figure in figures.items():
+            if figure is not None and not isinstance(figure, bool):
+                _number(f"{name}.{split}.{key}", figure)
+
+
+def _calibration(name: str, value: Any) -> None:
+    """What `dmo info` prints of the probability map (its numbers are checked with the model, _check_consistent)."""
+    _object(name, value, ("method", "fitted_on"))
+    _kind(f"{name}.method", value["method"], str)
+    _kind(f"{name}.fitted_on", value["fitted_on"], str)
+
+
+def _adapted(name: str, value: Any) -> None:
+    """`dmo threshold --adapt/--prior`'s section: the rates and the threshold it moved from; how the cut was carried
+    (absent in files adapted before it was kept)."""
+    _object(name, value, ("new_rate", "training_rate", "old_threshold"))
+    _probability(f"{name}.new_rate", value["new_rate"])
+    _probability(f"{name}.training_rate", value["training_rate"])
+    _real(f"{name}.old_threshold", value["old_threshold"])
+    carried = value.get("carried")
+    if carried not in (None, "share", "score"):
+        raise ValueError(f"{name}.carried is {carried!r}, not 'share' or 'score'")
+    for key in ("expected_share", "curve_threshold"):
+        if value.get(key) is not None or carried == "share":  # a cut carried by share says by which, and from where
+            _real(f"{name}.{key}", value[key], *((0.0, 1.0) if key == "expected_share" else ()))
+
+
+def _model_selection(name: str, value: Any) -> None:
+    """`--model auto`'s section: each candidate's out-of-fold figure, the one kept (among them), the levels."""
+    _object(name, value, ("rule", "candidates", "chosen", "confidence", "confidence_per_candidate"))
+    _kind(f"{name}.rule", value["rule"], str)
+    _kind(f"{name}.candidates", value["candidates"], list)
+    kinds = []
+    for i, candidate in enumerate(value["candidates"]):
+        where = f"{name}.candidates[{i}]"
+        _object(where, candidate, ("model", "objective", "feasible", "threshold"))
+        _kind(f"{where}.model", candidate["model"], str)
+        _number(f"{where}.objective", candidate["objective"])
+        _kind(f"{where}.feasible", candidate["feasible"], bool)
+        if candidate["threshold"] is not None:
+            _number(f"{where}.threshold", candidate["threshold"])
+        kinds.append(candidate["model"])
+    if value["chosen"] not in kinds:
+        raise ValueError(f"{name}.chosen {value['chosen']!r} is none of its candidates {kinds}")
+    for key in ("confidence", "confidence_per_candidate"):
+        if value[key] is not None:
+            _probability(f"{name}.{key}", value[key])
+
+
+def _profile(name: str, value: Any) -> None:
+    """The drift profile's row counts are exact in float64: 10**400 passed as a whole number and overflowed
+    monitor's and info --features' arithmetic. The rest of its form (non-negative whole counts, edges, levels)
+    is prep/feature_drift.Profile.from_dict's, which names it as the drift profile's; this walks what has a form."""
+    if not isinstance(value, dict):
+        return
+    entries = [
+        (f"{name}.{kind}.{column}", entry)
+        for kind in ("numeric", "categorical")
+        if isinstance(value.get(kind), dict)
+        for column, entry in value[kind].items()
+    ]
+    entries += [(f"{name}.score", value.get("score"))]
+    for where, entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        counts = entry.get("counts") if isinstance(entry.get("counts"), list) else []
+        for key, count in [*((f"counts[{i}]", c) for i, c in enumerate(counts)), *_scalar_counts(entry)]:
+            if isinstance(count, int) and not isinstance(count, bool) and abs(count) > MAX_COUNT:
+                raise ValueError(f"{where}.{key} is about 2**{count.bit_length()}, more rows than 2**53: not a count")
+
+
+def _scalar_counts(entry: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(key, entry[key]) for key in ("missing", "other", "unseen") if key in entry]
+
+
+def _check_heldout_counts(heldout: Any, tensors: dict[str, np.ndarray]) -> None:
+    """The held-out curve's `rows` and `positives` are its count tensors' sums: a file whose counts contradict them
+    made monitor report a rate of 1.0 and threshold run out of memory."""
+    _object("info.heldout", heldout, ("rows", "positives", "certified_rows"))
+    _whole("info.heldout.rows", heldout["rows"], 1)
+    _whole("info.heldout.positives", heldout["positives"])
+    _whole("info.heldout.certified_rows", heldout["certified_rows"], 1)
+    counts = {name: tensors.get(f"heldout.{name}") for name in ("positives", "negatives")}
+    if (
+        any(c is None or c.dtype.kind != "u" or c.ndim != 1 for c in counts.values())
+        or len({c.size for c in counts.values()} | {getattr(tensors.get("heldout.scores"), "size", -1)}) != 1
+    ):
+        return  # named by the curve's own check (operating_point/heldout.py)
+    positives, negatives = (int(c.sum(dtype=np.uint64)) for c in counts.values())
+    if (positives, positives + negatives) != (heldout["positives"], heldout["rows"]):
+        raise ValueError(
+            f"info.heldout says {heldout['rows']} rows and {heldout['positives']} positives, its curve counts "
+            f"{positives + negatives} and {positives}"
+        )
+
+
+_INFO_FIELDS = {
+    "seed": _integer,
+    "confidence": _probability,
+    "new_rows": lambda name, value: _whole(name, value, 1),
+    "certified": lambda name, value: _kind(name, value, bool),
+    "params": _object,
+    "rows": _whole,
+    "epochs": _whole,
+    "threshold_fitted_on": lambda name, value: _kind(name, value, str),
+    "summary": _summary,
+    "calibration": _calibration,
+    "adapted": _adapted,
+    "model_selection": _model_selection,
+    "profile": _profile,
+}
