@@ -219,9 +219,29 @@ def stored_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
     if model.evidence is None:
         raise DmoError(
             f"{model_path} keeps no held-out scores (written before dmocli stored them, or trained with "
-            "--cv-transfer rank, whose out-of-fold scores are not on the saved model's scale); give labeled DATA"
+            "--cv-transfer rank before they were carried to the saved model's scale); give labeled DATA"
         )
     return model.evidence
+
+
+def curve_off_scale(model: DmoModel) -> bool:
+    """Whether the stored held-out curve is not on the model's own scale: a gbdt `--cv` ensemble (which averages its
+    members' probabilities, far below each member's score at the top) written before its out-of-fold scores were
+    carried to its own by rank (operating_point/carry.py, `HeldOutCurve.carried`): a cut from such a curve can lie
+    above every score the model gives."""
+    ensemble = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
+    curve = model.evidence
+    return ensemble and model.architecture.kind == "gbdt" and curve is not None and not curve.carried
+
+
+def off_scale_warning(model_path: str | Path, threshold: float) -> str:
+    """What a cut searched on a curve off the model's scale (curve_off_scale) may do, and the ways out."""
+    return (
+        f"the held-out curve {model_path} keeps is its fold models' out-of-fold scores, not this boosted-tree "
+        "ensemble's own (a file written before dmocli carried them to its scale), so the threshold "
+        f"{threshold:.6g} found on it may flag far fewer rows than the curve says, or none; retrain the model, or "
+        "give labeled DATA to search the model's own scores"
+    )
 
 
 TRAINING_ROWS_SHARE = 0.5  # DATA this much made of the training rows is refused without --allow-train-rows
@@ -297,6 +317,8 @@ def refit_threshold(
     settled = judge_reachability(point, unreachable, allow_infeasible)
     if labeled.curve.split == "train":
         settled.warnings.append(OPTIMISTIC)
+    if data is None and curve_off_scale(model):
+        settled.warnings.append(off_scale_warning(model_path, point.threshold))
     previous = model.threshold
     splits = _retarget(model, labeled, point, search=search, new_rows=new_rows, refit_calibration=data is not None)
     report = threshold_envelope(

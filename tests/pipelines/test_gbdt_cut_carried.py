@@ -141,3 +141,21 @@ def test_a_cut_that_flags_none_of_the_models_rows_is_not_feasible():
     carried = settle_threshold(logits, truth, **common, allow_infeasible=False, carry_to=own)
     assert carried.refusal is None and carried.operating_point.point.feasible is True
     assert np.count_nonzero(own >= np.float32(carried.threshold)) > 0
+
+
+def test_a_retarget_on_a_curve_written_off_the_models_scale_says_so(tmp_path):
+    """A gbdt ensemble file written before the carry keeps its members' out-of-fold curve: re-targeting on it
+    cannot carry the cut (the model's own scores are not in the file), so it says what the cut may do."""
+    old, out = tmp_path / "old.safetensors", tmp_path / "out.safetensors"
+    frame = _frame(600, 0, (-2.0, 2.0, 1.5))
+    model, _ = train(_table(frame), TrainOptions(problem="fpor", target=0.7, model="gbdt", cv=3, seed=0, device="cpu"))
+    assert model.evidence.carried
+    model.evidence = dataclasses.replace(model.evidence, carried=False)  # as a file of before the carry
+    model.save(old)
+    report = refit_threshold(old, None, Problem("frop", 0.2), out)
+    assert any("not this boosted-tree ensemble's own" in w for w in report["warnings"]), report["warnings"]
+    report = refit_threshold(out, None, Problem("frop", 0.3), out)  # the re-target keeps the curve as it was
+    assert any("give labeled DATA" in w for w in report["warnings"])
+    model.evidence = dataclasses.replace(model.evidence, carried=True)
+    model.save(old)
+    assert not any("boosted-tree" in w for w in refit_threshold(old, None, Problem("frop", 0.2), out)["warnings"])
