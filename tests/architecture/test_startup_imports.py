@@ -83,6 +83,8 @@ COMMANDS = {
     "info linear": lambda p: ["info", p["linear"]],
     "info gbdt": lambda p: ["info", p["gbdt"]],
     "check": lambda p: ["check", p["binary"]],
+    "check --solver ero": lambda p: ["check", p["binary"], "--solver", "ero", "--problem", "fpor", "--target", "0.5"],
+    "solvers": lambda p: ["solvers", "--json"],
     "threshold linear": lambda p: ["threshold", p["linear"], "--problem", "fpor", "--target", "0.4", "-o", "t.st"],
     "threshold gbdt": lambda p: ["threshold", p["gbdt"], "--problem", "frop", "--target", "0.6", "-o", "g.st"],
     "predict linear": lambda p: ["predict", p["linear"], p["binary"], "-o", "p.csv"],

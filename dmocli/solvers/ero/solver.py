@@ -53,24 +53,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import torch
 
 from dmocli import progress
-from dmocli.engines.torch_distributed import OneProcess
 from dmocli.errors import DmoError
-from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.search import search
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData, seed_everything
 from dmocli.solvers.boosting import check_model_params
-from dmocli.solvers.ero.penalty import Penalties, RowAdam, inner_solve, outer_record
-from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
 from dmocli.solvers.ero.settings import EroParams, Settings, settings_for
-from dmocli.solvers.ero.warm_start import warm_start
-from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
-from dmocli.solvers.selection import BestIterate, Evaluation, WithinNoiseIterate, evaluate_decision
 
-if TYPE_CHECKING:
-    from dmocli.engines.torch_distributed import ProcessGroup
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
+    import torch
+
+    from dmocli.engines.torch_distributed import OneProcess, ProcessGroup
+    from dmocli.solvers.ero.penalty import Penalties, RowAdam
+    from dmocli.solvers.selection import BestIterate, Evaluation
 
 
 # The torch network's optimizer and batch settings: trees take boosting rounds and their own --params instead.
@@ -97,6 +93,13 @@ class ERO(InMemorySolver):
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         """The warm start, the initial s, then the outer penalty iterations; the iterate kept is the selection
         rule's (see the module docstring)."""
+        from dmocli.engines.torch_distributed import OneProcess
+        from dmocli.models.networks import build_network
+        from dmocli.solvers.ero.penalty import Penalties, RowAdam
+        from dmocli.solvers.ero.penalty_boosting import fit_ero_trees
+        from dmocli.solvers.ero.warm_start import warm_start
+        from dmocli.solvers.selection import BestIterate, WithinNoiseIterate, evaluate_decision
+
         started = time.perf_counter()
         p = ctx.params
         problem = ctx.problem
@@ -189,6 +192,8 @@ def _batch_plan(
 ) -> tuple[bool, int]:
     """(full batch?, rows a step takes on each process): full batch while rows x activations per row stay under
     `full-batch-max-activations` (one batch fits in memory), or always with protocol=authors."""
+    import torch
+
     per_process = rows.largest_share(n)
     activations = per_process * (
         train.X.shape[1] + sum(m.out_features for m in network.modules() if isinstance(m, torch.nn.Linear))
@@ -238,6 +243,13 @@ def _outer_iteration(
 ) -> tuple[dict[str, Any], bool, bool]:
     """One outer iteration: (its history record, whether the selection rule kept its iterate, whether it is
     train-feasible with every row's identity and the metric constraint on s met)."""
+    import torch
+
+    from dmocli.models.networks import logits_of
+    from dmocli.solvers.ero.penalty import inner_solve, outer_record
+    from dmocli.solvers.relaxation import metric_terms, soft_counts, violations
+    from dmocli.solvers.selection import evaluate_decision
+
     cfg, rows, network, train, problem = run.cfg, run.rows, run.network, run.train, run.problem
     positive = run.positive
     outer_started = time.perf_counter()
@@ -295,6 +307,8 @@ def _evaluate(
 ) -> Evaluation:
     """evaluate_decision on the monitored split: summed over the processes when it is the (sharded) training
     split; --val is whole on every process, and rank 0's counts are taken."""
+    from dmocli.solvers.selection import evaluate_decision
+
     return evaluate_decision(network, split.X, split.y, problem=problem, group=group, sharded=split is train)
 
 
@@ -315,12 +329,13 @@ def _unbeatable(cfg: Settings, best: BestIterate) -> bool:
 
 def _offer(best: BestIterate, monitored: Evaluation, step: int, train_eval: Evaluation) -> bool:
     """Offer an iterate to either selection rule (only WithinNoiseIterate uses the train objective)."""
+    from dmocli.solvers.selection import WithinNoiseIterate
+
     if isinstance(best, WithinNoiseIterate):
         return best.offer(monitored, step, train_feasible=train_eval.feasible, train_objective=train_eval.objective)
     return best.offer(monitored, step, train_feasible=train_eval.feasible)
 
 
-@torch.no_grad()
 def _initial_s(
     network: torch.nn.Module,
     train: SplitData,
@@ -331,17 +346,22 @@ def _initial_s(
     rows: ProcessGroup | OneProcess,
 ) -> torch.Tensor:
     """s at the start of the penalty phase (see the module docstring for `ta`)."""
-    if init == "random":  # one draw for every process's rows, this process's slice: as one process would draw
-        shares = rows.gather_rows(torch.tensor([train.n])).tolist()
-        start = sum(shares[: rows.rank])
-        return torch.rand(sum(shares), generator=generator)[start : start + train.n].to(train.X.device)
-    logits = logits_of(network, train.X).float()
-    if init == "ta":
-        point = _train_search(logits, train.y, problem, rows)
-        if np.isfinite(point.threshold):
-            _output_layer(network).bias -= point.threshold
-            logits = logits - point.threshold
-    return (logits >= 0).float()
+    import torch
+
+    from dmocli.models.networks import logits_of
+
+    with torch.no_grad():
+        if init == "random":  # one draw for every process's rows, this process's slice: as one process would draw
+            shares = rows.gather_rows(torch.tensor([train.n])).tolist()
+            start = sum(shares[: rows.rank])
+            return torch.rand(sum(shares), generator=generator)[start : start + train.n].to(train.X.device)
+        logits = logits_of(network, train.X).float()
+        if init == "ta":
+            point = _train_search(logits, train.y, problem, rows)
+            if np.isfinite(point.threshold):
+                _output_layer(network).bias -= point.threshold
+                logits = logits - point.threshold
+        return (logits >= 0).float()
 
 
 @contextmanager
@@ -362,6 +382,8 @@ def _bias_projected(
     kept) at its best train-feasible bias. This is a block-coordinate step
     on the train problem itself, not a TA on held-out data.
     """
+    import torch
+
     if not enabled:
         yield
         return
@@ -383,6 +405,8 @@ def _train_search(logits: torch.Tensor, y: torch.Tensor, problem, rows: ProcessG
 
 
 def _output_layer(network: torch.nn.Module) -> torch.nn.Linear:
+    import torch
+
     return [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
 
 
@@ -414,6 +438,8 @@ def _monitor_split(
 
 def _fold_mask(y: torch.Tensor, k: int, fold: int, seed: int) -> torch.Tensor:
     """Rows of fold `fold` in a stratified K-fold partition (each class shuffled, dealt round-robin)."""
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     fold_of = torch.empty_like(y)
     for label in (0, 1):

@@ -23,15 +23,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.errors import DmoError
-from dmocli.models.networks import build_network, logits_of
 from dmocli.operating_point.metrics import multiclass_scores
 from dmocli.operating_point.problems import safe_div
 from dmocli.solvers.base import (
@@ -43,9 +40,10 @@ from dmocli.solvers.base import (
     inverse_frequency_weights,
     seed_everything,
 )
-from dmocli.solvers.loop import adam
-from dmocli.solvers.semisup.fallback import fit_with_fallback
 from dmocli.solvers.semisup.feature_views import VIEW_MODES, FeatureViews
+
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
+    import torch
 
 
 @dataclass
@@ -108,6 +106,9 @@ class SemiParams(SolverParams):
 
 def log_probs(logits: torch.Tensor) -> torch.Tensor:
     """(n, K) log-probabilities; a single logit z is the two-class distribution (1 - sigmoid z, sigmoid z)."""
+    import torch
+    import torch.nn.functional as F
+
     if logits.ndim == 1 or logits.shape[1] == 1:
         z = logits.reshape(-1)
         return torch.stack([F.logsigmoid(-z), F.logsigmoid(z)], dim=1)
@@ -131,6 +132,9 @@ def unlabeled_loss(
     weak_logits: torch.Tensor, strong_logits: torch.Tensor, thresholds: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FixMatch's L_u (mean over all mu*B rows, unselected rows count as 0) and the selection mask."""
+    import torch
+    import torch.nn.functional as F
+
     with torch.no_grad():
         confidence, pseudo = log_probs(weak_logits).exp().max(dim=1)
         mask = selection_mask(confidence, pseudo, thresholds)
@@ -155,14 +159,16 @@ class WeightEMA:
         self.decay = decay
         self.updates = 0
 
-    @torch.no_grad()
     def update(self, live: torch.nn.Module) -> None:
+        import torch
+
         self.updates += 1
         decay = min(self.decay, (1 + self.updates) / (10 + self.updates))
-        for shadow, param in zip(self.network.parameters(), live.parameters()):
-            shadow.lerp_(param, 1.0 - decay)
-        for shadow, buffer in zip(self.network.buffers(), live.buffers()):
-            shadow.copy_(buffer)
+        with torch.no_grad():
+            for shadow, param in zip(self.network.parameters(), live.parameters()):
+                shadow.lerp_(param, 1.0 - decay)
+            for shadow, buffer in zip(self.network.buffers(), live.buffers()):
+                shadow.copy_(buffer)
 
 
 class IndexStream:
@@ -175,6 +181,8 @@ class IndexStream:
         self.pending = rows[:0]
 
     def next(self) -> torch.Tensor:
+        import torch
+
         while self.pending.numel() < self.batch:
             order = torch.randperm(self.rows.numel(), generator=self.generator, device=self.rows.device)
             self.pending = torch.cat([self.pending, self.rows[order]])
@@ -226,6 +234,8 @@ class SemiSupervisedSolver(InMemorySolver):
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
         """The semi-supervised fit, or with fallback=true the better of it and wce (solvers/semisup/fallback.py)."""
+        from dmocli.solvers.semisup.fallback import fit_with_fallback
+
         if not ctx.params.fallback:
             return self.fit_semi(train, val, ctx)
         p = ctx.params
@@ -234,6 +244,11 @@ class SemiSupervisedSolver(InMemorySolver):
         )
 
     def fit_semi(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        import torch
+
+        from dmocli.models.networks import build_network, logits_of
+        from dmocli.solvers.loop import adam
+
         p = ctx.params
         seed_everything(ctx.seed)
         generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
@@ -324,6 +339,10 @@ class SemiSupervisedSolver(InMemorySolver):
     ) -> _EpochLabels:
         """After an epoch: the unlabeled rows' pseudo-labels and confidences under the weak view, the solver's
         thresholds updated on them, and which rows those thresholds select."""
+        import torch
+
+        from dmocli.models.networks import logits_of
+
         confidence, pseudo = log_probs(logits_of(network, weak_unlabeled)).exp().max(dim=1)
         confidence_np = confidence.double().cpu().numpy()
         pseudo_np = pseudo.cpu().numpy()
@@ -372,6 +391,9 @@ def _train_epoch(
 ) -> float:
     """One epoch of steps, each on a labeled batch (weak view) and an unlabeled one (weak view for the pseudo-label,
     strong for the loss); the share of unlabeled rows whose pseudo-label passed `tau`."""
+    import torch
+    import torch.nn.functional as F
+
     lab_stream, unl_stream = streams
     network.train()
     used = torch.zeros((), device=tau.device)

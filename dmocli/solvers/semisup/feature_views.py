@@ -26,10 +26,14 @@ given. views=noise ignores such columns; views=columns requires both.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from dmocli.errors import DmoError
 from dmocli.solvers.base import SplitData
+
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
+    import torch
+
 
 VIEW_MODES = ("auto", "noise", "columns")
 
@@ -47,6 +51,8 @@ class FeatureViews:
         mode: str,
         generator: torch.Generator,
     ):
+        import torch
+
         for name, value in (("weak-noise", weak_noise), ("strong-noise", strong_noise)):
             if value < 0:
                 raise DmoError(f"--param {name}={value} must be >= 0")
@@ -72,6 +78,8 @@ class FeatureViews:
         return {k: ("column" if k in self.columns else "noise") for k in ("weak", "strong")}
 
     def _noise(self, rows: torch.Tensor, strength: float) -> torch.Tensor:
+        import torch
+
         x = self.X[rows]
         if strength == 0:
             return x
@@ -84,6 +92,8 @@ class FeatureViews:
         return self._noise(rows, self.weak_noise)
 
     def strong(self, rows: torch.Tensor) -> torch.Tensor:
+        import torch
+
         if "strong" in self.columns:
             return self.columns["strong"][rows]
         x = self._noise(rows, self.strong_noise)

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
-from dmocli.solvers.relaxation import metric_terms
 from dmocli.solvers.smoothed.training import LoopSettings, fit_smoothed
 
 
@@ -34,6 +31,10 @@ class Lagrangian(InMemorySolver):
         multiplier_init: float = field(default=0.0, metadata={"min": 0, "help": "initial Lagrange multiplier"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        import torch
+
+        from dmocli.solvers.relaxation import metric_terms
+
         p = ctx.params
         problem = ctx.problem
         state = {"multiplier": p.multiplier_init, "gap": 0.0}

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
-from dmocli.solvers.relaxation import metric_terms
 from dmocli.solvers.smoothed.training import LoopSettings, fit_smoothed
 
 
@@ -33,6 +30,10 @@ class SigmoidF1(InMemorySolver):
         offset: float = field(default=0.0, metadata={"help": "horizontal offset added inside the sigmoid"})
 
     def fit(self, train: SplitData, val: SplitData | None, ctx: FitContext) -> FitResult:
+        import torch
+
+        from dmocli.solvers.relaxation import metric_terms
+
         p = ctx.params
         problem = ctx.problem
 

@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 from dmocli import progress
-from dmocli.engines.torch_distributed import OneProcess
-from dmocli.models.networks import build_network
 from dmocli.operating_point.problems import Problem
 from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData, seed_everything
-from dmocli.solvers.loop import adam, endless_minibatches
-from dmocli.solvers.relaxation import soft_counts
-from dmocli.solvers.selection import BestIterate, evaluate_decision
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
+    import torch
+
+    LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
 @dataclass
@@ -55,6 +51,14 @@ def fit_smoothed(
 ) -> FitResult:
     """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0. `name` labels
     the progress line."""
+    import torch
+
+    from dmocli.engines.torch_distributed import OneProcess
+    from dmocli.models.networks import build_network
+    from dmocli.solvers.loop import adam, endless_minibatches
+    from dmocli.solvers.relaxation import soft_counts
+    from dmocli.solvers.selection import BestIterate, evaluate_decision
+
     started = time.perf_counter()
     problem: Problem = ctx.problem
     generator = seed_everything(ctx.seed)

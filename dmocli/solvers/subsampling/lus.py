@@ -16,15 +16,12 @@ are about; the MLP uses Adam mini-batches.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from dmocli import progress
 from dmocli.errors import DmoError
-from dmocli.models.networks import Architecture, build_network, logits_of
 from dmocli.solvers.base import (
     FitContext,
     FitResult,
@@ -34,16 +31,12 @@ from dmocli.solvers.base import (
     offset_logits,
     seed_everything,
 )
-from dmocli.solvers.loop import (
-    EarlyStopping,
-    adam,
-    fit_linear_lbfgs,
-    lbfgs_dtype,
-    minibatches,
-    refresh_batchnorm,
-    refuse_single_row_batches,
-)
 from dmocli.solvers.subsampling.acceptance import acceptance, check_gamma, check_pilot_classes, row_generator
+
+if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
+    import torch
+
+    from dmocli.models.architecture import Architecture
 
 
 @dataclass
@@ -62,6 +55,8 @@ class LogisticParams(SolverParams):
 
 def offset_nll(logits: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
     """Mean negative log-likelihood of log softmax(f(x) + log a(x, .))[y]; one-logit heads use the log-odds form."""
+    import torch.nn.functional as F
+
     logits = offset_logits(logits, offsets)
     if logits.shape[-1] == 1:
         return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.to(logits.dtype))
@@ -78,6 +73,9 @@ def fit_offset_logistic(
     params: LogisticParams,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Fit `arch` by maximum likelihood with training-only offsets; returns a float32 network and a trace."""
+    from dmocli.models.networks import build_network
+    from dmocli.solvers.loop import fit_linear_lbfgs, lbfgs_dtype
+
     generator = seed_everything(seed)
     network = build_network(arch).to(X.device)
     if arch.kind == "linear":
@@ -97,6 +95,10 @@ def _fit_adam(
     params: LogisticParams,
     generator: torch.Generator,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    import torch
+
+    from dmocli.solvers.loop import EarlyStopping, adam, minibatches, refresh_batchnorm, refuse_single_row_batches
+
     refuse_single_row_batches(network, params.batch_size)
     optimizer = adam(network.parameters(), lr=params.lr, weight_decay=params.l2)
     stopper = EarlyStopping(network, patience=params.patience)
@@ -123,6 +125,8 @@ def _fit_adam(
 
 def softmax_proba(logits: torch.Tensor) -> np.ndarray:
     """Class probabilities (n, K) as float64; a one-logit head becomes [1 - p, p]."""
+    import torch
+
     logits = logits.double()
     if logits.ndim == 1:
         logits = torch.stack([torch.zeros_like(logits), logits], dim=1)
@@ -186,6 +190,10 @@ class LocalUncertaintySampling(InMemorySolver):
         With keep_pilot the pilot's rows join the accepted ones with offset 0: their selection did not
         depend on y, so each row's likelihood stays exact and the fit uses every row the budget paid for.
         """
+        import torch
+
+        from dmocli.models.networks import Architecture, logits_of
+
         p = ctx.params
         n = train.n
         rng = row_generator(ctx.seed, 0)
