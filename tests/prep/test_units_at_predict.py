@@ -35,11 +35,14 @@ def dollar_model(tmp_path_factory):
 
 
 def _run(dmo, command: str, model, data, folder):
+    """`dmo COMMAND MODEL DATA`, or `dmo threshold MODEL --adapt NEW` (NEW's rows move the positive rate)."""
+    if command == "threshold --adapt":
+        return dmo("threshold", model, "--adapt", data, "-o", folder / "a.safetensors")
     outputs = {"predict": ["-o", folder / "p.parquet"], "evaluate": [], "monitor": []}[command]
     return dmo(command, model, data, *outputs)
 
 
-@pytest.mark.parametrize("command", ["predict", "evaluate", "monitor"])
+@pytest.mark.parametrize("command", ["predict", "evaluate", "monitor", "threshold --adapt"])
 @pytest.mark.parametrize(
     "write, shown",
     [
@@ -58,7 +61,7 @@ def test_values_in_another_unit_are_refused(dmo, tmp_path, dollar_model, command
     assert code == 2, (out, err)
     assert f"column 'amount' holds {foreign} value(s) in another unit than the model was trained on" in err
     assert "(written in USD and without a percent sign)" in err and shown in err and err.count("\n") == 1
-    assert not (tmp_path / "p.parquet").exists()
+    assert not (tmp_path / "p.parquet").exists() and not (tmp_path / "a.safetensors").exists()
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate", "monitor"])
