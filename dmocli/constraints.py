@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 CLOSED = ("both", "left", "right", "neither")
+# The largest whole number an option admits where its declaration names no upper bound: what numpy's int64 (and
+# torch's) hold, so a count, size or seed past it is refused in one line rather than overflowing where it is used
+# (`--chunk-size 9223372036854775808` was an OverflowError, exit 1).
+INT_MAX = 2**63 - 1
 
 
 def choice_list(choices: Any) -> str:
@@ -51,8 +55,9 @@ class Constraint:
 @dataclass(frozen=True)
 class Interval(Constraint):
     """Numbers of `kind` (int: whole numbers only; float: any finite real) from `low` to `high` (None: no
-    bound), each end closed or open as `closed` says. `message` replaces the generated reason where a
-    declaration says it better (`is outside (0, 1); give a value such as 0.8`)."""
+    bound; for int, INT_MAX), each end closed or open as `closed` says. `message` replaces the generated reason
+    where a declaration says it better (`is outside (0, 1); give a value such as 0.8`); a whole number past
+    INT_MAX always gets its own reason, as no declared message is about it."""
 
     kind: type
     low: float | None
@@ -68,14 +73,20 @@ class Interval(Constraint):
         return isinstance(value, numbers.Integral if self.kind is int else numbers.Real) and not isinstance(value, bool)
 
     def admits(self, value: Any) -> bool:
-        if not self.takes(value) or not math.isfinite(value):
+        if not self.takes(value) or not math.isfinite(value) or self._too_large(value):
             return False
         low_closed, high_closed = self.closed in ("both", "left"), self.closed in ("both", "right")
         if self.low is not None and not (value >= self.low if low_closed else value > self.low):
             return False
         return self.high is None or (value <= self.high if high_closed else value < self.high)
 
+    def _too_large(self, value: Any) -> bool:
+        """A whole number past INT_MAX where no declared upper bound refuses it already."""
+        return self.kind is int and self.high is None and value > INT_MAX
+
     def reason(self, value: Any) -> str:
+        if self.takes(value) and self._too_large(value):
+            return f"is too large: give a whole number of at most {INT_MAX}"
         if self.message is not None:
             return self.message
         if not self.takes(value):
@@ -100,6 +111,8 @@ class Interval(Constraint):
                 values.append(self.low - 1 if self.closed in ("both", "left") else self.low)
             if self.high is not None:
                 values.append(self.high + 1 if self.closed in ("both", "right") else self.high)
+            else:
+                values.append(INT_MAX + 1)
         else:
             values += [math.nan, math.inf]
             if self.low is not None:
@@ -166,7 +179,11 @@ class AllOf(Constraint):
         return all(member.admits(value) for member in self.members)
 
     def reason(self, value: Any) -> str:
-        return next(member.reason(value) for member in self.members if not member.admits(value))
+        """The first refusing member's reason, a declared bound's before INT_MAX's (`--new-rows` names its own
+        most, 1,000,000,000, not int64's)."""
+        refusing = [member for member in self.members if not member.admits(value)]
+        declared = [m for m in refusing if not (isinstance(m, Interval) and m.takes(value) and m._too_large(value))]
+        return (declared or refusing)[0].reason(value)
 
     def invalid(self) -> list[Any]:
         return [value for member in self.members for value in member.invalid() if not self.admits(value)]

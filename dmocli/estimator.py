@@ -151,7 +151,8 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
         """Each row's contribution per input column to the logit it is decided on (binary: the positive class's;
         multi-class: the predicted class's), plus a `bias` column: they add up to that logit (exactly for linear
         and gbdt models, to an integral's accuracy for mlp: dmocli/models/explain.py). With `k`, the k largest
-        by absolute value instead, as `dmo predict --explain k` writes them (explain_<i>_feature/_value)."""
+        by absolute value instead (at most every column), as `dmo predict --explain k` writes them
+        (explain_<i>_feature/_contribution)."""
         from dmocli.models.explain import check_k, contributions
 
         if k is not None:
@@ -164,12 +165,7 @@ class DmoClassifier(ClassifierMixin, BaseEstimator):
             frame = pd.DataFrame(found.values, columns=found.columns, index=index)
             frame["bias"] = found.bias
             return frame
-        names, values = found.top(k)
-        columns: dict[str, Any] = {}
-        for i in range(k):
-            columns[f"explain_{i + 1}_feature"] = names[:, i]
-            columns[f"explain_{i + 1}_value"] = values[:, i]
-        return pd.DataFrame(columns, index=index)
+        return pd.DataFrame(found.top_columns(k), index=index)
 
     def _set_model(self, model: DmoModel, report: dict[str, Any] | None) -> None:
         """The fitted attributes of a trained or loaded model."""

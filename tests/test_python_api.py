@@ -86,9 +86,9 @@ def test_a_model_fitted_in_the_session_predicts_without_a_file() -> None:
     np.testing.assert_array_equal(predictions["predicted"], clf.predict(frame))
     assert list(predictions.columns[-4:]) == [
         "explain_1_feature",
-        "explain_1_value",
+        "explain_1_contribution",
         "explain_2_feature",
-        "explain_2_value",
+        "explain_2_contribution",
     ]
     with pytest.raises(DmoError, match="not list"):
         dmocli.predict([1, 2], frame)

@@ -1,10 +1,12 @@
 """Why a row scored as it did: each original column's additive contribution to the row's logit.
 
 A fraud analyst has to say why a row was flagged, so `dmo predict --explain K`, `DmoClassifier.explain` and
-`dmo info --features` give, per original column (a categorical column's one-hot levels and an embedding's
-dimensions added into one), a contribution to the logit the decision compares with the threshold (binary
-models: the positive class's logit; multi-class: the predicted class's). Contributions plus the row's `bias`
-sum to that logit. How each model family is split up:
+`dmo info --features` give, per feature column of the model (`explained_columns`: a categorical column's one-hot
+levels and an embedding's dimensions added into one; the columns `--dates parts` and `--parse-numbers` derive, as
+`when.hour` and `when.days_since`, each its own), a contribution to the logit the decision compares with the
+threshold (binary models: the positive class's logit; multi-class: the logit of the class the model decides
+on, its class offsets applied, as `dmo predict` writes it; the offset itself is no column's). Contributions plus
+the row's `bias` sum to that logit. How each model family is split up:
 
 - linear: w_j * x_j on the standardized inputs, `bias` the intercept: exact.
 - gbdt: XGBoost's own `pred_contribs` (TreeSHAP), `bias` its base value: exact.
@@ -47,17 +49,17 @@ METHODS = {
 
 @dataclass
 class Contributions:
-    """Per row and original column, the contribution to the explained logit; `values.sum(1) + bias` is that logit.
+    """Per row and feature column, the contribution to the explained logit; `values.sum(1) + bias` is that logit.
 
     Attributes
     ----------
     columns : list of str
-        The model's input columns, in its order.
+        The model's feature columns, in its order (`explained_columns`).
     values : ndarray (n, len(columns)), float64
     bias : ndarray (n,), float64
         The part no column explains: the intercept, XGBoost's base value, or the mlp's logit at the zero row.
     target : ndarray (n,), int64
-        The logit explained: 0 for a binary model's positive logit, else the predicted class's index.
+        The logit explained: 0 for a binary model's positive logit, else the index of the class decided on.
     method : str
     """
 
@@ -68,26 +70,49 @@ class Contributions:
     method: str
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's k largest contributions by absolute value: (names (n, k) object, values (n, k) float64);
-        a model of fewer than k columns leaves the last ones None / NaN."""
-        n, width = self.values.shape
-        order = np.argsort(-np.abs(self.values), axis=1, kind="stable")[:, :k]
-        names = np.full((n, k), None, dtype=object)
-        values = np.full((n, k), np.nan)
-        shown = order.shape[1]
-        names[:, :shown] = np.asarray(self.columns, dtype=object)[order]
-        values[:, :shown] = np.take_along_axis(self.values, order, axis=1)
-        return names, values
+        """Each row's largest contributions by absolute value, at most k (the model's column count where it has
+        fewer, never a padded rank): (names (n, k') object, values (n, k') float64)."""
+        order = np.argsort(-np.abs(self.values), axis=1, kind="stable")[:, : shown_count(len(self.columns), k)]
+        return np.asarray(self.columns, dtype=object)[order], np.take_along_axis(self.values, order, axis=1)
+
+    def top_columns(self, k: int) -> dict[str, np.ndarray]:
+        """`top(k)` as the named columns `dmo predict --explain k` writes, in its order (`rank_columns`)."""
+        names, values = self.top(k)
+        columns: dict[str, np.ndarray] = {}
+        for i in range(names.shape[1]):
+            feature, contribution = rank_columns(i + 1)
+            columns[feature], columns[contribution] = names[:, i], values[:, i]
+        return columns
+
+
+def rank_columns(rank: int) -> tuple[str, str]:
+    """The two output columns of a rank (1 is the largest): the feature's name and its contribution to the logit.
+    `explain_<i>_contribution`, not `_value`: the number is what the feature added to the logit, not its value."""
+    return f"explain_{rank}_feature", f"explain_{rank}_contribution"
 
 
 def check_k(k: int) -> None:
-    """--explain K: a count of columns per row."""
+    """--explain K: a count of columns per row (the Python API's; the CLI's is declared in PredictOptions)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise DmoError(f"--explain {k!r} is how many contributions to write per row: give a whole number from 1")
 
 
+def shown_count(columns: int, k: int) -> int:
+    """How many contributions a row gets for `--explain k` of a model of `columns` feature columns: k, at most
+    every column (`--explain 1000` of 10 columns writes 10 ranks, not 990 empty ones, and `--explain 10000000`
+    allocates nothing for ranks no model has)."""
+    return min(int(k), columns)
+
+
+def explained_columns(pre: Preprocessor) -> list[str]:
+    """The columns contributions are given for: the model's feature columns as the encoding sees them (a date
+    column's derived parts each by name, a categorical column once, an embedding once). `pre.input_columns` names
+    the raw columns a table must hold instead, where a date column stands for all its parts."""
+    return [pre.embedding] if pre.embedding else [*pre.numeric, *pre.categorical]
+
+
 def column_groups(pre: Preprocessor) -> np.ndarray:
-    """For each encoded input, the index of its original column in `pre.input_columns`."""
+    """For each encoded input, the index of its column in `explained_columns(pre)`."""
     if pre.embedding:
         return np.zeros(pre.embedding_dim, dtype=np.int64)
     groups = list(range(len(pre.numeric)))
@@ -102,14 +127,16 @@ def contributions(model: DmoModel, features: np.ndarray) -> Contributions:
     network = model.module()
     members = list(getattr(network, "members", [network]))
     logits = model.logits_of_features(features)
-    target = np.zeros(len(features), dtype=np.int64) if model.binary else logits.argmax(axis=1).astype(np.int64)
+    # multi-class: the class decided on (offsets applied), which the plain arg-max of the logits is not when an
+    # offset moves the decision
+    target = np.zeros(len(features), dtype=np.int64) if model.binary else model.decide(logits).astype(np.int64)
     parts = [_member(model, member, features, target) for member in members]
     if len(parts) == 1:
         encoded, bias = parts[0]
     else:
         encoded, bias = _ensemble(parts, getattr(network, "member_map", None))
     groups = column_groups(model.preprocessor)
-    columns = model.preprocessor.input_columns
+    columns = explained_columns(model.preprocessor)
     values = np.zeros((len(features), len(columns)))
     np.add.at(values.T, groups, encoded.T)
     return Contributions(columns, values, bias, target, METHODS[model.architecture.kind])

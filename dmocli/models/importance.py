@@ -1,6 +1,8 @@
 """Which columns a model leans on, from the model file alone: `dmo info MODEL --features`.
 
-A model file keeps no training rows, so each family's importance is one that needs none:
+A model file keeps no training rows, so each family's importance is one that needs none. It is given per feature
+column (dmocli/models/explain.py's `explained_columns`: a date column's `--dates parts` each by name, as the
+training profile keeps them):
 
 - gbdt: XGBoost's total gain (the loss reduction of every split on the column, summed; a categorical column's
   one-hot levels added together; an ensemble's members averaged).
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dmocli.models.explain import METHODS, column_groups, contributions
+from dmocli.models.explain import METHODS, column_groups, contributions, explained_columns
 from dmocli.models.modelfile import DmoModel
 
 REFERENCE_ROWS = 2000
@@ -34,7 +36,7 @@ MEAN_CONTRIBUTION = (
 
 
 def feature_importance(model: DmoModel) -> dict[str, Any]:
-    """The `importance` section of the info report: the method, and per input column its importance (null when
+    """The `importance` section of the info report: the method, and per feature column its importance (null when
     the file has no profile to draw from) and, for linear models, its coefficients; most important first."""
     pre = model.preprocessor
     kind = model.architecture.kind
@@ -52,7 +54,7 @@ def feature_importance(model: DmoModel) -> dict[str, Any]:
     kinds = ["embedding"] if pre.embedding else ["numeric"] * len(pre.numeric) + ["categorical"] * len(pre.categorical)
     entries = [
         {"name": name, "kind": kinds[j], "importance": None if importance is None else float(importance[j])}
-        for j, name in enumerate(pre.input_columns)
+        for j, name in enumerate(explained_columns(pre))
     ]
     if kind == "linear" and not pre.embedding:
         _add_coefficients(model, entries)
@@ -66,9 +68,9 @@ def _members(model: DmoModel) -> list[Any]:
 
 
 def _total_gain(model: DmoModel) -> np.ndarray:
-    """Per input column, the members' mean total gain, one-hot levels added."""
+    """Per feature column, the members' mean total gain, one-hot levels added."""
     groups = column_groups(model.preprocessor)
-    gain = np.zeros(len(model.preprocessor.input_columns))
+    gain = np.zeros(len(explained_columns(model.preprocessor)))
     members = _members(model)
     for member in members:
         scores = member.xgb_booster().get_score(importance_type="total_gain")
@@ -104,9 +106,11 @@ def _add_coefficients(model: DmoModel, entries: list[dict[str, Any]]) -> None:
 def reference_sample(model: DmoModel, rows: int = REFERENCE_ROWS, seed: int = REFERENCE_SEED) -> pa.Table | None:
     """Rows drawn from the training profile, each column on its own: a numeric value uniform within a quantile
     bin picked by its count (the open outer bins at their edge), a categorical level picked by its count (the
-    rarer levels the profile pools, and missing, as no level). None without a profile for every input column."""
+    rarer levels the profile pools, and missing, as no level), under the feature columns' names (a date column's
+    parts, which the stored derivation passes through as derived already). None without a profile for every
+    feature column."""
     profile, pre = model.profile, model.preprocessor
-    if profile is None or pre.embedding or not set(pre.input_columns) <= {*profile.numeric, *profile.categorical}:
+    if profile is None or pre.embedding or not set(explained_columns(pre)) <= {*profile.numeric, *profile.categorical}:
         return None
     rng = np.random.default_rng(seed)
     columns: dict[str, pa.Array] = {}

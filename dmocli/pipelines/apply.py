@@ -26,7 +26,7 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import POPULATION, check_new_rows
-from dmocli.pipelines.explained import check_k, with_explain_fields
+from dmocli.pipelines.explained import check_k, explain_count, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
 from dmocli.pipelines.prediction_output import (
@@ -482,7 +482,7 @@ def predict(
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
     out_schema = with_explain_fields(
-        prediction_schema(model, schema, id_col, per_class_columns=target.as_csv), explain, id_col
+        prediction_schema(model, schema, id_col, per_class_columns=target.as_csv), explain_count(model, explain), id_col
     )
     predictions = Predictions(
         model, out_schema, id_col=id_col, per_class_columns=target.as_csv, data=sources.describe(data), explain=explain

@@ -21,7 +21,7 @@ from dmocli.errors import DmoError
 from dmocli.models.modelfile import load_model
 from dmocli.pipelines.apply import check_max_unseen
 from dmocli.pipelines.apply import predict as predict_to_file
-from dmocli.pipelines.explained import check_k, with_explain_fields
+from dmocli.pipelines.explained import check_k, explain_count, with_explain_fields
 from dmocli.pipelines.model_input import ModelLike, opened
 from dmocli.pipelines.prediction_output import Predictions, prediction_schema, summed_levels
 from dmocli.pipelines.scoring import open_data
@@ -84,7 +84,9 @@ def predict_frame(
         raise DmoError(f"id_col {id_col!r} is not a column of {sources.describe(data)}")
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
-    out_schema = with_explain_fields(prediction_schema(model, schema, id_col, per_class_columns=True), explain, id_col)
+    out_schema = with_explain_fields(
+        prediction_schema(model, schema, id_col, per_class_columns=True), explain_count(model, explain), id_col
+    )
     predictions = Predictions(
         model, out_schema, id_col=id_col, per_class_columns=True, data=sources.describe(data), explain=explain
     )

@@ -98,15 +98,15 @@ def test_predict_explain_writes_each_rows_largest_contributions(tmp_path: Path) 
     written = pd.read_csv(tmp_path / "p.csv")
     assert list(written.columns[-4:]) == [
         "explain_1_feature",
-        "explain_1_value",
+        "explain_1_contribution",
         "explain_2_feature",
-        "explain_2_value",
+        "explain_2_contribution",
     ]
     _, _, _, found = _explained(model, frame)
     by_name = pd.DataFrame(found.values, columns=found.columns)
     first = by_name.to_numpy()[np.arange(len(frame)), by_name.columns.get_indexer(written["explain_1_feature"])]
-    np.testing.assert_allclose(written["explain_1_value"], first, rtol=1e-5, atol=1e-6)
-    assert (np.abs(written["explain_1_value"]) >= np.abs(written["explain_2_value"])).all()
+    np.testing.assert_allclose(written["explain_1_contribution"], first, rtol=1e-5, atol=1e-6)
+    assert (np.abs(written["explain_1_contribution"]) >= np.abs(written["explain_2_contribution"])).all()
     # the same from Python
     explained = dmocli.DmoClassifier.load(model).explain(frame, 2)
     np.testing.assert_array_equal(explained["explain_1_feature"], written["explain_1_feature"])

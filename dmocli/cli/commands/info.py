@@ -40,16 +40,37 @@ def info(
 
 
 def _print_importance(importance: dict[str, Any]) -> None:
-    """The columns, most important first, with a linear model's coefficients (levels: the 5 largest)."""
+    """The columns, most important first, with a linear model's coefficients (levels: the 5 largest): a table on a
+    terminal, and where stdout is a pipe or file, the same rows as plain aligned lines, one per column, never
+    wrapped (a table laid out for an 80-column terminal split each long row over several lines)."""
     out.print(f"\nimportance: {importance['method']}", markup=False)
     linear = any("coefficient" in column or "levels" in column for column in importance["columns"])
+    headings = ["column", "kind", "importance", *(["coefficient"] if linear else [])]
+    rows = [
+        [
+            column["name"],
+            column["kind"],
+            "" if column["importance"] is None else f"{column['importance']:.4g}",
+            *([_coefficient_text(column)] if linear else []),
+        ]
+        for column in importance["columns"]
+    ]
+    if not out.is_terminal:
+        for line in _plain_lines([headings, *rows]):
+            out.print(line, markup=False, soft_wrap=True)
+        return
     table = Table(show_edge=False)
-    for heading in ("column", "kind", "importance", *(["coefficient"] if linear else [])):
+    for heading in headings:
         table.add_column(heading)
-    for column in importance["columns"]:
-        shown = "" if column["importance"] is None else f"{column['importance']:.4g}"
-        table.add_row(column["name"], column["kind"], shown, *([_coefficient_text(column)] if linear else []))
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
+
+
+def _plain_lines(rows: list[list[str]]) -> list[str]:
+    """Rows as lines of cells padded to their column's widest, two spaces apart (the last cell unpadded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
 def _coefficient_text(column: dict[str, Any]) -> str:
