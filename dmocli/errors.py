@@ -50,6 +50,8 @@ def first_line(exc: BaseException) -> str:
 
 
 class ReaderStopped(BrokenPipeError):
-    """The reader of a row stream on standard output stopped reading (`dmo predict ... -o - | head`): it took
-    the rows it wanted, so the command ends quietly with exit 0, as `yes | head` does. A broken pipe anywhere
-    else (a report printed with --json) lost output and is a failure."""
+    """The reader of standard output went away before dmo wrote all of it (`dmo train ... | head -n 1`,
+    `dmo predict ... -o - | head`, `--json | head -c 10`): what it read is what it wanted. Every file output the
+    command completed is kept (dmocli/data/outputs.py:outputs_together), and the command ends with exit 141, as a
+    shell reports `yes | head`'s yes, and one line on stderr (dmocli/cli/process.py). Raised without an errno, so
+    click does not take it for its own broken pipe and end the command with exit 1."""

@@ -1,6 +1,7 @@
-"""Failures of the machine, not of the input: no space left, a file-size limit, memory run out, standard output
-closed. Each is one line naming the cause and what to do, and exit status 4 (MACHINE_FAILURE), so a batch job can
-tell "retry elsewhere" from "fix the input" (2) and from a bug (1)."""
+"""Failures of the machine, not of the input: no space left, a file-size limit, memory run out. Each is one line
+naming the cause and what to do, and exit status 4 (MACHINE_FAILURE), so a batch job can tell "retry elsewhere"
+from "fix the input" (2) and from a bug (1). A closed standard output is not one of them: its reader went away
+(ReaderStopped, exit 141)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ _OS_CAUSES = {
     errno.ENOSPC: "no space left on the device; free some space or write the outputs to another disk",
     errno.EDQUOT: "the disk quota is used up; free some space or write the outputs to another disk",
     errno.EFBIG: "an output grew past the file-size limit (ulimit -f); raise the limit or write a smaller output",
-    errno.EPIPE: "standard output was closed before the output was written; keep its reader open to the end",
 }
 # Libraries that wrap the OS error in their own exception keep only its text (safetensors: "File too large (os error
 # 27)"); torch's allocator says "can't allocate memory".
-_OS_TEXTS = {"No space left": errno.ENOSPC, "File too large": errno.EFBIG, "Broken pipe": errno.EPIPE}
+_OS_TEXTS = {"No space left": errno.ENOSPC, "File too large": errno.EFBIG}
 _MEMORY_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 OUT_OF_MEMORY = (
     "out of memory; use a streaming solver (--solver fofo, ofo or lr read the rows in one pass), "

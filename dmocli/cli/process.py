@@ -4,12 +4,13 @@ quiet exit of the processes of a torchrun group.
 Errors the user can fix (DmoError) become one line on stderr and exit code
 2 (3 when a target is unreachable); anything else is exit code 1, with the
 traceback only under --debug. With --json, every failure is also told on stdout as one JSON report carrying
-`error` (docs/report-schema.md#errors), so a script reads stdout whatever the exit.
+`error` (docs/report-schema.md#errors), so a script reads stdout whatever the exit. A reader of stdout that went
+away (`dmo ... | head`) ends the command with 141, as a shell reports a writer stopped by SIGPIPE, and one line;
+the files the command wrote are kept.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from dmocli.cli.app import app
 from dmocli.cli.command_line import click_command, refuse_repeated_options
 from dmocli.cli.machine_failures import MACHINE_FAILURE, machine_failure
-from dmocli.cli.output import err, printed_reports
+from dmocli.cli.output import err, printed_reports, quiet_stdout, watching_stdout, write_stdout
 from dmocli.data.outputs import outputs_together
 from dmocli.engines import torchrun
 from dmocli.errors import DmoError, ReaderStopped, UnreachableTarget, speak_cli
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from dmocli.report import ErrorKind
 
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C, as shells report it
+READER_STOPPED = 128 + signal.SIGPIPE  # stdout's reader went away: what shells report for `yes | head`'s yes
+READER_STOPPED_LINE = (
+    "dmo: standard output was closed by its reader before all of it was written; any file the command wrote is "
+    "complete and kept"
+)
 PROGRESS_FLAGS = ("--progress", "--no-progress")
 JSON_FLAG = "--json"
 OUTPUT_FLAGS = ("-o", "--output")
@@ -166,27 +172,15 @@ def _leave_torchrun_process(code: object) -> NoReturn:
 
 def _main_telling_a_closed_stdout(command: Any, args: list[str]) -> Any:
     """The command's exit status. Click ends a command whose stdout reader went away with exit 1 and no word
-    (it swaps stdout for a wrapper that swallows the final flush); that lost the report a script asked for, so it
-    becomes the machine failure it is."""
+    (it swaps stdout for a wrapper that swallows the final flush), and so does the rich console of typer's help
+    page (raising it while handling the BrokenPipeError); either is a stopped reader like any other."""
     try:
         return command.main(args=args, prog_name="dmo", standalone_mode=False)
-    except SystemExit:
-        if type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):  # typer vendors click, renamed
-            raise BrokenPipeError(errno.EPIPE, "standard output was closed") from None
+    except SystemExit as exc:
+        pacified = type(sys.stdout).__name__.endswith("PacifyFlushWrapper")  # typer vendors click, renamed
+        if pacified or isinstance(exc.__context__, BrokenPipeError):
+            raise ReaderStopped("standard output was closed") from None
         raise
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null: Python's final flush of a closed or full stdout would fail once more."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real descriptor (a test's captured stdout): nothing to flush later
-        pass
 
 
 def _run_command(args: list[str], in_group: bool) -> None:
@@ -213,9 +207,11 @@ def _run_and_end(args: list[str], debug: bool, ending: _Ending) -> NoReturn:
         command = click_command(app)
         ending.json_command = _json_command(command, args)
         refuse_repeated_options(command, args)
-        with outputs_together():  # the model, report and printed report all appear, or none of them
+        with watching_stdout() as reader_gone, outputs_together():  # the model and report appear, or neither
             code = _main_telling_a_closed_stdout(command, args)
-            sys.stdout.flush()  # a full disk or closed pipe under stdout fails here, before the files appear
+            write_stdout("")  # a full disk under stdout fails here, before the files appear
+        if reader_gone and code in (0, None):  # a failure keeps its own status (and its line)
+            raise ReaderStopped("standard output was closed")
         if code == INTERRUPTED and (
             not in_group or torchrun.prints(None)
         ):  # typer ends a Ctrl-C'd command so, silently
@@ -233,9 +229,11 @@ def _run_and_end(args: list[str], debug: bool, ending: _Ending) -> NoReturn:
         # raised alike by every process of a group: one line, rank 0's
         ending.tell(f"dmo: error: {exc}", exc.exit_code, "bad_input", exc)
         sys.exit(exc.exit_code)
-    except ReaderStopped:  # predictions piped into `head` and the like
-        _quiet_stdout()
-        sys.exit(0)
+    except ReaderStopped:  # `| head`: what was printed reached the reader it wanted; the files are complete and kept
+        quiet_stdout()
+        if not in_group or torchrun.prints(None):
+            err.print(READER_STOPPED_LINE, markup=False)
+        sys.exit(READER_STOPPED)
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
         line = "dmo: interrupted" if interrupted else "dmo: terminated"
@@ -251,7 +249,7 @@ def _run_and_end(args: list[str], debug: bool, ending: _Ending) -> NoReturn:
         cause = machine_failure(exc)
         if cause is not None:
             ending.tell(f"dmo: error: {cause}", MACHINE_FAILURE, "machine")  # before stdout goes to /dev/null
-            _quiet_stdout()
+            quiet_stdout()
             sys.exit(MACHINE_FAILURE)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         where = f" in process {torchrun.int_env('RANK', 0)}" if in_group else ""  # each process says its own

@@ -19,7 +19,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from dmocli.data.sources import CSV_SUFFIXES, DATA_SUFFIXES, PARQUET_SUFFIXES, Source, is_csv_file, is_stdin
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError, ReaderStopped, UnreachableTarget
 
 # Renames held back until a whole command has succeeded (outputs_together); None: each output is renamed when done.
 _HELD_RENAMES: ContextVar[list[tuple[Path, Path]] | None] = ContextVar("held_renames", default=None)
@@ -31,13 +31,15 @@ def outputs_together() -> Iterator[None]:
 
     A model file renamed into place before its --report (or the JSON on standard output) failed to be written
     left a model that no report describes; a run that fails on its last output now leaves every output as it was.
-    A refused target (exit 3) counts as done: its report is what the caller asked for.
+    A refused target (exit 3) counts as done: its report is what the caller asked for. So does a reader of
+    standard output that went away (ReaderStopped, `dmo train ... | head -n 1`): the files were complete before
+    their summary was printed, and a stopped reader is no reason to throw them away.
     """
     held: list[tuple[Path, Path]] = []
     token = _HELD_RENAMES.set(held)
     try:
         yield
-    except UnreachableTarget:
+    except (UnreachableTarget, ReaderStopped):
         _rename_all(held)
         raise
     else:

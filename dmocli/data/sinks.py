@@ -107,7 +107,8 @@ class CsvSink:
 @contextlib.contextmanager
 def _reader_may_stop() -> Iterator[None]:
     """A reader of the rows that went away (`| head`, which arrow reports as an OSError) took what it wanted: the
-    command ends quietly (ReaderStopped), wherever the pipe broke, header, rows or last flush."""
+    command ends as every command whose stdout reader stopped does (ReaderStopped: exit 141), wherever the pipe
+    broke, header, rows or last flush."""
     try:
         yield
     except OSError as exc:

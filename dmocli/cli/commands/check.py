@@ -31,16 +31,9 @@ def check(
     result = run_check(data, options)
     if not result["ok"]:  # with --json, the error every failure's report carries
         result = {**result, **failure(2, "bad_input", _check_findings(result)[0].rstrip(":"))}
-    emit(result, as_json, _check_lines(result))
+    emit(result, as_json, _check_findings(result))
     if not result["ok"]:
         raise typer.Exit(2)
-
-
-def _check_lines(report: dict[str, Any]) -> list[str]:
-    """The findings of `dmo check`, escaped: a type such as date32[day] is no rich markup."""
-    from rich.markup import escape
-
-    return [escape(line) for line in _check_findings(report)]
 
 
 def _check_findings(report: dict[str, Any]) -> list[str]:
