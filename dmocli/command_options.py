@@ -176,8 +176,9 @@ class PredictOptions:
         constraint=Interval(
             int, 1, None, message="is how many contributions to write per row: give a whole number from 1"
         ),
-        help="Also each row's K largest contributions to its logit: explain_<i>_feature and explain_<i>_value "
-        "(linear: exact; gbdt: XGBoost's pred_contribs; mlp: integrated gradients).",
+        help="Also each row's K largest contributions to its logit: explain_<i>_feature and "
+        "explain_<i>_contribution (linear: exact; gbdt: XGBoost's pred_contribs; mlp: integrated gradients); "
+        "at most the model's column count (a larger K writes every column).",
     )
     strict: bool = strict_option()
     max_unseen: float | None = max_unseen_option()
@@ -324,7 +325,9 @@ class ExtractOptions:
         "--resume",
         help="Keep the rows already in OUTPUT (or in a killed run's checkpoints) and extract only the rest.",
     )
-    checkpoint_every: int = option(4096, "--checkpoint-every", help="Save finished rows for --resume every N items.")
+    checkpoint_every: int = option(
+        4096, "--checkpoint-every", constraint=AT_LEAST_ONE, help="Save finished rows for --resume every N items."
+    )
     text_col: str = option("text", "--text-col", help="Text column of a table.")
     label_col: str = option(
         "label", "--label-col", help="Label column of a table (missing column: all rows unlabeled). Written as 'label'."
