@@ -34,7 +34,7 @@ from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import AdaptedThreshold, adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
-from dmocli.pipelines.apply import stored_curve
+from dmocli.pipelines.apply import curve_off_scale, stored_curve
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows, stored_sample
@@ -296,10 +296,10 @@ def carry_to_model(
 
 def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) -> list[str]:
     """A cut kept on the held-out scale of a model whose scores are not on it (--prior: no NEW rows to carry it
-    by), or a new threshold above every score of NEW."""
+    by; a curve carried to the model's scale at training is on it), or a new threshold above every score of NEW."""
     if logits is not None:
         return _flags_nothing(model.threshold, logits, carried)
-    if not off_curve_scale(model) or model.problem.kind == "frop":
+    if not curve_off_scale(model) or model.problem.kind == "frop":
         return []
     return [
         f"the new threshold {model.threshold:.6g} is on the scale of the held-out scores, which this --cv ensemble "

@@ -15,8 +15,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_binary_frame
+from safetensors.numpy import save_file
 
 from dmocli import TrainOptions, load_model, report_schema, train
+from dmocli.models import modelfile
 from dmocli.operating_point.carry import cut_flagging
 from dmocli.operating_point.label_shift import adapt_threshold
 
@@ -79,8 +81,10 @@ def test_a_linear_models_adapted_cut_is_the_curves(dmo, models, tmp_path):
     assert adapted["expected_share"] == pytest.approx(expected, abs=1e-12)
 
 
-def test_prior_on_a_gbdt_ensemble_says_the_cut_is_on_the_held_out_scale(dmo, models, tmp_path):
-    for family, warned in (("gbdt", True), ("linear", False)):
+def test_prior_warns_of_the_held_out_scale_only_where_the_curve_is_off_the_models(dmo, models, tmp_path):
+    """A gbdt ensemble's curve is carried to its own scale at training (issue 45), so --prior's cut is on the
+    model's scale and nothing is said; the warning is for files whose curve was not carried."""
+    for family, warned in (("gbdt", False), ("linear", False)):
         code, stdout, err = dmo("threshold", models / f"{family}.st", "--prior", "0.05", "-o", tmp_path / "p.st")
         assert code == 0, err
         assert ("on the scale of the held-out scores" in err and "--adapt NEW" in err) is warned, (family, err)
@@ -88,6 +92,21 @@ def test_prior_on_a_gbdt_ensemble_says_the_cut_is_on_the_held_out_scale(dmo, mod
     report = json.loads(stdout)
     jsonschema.validate(report, report_schema())
     assert report["adapted"]["carried"] == "score" and report["adapted"]["expected_share"] is None
+
+
+def test_prior_on_a_gbdt_ensemble_whose_curve_was_not_carried_says_the_cut_is_on_the_held_out_scale(
+    dmo, models, tmp_path
+):
+    """A file written before issue 45 keeps its members' out-of-fold scores (`carried` false): --prior's cut is on
+    their scale, not the ensemble's, and the summary says so with the way out."""
+    stored = modelfile.read_model_file(models / "gbdt.st")
+    meta = modelfile.read_metadata(models / "gbdt.st")
+    meta["info"]["heldout"]["carried"] = False
+    old = tmp_path / "old.st"
+    save_file(dict(stored.tensors), str(old), metadata={modelfile.METADATA_KEY: json.dumps(meta)})
+    code, _, err = dmo("threshold", old, "--prior", "0.05", "-o", tmp_path / "p.st")
+    assert code == 0, err
+    assert "on the scale of the held-out scores" in err and "--adapt NEW" in err, err
 
 
 def test_cut_flagging_against_brute_force():
