@@ -42,11 +42,18 @@ def write_table(folder: Path, rows: int, cols: int) -> tuple[Path, Path, Path]:
     return train, folder / "new.parquet", folder / "new.csv"
 
 
+def dmo(args: list[str], timeout: float | None = None) -> None:
+    """`python -m dmocli ARGS` run outside the repository: `-m` puts the working folder first on sys.path, which
+    would shadow the checkout PYTHONPATH names."""
+    command = [sys.executable, "-m", "dmocli", *args]
+    subprocess.run(command, check=True, capture_output=True, timeout=timeout, cwd=tempfile.gettempdir())
+
+
 def timed(args: list[str], timeout: float) -> float:
     """Wall seconds of `python -m dmocli ARGS` as a process; NaN past `timeout` (named on stderr)."""
     start = time.perf_counter()
     try:
-        subprocess.run([sys.executable, "-m", "dmocli", *args], check=True, capture_output=True, timeout=timeout)
+        dmo(args, timeout)
     except subprocess.TimeoutExpired:
         print(f"timed out after {timeout:g} s: dmo {' '.join(args)}", file=sys.stderr)
         return float("nan")
@@ -66,11 +73,7 @@ def main() -> None:
         folder = Path(tmp)
         train, new_parquet, new_csv = write_table(folder, args.rows, args.cols)
         model = folder / "lin.safetensors"
-        subprocess.run(
-            [sys.executable, "-m", "dmocli", "train", str(train), "--problem", "ofbs", "--cv", "0", "-o", str(model)],
-            check=True,
-            capture_output=True,
-        )
+        dmo(["train", str(train), "--problem", "ofbs", "--cv", "0", "-o", str(model)])
         for fmt, new in (("csv", new_csv), ("parquet", new_parquet)):
             commands = {
                 "predict": ["predict", str(model), str(new), "-o", str(folder / "p.parquet")],
@@ -78,12 +81,27 @@ def main() -> None:
             }
             for name, command in commands.items():
                 times = [timed(command, args.timeout) for _ in range(args.runs)]
-                rows.append({"command": name, "format": fmt, "seconds": float(np.median(times)), "runs": times})
-    print(f"{args.rows} x {args.cols}, {args.label} (PYTHONPATH={os.environ.get('PYTHONPATH', '')!r}):")
-    print_table(rows, ["command", "format", "seconds"])
+                seconds = float(np.median(times))  # NaN: a run past --timeout, written as null (over the timeout)
+                rows.append(
+                    {
+                        "command": name,
+                        "format": fmt,
+                        "seconds": None if np.isnan(seconds) else seconds,
+                        "runs": [None if np.isnan(t) else t for t in times],
+                    }
+                )
+    where = subprocess.run(
+        [sys.executable, "-c", "import dmocli; print(dmocli.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout.strip()
+    print(f"{args.rows} x {args.cols}, {args.label} ({where}, PYTHONPATH={os.environ.get('PYTHONPATH', '')!r}):")
+    shown = [{**row, "seconds": row["seconds"] or f"over {args.timeout:g}"} for row in rows]
+    print_table(shown, ["command", "format", "seconds"])
     write_results(
         f"wide_table_{args.label}" if args.label != "after" else "wide_table",
-        {"rows": args.rows, "cols": args.cols, "label": args.label, "results": rows},
+        {"rows": args.rows, "cols": args.cols, "label": args.label, "timeout_s": args.timeout, "results": rows},
     )
 
 
