@@ -45,6 +45,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "gbdt": (("--model", "gbdt", "--param", "fixed-rounds=60"), False),
     "multi-class linear": (("--model", "linear"), True),
     "multi-class gbdt": (("--model", "gbdt", "--param", "fixed-rounds=60"), True),
+    "multi-class mlp": (("--model", "mlp", "--param", "max-epochs=40"), True),
 }
 
 
@@ -70,10 +71,10 @@ def raw_frame(columns: tuple[str, ...], *, classes: int, seed: int = 0) -> pd.Da
     return frame
 
 
-def train(tmp_path: Path, frame: pd.DataFrame, *flags: str) -> Path:
+def train(tmp_path: Path, frame: pd.DataFrame, *flags: str, transfer: str = "apply") -> Path:
     data, model = tmp_path / "train.csv", tmp_path / "m.safetensors"
     frame.to_csv(data, index=False)
-    run_dmo("train", data, "-o", model, "--seed", "0", "--cv-transfer", "apply", *flags, check=True)
+    run_dmo("train", data, "-o", model, "--seed", "0", "--cv", "3", "--cv-transfer", transfer, *flags, check=True)
     return model
 
 
@@ -173,3 +174,16 @@ def test_multiclass_explanations_follow_the_class_offsets(tmp_path: Path, kind: 
     np.testing.assert_allclose(total, logits[np.arange(len(frame)), decided], rtol=1e-4, atol=1e-4)
     assert not np.allclose(total[moved], logits[moved].max(axis=1), atol=1e-3)  # not the arg-max's logit
     assert len(ranks) == len(found.columns)  # K past the column count: every column once, no padded rank
+
+
+@pytest.mark.parametrize("family", ["linear", "gbdt", "multi-class gbdt"])
+def test_a_fold_ensemble_with_every_option_adds_up_to_its_logit(tmp_path: Path, family: str) -> None:
+    """--cv-transfer ensemble (the members' contributions combined along the path) on derived columns too."""
+    flags, columns = OPTIONS["all together"]
+    family_flags, multiclass = FAMILIES[family]
+    frame = raw_frame(columns, classes=3 if multiclass else 2, seed=2)
+    path = train(tmp_path, frame, *flags, *family_flags, transfer="ensemble")
+    unlabeled = frame.drop(columns="label")
+    assert_add_up_to_the_decided_logit(dmocli.load_model(path), unlabeled, "ensemble")
+    api = dmocli.predict(path, unlabeled, explain=2)
+    assert set(api["explain_1_feature"]) <= set(dmocli.load_model(path).preprocessor.numeric) | {"shop"}
