@@ -41,6 +41,7 @@ from dmocli.operating_point.label_shift import (
     metrics_under_covariate_shift,
     metrics_under_label_shift,
 )
+from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.apply import stored_curve
 from dmocli.pipelines.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
@@ -97,7 +98,7 @@ def monitor(
         threshold=model.threshold,
         training_rate=curve.rate,
         confidence=confidence,
-        warnings=seen_warnings,
+        warnings=seen_warnings + _too_small_warnings(overall, sections, confidence),
         training_rows=None if seen is None else seen.to_dict(),
         **overall,
         **chunked,
@@ -116,22 +117,12 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: Section, conf
     labels = np.concatenate(section.labels)
     beta = model.problem.beta if model.problem is not None else 1.0
     calibration = model.calibration
-    rate = estimate_prevalence(curve, logits, calibration, confidence)
-    predicted = float(np.mean(logits >= np.float32(model.threshold)))
-    covariate = metrics_under_covariate_shift(logits, model.threshold, calibration, beta, confidence=confidence)
-    out: dict[str, Any] = {
-        "rows": int(logits.size),
-        "positive_rate": {
-            "estimate": rate.rate,
-            "interval": [rate.low, rate.high],
-            "method": rate.method,
-            "classify_and_count": predicted,
-            "training": curve.rate,
-        },
-        "label_shift": metrics_under_label_shift(curve, model.threshold, rate, beta),
-        "covariate_shift": covariate,
-        "assumptions": _assumptions(rate.low, rate.high, _mean_probability(logits, calibration, confidence)),
-    }
+    out = label_shift_section(curve, logits, calibration, model.threshold, beta=beta, confidence=confidence)
+    out["covariate_shift"] = metrics_under_covariate_shift(
+        logits, model.threshold, calibration, beta, confidence=confidence
+    )
+    low, high = out["positive_rate"]["interval"]
+    out["assumptions"] = _assumptions(low, high, _mean_probability(logits, calibration, confidence))
     labeled = labels >= 0
     if labeled.any():
         out["realized"] = {
@@ -146,6 +137,44 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: Section, conf
         out["drift"] = [_drift_entry(drift) for drift in drifts[:MOST_DRIFTED]]
         out["drift_reasons"] = drift_gate(drifts)
     return out
+
+
+def label_shift_section(
+    curve: HeldOutCurve, logits: np.ndarray, calibration: Any, threshold: float, *, beta: float, confidence: float
+) -> dict[str, Any]:
+    """A section's rows, positive rate and metrics under label shift (bench/monitor_coverage.py simulates the gate
+    on these alone); `too_small` where its rows are too few for any outcome to tell its rate from the training
+    rate (label_shift.exact_rate_interval's `rows_needed`): its figures are shown, never gated."""
+    rate = estimate_prevalence(curve, logits, calibration, confidence)
+    return {
+        "rows": int(logits.size),
+        "too_small": rate.too_few_rows,
+        "positive_rate": {
+            "estimate": rate.rate,
+            "interval": [rate.low, rate.high],
+            "method": rate.method,
+            "classify_and_count": float(np.mean(logits >= np.float32(threshold))),
+            "training": curve.rate,
+            "rows_needed": rate.rows_needed,
+        },
+        "label_shift": metrics_under_label_shift(curve, threshold, rate, beta),
+    }
+
+
+def _too_small_warnings(overall: dict[str, Any], chunks: list[dict[str, Any]], confidence: float) -> list[str]:
+    """Sections too small to say anything, said: their figures are shown but nothing is gated on them."""
+    needed = overall["positive_rate"]["rows_needed"]
+    why = f"to tell a positive rate from the training rate at {confidence:g} (at least {needed} needed)"
+    warnings = []
+    if overall["too_small"]:
+        warnings.append(f"NEW has {overall['rows']} row(s), too few {why}: nothing is gated on it")
+    small = [chunk for chunk in chunks if chunk["too_small"]]
+    if small:
+        warnings.append(
+            f"{len(small)} of {len(chunks)} chunks have too few rows {why}: they are shown, not gated (give a larger "
+            "--chunk-size or a coarser --chunk-col)"
+        )
+    return warnings
 
 
 def _realized(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
@@ -195,15 +224,17 @@ def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel
     """The verdict on every section (all rows, then each chunk): the target ruled out by the label-shift
     interval, the positive rate or a feature drifted past its limit. Recorded whether or not --gate was asked;
     only --gate turns a failure into exit 3."""
-    reasons = [f"all rows: {reason}" for reason in _section_reasons(overall, model)]
+    reasons = [f"all rows: {reason}" for reason in section_reasons(overall, model.problem)]
     for section in chunks:
-        reasons += [f"chunk {section['chunk']}: {reason}" for reason in _section_reasons(section, model)]
+        reasons += [f"chunk {section['chunk']}: {reason}" for reason in section_reasons(section, model.problem)]
     return {"asked": asked, "passed": not reasons, "reasons": reasons}
 
 
-def _section_reasons(section: dict[str, Any], model: DmoModel) -> list[str]:
+def section_reasons(section: dict[str, Any], problem: Problem | None) -> list[str]:
+    """Why the gate fails on one section: none where the section is too small to say anything."""
+    if section["too_small"]:
+        return []
     reasons = list(section.get("drift_reasons", []))
-    problem = model.problem
     if problem is not None and problem.kind in RATE_DEPENDENT:
         reasons[:0] = rate_drift(section["positive_rate"])
     if problem is not None and problem.kind in ("fpor", "frop"):

@@ -136,3 +136,22 @@ def test_the_class_gate_keeps_gate_confidences_meaning(dmo, multiclass):
     assert code == 0 and "gate passed: class" in out, out
     code, out, err = dmo("evaluate", multiclass / "m.st", multiclass / "holdout.parquet", "--gate-confidence", "0.95")
     assert code == 0 and "gate passed" in out, out
+
+
+def test_a_section_too_small_to_say_anything_says_so_and_is_not_gated(dmo, fpor_model, tmp_path):
+    """Issue 45, hostile 5: one row gave rate 0.886 with a "95 %" interval [0.829, 0.950] and exit 3 under --gate."""
+    pd.read_parquet(fpor_model / "low.parquet").drop(columns="label").head(1).to_parquet(tmp_path / "one.parquet")
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "one.parquet", "--gate", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    low, high = report["positive_rate"]["interval"]
+    assert report["too_small"] and low <= 0.05 and high >= 0.95, report["positive_rate"]
+    assert "NEW has 1 row(s), too few to tell a positive rate" in err, err
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "one.parquet", "--gate")
+    assert code == 0 and "too small to say anything" in out and "gate: passed" in out, out
+    at_rate(0.2, 200, seed=9).drop(columns="label").to_parquet(tmp_path / "new.parquet")
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "new.parquet", "--chunk-size", "4", "--json")
+    report = json.loads(out)
+    assert code == 0 and all(chunk["too_small"] for chunk in report["chunks"]) and not report["too_small"], err
+    assert "50 of 50 chunks have too few rows" in err, err

@@ -54,9 +54,10 @@ def _monitor_lines(report: dict[str, Any]) -> list[str]:
     lines += _monitor_section(report)
     for chunk in report.get("chunks", []):
         rate, shift = chunk["positive_rate"], chunk["label_shift"]
+        small = "  (too small to tell: not gated)" if chunk["too_small"] else ""
         lines.append(
             f"  chunk {chunk['chunk']}: rows {chunk['rows']}  rate {rate['estimate']:.4f}  precision "
-            f"{shift['precision']:.4f}  recall {shift['recall']:.4f}"
+            f"{shift['precision']:.4f}  recall {shift['recall']:.4f}{small}"
         )
     gate = report["gate"]
     lines.append("gate: passed" if gate["passed"] else f"gate: failed on {len(gate['reasons'])} reason(s):")
@@ -73,6 +74,12 @@ def _monitor_section(section: dict[str, Any]) -> list[str]:
         _estimate_line("label shift", shift),
         _estimate_line("covariate shift", covariate),
     ]
+    if section["too_small"]:
+        lines.insert(
+            1,
+            f"  too small to say anything: {section['rows']} row(s) cannot tell a positive rate from the training "
+            f"rate (at least {rate['rows_needed']} needed); not gated",
+        )
     if not section["assumptions"]["agree"]:
         lines.append(f"  {section['assumptions']['note']}")
     if "realized" in section:
