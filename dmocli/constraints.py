@@ -217,14 +217,18 @@ class AnyOf(Constraint):
 def failure(label: str, value: Any, constraint: Constraint | None) -> str | None:
     """The one validator: why `value` breaks `constraint`, as one message naming `label` (the flag and value as
     the user wrote them, `--width 0`), or None when it is admitted. None is always admitted (the option left
-    out); a float that is not finite is refused even where nothing else is declared."""
+    out); a float that is not finite, and a whole number past INT_MAX (which no count, size, seed or library
+    parameter takes: `--param max-depth=9223372036854775808` reached XGBoost), are refused even where nothing
+    else is declared."""
     if value is None:
         return None
-    if constraint is None:
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{label} must be a finite number"
-        return None
-    return None if constraint.admits(value) else f"{label} {constraint.reason(value)}"
+    if constraint is not None and not constraint.admits(value):
+        return f"{label} {constraint.reason(value)}"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > INT_MAX:
+        return f"{label} is too large: give a whole number of at most {INT_MAX}"
+    if constraint is None and isinstance(value, float) and not math.isfinite(value):
+        return f"{label} must be a finite number"
+    return None
 
 
 def invalid_values(constraint: Constraint) -> list[Any]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import xgboost
 
 SEED_MODULUS = 2**31  # XGBoost's seed is a 32-bit signed int
+XGB_INT_MAX = 2**31 - 1  # XGBoost reads its integer parameters (max_depth, max_leaves, max_bin) as 32-bit ints
 STOP_MIN_POSITIVES = 20  # held-out positives below which early stopping is noise (bench/gbdt_small.py)
 # The fixed schedule draws this share of rows and of features per tree (stochastic gradient boosting): with no
 # held-out rows to stop on, the randomness is its regularization (bench/gbdt_small.py, docs/gbdt.md).
@@ -55,8 +56,12 @@ class TreeParams(SolverParams):
         default=1000, metadata={"min": 1, "help": "gbdt: most boosting rounds (early stopping usually ends sooner)"}
     )
     eta: float = field(default=0.1, metadata={"positive": True, "max": 1.0, "help": "gbdt: learning rate per tree"})
-    max_depth: int = field(default=6, metadata={"min": 0, "help": "gbdt: deepest tree (0: no limit; see max-leaves)"})
-    max_leaves: int = field(default=0, metadata={"min": 0, "help": "gbdt: most leaves per tree (0: no limit)"})
+    max_depth: int = field(
+        default=6, metadata={"min": 0, "max": XGB_INT_MAX, "help": "gbdt: deepest tree (0: no limit; see max-leaves)"}
+    )
+    max_leaves: int = field(
+        default=0, metadata={"min": 0, "max": XGB_INT_MAX, "help": "gbdt: most leaves per tree (0: no limit)"}
+    )
     early_stopping: int = field(
         default=50,
         metadata={"min": 0, "help": "gbdt: stop after this many rounds without a better held-out loss (0: never)"},
@@ -80,7 +85,9 @@ class TreeParams(SolverParams):
         default=1.0, metadata={"min": 0.0, "help": "gbdt: least summed (weighted) curvature in a leaf"}
     )
     reg_lambda: float = field(default=1.0, metadata={"min": 0.0, "help": "gbdt: L2 penalty on leaf values"})
-    max_bin: int = field(default=256, metadata={"min": 2, "help": "gbdt: histogram bins per feature"})
+    max_bin: int = field(
+        default=256, metadata={"min": 2, "max": XGB_INT_MAX, "help": "gbdt: histogram bins per feature"}
+    )
     stop_min_positives: int = field(
         default=STOP_MIN_POSITIVES,
         metadata={
