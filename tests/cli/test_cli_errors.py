@@ -112,7 +112,7 @@ def test_unreachable_target_exit_3(tmp_path):
     path = tmp_path / "noisy.parquet"
     make_binary_frame(sep=0.2, seed=3).to_parquet(path)
     proc = train_fails(tmp_path, path, "--problem", "fpor", "--target", "0.99")
-    assert_clean_failure(proc, 3, "not reachable", "best achievable precision")
+    assert_clean_failure(proc, 3, "not reachable", "best precision of any cut")
 
 
 def test_model_data_column_mismatch(tmp_path, trained):
