@@ -55,7 +55,7 @@ def _print_importance(importance: dict[str, Any]) -> None:
         ]
         for column in importance["columns"]
     ]
-    if not out.is_terminal:
+    if not (out.is_terminal and _is_tty(out.file)):  # FORCE_COLOR on a pipe still lays out for 80 columns
         for line in _plain_lines([headings, *rows]):
             out.print(line, markup=False, soft_wrap=True)
         return
@@ -65,6 +65,11 @@ def _print_importance(importance: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def _is_tty(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
 
 
 def _plain_lines(rows: list[list[str]]) -> list[str]:
