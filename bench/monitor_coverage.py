@@ -75,7 +75,7 @@ def size_row(rows: int, draws: int, calibration) -> dict:
         rate_before, precision_before = bootstrap_alone(curve, {"new": new, "calibration": calibration}, threshold)
         counts["rate_before"] += rate_before[0] <= RATE <= rate_before[1]
         counts["precision_before"] += precision_before[0] <= precision <= precision_before[1]
-        drifted = rate_drift({**section["positive_rate"], "interval": rate_before})
+        drifted = rate_drift({**section["positive_rate"], "interval": rate_before, "training_interval": None})
         counts["fired_before"] += bool(drifted) or precision_before[1] < precision
     return {
         "rows": rows,

@@ -81,9 +81,9 @@ def share_of_sketched_rows(stored: np.ndarray, hashes: np.ndarray) -> tuple[floa
     does). A full sketch (fewer training rows than SKETCH_SIZE) covers every hash; else its range, up to its
     largest hash: a row is in range when its true label's hash is, which each column of candidates is for the same
     expected number of rows, so their mean count stands for the rows in range."""
-    hashes = hashes.reshape(hashes.shape[0], -1)
-    if stored.size == 0 or hashes.shape[0] == 0:
+    if stored.size == 0 or hashes.size == 0:
         return 0.0, 0
+    hashes = hashes.reshape(hashes.shape[0], -1)
     matched = int(np.isin(hashes, stored).any(axis=1).sum())
     in_range = float(hashes.shape[0])
     if stored.size >= SKETCH_SIZE:

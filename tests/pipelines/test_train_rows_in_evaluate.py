@@ -104,3 +104,19 @@ def test_monitor_on_dask_workers_finds_the_same_share(files, dask_threads):
     dask = monitor(files / "m.st", files / "parts", engine=EngineChoice("dask", scheduler=dask_threads))
     assert local["training_rows"] == dask["training_rows"] and local["training_rows"]["share"] >= 0.95
     assert local["warnings"] == dask["warnings"]
+
+
+def test_a_row_without_its_label_matches_under_it_and_no_rows_share_nothing():
+    import numpy as np
+
+    from dmocli.prep.row_fingerprint import candidate_hashes, row_hashes, share_of_sketched_rows, sketch
+
+    rng = np.random.default_rng(0)
+    features, labels = rng.normal(size=(3000, 3)).astype(np.float32), rng.integers(0, 2, 3000)
+    hashes = row_hashes(features, labels)
+    candidates = candidate_hashes(features, 2)
+    assert (candidates[np.arange(3000), labels] == hashes).all()
+    stored = sketch(hashes)
+    assert share_of_sketched_rows(stored, hashes)[0] == 1.0
+    assert share_of_sketched_rows(stored, candidates)[0] > 0.9  # the rows in range estimated from both columns
+    assert share_of_sketched_rows(stored, hashes[:0]) == (0.0, 0) == share_of_sketched_rows(stored, candidates[:0])
