@@ -154,6 +154,34 @@ def _finite_text(text: str) -> bool:
 MAX_COUNT = 2**53  # a stored count above it has no exact float64 (10**400 overflowed monitor's arithmetic)
 
 
+def check_metadata(meta: dict[str, Any], tensors: dict[str, np.ndarray]) -> None:
+    """The header entries the loader does not parse into a checked object (the problem, the labels' bookkeeping,
+    the versions and rule `dmo info` prints), then every `info` entry (check_info). A ValueError names the entry."""
+    for key, check in _HEADER_FIELDS.items():
+        if meta.get(key) is not None:
+            check(key, meta[key])
+    _kind("solver", meta.get("solver"), str)
+    labels = meta.get("labels")
+    _object("labels", labels, ("column", "classes"))
+    _kind("labels.column", labels["column"], str)
+    _kind("labels.classes", labels["classes"], list)
+    if labels.get("trim_text") is not None:
+        _kind("labels.trim_text", labels["trim_text"], bool)
+    counts = labels.get("counts", [])
+    _kind("labels.counts", counts, list)
+    if counts and len(counts) != len(labels["classes"]):
+        raise ValueError(f"labels.counts has {len(counts)} counts for {len(labels['classes'])} classes")
+    for i, count in enumerate(counts):
+        _whole(f"labels.counts[{i}]", count)
+    impute = meta.get("preprocessing", {}).get("impute", "none") if isinstance(meta.get("preprocessing"), dict) else 0
+    if impute not in IMPUTE:
+        raise ValueError(f"preprocessing.impute is {impute!r:.40}, not one of {', '.join(IMPUTE)}")
+    check_info(meta.get("info") or {}, tensors)
+
+
+IMPUTE = ("none", "median", "keep")  # prep/features.py: Preprocessor.survey's choices
+
+
 def check_info(info: Any, tensors: dict[str, np.ndarray]) -> None:
     """Every entry of the metadata's `info` that a command reads (dmo info, info --features, threshold, predict,
     evaluate, monitor) has its type and range, and the held-out curve's counts agree with its tensors. An absent
@@ -313,6 +341,13 @@ def _check_heldout_counts(heldout: Any, tensors: dict[str, np.ndarray]) -> None:
         )
 
 
+_HEADER_FIELDS = {
+    "target": _probability,
+    "beta": lambda name, value: _real(name, value, 0.0, FLOAT32_MAX, open_ends=True),
+    "decision_rule": lambda name, value: _kind(name, value, str),
+    "dmocli_version": lambda name, value: _kind(name, value, str),
+    "problem": lambda name, value: _kind(name, value, str),
+}
 _INFO_FIELDS = {
     "seed": _integer,
     "confidence": _probability,

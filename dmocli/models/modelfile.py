@@ -24,7 +24,7 @@ from dmocli.models.architecture import Architecture
 from dmocli.models.file_checks import (
     CLASS_OFFSETS,
     check_class_offsets,
-    check_info,
+    check_metadata,
     check_preprocessing,
     check_tensors,
     check_threshold,
@@ -241,7 +241,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         if not network.numpy_scored:  # an mlp: its torch layers, whose load checks the tensors once more
             network = _network_from_state(arch, weights, device)
         info = meta.get("info") or {}
-        check_info(info, stored.tensors)  # every entry a command reads, its type, range and counts
+        check_metadata(meta, stored.tensors)  # every entry a command reads, its type, range and counts
         evidence = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
         profile = _stored_profile(info.get("profile"))
         training_rows = stored.tensors.get(FINGERPRINT)

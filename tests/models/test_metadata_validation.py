@@ -1,4 +1,4 @@
-"""Every entry of a model file's `info` that a command reads is checked on load (models/file_checks.py:check_info):
+"""Every metadata entry a command reads (the header's and `info`'s) is checked on load (models/file_checks.py):
 each is set to a wrong type, an out-of-range value or left without a key it needs, and every command that loads a
 model (info, info --features, monitor, threshold, predict, evaluate) exits 2 with one line naming the entry; never
 exit 1 (a crash half-way) or 4 (out of memory), never a made-up figure (issue 45, hostile 13)."""
@@ -83,6 +83,18 @@ def test_the_base_file_is_taken_by_every_command(dmo, files):
 
 PROFILE_X0 = ("info", "profile", "numeric", "f0")
 MUTATIONS: list[tuple[tuple[Any, ...], Any, str]] = [
+    (("target",), "x", "target"),
+    (("target",), 2, "target is 2"),
+    (("beta",), -1, "beta is -1"),
+    (("solver",), 5, "solver is int"),
+    (("decision_rule",), 5, "decision_rule is int"),
+    (("dmocli_version",), 5, "dmocli_version is int"),
+    (("labels", "column"), 5, "labels.column is int"),
+    (("labels", "trim_text"), "no", "labels.trim_text is str"),
+    (("labels", "counts"), "x", "labels.counts is str"),
+    (("labels", "counts"), [10**400, 1], "labels.counts[0]"),
+    (("labels", "counts"), [1], "labels.counts has 1 counts for 2 classes"),
+    (("preprocessing", "impute"), 5, "preprocessing.impute is 5"),
     (("info",), "text", "info is"),
     (("info", "seed"), "zero", "info.seed"),
     (("info", "seed"), 1.5, "info.seed"),
