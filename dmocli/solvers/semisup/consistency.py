@@ -253,11 +253,7 @@ class SemiSupervisedSolver(InMemorySolver):
         seed_everything(ctx.seed)
         generator = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
         n_classes = max(2, ctx.architecture.n_outputs)
-        labeled = torch.nonzero(train.y >= 0).flatten()
-        unlabeled = torch.nonzero(train.y < 0).flatten()
-        if labeled.numel() == 0 or unlabeled.numel() == 0:
-            raise DmoError(f"solver {self.name} needs both labeled and unlabeled rows in the training data")
-        counts = torch.bincount(train.y[labeled], minlength=n_classes).cpu().numpy()
+        labeled, unlabeled, counts = _labeled_rows(train, n_classes, self.name)
         majority = int(np.argmax(counts))  # most labeled rows; the lowest class index among ties
         class_weights = (
             inverse_frequency_weights(train.y[labeled].cpu(), n_classes).to(ctx.device) if p.balanced else None
@@ -375,6 +371,17 @@ class _EpochLabels:
         trace["updates"].append(self.info)
         trace["predicted"].append(np.bincount(self.pseudo, minlength=n_classes).tolist())
         trace["pseudo_labels"].append(np.bincount(self.pseudo[self.selected], minlength=n_classes).tolist())
+
+
+def _labeled_rows(train: SplitData, n_classes: int, solver: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """(positions of the labeled rows, of the unlabeled rows, the labeled rows per class); the solver needs both."""
+    import torch
+
+    labeled = torch.nonzero(train.y >= 0).flatten()
+    unlabeled = torch.nonzero(train.y < 0).flatten()
+    if labeled.numel() == 0 or unlabeled.numel() == 0:
+        raise DmoError(f"solver {solver} needs both labeled and unlabeled rows in the training data")
+    return labeled, unlabeled, torch.bincount(train.y[labeled], minlength=n_classes).cpu().numpy()
 
 
 def _train_epoch(

@@ -24,6 +24,8 @@ from dmocli.solvers.base import FitContext, FitResult, SolverParams, SplitData, 
 if TYPE_CHECKING:  # torch is imported where a fit makes tensors: `dmo solvers` and `dmo check` start without it
     import torch
 
+    from dmocli.engines.torch_distributed import OneProcess, ProcessGroup
+
     LossFn = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
@@ -51,7 +53,6 @@ def fit_smoothed(
 ) -> FitResult:
     """Adam on loss_of(soft TP, soft FP, n_pos); returns the best monitored iterate with threshold 0. `name` labels
     the progress line."""
-    import torch
 
     from dmocli.engines.torch_distributed import OneProcess
     from dmocli.models.networks import build_network
@@ -80,17 +81,8 @@ def fit_smoothed(
             network.train()
             optimizer.zero_grad(set_to_none=True)
             q = soft_prediction(network(train.X[picked]).squeeze(-1))
-            tp, fp = soft_counts(q, positive[picked])
-            # The counts of every process's batch (one process: its own, the same floats), each process's share
-            # carrying its gradient; float64 on the wire keeps the row count exact.
-            summed = rows.sum(
-                torch.stack(
-                    [tp.detach().double(), fp.detach().double(), tp.new_tensor(picked.numel(), dtype=torch.float64)]
-                )
-            )
-            tp = summed[0].to(tp.dtype) + (tp - tp.detach())
-            fp = summed[1].to(fp.dtype) + (fp - fp.detach())
-            scale = n / float(summed[2])
+            tp, fp, batch_rows = _pooled(rows, *soft_counts(q, positive[picked]), picked.numel())
+            scale = n / batch_rows
             loss = loss_of(tp * scale, fp * scale, n_pos)
             loss.backward()
             rows.sum_gradients(network.parameters())
@@ -119,3 +111,18 @@ def fit_smoothed(
         "seconds": time.perf_counter() - started,
     }
     return FitResult(network=network, threshold=0.0, trace=trace)
+
+
+def _pooled(
+    rows: ProcessGroup | OneProcess, tp: torch.Tensor, fp: torch.Tensor, batch_rows: int
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """The soft counts of every process's batch (one process: its own, the same floats), each process's share
+    carrying its gradient, and the batch's rows over every process; float64 on the wire keeps the row count exact."""
+    import torch
+
+    summed = rows.sum(
+        torch.stack([tp.detach().double(), fp.detach().double(), tp.new_tensor(batch_rows, dtype=torch.float64)])
+    )
+    tp = summed[0].to(tp.dtype) + (tp - tp.detach())
+    fp = summed[1].to(fp.dtype) + (fp - fp.detach())
+    return tp, fp, float(summed[2])
