@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import beta, betabinom
+from scipy.special import betainc
 
 LOW_OUTLOOK = 0.8  # below this, the summary names --confidence
 
@@ -22,16 +22,20 @@ def probability_target_holds(successes: int, trials: int, target: float, new_tri
     """P(successes / new_trials >= target on `new_trials` new trials), or None when there is nothing to tell."""
     if trials < 1 or new_trials < 1:
         return None
+    from scipy.stats import betabinom  # scipy.stats takes about a second to import: only a finite --new-rows needs it
+
     needed = math.ceil(target * new_trials - 1e-9)
     return float(betabinom.sf(needed - 1, new_trials, successes + 1, trials - successes + 1))
 
 
 def probability_population_holds(successes: int, trials: int, target: float) -> float | None:
     """P(the population's rate >= target) given `successes` in `trials`, under the same uniform prior: the
-    Beta(s + 1, t - s + 1) posterior's upper tail. The limit of probability_target_holds as the new trials grow."""
+    Beta(s + 1, t - s + 1) posterior's upper tail, I_{1 - target}(t - s + 1, s + 1) by the incomplete beta
+    function's symmetry (no subtraction from 1 to lose the tail to). The limit of probability_target_holds as the
+    new trials grow."""
     if trials < 1:
         return None
-    return float(beta.sf(target, successes + 1, trials - successes + 1))
+    return float(betainc(trials - successes + 1, successes + 1, 1.0 - target))
 
 
 def outlook(split: dict, metric: str, target: float, new_rows: float) -> float | None:
