@@ -150,8 +150,8 @@ class EvaluateOptions:
     allow_train_rows: bool = option(
         False,
         "--allow-train-rows",
-        help="Gate on DATA even when it holds rows MODEL was trained on (refused by default under --gate: "
-        "optimistic; without --gate a warning names the share).",
+        help="Gate on DATA even when a tenth of it or more is rows MODEL was trained on (refused by default under "
+        "--gate: optimistic; a warning names any share from 2 %).",
     )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
@@ -207,8 +207,8 @@ class MonitorOptions:
     allow_train_rows: bool = option(
         False,
         "--allow-train-rows",
-        help="Gate on NEW even when it holds rows MODEL was trained on (refused by default under --gate: "
-        "optimistic; without --gate a warning names the share).",
+        help="Gate on NEW even when a tenth of it or more is rows MODEL was trained on (refused by default under "
+        "--gate: optimistic; a warning names any share from 2 %).",
     )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()

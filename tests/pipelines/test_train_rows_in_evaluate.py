@@ -30,6 +30,7 @@ def files(tmp_path_factory):
     training.to_csv(root / "train.csv", index=False)  # another format, same rows
     holdout.to_parquet(root / "holdout.parquet")
     pd.concat([training.head(750), holdout.head(750)]).to_parquet(root / "half.parquet")
+    pd.concat([training.head(75), holdout.head(1425)]).to_parquet(root / "few.parquet")  # 5 %: a few repeated rows
     training.drop(columns="label").to_parquet(root / "train_unlabeled.parquet")
     (root / "parts").mkdir()
     for i, part in enumerate((training.iloc[:1000], training.iloc[1000:])):
@@ -120,3 +121,12 @@ def test_a_row_without_its_label_matches_under_it_and_no_rows_share_nothing():
     assert share_of_sketched_rows(stored, hashes)[0] == 1.0
     assert share_of_sketched_rows(stored, candidates)[0] > 0.9  # the rows in range estimated from both columns
     assert share_of_sketched_rows(stored, hashes[:0]) == (0.0, 0) == share_of_sketched_rows(stored, candidates[:0])
+
+
+@pytest.mark.parametrize("command", ["evaluate", "monitor"])
+def test_a_few_repeated_training_rows_are_named_but_do_not_stop_a_gate(dmo, files, command):
+    """A holdout may repeat a few training rows exactly (sample_data's test split: 1.9 %): warned about with the
+    share, gated all the same; from a tenth on the gate is refused."""
+    code, report, err = _json(dmo, command, files / "m.st", files / "few.parquet", "--gate")
+    assert code in (0, 3) and 0.02 <= report["training_rows"]["share"] < 0.1, report["training_rows"]
+    assert "holds rows the model was trained on (about" in err and "--allow-train-rows" not in err, err
