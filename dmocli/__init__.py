@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before any OpenMP runtime
 _API = {
     "train": ("pipelines.train", "train"),
     "TrainOptions": ("options", "TrainOptions"),
-    "evaluate": ("pipelines.apply", "evaluate"),
+    "evaluate": ("pipelines.evaluate", "evaluate"),
     "predict": ("pipelines.in_memory_predict", "predict"),
     "refit_threshold": ("pipelines.apply", "refit_threshold"),
     "load_model": ("models.modelfile", "load_model"),

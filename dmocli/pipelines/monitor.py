@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile (scipy.stats takes about a second to import)
 
 from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
@@ -202,7 +202,7 @@ def _mean_probability(logits: np.ndarray, calibration: Any, confidence: float) -
     """The positive rate if calibrated probabilities are unchanged (covariate shift): their mean, with a normal
     interval of the Poisson-binomial count."""
     p = probability(logits, calibration)
-    spread = float(norm.ppf(0.5 + confidence / 2) * np.sqrt(np.sum(p * (1 - p))) / p.size)
+    spread = float(ndtri(0.5 + confidence / 2) * np.sqrt(np.sum(p * (1 - p))) / p.size)
     return [float(p.mean()) - spread, float(p.mean()) + spread]
 
 

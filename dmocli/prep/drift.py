@@ -5,6 +5,7 @@ filled with training's median, or left missing for boosted trees to route). Warn
 
 from __future__ import annotations
 
+from dmocli.errors import DmoError
 from dmocli.prep.features import MAX_LISTED_UNSEEN, LevelCounts
 
 DEFAULT_MAX_UNSEEN = 0.01  # --strict's tolerance: the share of rows at unseen levels, per column
@@ -82,3 +83,9 @@ def _named(levels: LevelCounts, column: str) -> str:
 def _one_level(value: str, rows: int, known: list[str]) -> str:
     variant = f", a case/space variant of {' or '.join(map(repr, known))}" if known else ""
     return f"{value!r} ({rows} row{'' if rows == 1 else 's'}{variant})"
+
+
+def check_max_unseen(max_unseen: float) -> None:
+    """--max-unseen is a share of rows; refused before any row is read, not after a whole pass."""
+    if not 0 <= max_unseen < 1:
+        raise DmoError(f"--max-unseen {max_unseen:g} is a share of rows: give a number from 0 to below 1 (e.g. 0.01)")

@@ -20,7 +20,8 @@ from dmocli import TrainOptions, train
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.apply import evaluate, predict, refit_threshold
+from dmocli.pipelines.apply import predict, refit_threshold
+from dmocli.pipelines.evaluate import evaluate
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
 
 pytest.importorskip("distributed")

@@ -1,5 +1,5 @@
 """`dmo evaluate`: the options EvaluateOptions declares (dmocli/command_options.py), one call of
-`pipelines.apply.evaluate`, and its figures with the gate's verdict."""
+`pipelines.evaluate.evaluate`, and its figures with the gate's verdict."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def evaluate(
 
     Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
     """
-    from dmocli.pipelines.apply import evaluate as run_evaluate
+    from dmocli.pipelines.evaluate import evaluate as run_evaluate
 
     with report_on_refusal(as_json, _summary):
         result = run_evaluate(

@@ -15,7 +15,7 @@ from conftest import run_dmo
 
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
-from dmocli.pipelines.apply import evaluate
+from dmocli.pipelines.evaluate import evaluate
 
 
 @pytest.fixture(autouse=True)
