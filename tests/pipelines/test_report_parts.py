@@ -76,6 +76,7 @@ def test_the_binary_train_parts_write_schema_keys_with_values_it_admits() -> Non
         adjust=True,
         confidence=0.9,
         allow_infeasible=True,
+        new_rows=130,  # --new-rows 130 (without it, the population: null)
         held_out_rows=130,
     )
     folds = np.arange(y_oof.size) % 3
