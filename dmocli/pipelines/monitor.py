@@ -46,7 +46,7 @@ from dmocli.pipelines.apply import stored_curve
 from dmocli.pipelines.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.thresholding import problem_fields
-from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate
+from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate, is_evidence
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
 
@@ -121,6 +121,8 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: Section, conf
     out["covariate_shift"] = metrics_under_covariate_shift(
         logits, model.threshold, calibration, beta, confidence=confidence
     )
+    if out["too_small"]:  # the normal approximation's intervals collapse on a handful of rows (one row: [0, 0])
+        out["covariate_shift"] = _unbounded(out["covariate_shift"])
     low, high = out["positive_rate"]["interval"]
     out["assumptions"] = _assumptions(low, high, _mean_probability(logits, calibration, confidence))
     labeled = labels >= 0
@@ -134,7 +136,7 @@ def _section_report(model: DmoModel, curve: HeldOutCurve, section: Section, conf
         if _score_comparable(model):
             section.builder.add_scores(logits)  # once, in row order: on either engine the same bins
         drifts = compare(model.profile, section.builder.finish())
-        out["drift"] = [_drift_entry(drift) for drift in drifts[:MOST_DRIFTED]]
+        out["drift"] = [_drift_entry(drift, len(drifts)) for drift in drifts[:MOST_DRIFTED]]
         out["drift_reasons"] = drift_gate(drifts)
     return out
 
@@ -194,8 +196,16 @@ def _score_comparable(model: DmoModel) -> bool:
     return model.architecture.members == 1
 
 
-def _drift_entry(drift: FeatureDrift) -> dict[str, Any]:
-    return {**dataclasses.asdict(drift), "severity": drift.severity}
+def _drift_entry(drift: FeatureDrift, tests: int) -> dict[str, Any]:
+    """A listed feature's figures, and whether its change is evidence of drift at all (`significant`: more than
+    the section's rows could show by chance), without which its PSI's severity means nothing."""
+    return {**dataclasses.asdict(drift), "severity": drift.severity, "significant": is_evidence(drift, tests)}
+
+
+def _unbounded(estimates: dict[str, Any]) -> dict[str, Any]:
+    """A too-small section's estimates with the intervals its rows can promise: none, [0, 1]."""
+    wide = {f"{metric}_interval": [0.0, 1.0] for metric in ("precision", "recall", "f_beta")}
+    return {**estimates, **{key: value for key, value in wide.items() if key in estimates}}
 
 
 def _mean_probability(logits: np.ndarray, calibration: Any, confidence: float) -> list[float]:

@@ -155,3 +155,31 @@ def test_a_section_too_small_to_say_anything_says_so_and_is_not_gated(dmo, fpor_
     report = json.loads(out)
     assert code == 0 and all(chunk["too_small"] for chunk in report["chunks"]) and not report["too_small"], err
     assert "50 of 50 chunks have too few rows" in err, err
+
+
+def test_a_psi_is_called_drift_only_beside_a_change_chance_could_not_give(dmo, fpor_model, tmp_path):
+    """A handful of rows leaves most bins empty, so their PSI is large whatever the data (one row: about 8): the
+    summary reads a PSI as "major" only where the chi-square test says the rows changed, and a too-small section's
+    covariate-shift intervals are the whole range (their normal approximation gave [0, 0] on one row)."""
+    pd.read_parquet(fpor_model / "low.parquet").drop(columns="label").head(1).to_parquet(tmp_path / "one.parquet")
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "one.parquet", "--json")
+    report = json.loads(out)
+    jsonschema.validate(report, report_schema())
+    assert code == 0 and report["drift"] and not any(drift["significant"] for drift in report["drift"]), err
+    assert max(drift["psi"] for drift in report["drift"]) >= 0.25  # what the summary used to call "major"
+    for metric in ("precision", "recall", "f_beta"):
+        assert report["covariate_shift"][f"{metric}_interval"] == [0.0, 1.0], report["covariate_shift"]
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "one.parquet")
+    drift_lines = [line for line in out.splitlines() if line.strip().startswith("drift ")]
+    assert drift_lines and all("within chance at 1 row)" in line for line in drift_lines), out
+    assert "major" not in out, out
+    # A real shift, on enough rows, is still called what it is.
+    shifted = at_rate(0.2, 2000, seed=11).drop(columns="label")
+    shifted[shifted.columns[0]] = shifted[shifted.columns[0]] + 3.0
+    shifted.to_parquet(tmp_path / "shifted.parquet")
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "shifted.parquet", "--json")
+    report = json.loads(out)
+    moved = [drift for drift in report["drift"] if drift["name"] == shifted.columns[0]]
+    assert moved and moved[0]["significant"] and moved[0]["severity"] == "major", report["drift"]
+    code, out, err = dmo("monitor", fpor_model / "m.st", tmp_path / "shifted.parquet")
+    assert f"drift {shifted.columns[0]}: PSI" in out and "(major)" in out, out

@@ -85,7 +85,11 @@ def _monitor_section(section: dict[str, Any]) -> list[str]:
     if "realized" in section:
         lines.append(_estimate_line(f"realized on {section['realized']['rows']} labels", section["realized"]))
     for drift in section.get("drift", [])[:5]:
-        lines.append(f"  drift {drift['name']}: PSI {drift['psi']:.3f} ({drift['severity']}), p {drift['p_value']:.2g}")
+        # A PSI is read as drift only beside a change the rows could not give by chance (reports before 1.7: always)
+        rows = drift["rows_after"]
+        chance = f"within chance at {rows} row{'' if rows == 1 else 's'}"
+        reading = drift["severity"] if drift.get("significant", True) else chance
+        lines.append(f"  drift {drift['name']}: PSI {drift['psi']:.3f} ({reading}), p {drift['p_value']:.2g}")
     return lines
 
 
