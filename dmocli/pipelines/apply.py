@@ -67,9 +67,9 @@ def stored_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
 
 def curve_off_scale(model: DmoModel) -> bool:
     """Whether the stored held-out curve is not on the model's own scale: a gbdt `--cv` ensemble (which averages its
-    members' probabilities, far below each member's score at the top) written before its out-of-fold scores were
-    carried to its own by rank (operating_point/carry.py, `HeldOutCurve.carried`): a cut from such a curve can lie
-    above every score the model gives."""
+    members' probabilities, far below each member's score at the top) whose curve keeps the out-of-fold scores
+    (not carried to its own by rank, `HeldOutCurve.carried`: only `--cv-transfer rank` is): a cut from such a curve
+    can lie above every score the model gives."""
     ensemble = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
     curve = model.evidence
     return ensemble and model.architecture.kind == "gbdt" and curve is not None and not curve.carried
@@ -79,9 +79,9 @@ def off_scale_warning(model_path: str | Path, threshold: float) -> str:
     """What a cut searched on a curve off the model's scale (curve_off_scale) may do, and the ways out."""
     return (
         f"the held-out curve {model_path} keeps is its fold models' out-of-fold scores, not this boosted-tree "
-        "ensemble's own (a file written before dmocli carried them to its scale), so the threshold "
-        f"{threshold:.6g} found on it may flag far fewer rows than the curve says, or none; retrain the model, or "
-        "give labeled DATA to search the model's own scores"
+        "ensemble's own (it averages their probabilities), so the threshold "
+        f"{threshold:.6g} found on it may flag far fewer rows than the curve says, or none; give labeled DATA to "
+        "search the model's own scores, or retrain with --cv-transfer rank"
     )
 
 

@@ -62,10 +62,6 @@ def test_a_gbdt_ensemble_flags_the_share_of_new_the_curve_expects(dmo, models, t
     at_or_above, above, rows = flagged(out, models / "new.parquet", adapted["threshold"])
     wanted = int(round(expected * rows))
     assert wanted >= 1 and above < wanted <= at_or_above, (above, wanted, at_or_above)
-    # The curve is kept on the ensemble's own scale since issue 45 (carried by rank at training), so its cut
-    # flags rows of NEW too; before, it lay above every score this ensemble gives NEW.
-    assert load_model(models / "gbdt.st").evidence.carried
-    assert not any("flags none" in line for line in report["warnings"])
 
 
 def test_a_linear_models_adapted_cut_is_the_curves(dmo, models, tmp_path):
@@ -81,10 +77,8 @@ def test_a_linear_models_adapted_cut_is_the_curves(dmo, models, tmp_path):
     assert adapted["expected_share"] == pytest.approx(expected, abs=1e-12)
 
 
-def test_prior_warns_of_the_held_out_scale_only_where_the_curve_is_off_the_models(dmo, models, tmp_path):
-    """A gbdt ensemble's curve is carried to its own scale at training (issue 45), so --prior's cut is on the
-    model's scale and nothing is said; the warning is for files whose curve was not carried."""
-    for family, warned in (("gbdt", False), ("linear", False)):
+def test_prior_on_a_gbdt_ensemble_says_the_cut_is_on_the_held_out_scale(dmo, models, tmp_path):
+    for family, warned in (("gbdt", True), ("linear", False)):
         code, stdout, err = dmo("threshold", models / f"{family}.st", "--prior", "0.05", "-o", tmp_path / "p.st")
         assert code == 0, err
         assert ("on the scale of the held-out scores" in err and "--adapt NEW" in err) is warned, (family, err)
@@ -94,19 +88,17 @@ def test_prior_warns_of_the_held_out_scale_only_where_the_curve_is_off_the_model
     assert report["adapted"]["carried"] == "score" and report["adapted"]["expected_share"] is None
 
 
-def test_prior_on_a_gbdt_ensemble_whose_curve_was_not_carried_says_the_cut_is_on_the_held_out_scale(
-    dmo, models, tmp_path
-):
-    """A file written before issue 45 keeps its members' out-of-fold scores (`carried` false): --prior's cut is on
-    their scale, not the ensemble's, and the summary says so with the way out."""
+def test_prior_on_a_carried_curve_says_nothing_of_scales(dmo, models, tmp_path):
+    """A curve carried to the model's own scale (`carried`, as `--cv-transfer rank` writes it): --prior's cut is on
+    the model's scale, and the summary says nothing of the held-out scale."""
     stored = modelfile.read_model_file(models / "gbdt.st")
     meta = modelfile.read_metadata(models / "gbdt.st")
-    meta["info"]["heldout"]["carried"] = False
-    old = tmp_path / "old.st"
-    save_file(dict(stored.tensors), str(old), metadata={modelfile.METADATA_KEY: json.dumps(meta)})
-    code, _, err = dmo("threshold", old, "--prior", "0.05", "-o", tmp_path / "p.st")
+    meta["info"]["heldout"]["carried"] = True
+    carried = tmp_path / "carried.st"
+    save_file(dict(stored.tensors), str(carried), metadata={modelfile.METADATA_KEY: json.dumps(meta)})
+    code, _, err = dmo("threshold", carried, "--prior", "0.05", "-o", tmp_path / "p.st")
     assert code == 0, err
-    assert "on the scale of the held-out scores" in err and "--adapt NEW" in err, err
+    assert "on the scale of the held-out scores" not in err, err
 
 
 def test_cut_flagging_against_brute_force():

@@ -110,7 +110,7 @@ def test_rank_transfer_keeps_the_share_of_rows_predicted_positive():
     crossed = CrossFitted(oof, y, np.zeros(200, dtype=np.int64), 0.0, [], kind="gbdt")
     assert crossed.carries_by_rank("rank") and not crossed.carries_by_rank("apply")
     assert not crossed.carries_by_rank("ensemble")  # no probability map: its members' logits are averaged
-    assert crossed.mapped((1.0, 0.0)).carries_by_rank("ensemble")
+    assert not crossed.mapped((1.0, 0.0)).carries_by_rank("ensemble")  # kept on the out-of-fold scale (docs/gbdt.md)
     truth, problem = {"train": y, "cv": y}, Problem("frop", 0.8)
     common = dict(problem=problem, own=None, adjust=True, confidence=None, allow_infeasible=False)
     kept = settle_threshold({"train": final, "cv": oof}, truth, **common)
