@@ -46,9 +46,13 @@ class HeldOutCurve:
     exact : bool
         False when adjacent scores were merged (more than MAX_EXACT_POINTS distinct scores).
     carried : bool
-        True when the held-out scores were carried to the saved model's own scores by rank (a gbdt `--cv` ensemble,
-        `--cv-transfer rank`: operating_point/carry.carried_by_rank), so the curve is on the scale the model
-        decides on; False when they are the model's own scale as they came (or a file written before).
+        True when the held-out scores were carried to the saved model's own scores by rank (`--cv-transfer rank`:
+        operating_point/carry.carried_by_rank), so the curve is on the scale the model decides on; False when they
+        are kept as they came (or a file written before).
+    highest_own : float or None
+        The highest score the saved model gives its own training rows, where the curve holds out-of-fold scores
+        that were not carried (a `--cv` model): a cut above it flags none of them, whatever the curve says there
+        (a gbdt fold ensemble's scores lie far below its members' at the top). None: not kept.
     """
 
     scores: np.ndarray
@@ -58,6 +62,7 @@ class HeldOutCurve:
     certified_rows: int
     exact: bool = True
     carried: bool = False
+    highest_own: float | None = None
 
     @classmethod
     def from_scores(
@@ -69,6 +74,7 @@ class HeldOutCurve:
         certified_rows: int | None = None,
         max_points: int = MAX_EXACT_POINTS,
         carried: bool = False,
+        highest_own: float | None = None,
     ) -> "HeldOutCurve":
         """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that);
         `certified_rows` defaults to the rows counted."""
@@ -87,6 +93,7 @@ class HeldOutCurve:
             int(certified_rows if certified_rows is not None else scores.size),
             exact,
             carried,
+            highest_own,
         )
 
     @property
@@ -142,6 +149,7 @@ class HeldOutCurve:
             "rows": self.n_pos + self.n_neg,
             "positives": self.n_pos,
             **({"carried": True} if self.carried else {}),
+            **({"highest_own": self.highest_own} if self.highest_own is not None else {}),
         }
 
     @classmethod
@@ -165,8 +173,18 @@ class HeldOutCurve:
         carried = info.get("carried", False)
         if not isinstance(carried, bool):
             raise ValueError("the held-out curve's carried is not true or false")
+        highest = info.get("highest_own")
+        if highest is not None and (isinstance(highest, bool) or not isinstance(highest, (int, float))):
+            raise ValueError("the held-out curve's highest_own is not a number")
+        if highest is not None and not np.isfinite(highest):
+            raise ValueError("the held-out curve's highest_own is not finite")
         return cls(
-            **arrays, split=info["split"], certified_rows=rows, exact=bool(info.get("exact", True)), carried=carried
+            **arrays,
+            split=info["split"],
+            certified_rows=rows,
+            exact=bool(info.get("exact", True)),
+            carried=carried,
+            highest_own=None if highest is None else float(highest),
         )
 
 

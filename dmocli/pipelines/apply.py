@@ -7,6 +7,7 @@ reads DATA once, and DATA may be `-`: a CSV on standard input.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold
 from dmocli.pipelines.scoring import collect_logits, open_data
 from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
+    above_its_highest_score,
     certified_rows,
     fit_threshold,
     judge_reachability,
@@ -155,6 +157,11 @@ def refit_threshold(
         where=labeled.fitted_on,
         new_rows=new_rows,
     )
+    beyond = (
+        above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if data is None else None
+    )
+    if beyond is not None:  # the curve's rows reach the target there, but the model flags none of its own
+        point, unreachable = dataclasses.replace(point, feasible=False), beyond
     settled = judge_reachability(point, unreachable, allow_infeasible)
     if labeled.curve.split == "train":
         settled.warnings.append(OPTIMISTIC)

@@ -235,10 +235,25 @@ def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel
     """The verdict on every section (all rows, then each chunk): the target ruled out by the label-shift
     interval, the positive rate or a feature drifted past its limit. Recorded whether or not --gate was asked;
     only --gate turns a failure into exit 3."""
-    reasons = [f"all rows: {reason}" for reason in section_reasons(overall, model.problem)]
+    reasons = above_its_scores(model, curve=model.evidence)
+    reasons += [f"all rows: {reason}" for reason in section_reasons(overall, model.problem)]
     for section in chunks:
         reasons += [f"chunk {section['chunk']}: {reason}" for reason in section_reasons(section, model.problem)]
     return {"asked": asked, "passed": not reasons, "reasons": reasons}
+
+
+def above_its_scores(model: DmoModel, *, curve: Any) -> list[str]:
+    """The model's threshold above every score it gives its own training rows (the curve's `highest_own`, kept where
+    the curve holds out-of-fold scores): it flags none of them, so every estimate read from the curve at that cut
+    describes rows the model does not flag. A reason to stop, whatever the estimates say."""
+    highest = getattr(curve, "highest_own", None)
+    if highest is None or np.float32(highest) >= np.float32(model.threshold):
+        return []
+    return [
+        f"the threshold {model.threshold:.6g} is above every score the model gives its training rows (the highest: "
+        f"{highest:.6g}), so it flags none of them and the estimates read from its held-out curve there do not "
+        "apply; re-target on labeled DATA, or retrain with --cv-transfer rank"
+    ]
 
 
 def section_reasons(section: dict[str, Any], problem: Problem | None) -> list[str]:

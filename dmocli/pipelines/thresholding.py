@@ -318,6 +318,7 @@ def settle_threshold(
             split=held_out,
             certified_rows=held_out_rows or int(truth[held_out].size),
             carried=held_out == "cv" and carry_to is not None,
+            highest_own=_highest_own(logits, held_out, carried=carry_to is not None),
         )
         # carried scores are the model's scores of the rows it was fitted on, ordered as the out-of-fold ones: no
         # reference for the drift of its scores on new rows
@@ -359,15 +360,33 @@ def flags_none_of_its_rows(point: OperatingPoint, own: np.ndarray | None, *, whe
     """Why a cut that reaches the target on the held-out scores is not feasible when the saved model's own scores
     of its training rows (`own`) all lie below it: the model would flag nothing (the held-out scores were on
     another scale). None when it flags some, or when nothing was feasible anyway (FPOR and FROP only)."""
-    if not point.feasible or own is None or own.size == 0 or np.count_nonzero(own >= np.float32(point.threshold)):
+    if own is None or own.size == 0:
+        return None
+    return above_its_highest_score(point, float(own.max()), where=where, rows=f"its {own.size} training rows")
+
+
+def above_its_highest_score(
+    point: OperatingPoint, highest: float | None, *, where: str, rows: str = "its training rows"
+) -> str | None:
+    """flags_none_of_its_rows from the highest of those scores alone, as the held-out curve keeps it
+    (`HeldOutCurve.highest_own`): `dmo threshold` re-targets on the curve without the model's scores."""
+    if highest is None or not point.feasible or np.float32(highest) >= np.float32(point.threshold):
         return None
     rank = option_hint("--cv-transfer rank", "cv_transfer='rank'")
     return (
         f"the threshold {point.threshold:.6g} reaches the target on {where} but is above every score the saved "
-        f"model gives its {own.size} training rows (the highest: {float(own.max()):.6g}), so it flags none of "
-        f"them: the scores it was chosen on are on another scale; {rank} carries the cut to the model's own "
-        "scores by the share of rows it flags"
+        f"model gives {rows} (the highest: {highest:.6g}), so it flags none of them: the scores it was chosen on "
+        f"are on another scale; {rank} carries the cut to the model's own scores by the share of rows it flags"
     )
+
+
+def _highest_own(logits: dict[str, np.ndarray], held_out: str | None, *, carried: bool) -> float | None:
+    """What the held-out curve keeps of the saved model's own scores of its training rows (`highest_own`): their
+    highest, where the curve holds out-of-fold scores not carried to them; None elsewhere."""
+    own = logits.get("train")
+    if held_out != "cv" or carried or own is None or own.size == 0:
+        return None
+    return float(np.max(own))
 
 
 def oof_cut(oof: np.ndarray, carried: np.ndarray, threshold: float) -> float:

@@ -26,6 +26,7 @@ import pytest
 from dmocli import Problem, TrainOptions, UnreachableTarget, refit_threshold, train
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.carry import carried_by_rank
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.monitor import monitor
 from dmocli.pipelines.thresholding import settle_threshold
 
@@ -172,3 +173,42 @@ def test_a_retarget_on_a_curve_written_off_the_models_scale_says_so(tmp_path):
     model.evidence = dataclasses.replace(model.evidence, carried=True)
     model.save(old)
     assert not any("boosted-tree" in w for w in refit_threshold(old, None, Problem("frop", 0.2), out)["warnings"])
+
+
+def test_a_retarget_above_every_score_of_the_model_is_refused_and_the_monitor_gate_fails(tmp_path):
+    """Issue 45, hostile 3's second repro: a gbdt ensemble re-targeted from its stored out-of-fold curve to FROP 0.2
+    got a cut above every score it gives, and `monitor --gate` passed estimating recall 0.2 where 0.0 was
+    realized. The curve keeps the highest score the model gives its training rows (`highest_own`): a cut above it
+    is refused like train's, and where it is kept (--allow-infeasible) the monitor's gate fails on it."""
+    seed, terms = 0, (-5.0, 4.0, 2.0)  # a sharp top: the cut for a low recall lies above the ensemble's scores
+    path, retargeted = tmp_path / "gb.safetensors", tmp_path / "gf.safetensors"
+    frame = _frame(2000, seed, terms)
+    opts = TrainOptions(problem="fpor", target=0.8, model="gbdt", seed=seed, device="cpu", allow_infeasible=True)
+    train(_table(frame), opts, path)
+    model = load_model(path)
+    own = model.logits(_table(frame))[0]
+    assert model.evidence.highest_own == pytest.approx(float(own.max()))
+    low = Problem("frop", 0.2)
+    with pytest.raises(UnreachableTarget, match="above every score the saved model gives its training rows"):
+        refit_threshold(path, None, low, retargeted)
+    report = refit_threshold(path, None, low, retargeted, allow_infeasible=True)
+    kept = load_model(retargeted)
+    assert kept.threshold > own.max() and report["operating_point"]["feasible"] is False
+    assert kept.evidence.highest_own == model.evidence.highest_own  # the re-target keeps what the curve knew
+    new_path = tmp_path / "new.parquet"
+    _frame(2000, 100 + seed, terms).to_parquet(new_path)
+    verdict = monitor(retargeted, new_path)["gate"]
+    assert not verdict["passed"] and "flags none of them" in verdict["reasons"][0], verdict
+    # a cut the model's scores reach is re-targeted as before
+    reachable = refit_threshold(path, None, Problem("frop", 0.6), retargeted)
+    assert reachable["operating_point"]["feasible"] and load_model(retargeted).threshold <= own.max()
+
+
+def test_the_curves_highest_own_is_checked_on_load():
+    curve = HeldOutCurve.from_scores(np.array([0.1, 0.5, 0.9]), np.array([0, 1, 1]), split="cv", highest_own=0.7)
+    tensors, info = curve.tensors(), curve.info()
+    assert HeldOutCurve.from_file(tensors, info).highest_own == 0.7
+    for bad in ("0.7", True, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="highest_own"):
+            HeldOutCurve.from_file(tensors, {**info, "highest_own": bad})
+    assert HeldOutCurve.from_file(tensors, {k: v for k, v in info.items() if k != "highest_own"}).highest_own is None
