@@ -149,19 +149,7 @@ def refit_threshold(
     search = _search_asked(model, problem, confidence, new_rows)
     labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows)
     new_rows = certified_rows(search.new_rows, search.confidence, stored_sample(model.info))  # the model's sample
-    point, unreachable = fit_threshold(
-        labeled.logits,
-        labeled.y,
-        search.problem,
-        confidence=search.confidence,
-        where=labeled.fitted_on,
-        new_rows=new_rows,
-    )
-    beyond = (
-        above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if data is None else None
-    )
-    if beyond is not None:  # the curve's rows reach the target there, but the model flags none of its own
-        point, unreachable = dataclasses.replace(point, feasible=False), beyond
+    point, unreachable = _searched_point(labeled, search, new_rows=new_rows, stored=data is None)
     settled = judge_reachability(point, unreachable, allow_infeasible)
     if labeled.curve.split == "train":
         settled.warnings.append(OPTIMISTIC)
@@ -216,6 +204,26 @@ def _search_asked(
                 new_rows = model.info.get("new_rows") or POPULATION
     check_new_rows(new_rows, confidence)  # --new-rows alone changes the sample of the model's own certificate
     return _Search(problem=problem, source=source, confidence=confidence, new_rows=new_rows)
+
+
+def _searched_point(
+    labeled: "_Labeled", search: "_Search", *, new_rows: int | float | None, stored: bool
+) -> tuple[OperatingPoint, str | None]:
+    """The exact search on the labeled scores, and why its point is out of reach (None: it is not). On the stored
+    curve (`stored`), a cut above every score the model gives its training rows (the curve's `highest_own`) flags
+    none of them: not feasible, whatever the curve's rows say there (thresholding.above_its_highest_score)."""
+    point, unreachable = fit_threshold(
+        labeled.logits,
+        labeled.y,
+        search.problem,
+        confidence=search.confidence,
+        where=labeled.fitted_on,
+        new_rows=new_rows,
+    )
+    beyond = above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if stored else None
+    if beyond is not None:
+        return dataclasses.replace(point, feasible=False), beyond
+    return point, unreachable
 
 
 @dataclass(frozen=True, kw_only=True)
