@@ -268,17 +268,6 @@ def _unreachable(
     )
 
 
-def off_curve_scale(model: DmoModel) -> bool:
-    """Whether the model's scores are not on the scale of the held-out curve it stores: a `--cv` ensemble that
-    averages its boosted-tree members' probabilities (models/networks.FoldEnsemble with a member map), while the
-    curve keeps each member's out-of-fold logit. Averaging probabilities pulls the top of the scale in by as much
-    as the members disagree there: trees disagree most (segment0: held-out cuts up to 123, the ensemble's scores
-    at most 1.67). Linear and mlp ensembles average probabilities too, but their members nearly agree, and
-    carrying their cuts by share measured no better (docs/measurements.md): their cuts are kept as they are."""
-    members = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
-    return members and model.architecture.kind == "gbdt"
-
-
 def carry_to_model(
     model: DmoModel, curve: HeldOutCurve, *, cut: float, rate: float, logits: np.ndarray | None
 ) -> tuple[float, dict[str, Any]]:
@@ -288,7 +277,7 @@ def carry_to_model(
     `expected_share` is None without NEW rows (--prior)."""
     if logits is None:
         return cut, {"carried": "score", "expected_share": None}
-    if off_curve_scale(model) and model.problem.kind != "frop":
+    if curve_off_scale(model) and model.problem.kind != "frop":
         threshold, share = carried_by_share(curve, cut, rate, logits)
         return threshold, {"carried": "share", "expected_share": share}
     return cut, {"carried": "score", "expected_share": expected_share(curve, cut, rate)}
@@ -311,7 +300,7 @@ def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) ->
 
 def _flags_nothing(threshold: float, logits: np.ndarray | None, carried: str = "score") -> list[str]:
     """The warning when the new threshold is above every score of NEW: the model would flag none of its rows. Kept
-    on the curve's scale, the cut may be above the model's scores (off_curve_scale); carried by share, the cut is
+    on the curve's scale, the cut may be above the model's scores (curve_off_scale); carried by share, the cut is
     expected to flag less than half a row."""
     if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
         return []

@@ -71,7 +71,9 @@ def curve_off_scale(model: DmoModel) -> bool:
     """Whether the stored held-out curve is not on the model's own scale: a gbdt `--cv` ensemble (which averages its
     members' probabilities, far below each member's score at the top) whose curve keeps the out-of-fold scores
     (not carried to its own by rank, `HeldOutCurve.carried`: only `--cv-transfer rank` is): a cut from such a curve
-    can lie above every score the model gives."""
+    can lie above every score the model gives, so `--adapt` carries its cut by the share of NEW. Linear and mlp
+    ensembles average probabilities too, but their members nearly agree, and carrying their cuts by share measured
+    no better (docs/measurements.md): their curve is taken as on their scale."""
     ensemble = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
     curve = model.evidence
     return ensemble and model.architecture.kind == "gbdt" and curve is not None and not curve.carried
