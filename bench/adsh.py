@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from dmocli import TrainOptions, train
-from dmocli.pipelines.apply import evaluate
+from dmocli.use.apply import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 METHODS = {

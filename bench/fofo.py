@@ -37,7 +37,7 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
 from dmocli import TrainOptions, train
 from dmocli.data import reading
-from dmocli.pipelines.apply import evaluate
+from dmocli.use.apply import evaluate
 from dmocli.solvers.online.thresholds import FofoThreshold
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]

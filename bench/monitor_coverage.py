@@ -25,7 +25,7 @@ from scipy.stats import norm
 from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.monitor import label_shift_section, rate_drift, section_reasons
+from dmocli.use.monitor import label_shift_section, rate_drift, section_reasons
 
 RATE, MU, SD, LEVEL, CURVE_ROWS = 0.2, 2.0, 1.5, 0.95, 600
 

@@ -58,8 +58,8 @@ from dmocli.operating_point.label_shift import (  # noqa: E402
     usable_rate,
 )
 from dmocli.operating_point.search import search_curve  # noqa: E402
-from dmocli.pipelines.adapt import carry_to_model  # noqa: E402
-from dmocli.pipelines.monitor import rate_drift  # noqa: E402
+from dmocli.use.adapt import carry_to_model  # noqa: E402
+from dmocli.use.monitor import rate_drift  # noqa: E402
 
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8

@@ -22,9 +22,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before any OpenMP runtime
 _API = {
     "train": ("pipelines.train", "train"),
     "TrainOptions": ("options", "TrainOptions"),
-    "evaluate": ("pipelines.evaluate", "evaluate"),
-    "predict": ("pipelines.in_memory_predict", "predict"),
-    "refit_threshold": ("pipelines.apply", "refit_threshold"),
+    "evaluate": ("use.evaluate", "evaluate"),
+    "predict": ("use.in_memory_predict", "predict"),
+    "refit_threshold": ("use.apply", "refit_threshold"),
     "load_model": ("models.modelfile", "load_model"),
     "Problem": ("operating_point.problems", "Problem"),
     "search_threshold": ("operating_point.search", "search"),

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dmocli.engines",),
     ("dmocli.solvers", "dmocli.extract"),
     ("dmocli.pipelines",),
+    ("dmocli.use",),
     ("dmocli.estimator",),
     ("dmocli.cli",),
     ("dmocli", "dmocli.__main__"),  # the package's lazy public API and `python -m dmocli`

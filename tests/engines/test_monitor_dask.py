@@ -20,7 +20,7 @@ from conftest import make_binary_frame
 
 from dmocli import TrainOptions, report_schema, train
 from dmocli.engines.choice import EngineChoice
-from dmocli.pipelines.monitor import monitor
+from dmocli.use.monitor import monitor
 
 pytest.importorskip("distributed")
 

@@ -61,7 +61,7 @@ def test_core_imports_and_extract_fails_clearly_without_the_extra(tmp_path: Path
     args = [str(_image_folder(tmp_path)), "-o", str(tmp_path / "f.parquet"), "--model", "org/model"]
     proc = _run_without(
         extras,
-        "import dmocli.cli.process, dmocli.pipelines.train, dmocli.pipelines.apply, dmocli.extract; print('ok'); "
+        "import dmocli.cli.process, dmocli.pipelines.train, dmocli.use.apply, dmocli.extract; print('ok'); "
         f"dmocli.cli.process.main(['extract', *{args!r}])",
     )
     assert proc.stdout.strip() == "ok", proc.stderr

@@ -22,7 +22,7 @@ from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import estimate_prevalence, exact_rate_interval
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.monitor import label_shift_section, section_reasons
+from dmocli.use.monitor import label_shift_section, section_reasons
 
 RATE, MU, SD = 0.2, 2.0, 1.5
 LEVEL = 0.95

@@ -32,7 +32,7 @@ def evaluate(
 
     Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
     """
-    from dmocli.pipelines.evaluate import evaluate as run_evaluate
+    from dmocli.use.evaluate import evaluate as run_evaluate
 
     with report_on_refusal(as_json, _summary):
         result = run_evaluate(

@@ -27,7 +27,7 @@ def info(
 
     Example: dmo info model.safetensors --features
     """
-    from dmocli.pipelines.model_info import model_info
+    from dmocli.use.model_info import model_info
 
     report = model_info(model, **dataclasses.asdict(options))
     if as_json:

@@ -30,7 +30,7 @@ def monitor(
 
     Example: dmo monitor fraud.safetensors march.parquet --gate --chunk-col week
     """
-    from dmocli.pipelines.monitor import monitor as run_monitor
+    from dmocli.use.monitor import monitor as run_monitor
 
     with report_on_refusal(as_json, _monitor_lines):
         result = run_monitor(

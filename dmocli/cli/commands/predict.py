@@ -32,7 +32,7 @@ def predict(
 ) -> None:
     """Write logit, probability and decision per row, streaming in record batches."""
     from dmocli.data.sources import is_stdin
-    from dmocli.pipelines.apply import predict as run_predict
+    from dmocli.use.apply import predict as run_predict
 
     to_stdout = is_stdin(output)
     if to_stdout and as_json:

@@ -43,7 +43,7 @@ def threshold(
         _adapt_threshold(model, data, options, output=output, report=report, as_json=as_json)
         return
     from dmocli.operating_point.problems import Problem
-    from dmocli.pipelines.apply import refit_threshold
+    from dmocli.use.apply import refit_threshold
 
     problems = option_errors(options)  # every one found before any reading, in one message
     if options.problem is None and (options.target is not None or options.beta is not None):
@@ -90,7 +90,7 @@ def _adapt_threshold(
     model: Path, data: Optional[Path], options: ThresholdOptions, *, output: Path, report: Optional[Path], as_json: bool
 ) -> None:
     """`threshold --adapt NEW | --prior R`: the model's own problem at a new positive rate."""
-    from dmocli.pipelines.adapt import adapt_to_rate
+    from dmocli.use.adapt import adapt_to_rate
 
     problems = option_errors(options)
     if data is not None:

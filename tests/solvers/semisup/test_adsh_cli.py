@@ -15,7 +15,7 @@ from conftest import run_dmo
 
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
-from dmocli.pipelines.evaluate import evaluate
+from dmocli.use.evaluate import evaluate
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ import pytest
 from conftest import run_dmo
 from safetensors.numpy import load_file
 
-from dmocli.pipelines.evaluate import evaluate
+from dmocli.use.evaluate import evaluate
 from dmocli.solvers.semisup.fallback import labeled_folds
 
 

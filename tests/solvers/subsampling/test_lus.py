@@ -16,8 +16,8 @@ from conftest import make_binary_frame, make_gaussian_classes, run_dmo
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture
-from dmocli.pipelines.apply import predict
-from dmocli.pipelines.evaluate import evaluate
+from dmocli.use.apply import predict
+from dmocli.use.evaluate import evaluate
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
 from dmocli.prep.columns import plan_columns
 from dmocli.solvers.base import FitContext, SplitData, offset_logits

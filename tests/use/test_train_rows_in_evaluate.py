@@ -99,7 +99,7 @@ def test_the_python_api_names_the_keyword(files):
 
 def test_monitor_on_dask_workers_finds_the_same_share(files, dask_threads):
     from dmocli.engines.choice import EngineChoice
-    from dmocli.pipelines.monitor import monitor
+    from dmocli.use.monitor import monitor
 
     local = monitor(files / "m.st", files / "parts")
     dask = monitor(files / "m.st", files / "parts", engine=EngineChoice("dask", scheduler=dask_threads))

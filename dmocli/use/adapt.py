@@ -34,7 +34,7 @@ from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.label_shift import AdaptedThreshold, adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
-from dmocli.pipelines.apply import curve_off_scale, stored_curve
+from dmocli.use.apply import curve_off_scale, stored_curve
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows, stored_sample

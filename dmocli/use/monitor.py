@@ -42,8 +42,8 @@ from dmocli.operating_point.label_shift import (
     metrics_under_label_shift,
 )
 from dmocli.operating_point.problems import Problem
-from dmocli.pipelines.apply import stored_curve
-from dmocli.pipelines.monitor_read import Section, read_sections
+from dmocli.use.apply import stored_curve
+from dmocli.use.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate, is_evidence

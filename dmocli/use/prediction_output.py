@@ -21,7 +21,7 @@ from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.pipelines.explained import explain_arrays
+from dmocli.use.explained import explain_arrays
 from dmocli.pipelines.scoring import row_count
 from dmocli.prep.features import LevelCounts
 

@@ -1,4 +1,4 @@
-"""Applying a saved model: predict, and re-fit its threshold on new data (evaluate is pipelines/evaluate.py).
+"""Applying a saved model: predict, and re-fit its threshold on new data (evaluate is use/evaluate.py).
 
 Both stream the data in record batches; threshold keeps only one logit and
 one label per row (what exact metrics need), predict keeps nothing. So each
@@ -25,10 +25,10 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import POPULATION, check_new_rows
-from dmocli.pipelines.explained import check_k, explain_count, with_explain_fields
-from dmocli.pipelines.model_input import ModelLike, model_name, opened
+from dmocli.use.explained import check_k, explain_count, with_explain_fields
+from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
-from dmocli.pipelines.prediction_output import (
+from dmocli.use.prediction_output import (
     Predictions,
     check_id_col,
     check_prediction_paths,
@@ -323,7 +323,7 @@ def predict(
     spreadsheet would run as a formula (`=...`, `+...`, `-...`, `@...`) get a leading `'`, unless `csv_escape`
     is False (for a program that reads the ids back verbatim). `explain` K adds each row's K largest
     contributions (docs/python.md#explanations). `dmocli.predict` with no output returns a DataFrame instead
-    (pipelines/in_memory_predict.py)."""
+    (use/in_memory_predict.py)."""
     if explain is not None:
         check_k(explain)
     started = time.perf_counter()

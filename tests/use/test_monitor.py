@@ -166,7 +166,7 @@ def test_adapt_with_confidence_certifies_what_the_model_was_certified_on_by_defa
 def test_a_threshold_above_every_new_score_is_warned_about():
     """The stored curve may reach scores the model never gives (a --cv ensemble of boosted trees): a threshold
     above all of NEW's scores flags nothing, and the adapted report says so."""
-    from dmocli.pipelines.adapt import _flags_nothing
+    from dmocli.use.adapt import _flags_nothing
 
     scores = np.array([-1.0, 0.5, 1.67], dtype=np.float32)
     assert "flags none of its rows" in _flags_nothing(28.5, scores)[0]
@@ -179,7 +179,7 @@ def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unm
     training rate the rule (moved by 1.25 either way, the 95% interval excluding the training rate) fires in at
     most 5% of 100 samples of 1,500 rows, and at half and twice the rate in at least 90%."""
     from dmocli.operating_point.label_shift import estimate_prevalence
-    from dmocli.pipelines.monitor import rate_drift
+    from dmocli.use.monitor import rate_drift
 
     shifted(0.4, 6000, seed=11).drop(columns="label").to_parquet(tmp_path / "high.parquet")
     code, out, err = dmo("monitor", trained / "m.st", tmp_path / "high.parquet", "--gate", "--json")

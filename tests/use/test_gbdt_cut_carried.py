@@ -27,7 +27,7 @@ from dmocli import Problem, TrainOptions, UnreachableTarget, refit_threshold, tr
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.carry import carried_by_rank
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.pipelines.monitor import monitor
+from dmocli.use.monitor import monitor
 from dmocli.pipelines.thresholding import settle_threshold
 
 
