@@ -25,18 +25,7 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import POPULATION, check_new_rows
-from dmocli.use.explained import check_k, explain_count, with_explain_fields
-from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.multiclass import refit_class_offsets
-from dmocli.use.prediction_output import (
-    Predictions,
-    check_id_col,
-    check_prediction_paths,
-    prediction_schema,
-    prediction_target,
-    summed_levels,
-    write_locally,
-)
 from dmocli.pipelines.report_parts import OperatingPointSection, SplitsSection
 from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
 from dmocli.pipelines.scoring import collect_logits, open_data
@@ -53,6 +42,17 @@ from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.prep.row_fingerprint import share_of_sketched_rows
 from dmocli.report import empty_prediction_warnings, envelope, unlabeled_warning
+from dmocli.use.explained import check_k, explain_count, with_explain_fields
+from dmocli.use.model_input import ModelLike, model_name, opened
+from dmocli.use.prediction_output import (
+    Predictions,
+    check_id_col,
+    check_prediction_paths,
+    prediction_schema,
+    prediction_target,
+    summed_levels,
+    write_locally,
+)
 
 SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
 

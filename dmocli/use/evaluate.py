@@ -18,7 +18,6 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.gate import check_gate_confidence, gate_line, judge_gate
-from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.pipelines.saving import refuse_with_report, stamp
 from dmocli.pipelines.scoring import collect_logits
 from dmocli.pipelines.thresholding import problem_fields, split_reports
@@ -35,6 +34,7 @@ from dmocli.report import (
     unlabeled_warning,
     write_report,
 )
+from dmocli.use.model_input import ModelLike, model_name, opened
 
 
 def evaluate(

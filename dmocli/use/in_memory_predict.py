@@ -19,13 +19,13 @@ from dmocli.data import sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import load_model
+from dmocli.pipelines.scoring import open_data
+from dmocli.prep.columns import refuse_problems
+from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.use.apply import predict as predict_to_file
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, opened
 from dmocli.use.prediction_output import Predictions, prediction_schema, summed_levels
-from dmocli.pipelines.scoring import open_data
-from dmocli.prep.columns import refuse_problems
-from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 
 
 def predict(

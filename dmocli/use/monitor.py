@@ -42,13 +42,13 @@ from dmocli.operating_point.label_shift import (
     metrics_under_label_shift,
 )
 from dmocli.operating_point.problems import Problem
-from dmocli.use.apply import stored_curve
-from dmocli.use.monitor_read import Section, read_sections
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate, is_evidence
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
+from dmocli.use.apply import stored_curve
+from dmocli.use.monitor_read import Section, read_sections
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
 # The positive rate drifts past the limit when it moved by this factor or more, either way, and its interval

@@ -21,9 +21,9 @@ from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.use.explained import explain_arrays
 from dmocli.pipelines.scoring import row_count
 from dmocli.prep.features import LevelCounts
+from dmocli.use.explained import explain_arrays
 
 INT64_MAX = 2**63 - 1
 

@@ -27,8 +27,8 @@ from dmocli import Problem, TrainOptions, UnreachableTarget, refit_threshold, tr
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.carry import carried_by_rank
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.use.monitor import monitor
 from dmocli.pipelines.thresholding import settle_threshold
+from dmocli.use.monitor import monitor
 
 
 def _frame(n: int, seed: int, terms: tuple[float, float, float] = (-3.0, 2.0, 1.5)) -> pd.DataFrame:

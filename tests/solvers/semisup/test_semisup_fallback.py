@@ -20,8 +20,8 @@ import pytest
 from conftest import run_dmo
 from safetensors.numpy import load_file
 
-from dmocli.use.evaluate import evaluate
 from dmocli.solvers.semisup.fallback import labeled_folds
+from dmocli.use.evaluate import evaluate
 
 
 @pytest.fixture(autouse=True)

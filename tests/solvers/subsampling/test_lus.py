@@ -16,13 +16,13 @@ from conftest import make_binary_frame, make_gaussian_classes, run_dmo
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.models.networks import Architecture
-from dmocli.use.apply import predict
-from dmocli.use.evaluate import evaluate
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
 from dmocli.prep.columns import plan_columns
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
 from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates
 from dmocli.solvers.subsampling.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
+from dmocli.use.apply import predict
+from dmocli.use.evaluate import evaluate
 
 
 # ---- the acceptance formula ---------------------------------------------------------------------------------
