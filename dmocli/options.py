@@ -6,7 +6,9 @@ it (dmocli/cli/declared.py), the Python API takes it as is, and `DmoClassifier` 
 from the fields marked `estimator` (dmocli/estimator.py), so a default or a range cannot drift between the three.
 Solver `--param` fields declare their ranges and choices with flat keys, which `check_value` turns into the same
 constraint objects, so every bad value gets a message of one form, from one validator (`constraints.failure`),
-before any data is read. The other commands are declared the same way in dmocli/command_options.py.
+before any data is read. A rule between options (`--new-rows` needs `--confidence`) is an object too, listed once
+in the declaration's `RULES`, and `option_errors` checks it with the constraints, for the CLI and the Python API
+alike. The other commands are declared the same way in dmocli/command_options.py.
 """
 
 from __future__ import annotations
@@ -17,9 +19,20 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from dmocli.constraints import AllOf, AnyOf, Constraint, Except, Interval, OneOf, failure, from_flat_keys
+from dmocli.constraints import (
+    AllOf,
+    AnyOf,
+    Constraint,
+    Except,
+    Interval,
+    OneOf,
+    Requires,
+    Rule,
+    failure,
+    from_flat_keys,
+)
 from dmocli.constraints import choice_list as choice_list  # messages elsewhere list choices as the validator does
 from dmocli.errors import DmoError
 
@@ -32,6 +45,9 @@ AUTO_CANDIDATES = ("linear", "gbdt")  # in order of simplicity: a tie goes to th
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 IMPUTE_CHOICES = ("none", "median")
 NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is about: give --confidence C with it"
+# The rule behind that message, declared once: TrainOptions lists it, ThresholdOptions under --adapt/--prior, and
+# check_new_rows applies it where a confidence comes from a model file.
+NEW_ROWS_NEED_CONFIDENCE = Requires(("new_rows",), "confidence", NEW_ROWS_WITHOUT_CONFIDENCE)
 
 
 MAX_NEW_ROWS = 10**9  # beyond it the test over every count of the new sample takes minutes (docs/operating-points.md)
@@ -43,7 +59,9 @@ AT_LEAST_ONE = Interval(int, 1, None)
 POSITIVE = Interval(float, 0, None, closed="neither")
 SEED = Interval(int, 0, MAX_SEED)
 TARGET = Interval(float, 0, 1, closed="neither", message="is outside (0, 1); give a value such as 0.8")
-CONFIDENCE = Interval(float, 0.5, 1, closed="left")  # below 0.5 the bound would loosen the target, not guard it
+# Every confidence level (train's and threshold's certificate, evaluate's gate, monitor's intervals): below 0.5 a
+# lower bound would loosen the target, an upper bound fail models that meet it, an interval hold less than half.
+CONFIDENCE = Interval(float, 0.5, 1, closed="left", message="must be in [0.5, 1), e.g. 0.95")
 CV = AnyOf(
     (
         AllOf(
@@ -105,15 +123,45 @@ def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | No
 
 
 def option_errors(options: Any) -> list[str]:
-    """What breaks a declared constraint in a filled declaration (TrainOptions, or another command's): every
-    such option, checked before any data is read."""
+    """What breaks a declared constraint or rule in a filled declaration (TrainOptions, or another command's):
+    every such option, then every rule of its `RULES` broken, checked before any data is read."""
     errors = []
-    for spec in dataclasses.fields(options):
+    specs = {spec.name: spec for spec in dataclasses.fields(options)}
+    for spec in specs.values():
         value = getattr(options, spec.name)
-        error = failure(f"{flag_of(spec)} {value!r}", value, spec.metadata.get("constraint"))
-        if error is not None:
-            errors.append(error)
+        reason = failure("", value, spec.metadata.get("constraint"))  # " must be ...": the label once refused,
+        if reason is not None:  # as a value's repr may be a whole table's (`adapt_to_rate(new_data=frame)`)
+            errors.append(f"{flag_of(spec)} {value!r}{reason}")
+    values = {name: getattr(options, name) for name in specs}
+    for rule in getattr(options, "RULES", ()):
+        if rule.broken(values):
+            errors.append(rule.reason(values, lambda name: flag_of(specs[name])))
     return errors
+
+
+def check_given(declaration: type, **given: Any) -> None:
+    """Refuse what a library function was given as keywords named after `declaration`'s fields (its command's
+    options; the others keep their defaults, which break nothing): the same constraints, rules and messages as
+    the command line, with no second copy of any."""
+    refuse(option_errors(declaration(**given)))
+
+
+def example_value(declaration: type, name: str) -> Any:
+    """A value the option `name` of `declaration` admits, for the combinations a rule generates (Rule.failing):
+    its constraint's example, or for an option with none (a path, a name) the metavar or name it is shown with."""
+    (spec,) = [spec for spec in dataclasses.fields(declaration) if spec.name == name]
+    constraint = spec.metadata.get("constraint")
+    return constraint.example() if constraint is not None else spec.metadata.get("metavar") or name
+
+
+def failing_combinations(declaration: type) -> list[tuple[Rule, dict[str, Any]]]:
+    """Every combination of options that breaks one of `declaration`'s rules, each with that rule: what
+    tests/cli/test_option_constraints.py runs through each command, as `invalid_values` gives single values."""
+    return [
+        (rule, combination)
+        for rule in getattr(declaration, "RULES", ())
+        for combination in rule.failing(lambda name: example_value(declaration, name))
+    ]
 
 
 def problem_kind(value: Any) -> Any:
@@ -216,10 +264,11 @@ class TrainOptions:
         "refuse",
         "--dates",
         estimator=True,
-        constraint=OneOf(("refuse", "parts")),
-        help="refuse: a date or timestamp column is a problem to fix; parts: turn each into numeric features (year, "
-        "month, day, weekday, hour and minute when it holds times, days since the earliest training date), stored "
-        "in the model and applied by evaluate and predict (docs/data.md, Dates).",
+        constraint=OneOf(("refuse", "parts", "parts,trend")),
+        help="refuse: a date or timestamp column is a problem to fix; parts: turn each into the numeric features "
+        "that recur (month, day, weekday; hour and minute when it holds times); parts,trend: also year and days "
+        "since the earliest training date, which no later period matches. A part the same in every training row "
+        "is dropped with a warning. Stored in the model and applied by evaluate and predict (docs/data.md, Dates).",
     )
     parse_numbers: bool = option(
         False,
@@ -268,6 +317,16 @@ class TrainOptions:
         "--val/--val-frac; 0: fit the threshold on the training rows, which is optimistic). auto: 5 folds when a "
         "held-out fifth of DATA (or --val) would hold too few positives for a precise threshold, else that one "
         "held-out split (docs/training.md#cv-auto).",
+    )
+    time_col: str | None = option(
+        None,
+        "--time-col",
+        estimator=True,
+        metavar="COL",
+        help="Rows are a sequence in time ordered by COL (a date or timestamp in any form --dates reads, or a number): "
+        "the threshold is fitted on out-of-time scores, each of K later blocks scored by a model trained on the "
+        "blocks before it (--cv K, default 5), or on --val, which must follow DATA's period; the model saved is one "
+        "trained on every row. COL is not a feature (docs/training.md#time-col).",
     )
     cv_transfer: str = option(
         "ensemble",
@@ -340,18 +399,12 @@ class TrainOptions:
         2, "--workers", constraint=AT_LEAST_ONE, help="Worker processes of the local Dask cluster (--engine dask)."
     )
 
+    RULES: ClassVar[tuple[Rule, ...]] = (NEW_ROWS_NEED_CONFIDENCE,)
+
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)
         self.new_rows = read_new_rows(self.new_rows)  # the API may spell it as the command line does, or numpy
         self.cv = read_cv(self.cv)  # a number of folds or auto, as the command line spells it (typer gives text)
-
-    def refusals(self) -> list[str]:
-        """What breaks a declared constraint, and --new-rows without the --confidence it qualifies: every such
-        option, checked before any data is read."""
-        errors = option_errors(self)
-        if self.new_rows is not None and self.confidence is None:
-            errors.append(NEW_ROWS_WITHOUT_CONFIDENCE)
-        return errors
 
 
 def target_problem(target: Any) -> str | None:
@@ -404,17 +457,11 @@ def read_new_rows(text: Any) -> Any:
 
 
 def check_new_rows(new_rows: Any, confidence: float | None) -> None:
-    """--new-rows where no TrainOptions holds it (threshold's pipeline, the search API): it names the sample a
-    --confidence guarantee is about, so it means nothing without one, and its value must count rows or be inf."""
-    if new_rows is not None and confidence is None:
-        raise DmoError(NEW_ROWS_WITHOUT_CONFIDENCE)
-    problem = failure(f"--new-rows {new_rows!r}", read_new_rows(new_rows), NEW_ROWS)
-    if problem is not None:
-        raise DmoError(problem)
+    """--new-rows and the --confidence it is about where no declaration holds them (a re-fit, whose confidence
+    may be the one MODEL stores; the search API): TrainOptions' constraints and NEW_ROWS_NEED_CONFIDENCE."""
+    check_given(TrainOptions, new_rows=new_rows, confidence=confidence)
 
 
 def check_confidence(confidence: float | None) -> None:
-    """The level of the one-sided Clopper-Pearson bound: below 0.5 it would loosen the target, not guard it."""
-    problem = failure(f"--confidence {confidence}", confidence, CONFIDENCE)
-    if problem is not None:
-        raise DmoError(f"{problem}, e.g. 0.95")
+    """The level of the one-sided Clopper-Pearson bound where no declaration holds it (the search API)."""
+    check_given(TrainOptions, confidence=confidence)

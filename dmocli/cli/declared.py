@@ -22,7 +22,7 @@ from rich.markup import escape
 
 from dmocli.data.outputs import check_distinct
 from dmocli.errors import DmoError
-from dmocli.options import option_errors, read_new_rows, refuse
+from dmocli.options import option_errors, refuse
 
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
@@ -35,7 +35,7 @@ CLI_TYPES: dict[str, Any] = {
     "val": Optional[Path],
     "unlabeled_truth": Optional[Path],
     "plot": Optional[Path],
-    "new_rows": Optional[str],  # a number of rows, or inf
+    "new_rows": Optional[str],  # a number of rows, or inf (read by the declaration)
     "cv": Optional[str],  # a number of folds, or auto (read by TrainOptions)
 }
 
@@ -93,6 +93,9 @@ CHECKED_OPTIONS = (
     "solver",
     "model",
     "drop_unlabeled",
+    "time_col",
+    "cv",
+    "val",
 )
 IGNORED_PANEL = "Options of dmo train, accepted and ignored"
 # What `dmo train` writes, beside its TrainOptions (declared by the train command itself): a command that takes a
@@ -134,7 +137,8 @@ def option_parameters(declaration: type, used: Collection[str] | None = None) ->
 
 
 def options_from_cli(declaration: type, values: dict[str, Any]) -> Any:
-    """The declaration filled from the parsed command line (lists back to tuples, KEY=VALUE lists to dicts)."""
+    """The declaration filled from the parsed command line (lists back to tuples, KEY=VALUE lists to dicts; text
+    the declaration reads itself, --new-rows and --cv, as given)."""
     values = dict(values)
     hints = typing.get_type_hints(declaration)
     for name, value in values.items():
@@ -142,8 +146,6 @@ def options_from_cli(declaration: type, values: dict[str, Any]) -> Any:
             values[name] = tuple(value)
     if "params" in values:
         values["params"] = parse_params(values["params"])
-    if "new_rows" in values:
-        values["new_rows"] = read_new_rows(values["new_rows"])
     if "class_target" in values:
         values["class_target"] = parse_class_targets(values["class_target"])
     return declaration(**values)
@@ -160,8 +162,9 @@ def takes_options(
 
     The generated options take the place of the command's `options` parameter, so --help lists them where the
     command puts that parameter (after DATA in `dmo train`, after --json in `dmo evaluate`). With `check`, every
-    declared constraint is checked before the command runs, all refusals in one message (train's pipeline
-    checks its own, with the solver's, so `dmo train` passes check=False). `@takes_options(TrainOptions, used=
+    declared constraint and rule (the declaration's `RULES`) is checked before the command runs, all refusals in
+    one message (train's pipeline checks its own, with the solver's, so `dmo train` passes check=False, and
+    `dmo threshold` joins its own to them). `@takes_options(TrainOptions, used=
     CHECKED_OPTIONS)`: a command that takes a whole `dmo train` command line (its -o and --report too), so one
     can be copied into it as is, and uses the options in `used`; --help lists the others apart.
     """

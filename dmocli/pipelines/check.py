@@ -12,7 +12,8 @@ import pyarrow as pa
 from dmocli.data import reading, sources
 from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
-from dmocli.options import TrainOptions, refuse
+from dmocli.options import TrainOptions, option_errors, refuse
+from dmocli.pipelines.time_blocks import shuffled_time_warning, time_problems
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, survey_columns, text_column_warning
 from dmocli.prep.derive import Derivation
 from dmocli.prep.features import Preprocessor, case_variant_groups
@@ -102,7 +103,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
     their sources first (prep/derive.py), a value that does not read named by its row and left missing."""
     derive, problems = survey_derivation(table.schema, lambda columns: table.select(columns).to_batches(), opts)
     table = derive.apply(table, strict=False)
-    plan, found = survey_columns(table.schema, opts.label_col, opts.drop, opts.embedding_col)
+    plan, found = survey_columns(table.schema, opts.label_col, not_features(opts, table.schema), opts.embedding_col)
     problems += found
     warnings: list[str] = []
     labels = problem = None
@@ -120,6 +121,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
             continue
         wide = None if trees else text_column_warning(name, len(levels), table.num_rows)
         warnings += [w for w in (wide, case_variant_warning(name, case_variant_groups(levels))) if w]
+    warnings = derive.warnings() + warnings  # first: date parts dropped as constant in every row
     return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings, table)
 
 
@@ -129,8 +131,21 @@ def survey_derivation(
     """The derivation --dates and --parse-numbers ask for, fitted on `read(columns)`'s batches of DATA (the label
     and --drop columns left as they are), with every value that does not read named by its row."""
     return Derivation.survey(
-        schema, read, exclude=[opts.label_col, *opts.drop], dates_mode=opts.dates, parse_numbers=opts.parse_numbers
+        schema,
+        read,
+        exclude=[opts.label_col, *not_features(opts, schema)],
+        dates_mode=opts.dates,
+        parse_numbers=opts.parse_numbers,
     )
+
+
+def not_features(opts: TrainOptions, schema: pa.Schema) -> tuple[str, ...]:
+    """The columns left out of the features: --drop's, and --time-col's, which orders the rows and is never a
+    feature (where DATA has it: a missing one is named by pipelines/time_blocks.py, not as a --drop)."""
+    time_col = opts.time_col
+    if time_col is None or time_col == opts.label_col or time_col not in schema.names or time_col in opts.drop:
+        return tuple(opts.drop)
+    return (*opts.drop, time_col)
 
 
 def survey_labels(
@@ -174,7 +189,7 @@ def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
     """`dmo check`: the survey of DATA as a report; `ok` is whether `dmo train` with these options would take
     the data (the caller exits 2 when not). Every option is checked as train checks it, all at once; DATA is read
     whole, whichever the solver (a streaming one refuses the same problems, batch by batch)."""
-    problems = opts.refusals()
+    problems = option_errors(opts)
     try:
         solver = get_solver(opts.solver)
     except DmoError as exc:
@@ -184,6 +199,8 @@ def check(data: sources.Source, opts: TrainOptions) -> dict[str, Any]:
     table = reading.read_table(data)
     found = survey(table, opts, solver)
     plan, pre, labels = found.plan, found.pre, found.labels
+    found.problems += time_problems(table, opts, labels)
+    found.warnings += shuffled_time_warning(table, opts)
     report = envelope(
         "check",
         data=sources.describe(data),

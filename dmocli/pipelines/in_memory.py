@@ -28,6 +28,7 @@ from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, CvRule
 from dmocli.pipelines.in_memory_load import Loaded, check_unlabeled, load
 from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
+from dmocli.pipelines.time_blocks import block_count, blocks_report, cut_blocks, forward_chain, val_report
 from dmocli.prep.dataset import Prepared, concatenated
 from dmocli.prep.drift import drift_warnings
 from dmocli.prep.features import LevelCounts
@@ -62,6 +63,8 @@ class _Splits:
     levels: LevelCounts  # unseen and missing categorical levels of DATA (with --val-frac, of both parts)
     val_levels: LevelCounts | None
     val_rows: int  # --val's rows, labeled or not
+    blocks: np.ndarray | None = None  # --time-col: each training row's block in time (forward chaining), or None
+    time_blocks: dict[str, Any] | None = None  # the report's `time_blocks`: each block's period, the held-out one
 
 
 @dataclass
@@ -139,6 +142,8 @@ def train_loaded(
     class_op = class_problem(opts, labels.classes, labels.binary)  # a multi-class operating point, checked first
     splits = _splits(loaded, opts, solver=solver, group=group)
     del loaded  # the splits as read: with --cv and --val, pooled copies replace them
+    if splits.blocks is not None and opts.cv_transfer == "ensemble":  # one model of every row (time_blocks.py)
+        opts = dataclasses.replace(opts, cv_transfer="apply")
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
         problem=problem,
@@ -176,8 +181,12 @@ def train_loaded(
             **({**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled} if val_levels is not None else {}),
             **({} if group is None else {"distributed": {"world_size": group.world_size, "backend": group.backend}}),
             **({"cv_rule": splits.rule.report()} if splits.rule is not None else {}),
+            **({"time_blocks": splits.time_blocks} if splits.time_blocks is not None else {}),
         },
-        info_fields={"rows": int(truth["train"].size)},
+        info_fields={
+            "rows": int(truth["train"].size),
+            **({"time_blocks": _time_info(splits.time_blocks)} if splits.time_blocks is not None else {}),
+        },
         crossed=crossed,
         calibrate=splits.calibrate,
         # an ensemble's members carry the probability map: the model's own is the identity
@@ -195,6 +204,8 @@ def _splits(loaded: Loaded, opts: TrainOptions, *, solver: InMemorySolver, group
     """Decide the folds (a collective count under torchrun), and with --cv and --val pool --val's rows into the
     folds: every labeled row then counts in them."""
     train_data, val_data, rule = loaded.train, loaded.val, loaded.cv_rule
+    if loaded.times is not None:
+        return _time_splits(loaded, opts)
     folds = _folds(opts, solver, data=train_data, group=group, rule=rule)
     rule = dataclasses.replace(rule, folds=folds) if rule is not None else None
     val_levels = val_data.levels if val_data is not None else None
@@ -209,12 +220,47 @@ def _splits(loaded: Loaded, opts: TrainOptions, *, solver: InMemorySolver, group
     return _Splits(train_data, val_data, folds, rule, calibrate, pooled_val_rows, levels, val_levels, val_rows)
 
 
+def _time_info(section: dict[str, Any]) -> dict[str, Any]:
+    """What the model file's info keeps of --time-col: the column and the held-out period its threshold and held-out
+    curve come from (out of time), for `dmo info` and a re-target to say so."""
+    return {"time_col": section["time_col"], "held_out_by": section["held_out_by"], "held_out": section["held_out"]}
+
+
+def _time_splits(loaded: Loaded, opts: TrainOptions) -> _Splits:
+    """--time-col: DATA cut into K blocks in time (forward chaining), or, with --val, DATA whole and --val, never
+    pooled, as the later period (pipelines/time_blocks.py)."""
+    train_data, val_data, times = loaded.train, loaded.val, loaded.times
+    assert times is not None
+    folds = block_count(opts)
+    val_rows = val_data.n + loaded.val_unlabeled if val_data is not None else 0
+    calibrate = "offsets" not in train_data.extra or (val_data is not None and not folds)
+    blocks, section = None, None
+    if folds:
+        blocks = cut_blocks(times, train_data.y, folds)
+        section = blocks_report(times, train_data.y, blocks)
+    elif val_data is not None and loaded.val_times is not None:
+        section = val_report(times, train_data.y, loaded.val_times, val_data.y)
+    val_levels = val_data.levels if val_data is not None else None
+    return _Splits(
+        train_data, val_data, folds, None, calibrate, 0, train_data.levels, val_levels, val_rows, blocks, section
+    )
+
+
 def _fit(solver: InMemorySolver, splits: _Splits, *, ctx: FitContext, ensemble: bool) -> _Fitted:
     """Cross-fit the folds (if any), then the final fit on every training row, or, for `--cv-transfer ensemble`,
     the folds' models as the model."""
     device, arch, params = ctx.device, ctx.architecture, ctx.params
     crossed, member_map = None, None
-    if splits.folds:
+    if splits.blocks is not None:
+        crossed = forward_chain(
+            solver,
+            splits.train,
+            splits.blocks,
+            ctx=ctx,
+            to_tensors=lambda part: _split_tensors(part, device),
+            device=device,
+        )
+    elif splits.folds:
         crossed = cross_fit(
             solver,
             splits.train.labeled(),

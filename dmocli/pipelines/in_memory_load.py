@@ -17,9 +17,10 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cv_auto import SPLIT_FRAC, CvRule, decide
+from dmocli.pipelines.time_blocks import Times, check_val_follows, read_times
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, prepare, stratified_split
-from dmocli.prep.feature_drift import ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, stray_classes
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
@@ -50,6 +51,8 @@ class Loaded:
     warnings: list[str]  # what the survey of DATA found worth saying (wide text columns, look-alike classes)
     profile: ProfileBuilder  # the training rows' features counted, every process's under torchrun (drift profile)
     cv_rule: CvRule | None = None  # what --cv auto decided, where its rule applies (a binary problem, one process)
+    times: Times | None = None  # --time-col: the time of each training row (pipelines/time_blocks.py)
+    val_times: Times | None = None  # and of each labeled row of --val
 
 
 @dataclass
@@ -138,6 +141,7 @@ def load(
     if group is None:  # under torchrun the caller checks the count of every process's rows
         check_unlabeled(n_unlabeled, opts, solver)
     used = np.arange(full.n) if solver.uses_unlabeled else np.flatnonzero(full.y >= 0)  # the rows training keeps
+    times = _training_times(table, opts, problem, used)
     split = None  # --val-frac's (train, val) positions in those rows, drawn here: the profile needs the table
     auto = _auto_rule_applies(opts, solver, problem, group)
     rule = None  # what --cv auto decided on DATA's positives (on --val's below, with --val)
@@ -163,11 +167,15 @@ def load(
     if not solver.uses_unlabeled:
         full = full.labeled()  # with --drop-unlabeled (checked by the caller); itself when every row is labeled
 
-    val_unlabeled = 0
+    val_unlabeled, val_times = 0, None
     if opts.val is not None:
         val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
+        if times is not None:  # --val is the later period the threshold is fitted on
+            where, rows = f"--val {opts.val}", np.flatnonzero(val_all.y >= 0)
+            val_times = read_times(val_table, times.column, rows, where=where, order=times.order)
+            check_val_follows(times, val_times, opts.val)
         if auto:  # --cv auto counts --val's positives: the held-out rows are --val's
             positives = int((val_all.y == 1).sum())
             rule = decide(positives=positives, problem=problem, confidence=opts.confidence, held_out="val")
@@ -182,7 +190,21 @@ def load(
     else:
         train_data, val_data = full, None
     del full  # with --val-frac, train and val are copies: the whole set must not stay alive beside them
-    return Loaded(labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile, rule)
+    kept = (labels, problem, pre, train_data, val_data, n_unlabeled, val_unlabeled, warnings, profile, rule)
+    return Loaded(*kept, times=times, val_times=val_times)
+
+
+def _training_times(table: pa.Table, opts: TrainOptions, problem: Problem | None, used: np.ndarray) -> Times | None:
+    """--time-col's time of each row training keeps (None without it); a multi-class label is refused here, once
+    the labels tell (the threshold fitted out of time is a binary one)."""
+    if opts.time_col is None:
+        return None
+    if problem is None:
+        raise DmoError(
+            f"--time-col {opts.time_col} fits a binary threshold and the label has more than two classes; give "
+            "--positive CLASS (one class against the rest), or train without --time-col"
+        )
+    return read_times(table, opts.time_col, used, where="DATA")
 
 
 PROFILE_ROWS = 65536  # rows of a table profiled at a time: a slice's copy, not the table's

@@ -23,11 +23,13 @@ from dmocli.options import (
     PROBLEM_CHOICES,
     TrainOptions,
     choice_list,
+    option_errors,
     refuse,
 )
 from dmocli.pipelines.in_memory import train_in_memory
 from dmocli.pipelines.in_memory_load import NOT_PARQUET
 from dmocli.pipelines.model_choice import auto_problems, train_auto
+from dmocli.pipelines.time_blocks import time_col_problems
 from dmocli.solvers import available, get_solver, solver_class
 from dmocli.solvers.base import InMemorySolver, Solver, SolverParams, StreamingSolver
 
@@ -134,7 +136,7 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     the declared choices and ranges, the --model kinds the solver declares for the --engine (`Solver.engines`),
     each `--param`'s declared scope, and the options this run would ignore; every problem in one message.
     Reads no data, so `dmo solvers --json` can be checked against it without training."""
-    problems = opts.refusals()
+    problems = option_errors(opts)
     try:
         solver = get_solver(opts.solver)
     except DmoError as exc:  # the checks below need a solver: refuse now, with every option problem found
@@ -151,6 +153,7 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     if params is not None:
         problems += _auto_param_problems(opts, solver, params) if auto else _param_scope_problems(opts, params)
     problems += _inapplicable_options(opts, solver)
+    problems += time_col_problems(opts, solver, distributed=torchrun.launched())
     if opts.engine == "dask":
         problems += _dask_problems(opts)
     refuse(problems)

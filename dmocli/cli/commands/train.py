@@ -60,6 +60,7 @@ def train(
     split = (result.get("operating_point") or {}).get("split", "train")
     outlook = outlook_line(result, split, math.inf)  # the population's value, as --confidence certifies by default
     lines = header + _model_choice_line(result) + _rounds_rule_line(result) + _cv_rule_line(result)
+    lines += _time_blocks_lines(result)
     lines += _certificate_line(result)
     lines += split_lines(result) + outlook
     lines += _infeasible_note(result)
@@ -92,6 +93,15 @@ def _cv_rule_line(report: dict[str, Any]) -> list[str]:
     from dmocli.pipelines.cv_auto import rule_line
 
     return [rule_line(report["cv_rule"])]
+
+
+def _time_blocks_lines(report: dict[str, Any]) -> list[str]:
+    """--time-col: each block's period, rows and positives, and the held-out period (pipelines/time_blocks.py)."""
+    if "time_blocks" not in report:
+        return []
+    from dmocli.pipelines.time_blocks import summary_lines
+
+    return summary_lines(report)
 
 
 def _certificate_line(report: dict[str, Any]) -> list[str]:
