@@ -181,7 +181,7 @@ def train_trees_on_dask(
         levels=trees.levels,
         profile=client_fit.profile,
         training_rows=trees.fitted_rows,
-        warnings=case_variant_warnings(pre),
+        warnings=pre.derive_warnings() + case_variant_warnings(pre),
         report_fields={"engine": {"name": "dask", "workers": trees.workers, "scheduler": opts.scheduler}},
         info_fields={"engine": "dask"},
     )

@@ -468,7 +468,7 @@ def _held_out_logits(provisional: DmoModel, data: sources.Source, opts: TrainOpt
     """One logit and label a row of --val, or of DATA when --adjust searches the threshold on the training rows:
     the only O(rows) step, taken only when asked for."""
     pre = provisional.preprocessor
-    held = _HeldOut({}, {}, {}, case_variant_warnings(pre))
+    held = _HeldOut({}, {}, {}, pre.derive_warnings() + case_variant_warnings(pre))
     if opts.val is not None or adjust:
         from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
     if opts.val is not None:  # one logit + label a row

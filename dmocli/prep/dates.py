@@ -31,6 +31,20 @@ DAY_FIRST, MONTH_FIRST = "day-first", "month-first"
 ORDERS = (DAY_FIRST, MONTH_FIRST)
 PARTS = ("year", "month", "day", "weekday", "hour", "minute", "days_since")
 TIME_PARTS = ("hour", "minute")  # only for a column that holds times of day
+# Parts that move with time itself: no later period takes their training values again, so a model that leans on
+# them meets values it never saw (and monitor sees them drift) from the first month after training. Made only on
+# request (`--dates parts,trend`); the others recur (every year has its months, every week its weekdays).
+TREND_PARTS = ("year", "days_since")
+# What a training set must span for each part to vary, as a constant part's warning names it.
+SPANS = {
+    "year": "more than one year",
+    "month": "more than one month",
+    "day": "more than one day of the month",
+    "weekday": "more than one day of the week",
+    "hour": "more than one hour of the day",
+    "minute": "more than one minute of the hour",
+    "days_since": "more than one day",
+}
 US_PER_DAY = 86_400_000_000
 US_PER_MINUTE = 60_000_000
 US_PER_HOUR = 3_600_000_000
@@ -175,6 +189,13 @@ def typed_instants(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         micros = column.cast(pa.timestamp("us", tz=column.type.tz), safe=False)
         values = to_numpy(micros.cast(pa.int64()), fill=0)
     return values.astype(np.int64), to_numpy(column.is_valid()).astype(bool)
+
+
+def asked_parts(*, with_time: bool, trend: bool) -> tuple[str, ...]:
+    """The parts a column gets before those constant in training are dropped, in PARTS order: hour and minute only
+    when it holds times of day, the TREND_PARTS only under `--dates parts,trend` (and in every model file written
+    before they were left out of plain `parts`, which stores no list of its parts)."""
+    return tuple(p for p in PARTS if (with_time or p not in TIME_PARTS) and (trend or p not in TREND_PARTS))
 
 
 def parts(micros: np.ndarray, ok: np.ndarray, *, with_time: bool, reference_day: int) -> dict[str, np.ndarray]:

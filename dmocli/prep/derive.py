@@ -6,10 +6,14 @@ CANDIDATE_SHARE of the values read as dates) and which are numbers written as te
 first, the decimal mark) and the reference day of `days_since`; it names every value that does not read, by its
 data row (1 is the first row after a CSV's header). `Derivation.apply` then turns raw batches into batches of
 numbers, the same way in training, evaluate, predict and monitor: the Preprocessor stores it (prep/features.py)
-and applies it before its own encoding. A date column `when` becomes `when.year`, `when.month`, `when.day`,
-`when.weekday` (0 is Monday), `when.hour` and `when.minute` (only when it holds times of day; UTC) and
-`when.days_since` (days since the earliest training date), in its place among the columns; a parsed number column
-keeps its name. A missing cell is a missing value of every part, filled as `--impute` says.
+and applies it before its own encoding. A date column `when` becomes the parts that recur, `when.month`,
+`when.day`, `when.weekday` (0 is Monday), `when.hour` and `when.minute` (only when it holds times of day; UTC), in
+its place among the columns; `--dates parts,trend` adds the trend, `when.year` and `when.days_since` (days since
+the earliest training date), which no later period matches: stored as trends (`Derivation.trends`), so what reads
+a model can expect them to drift. A part with one value in every training row is dropped, with a warning
+(`Derivation.warnings`). A model file written before parts were chosen stores no list of them and is read as it
+was written: every part, trend included. A parsed number column keeps its name. A missing cell is a missing value
+of every part, filled as `--impute` says.
 """
 
 from __future__ import annotations
@@ -23,37 +27,11 @@ import pyarrow as pa
 from dmocli.errors import DmoError
 from dmocli.prep import dates, human_numbers
 from dmocli.prep.columns import OFFSET_PREFIX, is_date, is_numeric, is_string
+from dmocli.prep.date_rule import DateRule
 
 CANDIDATE_SHARE = 0.9  # a text column is a date (number) column when this share of its values reads as one
 NAMED_ROWS = 5  # failing rows a message names
 _FIX_EMPTY = "empty a cell that has no value (a missing value, filled as --impute says)"
-
-
-@dataclass
-class DateRule:
-    """How one date column is read: the order of day and month in numeric text, whether it holds times of day,
-    and the reference day of `days_since` (ISO)."""
-
-    column: str
-    order: str | None
-    with_time: bool
-    reference: str
-
-    @property
-    def outputs(self) -> list[str]:
-        return [f"{self.column}.{part}" for part in dates.PARTS if self.with_time or part not in dates.TIME_PARTS]
-
-    def values(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The parts of each row, and the rows holding a value that is no date as this rule reads them."""
-        if is_string(column.type):
-            text = dates.read_text(_decoded(column))
-            micros, ok = dates.instants(text, self.order)
-            bad = text.present & ~ok
-        else:
-            micros, ok = dates.typed_instants(column)
-            bad = np.zeros(len(column), dtype=bool)
-        found = dates.parts(micros, ok, with_time=self.with_time, reference_day=dates.day_number(self.reference))
-        return {f"{self.column}.{part}": found[part] for part in found if f"{self.column}.{part}" in self.outputs}, bad
 
 
 @dataclass
@@ -169,8 +147,10 @@ class Derivation:
                 arrays.append(column)
                 names.append(name)
                 continue
-            if isinstance(column, pa.ChunkedArray):
-                column = column.combine_chunks()
+            changed = True
+            if not rule.outputs:  # every part constant in training: the column gives no feature, and is not read
+                continue
+            column = _decoded(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
             values, bad, foreign = rule.read(column) if isinstance(rule, NumberRule) else (*rule.values(column), None)
             if strict and foreign is not None and foreign.any():
                 problems.append(_foreign(rule, column, foreign))
@@ -180,7 +160,6 @@ class Derivation:
             for out, numbers in values.items():
                 arrays.append(pa.array(numbers, type=pa.float64(), from_pandas=True))
                 names.append(out)
-            changed = True
         if problems:
             raise DmoError("; ".join(problems))
         if not changed:
@@ -191,13 +170,17 @@ class Derivation:
         """What `dmo check` and the train report say of the derived columns."""
         return {rule.column: _described(rule) for rule in self.rules}
 
+    def trends(self) -> list[str]:
+        """The derived columns that move with time itself (a date's year and days_since), in column order."""
+        return [name for rule in self.rules if isinstance(rule, DateRule) for name in rule.trends]
+
+    def warnings(self) -> list[str]:
+        """What training says of the derivation: one warning per date column with parts dropped as constant."""
+        return [w for rule in self.rules if isinstance(rule, DateRule) for w in [rule.warning()] if w]
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "dates": [
-                {"column": r.column, "order": r.order, "with_time": r.with_time, "reference": r.reference}
-                for r in self.rules
-                if isinstance(r, DateRule)
-            ],
+            "dates": [r.to_dict() for r in self.rules if isinstance(r, DateRule)],
             "numbers": [_number_dict(r) for r in self.rules if isinstance(r, NumberRule)],
             "order": [r.column for r in self.rules],
         }
@@ -209,12 +192,7 @@ class Derivation:
             raise ValueError("preprocessing.derive is not a JSON object")
         rules: dict[str, Rule] = {}
         for item in data["dates"]:
-            if item["order"] not in (*dates.ORDERS, None) or not isinstance(item["with_time"], bool):
-                raise ValueError(f"preprocessing.derive has a malformed date rule: {item!r}")
-            dates.day_number(item["reference"])  # raises on anything but an ISO date
-            rules[str(item["column"])] = DateRule(
-                str(item["column"]), item["order"], item["with_time"], item["reference"]
-            )
+            rules[str(item["column"])] = DateRule.from_dict(item)
         for item in data["numbers"]:
             currency, percent = item.get("currency"), item.get("percent")
             if (
@@ -245,7 +223,7 @@ class Derivation:
         """The rules for `schema`'s columns (not `exclude`: the label, --drop), from one pass over the candidate
         columns (`read(columns)` yields their batches, in row order), and every problem found, rows named."""
         exclude = set(exclude)
-        want_dates = dates_mode == "parts"
+        want_dates = dates_mode != "refuse"
         candidates = [
             f.name
             for f in schema
@@ -258,7 +236,8 @@ class Derivation:
         ]
         if not candidates:
             return cls(), []
-        tallies = {name: _Tally(want_dates, parse_numbers) for name in candidates}
+        trend = dates_mode == "parts,trend"
+        tallies = {name: _Tally(want_dates, parse_numbers, trend=trend) for name in candidates}
         start = 0
         for batch in read(candidates):
             for name in candidates:
@@ -281,14 +260,15 @@ class Derivation:
 
 class _Tally:
     """What one pass learns of a candidate column: counts, the rows that read or fail under each reading, the
-    earliest date under each order."""
+    earliest date and each part's lowest and highest value under each order."""
 
-    def __init__(self, want_dates: bool, parse_numbers: bool):
-        self.want_dates, self.parse_numbers = want_dates, parse_numbers
+    def __init__(self, want_dates: bool, parse_numbers: bool, *, trend: bool = False):
+        self.want_dates, self.parse_numbers, self.trend = want_dates, parse_numbers, trend
         self.typed = False
         self.present = self.date_shaped = self.number_shaped = 0
         self.with_time = False
         self.earliest: dict[Any, int] = {}
+        self.ranges: dict[Any, dict[str, tuple[float, float]]] = {}  # order -> part -> (lowest, highest)
         self.rows: dict[str, list[tuple[int, str]]] = {}  # kind of evidence or failure -> (row, value), first few
         self.counts: dict[str, int] = {}
         self.currencies: dict[str, tuple[int, str]] = {}
@@ -310,7 +290,7 @@ class _Tally:
             self.with_time |= pa.types.is_timestamp(
                 column.type.value_type if pa.types.is_dictionary(column.type) else column.type
             )
-            self._earliest(None, micros, ok)
+            self._span(None, micros, ok)
             return
         column = _decoded(column)
         if self.want_dates:
@@ -320,7 +300,7 @@ class _Tally:
             self.with_time |= bool(text.has_time.any())
             readings = {order: dates.instants(text, order) for order in (*dates.ORDERS, None)}
             for order, (micros, ok) in readings.items():
-                self._earliest(order, micros, ok)
+                self._span(order, micros, ok)
                 self.note(f"bad date {order}", np.flatnonzero(text.present & ~ok), start, column)
             day_ok, month_ok = readings[dates.DAY_FIRST][1], readings[dates.MONTH_FIRST][1]
             self.note(dates.DAY_FIRST, np.flatnonzero(text.numeric & day_ok & ~month_ok), start, column)
@@ -355,17 +335,38 @@ class _Tally:
                 if name not in self.currencies:
                     self.currencies[name] = (start + row + 1, column[row].as_py())
 
-    def _earliest(self, order: Any, micros: np.ndarray, ok: np.ndarray) -> None:
-        if ok.any():
-            day = int(np.floor_divide(micros[ok], dates.US_PER_DAY).min())
-            self.earliest[order] = min(self.earliest.get(order, day), day)
+    def _span(self, order: Any, micros: np.ndarray, ok: np.ndarray) -> None:
+        """The earliest day and each part's range so far, of the dates read in `order` (days_since from
+        1970-01-01 and with times: the reference comes once the pass is done; constant in the same rows)."""
+        if not ok.any():
+            return
+        micros = micros[ok]
+        day = int(np.floor_divide(micros, dates.US_PER_DAY).min())
+        self.earliest[order] = min(self.earliest.get(order, day), day)
+        ranges = self.ranges.setdefault(order, {})
+        found = dates.parts(micros, np.ones(micros.size, dtype=bool), with_time=True, reference_day=0)
+        for part, values in found.items():
+            low, high = ranges.get(part, (np.inf, -np.inf))
+            ranges[part] = (min(low, float(values.min())), max(high, float(values.max())))
+
+    def _date_parts(self, order: Any, reference: int) -> tuple[tuple[str, ...], dict[str, float]]:
+        """The parts asked for that vary over the training rows read in `order`, and the constant ones with their
+        value (days_since: days past `reference`, the earliest day)."""
+        ranges = self.ranges.get(order, {})
+        asked = dates.asked_parts(with_time=self.with_time, trend=self.trend)
+        constant = {
+            part: ranges[part][0] - (reference if part == "days_since" else 0)
+            for part in asked
+            if part in ranges and ranges[part][0] == ranges[part][1]
+        }
+        return tuple(part for part in asked if part not in constant), constant
 
     def decide(self, name: str) -> tuple[Rule | None, list[str]]:
         """The column's rule (None: it stays as it is) and its problems."""
         if self.typed:
             if None not in self.earliest:
                 return None, []  # no date at all: survey_columns and the Preprocessor name the empty column
-            return DateRule(name, None, self.with_time, dates.day_text(self.earliest[None])), []
+            return self._dated(name, None), []
         if self.present and self.want_dates and self.date_shaped >= CANDIDATE_SHARE * self.present:
             return self._date_rule(name)
         if self.present and self.parse_numbers and self.number_shaped >= CANDIDATE_SHARE * self.present:
@@ -394,8 +395,12 @@ class _Tally:
                 f"column '{name}': {count} value(s) are not dates{how} ({_named(failed)}); write them as YYYY-MM-DD, "
                 f"or {_FIX_EMPTY}"
             )
+        return self._dated(name, order), problems
+
+    def _dated(self, name: str, order: Any) -> DateRule:
         earliest = self.earliest.get(order, 0)
-        return DateRule(name, order, self.with_time, dates.day_text(earliest)), problems
+        kept, constant = self._date_parts(order, earliest)
+        return DateRule(name, order, self.with_time, dates.day_text(earliest), kept, constant)
 
     def _number_rule(self, name: str) -> tuple[Rule | None, list[str]]:
         point, comma = self.rows.get("point only"), self.rows.get("comma only")
@@ -470,7 +475,14 @@ def _number_dict(rule: NumberRule) -> dict[str, Any]:
 def _described(rule: Rule) -> dict[str, Any]:
     if isinstance(rule, DateRule):
         order = rule.order or "ISO order (year first)"
-        return {"kind": "date", "read": f"dates, {order}", "parts": rule.outputs, "reference": rule.reference}
+        return {
+            "kind": "date",
+            "read": f"dates, {order}",
+            "parts": rule.outputs,
+            "trend": rule.trends,
+            "constant": {f"{rule.column}.{part}": value for part, value in rule.constant.items()},
+            "reference": rule.reference,
+        }
     mark = "comma" if rule.decimal == human_numbers.COMMA else "point"
     return {"kind": "number", "read": f"numbers with a decimal {mark}", "decimal": rule.decimal}
 

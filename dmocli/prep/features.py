@@ -127,6 +127,18 @@ class Preprocessor:
         the stored derivation reads from text (a file whose dates are all ISO would otherwise read them typed)."""
         return list(self.categorical) + (self.derive.text_sources if self.derive else [])
 
+    def trend_features(self) -> list[str]:
+        """The feature columns that move with time itself (`--dates parts,trend`'s year and days_since, and those
+        of a model file written before plain `parts` left them out): no later period matches their training
+        values, so their drift is expected rather than a sign the data changed."""
+        trends = set(self.derive.trends()) if self.derive else set()
+        return [name for name in self.numeric if name in trends]
+
+    def derive_warnings(self) -> list[str]:
+        """What the fitted derivation says of the training rows (date parts dropped as constant), for the training
+        paths that fit it without `dmo check`'s survey (the streaming solvers, Dask) to say as that survey does."""
+        return self.derive.warnings() if self.derive else []
+
     def derived(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
         """The batch with the stored derivation applied (dates as parts, numbers parsed); as is without one."""
         return self.derive.apply(batch) if self.derive else batch

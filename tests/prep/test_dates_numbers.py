@@ -126,8 +126,9 @@ def test_undecidable_and_mixed_columns_are_refused_with_their_rows():
 
 
 def messy_frame(n: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The same rows twice: as a user's export (dates in four formats, amounts with currency and thousands) and
-    prepared by hand, the columns dmo derives (same names, same order) computed with pandas."""
+    """The same rows twice: as a user's export (dates in four formats, amounts with currency and thousands, all in
+    2023) and prepared by hand, the columns `--dates parts,trend` derives (same names, same order; the year, the
+    same in every row, is dropped) computed with pandas."""
     rng = np.random.default_rng(seed)
     when = pd.Timestamp("2023-01-01") + pd.to_timedelta(rng.integers(0, 365 * 24 * 60, n), unit="min")
     amount = np.round(rng.lognormal(5, 1.2, n), 2)
@@ -141,7 +142,6 @@ def messy_frame(n: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     reference = when.normalize().min()
     hand = pd.DataFrame(
         {
-            "when.year": when.year,
             "when.month": when.month,
             "when.day": when.day,
             "when.weekday": when.day_of_week,
@@ -157,11 +157,15 @@ def messy_frame(n: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     return messy, hand
 
 
-@pytest.mark.parametrize("model", ["linear", "gbdt"])
-def test_the_messy_file_predicts_as_the_hand_prepared_one(tmp_path, model, one_torch_thread):
+@pytest.mark.parametrize(("model", "mode"), [("linear", "parts"), ("gbdt", "parts"), ("linear", "parts,trend")])
+def test_the_messy_file_predicts_as_the_hand_prepared_one(tmp_path, model, mode, one_torch_thread):
+    """Plain parts are the recurring ones; parts,trend adds days_since (the year, 2023 in every row, dropped)."""
     if model == "gbdt":
         pytest.importorskip("xgboost")
     messy, hand = messy_frame(400, seed=1)
+    reference = hand.attrs["reference"]
+    if mode == "parts":
+        hand = hand.drop(columns="when.days_since")
     messy.to_csv(tmp_path / "messy.csv", index=False)
     hand.to_csv(tmp_path / "hand.csv", index=False)
     common = ["--model", model, "--seed", "3", "--cv", "0"]
@@ -169,7 +173,7 @@ def test_the_messy_file_predicts_as_the_hand_prepared_one(tmp_path, model, one_t
         "train",
         tmp_path / "messy.csv",
         "--dates",
-        "parts",
+        mode,
         "--parse-numbers",
         *common,
         "-o",
@@ -185,11 +189,14 @@ def test_the_messy_file_predicts_as_the_hand_prepared_one(tmp_path, model, one_t
     np.testing.assert_allclose(derived["logit"], by_hand["logit"], rtol=0, atol=1e-6)
     stored = read_metadata(tmp_path / "m.dmo")
     assert stored["feature_columns"] == ["when", "amount", "x"]
+    trend = mode == "parts,trend"
     assert stored["preprocessing"]["derive"]["dates"][0] == {
         "column": "when",
         "order": "day-first",
         "with_time": True,
-        "reference": hand.attrs["reference"],
+        "reference": reference,
+        "parts": ["month", "day", "weekday", "hour", "minute", *(["days_since"] if trend else [])],
+        "constant": {"year": 2023.0} if trend else {},
     }
     evaluated = json.loads(run_dmo("evaluate", tmp_path / "m.dmo", tmp_path / "messy.csv", "--json", check=True).stdout)
     assert evaluated["splits"]["data"]["n"] == 400
