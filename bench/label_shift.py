@@ -1,4 +1,4 @@
-"""Which prevalence estimator dmo uses by default (dmocli/operating_point/label_shift.py, issue 35).
+"""Which prevalence estimator dmo uses by default (dmocli/shift/prevalence.py, issue 35).
 
 A simulation with known truth: negatives' logits N(0, 1), positives' N(mu, sd^2); a held-out curve of rows at the
 training rate 0.1 (50 or 2000 positives), a Platt map fitted on it, and new rows at rate 0.1 x {0.25, 0.5, 1, 2,
@@ -18,9 +18,10 @@ import numpy as np
 from _common import print_table, write_results
 
 from dmocli.operating_point.calibration import fit_platt
-from dmocli.operating_point.label_shift import METHODS, HeldOutCurve, estimate_prevalence
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import search_curve
+from dmocli.shift.prevalence import METHODS, estimate_prevalence
 
 TRAINING_RATE = 0.1
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -45,12 +45,13 @@ def population_cut(precision: float) -> tuple[float, float]:
 
 def bootstrap_alone(curve: HeldOutCurve, section: dict, threshold: float) -> tuple[list[float], list[float]]:
     """The rate and precision intervals as the bootstrap's percentiles alone gave them (before the change)."""
-    from dmocli.operating_point.label_shift import _percentiles, _shifted_metrics, estimate_prevalence
+    from dmocli.shift.at_rate import shifted_metrics
+    from dmocli.shift.prevalence import estimate_prevalence, percentile_interval
 
     estimate = estimate_prevalence(curve, section["new"], section["calibration"], LEVEL)
     tps, fps = estimate.curve_replicates.counts_at(threshold)
-    precision = _shifted_metrics(estimate.replicates, tps / curve.n_pos, fps / curve.n_neg, 1.0)["precision"]
-    return list(_percentiles(estimate.replicates, LEVEL)), list(_percentiles(precision, LEVEL))
+    precision = shifted_metrics(estimate.replicates, tps / curve.n_pos, fps / curve.n_neg, 1.0)["precision"]
+    return list(percentile_interval(estimate.replicates, LEVEL)), list(percentile_interval(precision, LEVEL))
 
 
 def size_row(rows: int, draws: int, calibration) -> dict:

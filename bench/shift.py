@@ -49,15 +49,12 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noq
 from targets_on_new_data import pooled, resplit  # noqa: E402
 
 from dmocli import Problem, TrainOptions, load_model, refit_threshold, train  # noqa: E402
-from dmocli.operating_point.carry import carried_by_share  # noqa: E402
 from dmocli.operating_point.heldout import HeldOutCurve  # noqa: E402
-from dmocli.operating_point.label_shift import (  # noqa: E402
-    adapt_threshold,
-    estimate_prevalence,
-    metrics_under_label_shift,
-    usable_rate,
-)
 from dmocli.operating_point.search import search_curve  # noqa: E402
+from dmocli.shift.adaptation import adapt_threshold  # noqa: E402
+from dmocli.shift.carry import carried_by_share  # noqa: E402
+from dmocli.shift.expected import metrics_under_label_shift  # noqa: E402
+from dmocli.shift.prevalence import estimate_prevalence, usable_rate  # noqa: E402
 from dmocli.use.adapt import carry_to_model  # noqa: E402
 from dmocli.use.monitor import rate_drift  # noqa: E402
 

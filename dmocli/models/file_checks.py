@@ -297,7 +297,7 @@ def _model_selection(name: str, value: Any) -> None:
 def _profile(name: str, value: Any) -> None:
     """The drift profile's row counts are exact in float64: 10**400 passed as a whole number and overflowed
     monitor's and info --features' arithmetic. The rest of its form (non-negative whole counts, edges, levels)
-    is prep/feature_drift.Profile.from_dict's, which names it as the drift profile's; this walks what has a form."""
+    is shift/drift_profile.Profile.from_dict's, which names it as the drift profile's; this walks what has a form."""
     if not isinstance(value, dict):
         return
     entries = [

@@ -38,11 +38,11 @@ from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
-from dmocli.prep.feature_drift import Profile
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
 from dmocli.prep.row_fingerprint import TENSOR_NAME as FINGERPRINT
 from dmocli.prep.row_fingerprint import check_sketch
+from dmocli.shift.drift_profile import Profile
 from dmocli.version import __version__
 
 if TYPE_CHECKING:  # imported on use: writing, loading and scoring a linear or gbdt model never loads torch

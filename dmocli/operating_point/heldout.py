@@ -47,7 +47,7 @@ class HeldOutCurve:
         False when adjacent scores were merged (more than MAX_EXACT_POINTS distinct scores).
     carried : bool
         True when the held-out scores were carried to the saved model's own scores by rank (`--cv-transfer rank`:
-        operating_point/carry.carried_by_rank), so the curve is on the scale the model decides on; False when they
+        shift/carry.carried_by_rank), so the curve is on the scale the model decides on; False when they
         are kept as they came (or a file written before).
     highest_own : float or None
         The highest score the saved model gives its own training rows, where the curve holds out-of-fold scores

@@ -30,10 +30,11 @@ from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, se
 from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.thresholding import Settled, problem_fields, settle_threshold
-from dmocli.prep.feature_drift import Profile, ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
 from dmocli.report import label_fields
+from dmocli.shift.drift_profile import Profile
 from dmocli.solvers.base import SolverParams
 
 

@@ -9,7 +9,7 @@ histograms and the trees across the workers (`xgboost.dask.train` on a
 `DaskQuantileDMatrix`), early-stopped on the rows kept aside (or on `--val`).
 The exact threshold is then searched on those held-out rows, as for every model.
 
-The model file's drift profile (prep/feature_drift.py) is built on the client in the pass that fits the
+The model file's drift profile (prep/drift_counting.py) is built on the client in the pass that fits the
 preprocessing, so it reads nothing more: it counts every labeled row of DATA, the `stop-frac` share the workers
 hold out included (a seeded random share of each file and class, so the same distribution as the trees' rows;
 profiles built per partition could not be merged, their bin edges differing). Its score is the held-out rows'.
@@ -41,7 +41,7 @@ from dmocli.pipelines.dask_fingerprint import sketch_of_partitions
 from dmocli.pipelines.in_memory_load import case_variant_warnings, plan_profile_builder, profiled
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.dataset import prepare
-from dmocli.prep.feature_drift import ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor, level_text
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts
 from dmocli.solvers.base import FitContext, InMemorySolver, SolverParams

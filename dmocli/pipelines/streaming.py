@@ -12,7 +12,7 @@ batch) throughout; the only O(rows) steps are the ones the user asks for:
 `--adjust` (exact threshold search needs every logit of its split).
 
 The first learning pass also counts the training rows into the model file's
-drift profile (prep/feature_drift.py), in the thread that reads the batches.
+drift profile (prep/drift_counting.py), in the thread that reads the batches.
 
 The model file and report match the in-memory pipeline's (in_memory.py),
 plus an "online" section: progressive F, final threshold, rows/s, and the
@@ -47,7 +47,7 @@ from dmocli.pipelines.online_report import plot_online_curve
 from dmocli.prep.columns import refuse_problems, survey_columns
 from dmocli.prep.derive import Derivation
 from dmocli.prep.drift import drift_warnings
-from dmocli.prep.feature_drift import ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec, label_counts, label_spec_from_counts
 from dmocli.prep.row_fingerprint import row_hashes, sketch

@@ -19,7 +19,6 @@ import numpy as np
 from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.bounds import fixed_sequence_level
 from dmocli.operating_point.calibration import Calibration, fit_platt
-from dmocli.operating_point.carry import carried_by_rank
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
@@ -27,6 +26,7 @@ from dmocli.operating_point.search import OperatingPoint, search
 from dmocli.options import POPULATION, read_new_rows
 from dmocli.pipelines.report_parts import CalibrationSection, OperatingPointSection, ReportPart, SplitsSection
 from dmocli.report import binary_split_report, empty_prediction_warnings, multiclass_split_report
+from dmocli.shift.carry import carried_by_rank
 
 MULTICLASS_FIELDS: dict[str, Any] = {"problem": "multiclass", "target": None, "beta": None}
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmocli.operating_point.heldout import HeldOutCurve
+from dmocli.shift.at_rate import flagged_share
 
 
 def cut_flagging(scores: np.ndarray, count: int) -> float:
@@ -46,9 +47,9 @@ def carried_by_rank(held_out: np.ndarray, own: np.ndarray) -> np.ndarray:
 
 def expected_share(curve: HeldOutCurve, cut: float, rate: float) -> float:
     """The share of rows at positive rate `rate` that `cut` flags, under label shift: r TPR + (1 - r) FPR, with
-    TPR and FPR read from the held-out curve at the cut."""
+    TPR and FPR read from the held-out curve at the cut (at_rate.flagged_share)."""
     tp, fp = curve.counts_at(cut)
-    return rate * tp / max(curve.n_pos, 1) + (1.0 - rate) * fp / max(curve.n_neg, 1)
+    return flagged_share(rate, tp, fp, n_pos=max(curve.n_pos, 1), n_neg=max(curve.n_neg, 1))
 
 
 def carried_by_share(curve: HeldOutCurve, cut: float, rate: float, scores: np.ndarray) -> tuple[float, float]:

@@ -30,14 +30,15 @@ from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval, fewest_passing
-from dmocli.operating_point.carry import carried_by_share, expected_share
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.label_shift import AdaptedThreshold, adapt_threshold, estimate_prevalence, usable_rate
 from dmocli.options import check_confidence, check_new_rows
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows, stored_sample
 from dmocli.report import binary_split_report, model_summary
+from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
+from dmocli.shift.carry import carried_by_share, expected_share
+from dmocli.shift.prevalence import estimate_prevalence, usable_rate
 from dmocli.use.apply import curve_off_scale, stored_curve
 
 # What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold

@@ -36,17 +36,14 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import probability
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.label_shift import (
-    estimate_prevalence,
-    metrics_under_covariate_shift,
-    metrics_under_label_shift,
-)
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.thresholding import problem_fields
-from dmocli.prep.feature_drift import FeatureDrift, compare, drift_gate, is_evidence
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import binary_split_report, envelope, label_fields, write_report
+from dmocli.shift.drift_stats import FeatureDrift, compare, drift_gate, is_evidence
+from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
+from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.use.apply import stored_curve
 from dmocli.use.monitor_read import Section, read_sections
 

@@ -25,7 +25,7 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.pipelines.scoring import open_data, row_count
-from dmocli.prep.feature_drift import ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.row_fingerprint import candidate_hashes, row_hashes
 
 MAX_CHUNKS = 1000  # a chunk column with more values is an id or a timestamp, not a period

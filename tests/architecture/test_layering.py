@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("dmocli.data",),
     ("dmocli.operating_point",),
+    ("dmocli.shift",),  # the shift maths: operating_point below it, never prep or above
     ("dmocli.prep",),
     ("dmocli.models", "dmocli.report"),
     ("dmocli.engines",),

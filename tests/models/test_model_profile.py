@@ -17,7 +17,8 @@ from test_hostile_models import assert_refused_everywhere, with_metadata
 
 from dmocli import TrainOptions, load_model, refit_threshold, train
 from dmocli.models.modelfile import read_metadata
-from dmocli.prep.feature_drift import Profile, ProfileBuilder
+from dmocli.prep.drift_counting import ProfileBuilder
+from dmocli.shift.drift_profile import Profile
 
 SAMPLE_DATA = REPO / "sample_data" / "train.parquet"
 

@@ -16,8 +16,8 @@ from scipy.stats import betabinom
 from dmocli.errors import DmoError
 from dmocli.operating_point.adapted_sample import _PrecisionTest, fewest_new_positives
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.label_shift import adapt_threshold
 from dmocli.operating_point.problems import Problem
+from dmocli.shift.adaptation import adapt_threshold
 
 MU, PI, SHIFT, GRID = 2.0, 0.1, 0.5, 0.02
 HELD_OUT, NEW_ROWS, TARGET = 10_000, 2_000, 0.6  # 1,000 held-out positives; about 100 positives in N new rows

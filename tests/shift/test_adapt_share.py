@@ -19,8 +19,8 @@ from safetensors.numpy import save_file
 
 from dmocli import TrainOptions, load_model, report_schema, train
 from dmocli.models import modelfile
-from dmocli.operating_point.carry import cut_flagging
-from dmocli.operating_point.label_shift import adapt_threshold
+from dmocli.shift.adaptation import adapt_threshold
+from dmocli.shift.carry import cut_flagging
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def flagged(model_path, data_path, threshold: float) -> tuple[int, int, int]:
 
 def share_from_curve(model_path, cut: float, rate: float) -> float:
     """r TPR + (1 - r) FPR at `cut`, counted from the stored curve's rows (not its counts_at)."""
-    scores, labels = load_model(model_path).evidence.rows()
+    scores, labels = load_model(model_path).heldout.rows()
     above = scores >= np.float32(cut)
     return rate * np.mean(above[labels == 1]) + (1 - rate) * np.mean(above[labels == 0])
 
@@ -70,7 +70,7 @@ def test_a_linear_models_adapted_cut_is_the_curves(dmo, models, tmp_path):
     assert code == 0, err
     adapted = json.loads(stdout)["adapted"]
     model = load_model(models / "linear.st")
-    direct = adapt_threshold(model.evidence, model.problem, adapted["new_rate"], threshold=model.threshold)
+    direct = adapt_threshold(model.heldout, model.problem, adapted["new_rate"], threshold=model.threshold)
     assert adapted["carried"] == "score" and direct.threshold != model.threshold
     assert load_model(out).threshold == adapted["threshold"] == adapted["curve_threshold"] == direct.threshold
     expected = share_from_curve(models / "linear.st", direct.threshold, adapted["new_rate"])

@@ -13,17 +13,14 @@ from scipy import stats
 
 from dmocli.errors import DmoError
 from dmocli.operating_point.calibration import Calibration
-from dmocli.operating_point.label_shift import (
-    DEFAULT_METHOD,
-    HeldOutCurve,
-    adapt_threshold,
-    adapted_curve,
-    estimate_prevalence,
-    metrics_under_covariate_shift,
-    metrics_under_label_shift,
-)
+from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem, f_beta
 from dmocli.operating_point.search import search_curve
+from dmocli.shift.adaptation import adapt_threshold
+from dmocli.shift.at_rate import flagged_share, shifted_metrics
+from dmocli.shift.carry import expected_share
+from dmocli.shift.expected import adapted_curve, metrics_under_covariate_shift, metrics_under_label_shift
+from dmocli.shift.prevalence import DEFAULT_METHOD, estimate_prevalence
 
 MU, PI = 2.0, 0.1
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -213,3 +210,30 @@ def test_emq_reaches_the_fixed_point_of_saerens_em():
         weighted = p * rate / curve.rate
         rate = float(np.mean(weighted / (weighted + (1 - p) * (1 - rate) / (1 - curve.rate))))
     assert abs(estimate.rate - rate) < 1e-6 and estimate.iterations < 20, (estimate.rate, rate, estimate.iterations)
+
+
+def test_the_rate_estimate_takes_the_confidence_range_every_command_takes():
+    """One range for a confidence (options.CONFIDENCE, [0.5, 1)): the estimate refuses what `--confidence` refuses,
+    and needs at least one bootstrap replicate."""
+    rng = np.random.default_rng(7)
+    curve = HeldOutCurve.from_scores(*draw(1_000, PI, rng))
+    new_scores = draw(200, PI, rng)[0]
+    assert estimate_prevalence(curve, new_scores, TRUE_MAP, 0.5, replicates=5).confidence == 0.5
+    for level in (0.3, 1.0):
+        with pytest.raises(DmoError, match=r"confidence .* must be in \[0\.5, 1\)"):
+            estimate_prevalence(curve, new_scores, TRUE_MAP, level)
+    with pytest.raises(DmoError, match="replicates 0 must be at least 1"):
+        estimate_prevalence(curve, new_scores, TRUE_MAP, replicates=0)
+
+
+def test_the_share_a_cut_flags_is_one_formula_from_counts_or_rates():
+    """r TPR + (1 - r) FPR: from the curve's counts and class totals (carry.expected_share) or from TPR and FPR
+    (the metrics at rate r), the same share, and precision at rate r is r TPR over it."""
+    rng = np.random.default_rng(8)
+    curve = HeldOutCurve.from_scores(*draw(2_000, PI, rng))
+    tp, fp = curve.counts_at(1.0)
+    tpr, fpr = tp / curve.n_pos, fp / curve.n_neg
+    share = flagged_share(0.3, tpr, fpr)
+    assert share == pytest.approx(0.3 * tpr + 0.7 * fpr, rel=1e-15)
+    assert expected_share(curve, 1.0, 0.3) == pytest.approx(share, rel=1e-15)
+    assert float(shifted_metrics(0.3, tpr, fpr, 1.0)["precision"]) == pytest.approx(0.3 * tpr / share, rel=1e-15)

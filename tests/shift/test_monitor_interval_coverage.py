@@ -20,8 +20,8 @@ from scipy.stats import binom, norm
 
 from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.label_shift import estimate_prevalence, exact_rate_interval
 from dmocli.operating_point.problems import Problem
+from dmocli.shift.prevalence import estimate_prevalence, exact_rate_interval
 from dmocli.use.monitor import label_shift_section, section_reasons
 
 RATE, MU, SD = 0.2, 2.0, 1.5

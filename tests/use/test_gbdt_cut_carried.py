@@ -25,9 +25,9 @@ import pytest
 
 from dmocli import Problem, TrainOptions, UnreachableTarget, refit_threshold, train
 from dmocli.models.modelfile import load_model
-from dmocli.operating_point.carry import carried_by_rank
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.thresholding import settle_threshold
+from dmocli.shift.carry import carried_by_rank
 from dmocli.use.monitor import monitor
 
 

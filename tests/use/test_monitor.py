@@ -178,7 +178,7 @@ def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unm
     target holds (precision rises), a halved one too; FROP's threshold does not move, so FROP passes. At the
     training rate the rule (moved by 1.25 either way, the 95% interval excluding the training rate) fires in at
     most 5% of 100 samples of 1,500 rows, and at half and twice the rate in at least 90%."""
-    from dmocli.operating_point.label_shift import estimate_prevalence
+    from dmocli.shift.prevalence import estimate_prevalence
     from dmocli.use.monitor import rate_drift
 
     shifted(0.4, 6000, seed=11).drop(columns="label").to_parquet(tmp_path / "high.parquet")
