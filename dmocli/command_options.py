@@ -12,10 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from dmocli.constraints import Interval, OneOf
-from dmocli.options import AT_LEAST_ONE, CONFIDENCE, NEW_ROWS, SEED, TARGET, option, problem_kind
+from dmocli.constraints import Exclusive, Interval, OneOf, Requires, Rule, When
+from dmocli.options import (
+    AT_LEAST_ONE,
+    CONFIDENCE,
+    NEW_ROWS,
+    NEW_ROWS_NEED_CONFIDENCE,
+    SEED,
+    TARGET,
+    option,
+    problem_kind,
+    read_new_rows,
+)
 
 ENGINE_HELP = (
     "local (record batches in this process) or dask (partitions on Dask workers, parquet only; needs dmocli[dask])."
@@ -24,11 +34,9 @@ SCHEDULER_HELP = "Dask scheduler ADDRESS (default: a local cluster of --workers 
 WORKERS_HELP = "Worker processes of the local Dask cluster."
 SUBSAMPLE_METHODS = ("lus", "uniform", "case-control")  # dmo subsample --method (solvers/subsampling/acceptance.py)
 ENGINES = ("local", "dask")  # --engine; engines/choice.py checks an EngineChoice against these
-
-
-# A confidence level given alone (threshold, the evaluate gate), with an example: below 0.5 a lower bound would
-# loosen the target and an upper bound fail models that meet it.
-CONFIDENCE_LEVEL = Interval(float, 0.5, 1, closed="left", message="must be in [0.5, 1), e.g. 0.95")
+# What a positive rate admits (`dmo threshold --prior R`): a class that is every row, or none, has no threshold.
+RATE = Interval(float, 0, 1, closed="neither", message="must be a positive rate strictly between 0 and 1")
+RATE_SOURCES = ("adapt", "prior")  # dmo threshold --adapt NEW | --prior R: the model's own problem at a new rate
 
 
 def engine_option() -> Any:
@@ -92,7 +100,7 @@ class ThresholdOptions:
         help="Beta of F-beta (default 1).",
     )
     confidence: float | None = option(
-        None, "--confidence", constraint=CONFIDENCE_LEVEL, help="Clopper-Pearson lower bound level (e.g. 0.95)."
+        None, "--confidence", constraint=CONFIDENCE, help="Clopper-Pearson lower bound level (e.g. 0.95)."
     )
     new_rows: int | float | None = option(
         None,
@@ -116,14 +124,39 @@ class ThresholdOptions:
         help="Move the threshold for the positive rate estimated on these unlabeled rows (label shift; no DATA).",
     )
     prior: float | None = option(
-        None, "--prior", metavar="R", help="Move the threshold for this known positive rate (label shift; no DATA)."
+        None,
+        "--prior",
+        metavar="R",
+        constraint=RATE,
+        help="Move the threshold for this known positive rate (label shift; no DATA).",
     )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
     workers: int = workers_option()
 
+    # A re-fit takes the problem and certificate MODEL stores where none is given, so --target and --beta need
+    # --problem, and --new-rows alone re-sizes the stored certificate (use/apply.py checks it once MODEL is read).
+    # --adapt and --prior keep MODEL's problem, replace its certificate, and give one rate.
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        When(
+            RATE_SOURCES,
+            Requires(
+                ("target", "beta"),
+                "problem",
+                "{given} needs --problem (without it, the problem stored in MODEL is used as it is)",
+            ),
+            given=False,
+        ),
+        Exclusive(
+            RATE_SOURCES, ("problem",), "--adapt and --prior keep the problem stored in MODEL: leave --problem out"
+        ),
+        Exclusive(("adapt",), ("prior",), "give --adapt NEW or --prior R, not both"),
+        When(RATE_SOURCES, NEW_ROWS_NEED_CONFIDENCE),
+    )
+
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)  # FPOR, as papers write it
+        self.new_rows = read_new_rows(self.new_rows)  # the API may spell it as the command line does, or numpy
 
 
 @dataclass
@@ -143,7 +176,7 @@ class EvaluateOptions:
         None,
         "--gate-confidence",
         metavar="C",
-        constraint=CONFIDENCE_LEVEL,
+        constraint=CONFIDENCE,
         help="Fail the gate only when DATA rules the target out: the metric's one-sided Clopper-Pearson upper "
         "bound at level C (e.g. 0.95) is below it, so a small holdout's chance dip passes (implies --gate).",
     )

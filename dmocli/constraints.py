@@ -6,12 +6,19 @@ number of rows or inf", so each such option grew its own check. A constraint her
 scikit-learn's `sklearn/utils/_param_validation.py`): `Interval` (open or closed at each end), `OneOf` (named
 choices or special values), `AnyOf` (a union: any member admits), `AllOf` (every member admits) and `Except`
 (a value refused for a stated reason). `failure` is the one validator; `invalid_values` lists values that fail.
+
+A rule between options is an object too, listed once in a declaration's `RULES`: `Requires` (`--new-rows` needs
+`--confidence`), `Exclusive` (`--adapt` or `--prior`, not both) and `When` (a rule that holds only where another
+option is given, or is not). A rule reads a declaration's values by field name; an option is given when it is not
+None. `Rule.failing` lists the combinations that break a rule, as `invalid_values` lists the values that break a
+constraint, so the tests run each through every command that declares it.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +58,16 @@ class Constraint:
         """Values this constraint refuses: just outside each closed end, at each open end, of a wrong kind."""
         raise NotImplementedError
 
+    def example(self) -> Any:
+        """A value this constraint admits (None: none found), for the combinations a rule generates: a rule
+        between options is tested with each option it names given a value its own constraint admits, so the
+        rule alone is what refuses."""
+        return next((value for value in self.candidates() if self.admits(value)), None)
+
+    def candidates(self) -> list[Any]:
+        """Values `example` tries, in order."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class Interval(Constraint):
@@ -79,6 +96,12 @@ class Interval(Constraint):
         if self.low is not None and not (value >= self.low if low_closed else value > self.low):
             return False
         return self.high is None or (value <= self.high if high_closed else value < self.high)
+
+    def candidates(self) -> list[Any]:
+        ends = [end for end in (self.low, self.high) if end is not None]
+        middle = [(self.low + self.high) / 2] if len(ends) == 2 else []
+        values = [*ends, *middle, *(end + step for end in ends for step in (1, -1)), 1, 0]
+        return [int(value) if self.kind is int else float(value) for value in values]
 
     def _too_large(self, value: Any) -> bool:
         """A whole number past INT_MAX where no declared upper bound refuses it already."""
@@ -141,6 +164,9 @@ class OneOf(Constraint):
     def reason(self, value: Any) -> str:
         return f"is not known (use {choice_list(self.values)})"
 
+    def candidates(self) -> list[Any]:
+        return list(self.values)
+
     def invalid(self) -> list[Any]:
         names = [choice for choice in self.values if isinstance(choice, str)]
         return ["not-" + names[0]] if names else ["x"]
@@ -161,6 +187,9 @@ class Except(Constraint):
 
     def reason(self, value: Any) -> str:
         return self.why
+
+    def candidates(self) -> list[Any]:
+        return []  # it admits everything but a few values, and names none: the members of its AllOf do
 
     def invalid(self) -> list[Any]:
         return list(self.values)
@@ -188,6 +217,9 @@ class AllOf(Constraint):
     def invalid(self) -> list[Any]:
         return [value for member in self.members for value in member.invalid() if not self.admits(value)]
 
+    def candidates(self) -> list[Any]:
+        return [value for member in self.members for value in member.candidates()]
+
 
 @dataclass(frozen=True)
 class AnyOf(Constraint):
@@ -213,6 +245,9 @@ class AnyOf(Constraint):
     def invalid(self) -> list[Any]:
         return [value for member in self.members for value in member.invalid() if not self.admits(value)]
 
+    def candidates(self) -> list[Any]:
+        return [value for member in self.members for value in member.candidates()]
+
 
 def failure(label: str, value: Any, constraint: Constraint | None) -> str | None:
     """The one validator: why `value` breaks `constraint`, as one message naming `label` (the flag and value as
@@ -235,6 +270,91 @@ def invalid_values(constraint: Constraint) -> list[Any]:
     """Values `constraint` refuses, for tests: just outside each closed end, at each open end, a wrong kind, a
     name not among the choices (tests/cli/test_option_constraints.py checks that `admits` refuses every one)."""
     return list(dict.fromkeys(constraint.invalid()))
+
+
+def any_given(values: Mapping[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether any option of `names` was given: every option a rule names defaults to None, its value when left
+    out (and a combination a rule generates names only the options it is about)."""
+    return any(values.get(name) is not None for name in names)
+
+
+class Rule:
+    """A rule between options of one declaration, read by field name. `broken` says whether filled values break
+    it, `reason` says why in one message (`label` spells a field as the user does, `--new-rows`), and `failing`
+    lists the combinations that break it, each option in it given `example(name)`, a value its own constraint
+    admits, or left out (None)."""
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        raise NotImplementedError
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Requires(Rule):
+    """Any of `fields` given needs `needs` given too (`--new-rows` names the sample `--confidence` is about).
+    `{given}` in `message` names the fields given, `--target and --beta`."""
+
+    fields: tuple[str, ...]
+    needs: str
+    message: str
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        return any_given(values, self.fields) and not any_given(values, (self.needs,))
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        named = " and ".join(label(name) for name in self.fields if any_given(values, (name,)))
+        return self.message.replace("{given}", named)
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        return [{name: example(name), self.needs: None} for name in self.fields]
+
+
+@dataclass(frozen=True)
+class Exclusive(Rule):
+    """No field of `first` given together with one of `second` (`--adapt` and `--prior`: one rate, not two)."""
+
+    first: tuple[str, ...]
+    second: tuple[str, ...]
+    message: str
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        return any_given(values, self.first) and any_given(values, self.second)
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        return self.message
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        return [{one: example(one), other: example(other)} for one in self.first for other in self.second]
+
+
+@dataclass(frozen=True)
+class When(Rule):
+    """`rule` where any of `fields` is given (or, with `given=False`, where none is): `dmo threshold --new-rows`
+    needs `--confidence` under `--adapt`, while a re-fit may take the confidence MODEL stores."""
+
+    fields: tuple[str, ...]
+    rule: Rule
+    given: bool = True
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        return any_given(values, self.fields) == self.given and self.rule.broken(values)
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        return self.rule.reason(values, label)
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        combinations = []
+        for combination in self.rule.failing(example):
+            if self.given:
+                combinations += [{**combination, name: example(name)} for name in self.fields]
+            else:
+                combinations.append({**combination, **dict.fromkeys(self.fields)})
+        return combinations
 
 
 def from_flat_keys(declared: Any) -> Constraint | None:

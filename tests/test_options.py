@@ -14,7 +14,8 @@ from conftest import REPO, make_binary_frame, run_dmo
 
 from dmocli import DmoClassifier, Problem, TrainOptions, evaluate, predict, refit_threshold, train
 from dmocli.errors import DmoError
-from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, estimator_fields
+from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, estimator_fields, option_errors
+from dmocli.use.adapt import adapt_to_rate
 
 
 def test_every_train_option_is_on_the_command_line():
@@ -112,9 +113,36 @@ def test_evaluate_predict_and_refit_take_a_pandas_frame_as_train_does(tmp_path):
 def test_new_rows_is_a_count_or_inf_in_the_python_api_as_on_the_command_line():
     assert TrainOptions(confidence=0.95, new_rows="inf").new_rows == math.inf
     assert TrainOptions(confidence=0.95, new_rows=" 500 ").new_rows == 500
-    assert TrainOptions(confidence=0.95, new_rows=500).refusals() == []
-    assert TrainOptions(confidence=0.95, new_rows=math.inf).refusals() == []
-    assert TrainOptions(confidence=0.95, new_rows=2.5).refusals() == [
+    assert option_errors(TrainOptions(confidence=0.95, new_rows=500)) == []
+    assert option_errors(TrainOptions(confidence=0.95, new_rows=math.inf)) == []
+    assert option_errors(TrainOptions(confidence=0.95, new_rows=2.5)) == [
         "--new-rows 2.5 must be a whole number of rows (e.g. 2000) or inf (the population value)"
     ]
-    assert TrainOptions(new_rows="inf").refusals() == [NEW_ROWS_WITHOUT_CONFIDENCE]
+    assert option_errors(TrainOptions(new_rows="inf")) == [NEW_ROWS_WITHOUT_CONFIDENCE]
+
+
+def test_the_library_functions_refuse_what_the_declared_rules_refuse(tmp_path):
+    """refit_threshold, evaluate and adapt_to_rate take keywords, not the declarations, and check them against the
+    same rules and constraints (options.check_given), with the command line's messages."""
+    frame = make_binary_frame(n=400, seed=8)
+    model, out = tmp_path / "m.st", tmp_path / "out.st"
+    train(frame, TrainOptions(cv=0, seed=3, problem="frop", target=0.5), output=model)  # no stored certificate
+    refused = [
+        (lambda: refit_threshold(model, None, None, out, new_rows=500), NEW_ROWS_WITHOUT_CONFIDENCE),
+        (lambda: adapt_to_rate(model, out, prior=0.2, new_rows=500), NEW_ROWS_WITHOUT_CONFIDENCE),
+        (lambda: adapt_to_rate(model, out, new_data=frame, prior=0.2), "give --adapt NEW or --prior R, not both"),
+        (lambda: adapt_to_rate(model, out), "give one of new_data= and prior="),
+        (lambda: adapt_to_rate(model, out, prior=1.5), "--prior 1.5 must be a positive rate strictly between 0 and 1"),
+        (
+            lambda: adapt_to_rate(model, out, prior=0.2, confidence=0.3),
+            "--confidence 0.3 must be in [0.5, 1), e.g. 0.95",
+        ),
+        (lambda: evaluate(model, frame, gate_confidence=1.0), "--gate-confidence 1.0 must be in [0.5, 1), e.g. 0.95"),
+    ]
+    for call, message in refused:
+        with pytest.raises(DmoError) as refusal:
+            call()
+        assert str(refusal.value) == message
+    assert not out.exists()
+    adapted = adapt_to_rate(model, out, prior=0.2, confidence=0.9, new_rows=500, allow_infeasible=True)
+    assert adapted["adapted"]["new_rows"] == 500  # with its --confidence, --new-rows is taken

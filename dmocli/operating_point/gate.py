@@ -18,24 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.constraints import failure
-from dmocli.errors import DmoError, option_hint
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_lower, clopper_pearson_upper
 from dmocli.operating_point.class_offsets import ClassProblem
 from dmocli.operating_point.problems import Problem
-from dmocli.options import CONFIDENCE
 
 _TRIALS = {"precision": ("tp", "fp"), "recall": ("tp", "fn")}  # successes, failures of each metric's binomial
 _TOLERANCE = 1e-12  # a class exactly at its floor meets it (as Problem.feasible judges a binary point)
-
-
-def check_gate_confidence(confidence: float | None) -> None:
-    """The level of the upper bound: below 0.5 the bound would sit under the point estimate and fail models that
-    meet their target."""
-    label = f"{option_hint('--gate-confidence ', 'gate_confidence=')}{confidence}"
-    problem = failure(label, confidence, CONFIDENCE)
-    if problem is not None:
-        raise DmoError(f"{problem}, e.g. 0.95")
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from dmocli.command_options import ThresholdOptions
 from dmocli.data import outputs, sources
 from dmocli.errors import DmoError, UnreachableTarget, option_hint
 from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval, fewest_passing
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.options import check_confidence, check_new_rows
+from dmocli.options import check_given
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows, stored_sample
@@ -62,9 +63,7 @@ def adapt_to_rate(
     written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). `new_rows` is
     --new-rows as given (module docstring: its default)."""
     started = time.perf_counter()
-    _check_rate_source(new_data, prior)
-    check_confidence(confidence)
-    check_new_rows(new_rows, confidence)
+    _check_rate_source(new_data, prior, confidence=confidence, new_rows=new_rows)
     new_data = None if new_data is None else sources.accept(new_data)
     outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
     outputs.refuse_misnamed_model(output)
@@ -133,14 +132,17 @@ def _certificate_info(info: dict[str, Any], confidence: float | None, adapted: A
     return {**kept, "confidence": confidence, **sample, "certified": adapted.feasible is not False}
 
 
-def _check_rate_source(new_data: sources.Source | None, prior: float | None) -> None:
-    """Exactly one of --adapt NEW and --prior R, and R a rate strictly between 0 and 1."""
-    if (new_data is None) == (prior is None):
+def _check_rate_source(
+    new_data: sources.Source | None, prior: float | None, *, confidence: float | None, new_rows: Any
+) -> None:
+    """What `dmo threshold --adapt NEW | --prior R` declares (ThresholdOptions: R's range, one rate and not two,
+    the confidence's range, --new-rows with --confidence), and a rate given at all: the command line calls this
+    only when one is, a Python caller may give neither."""
+    if new_data is None and prior is None:
         raise DmoError(
             f"give one of {option_hint('--adapt NEW', 'new_data=')} and {option_hint('--prior R', 'prior=')}"
         )
-    if prior is not None and not 0.0 < prior < 1.0:
-        raise DmoError(f"{option_hint('--prior', 'prior=')} {prior} must be a positive rate strictly between 0 and 1")
+    check_given(ThresholdOptions, adapt=new_data, prior=prior, confidence=confidence, new_rows=new_rows)
 
 
 def _new_rate(

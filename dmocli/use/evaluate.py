@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from dmocli.command_options import EvaluateOptions
 from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError, UnreachableTarget
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.operating_point.gate import check_gate_confidence, gate_line, judge_gate
+from dmocli.operating_point.gate import gate_line, judge_gate
+from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report, stamp
 from dmocli.pipelines.scoring import collect_logits
 from dmocli.pipelines.thresholding import problem_fields, split_reports
@@ -59,7 +61,7 @@ def evaluate(
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
-    check_gate_confidence(gate_confidence)
+    check_given(EvaluateOptions, gate_confidence=gate_confidence)  # as `dmo evaluate --gate-confidence` is
     model, model_path = opened(model_path)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = model or load_model(model_path)

@@ -1,7 +1,9 @@
 """Every declared option refuses what its constraint refuses, the same way: for each command generated from a
 declaration (dmocli/cli/declared.py) and each option with a constraint, every value `invalid_values` generates
-exits 2 with one stderr line naming the flag and nothing on stdout, before any data is read. And the validator
-itself, on open and closed ends, unions and the flat keys solver parameters declare."""
+exits 2 with one stderr line naming the flag and nothing on stdout, before any data is read. Every rule between
+options a declaration lists (`RULES`) refuses each combination it generates the same way, with its own message,
+on the command line and in the Python API. And the validator itself, on open and closed ends, unions, rules and
+the flat keys solver parameters declare."""
 
 from __future__ import annotations
 
@@ -13,8 +15,21 @@ import pytest
 
 from dmocli.cli import app as _app  # noqa: F401  # registers every command, filling DECLARATIONS
 from dmocli.cli.declared import DECLARATIONS
-from dmocli.constraints import AllOf, AnyOf, Except, Interval, OneOf, failure, from_flat_keys, invalid_values
-from dmocli.options import CV, NEW_ROWS, TARGET, TrainOptions, option_errors
+from dmocli.command_options import ThresholdOptions
+from dmocli.constraints import (
+    AllOf,
+    AnyOf,
+    Except,
+    Exclusive,
+    Interval,
+    OneOf,
+    Requires,
+    When,
+    failure,
+    from_flat_keys,
+    invalid_values,
+)
+from dmocli.options import CONFIDENCE, CV, NEW_ROWS, TARGET, TrainOptions, failing_combinations, option_errors
 
 
 def leading_args(command: str, root: Path) -> list[str]:
@@ -159,3 +174,84 @@ def test_every_generated_value_is_refused_by_its_constraint(command, flag, value
     declaration = DECLARATIONS[command]
     (spec,) = [spec for spec in dataclasses.fields(declaration) if spec.metadata["flags"][0].split("/")[0] == flag]
     assert not spec.metadata["constraint"].admits(value)
+
+
+def _rule_cases() -> list[tuple[str, str, dict]]:
+    """(command, the refusal its rule gives, the options that break it) for every rule of every declared command."""
+    cases = []
+    for command, declaration in sorted(DECLARATIONS.items()):
+        for rule, combination in failing_combinations(declaration):
+            message = option_errors(declaration(**combination))
+            cases.append((command, rule.reason(combination, lambda name: _flag(declaration, name)), combination))
+            assert message, (command, combination)  # the Python API refuses it too
+    return cases
+
+
+def _flag(declaration: type, name: str) -> str:
+    (spec,) = [spec for spec in dataclasses.fields(declaration) if spec.name == name]
+    return spec.metadata["flags"][0].split("/")[0]
+
+
+RULE_CASES = _rule_cases()
+
+
+def test_the_rules_generate_combinations_for_the_commands_that_declare_them():
+    commands = {command for command, _, _ in RULE_CASES}
+    assert {"train", "check", "threshold"} <= commands  # --new-rows needs --confidence; --adapt/--prior, ...
+    messages = {message for _, message, _ in RULE_CASES}
+    assert "give --adapt NEW or --prior R, not both" in messages
+    assert "--target needs --problem (without it, the problem stored in MODEL is used as it is)" in messages
+
+
+@pytest.mark.parametrize(
+    ("command", "message", "combination"),
+    RULE_CASES,
+    ids=[f"{c} {' '.join(f'{k}={v!r}' for k, v in combo.items())}" for c, _, combo in RULE_CASES],
+)
+def test_a_combination_a_rule_refuses_is_refused_in_one_line_by_the_command(
+    dmo, tmp_path, command, message, combination
+):
+    declaration = DECLARATIONS[command]
+    assert option_errors(declaration(**combination)) == [message]  # the rule alone: each value is admitted
+    given = [
+        arg for name, value in combination.items() if value is not None for arg in (_flag(declaration, name), value)
+    ]
+    code, out, err = dmo(command, *leading_args(command, tmp_path), *given)
+    assert code == 2 and out == "" and err.strip().splitlines() == [f"dmo: error: {message}"], (code, out, err)
+    assert not any((tmp_path / name).exists() for name in ("m.safetensors", "t.safetensors"))
+
+
+def test_rules_read_given_options_and_name_them():
+    label = {"new_rows": "--new-rows", "target": "--target", "beta": "--beta"}.get
+    needs = Requires(("target", "beta"), "problem", "{given} needs --problem")
+    both = {"target": 0.8, "beta": 2.0, "problem": None}
+    assert needs.broken(both) and needs.reason(both, label) == "--target and --beta needs --problem"
+    assert not needs.broken({**both, "problem": "fpor"}) and not needs.broken(dict.fromkeys(both))
+    one = Exclusive(("adapt",), ("prior",), "not both")
+    assert one.broken({"adapt": "new.csv", "prior": 0.1}) and not one.broken({"adapt": "new.csv", "prior": None})
+    under = When(("adapt", "prior"), Requires(("new_rows",), "confidence", "needs --confidence"))
+    alone = {"new_rows": 500, "confidence": None, "adapt": None, "prior": None}
+    assert not under.broken(alone) and under.broken({**alone, "prior": 0.1})  # a re-fit may use MODEL's confidence
+    unless = When(("adapt",), needs, given=False)
+    assert unless.broken({**both, "adapt": None}) and not unless.broken({**both, "adapt": "new.csv"})
+    assert {"adapt": None, "target": 0.8, "problem": None} in unless.failing({"target": 0.8, "beta": 2.0}.get)
+
+
+def test_the_confidence_range_is_one_constraint_with_one_message():
+    for declaration, field in ((TrainOptions, "confidence"), (ThresholdOptions, "confidence")):
+        (spec,) = [spec for spec in dataclasses.fields(declaration) if spec.name == field]
+        assert spec.metadata["constraint"] is CONFIDENCE
+    for command, declaration in DECLARATIONS.items():
+        for spec in dataclasses.fields(declaration):
+            if "confidence" in spec.name:
+                assert spec.metadata["constraint"] is CONFIDENCE, (command, spec.name)
+    assert failure("--confidence 0.3", 0.3, CONFIDENCE) == "--confidence 0.3 must be in [0.5, 1), e.g. 0.95"
+    assert CONFIDENCE.admits(0.5) and not CONFIDENCE.admits(1.0)
+
+
+def test_every_constraint_s_example_is_admitted():
+    for command, declaration in DECLARATIONS.items():
+        for spec in dataclasses.fields(declaration):
+            constraint = spec.metadata.get("constraint")
+            if constraint is not None:
+                assert constraint.admits(constraint.example()), (command, spec.name)

@@ -1,6 +1,7 @@
-"""`dmo threshold`: the options ThresholdOptions declares (dmocli/command_options.py), then one call of
-`pipelines.apply.refit_threshold` (a new problem, or the model's own on new labels) or, with --adapt/--prior,
-of `pipelines.adapt.adapt_to_rate` (the model's own problem at a new positive rate)."""
+"""`dmo threshold`: the options ThresholdOptions declares (dmocli/command_options.py: their constraints and the
+rules between them), then one call of `use.apply.refit_threshold` (a new problem, or the model's own on new
+labels) or, with --adapt/--prior, of `use.adapt.adapt_to_rate` (the model's own problem at a new positive rate).
+What it checks itself is what no option rule can say: DATA (an argument) beside --adapt, and the problem asked."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dmocli.cli.output import emit, report_on_refusal
 from dmocli.cli.report_lines import offsets_text, outlook_line, split_lines
 from dmocli.command_options import ThresholdOptions
 from dmocli.errors import DmoError
-from dmocli.options import NEW_ROWS_WITHOUT_CONFIDENCE, option_errors, refuse
+from dmocli.options import option_errors, refuse
 
 
 @takes_options(ThresholdOptions, check=False)  # its own checks join the declared ones, in one message
@@ -39,18 +40,13 @@ def threshold(
     Example: dmo threshold model.safetensors --problem fpor --target 0.95 -o strict.safetensors  (no new labels)
     Example: dmo threshold model.safetensors --adapt march.parquet -o march.safetensors  (a new positive rate)
     """
+    problems = option_errors(options)  # every one found before any reading, in one message
     if options.adapt is not None or options.prior is not None:
-        _adapt_threshold(model, data, options, output=output, report=report, as_json=as_json)
+        _adapt_threshold(model, data, options, problems, output=output, report=report, as_json=as_json)
         return
     from dmocli.operating_point.problems import Problem
     from dmocli.use.apply import refit_threshold
 
-    problems = option_errors(options)  # every one found before any reading, in one message
-    if options.problem is None and (options.target is not None or options.beta is not None):
-        given = " and ".join(
-            flag for flag, value in (("--target", options.target), ("--beta", options.beta)) if value is not None
-        )
-        problems.append(f"{given} needs --problem (without it, the problem stored in MODEL is used as it is)")
     # --new-rows' value is checked now; whether a --confidence goes with it (maybe the one stored in MODEL),
     # refit_threshold checks once it knows.
     asked = None
@@ -87,20 +83,21 @@ def threshold(
 
 
 def _adapt_threshold(
-    model: Path, data: Optional[Path], options: ThresholdOptions, *, output: Path, report: Optional[Path], as_json: bool
+    model: Path,
+    data: Optional[Path],
+    options: ThresholdOptions,
+    problems: list[str],
+    *,
+    output: Path,
+    report: Optional[Path],
+    as_json: bool,
 ) -> None:
-    """`threshold --adapt NEW | --prior R`: the model's own problem at a new positive rate."""
+    """`threshold --adapt NEW | --prior R`: the model's own problem at a new positive rate. `problems`: what the
+    declaration refuses (ThresholdOptions.RULES says what --adapt and --prior take with them)."""
     from dmocli.use.adapt import adapt_to_rate
 
-    problems = option_errors(options)
     if data is not None:
         problems.append("--adapt and --prior move the threshold on the held-out scores MODEL keeps: leave DATA out")
-    if options.problem is not None:
-        problems.append("--adapt and --prior keep the problem stored in MODEL: leave --problem out")
-    if options.adapt is not None and options.prior is not None:
-        problems.append("give --adapt NEW or --prior R, not both")
-    if options.new_rows is not None and options.confidence is None:
-        problems.append(NEW_ROWS_WITHOUT_CONFIDENCE)
     refuse(problems)
     with report_on_refusal(as_json):
         result = adapt_to_rate(
