@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +39,209 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = "1.7"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
+def omitted(default: Any = None) -> Any:
+    """A field whose key the report leaves out while its value is None: an optional key of its schema definition."""
+    return field(default=default, metadata={"report": "omitted"})
+
+
+def inlined(default: Any = MISSING) -> Any:
+    """A record whose keys the report writes at this level, as the schema's `allOf` of a shared definition does
+    (the envelope, the label and problem fields); nothing while it is None."""
+    return field(default=default, metadata={"report": "inlined"})
+
+
+class ReportRecord:
+    """A frozen dataclass that is one section of a report: `to_dict` writes each field under its name, in field
+    order (the order the report shows), a nested record (or a mapping or list of them) as its own `to_dict`.
+    The fields are the keys of the section's schema definition: tests/use/test_result_schema.py checks that
+    both say the same, name by name, type by type."""
+
+    def to_dict(self) -> dict[str, Any]:
+        section: dict[str, Any] = {}
+        for entry in fields(self):  # type: ignore[arg-type]  # every ReportRecord is a dataclass
+            value, how = getattr(self, entry.name), entry.metadata.get("report")
+            if how == "inlined":
+                section.update({} if value is None else value.to_dict())
+            elif not (how == "omitted" and value is None):
+                section[entry.name] = plain(value)
+        return section
+
+
+def plain(value: Any) -> Any:
+    """A report value with its records (any dataclass instance: they all have `to_dict`) written as dicts."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return value.to_dict()  # type: ignore[attr-defined]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitCalibration(ReportRecord):
+    """How well a binary split's probabilities are calibrated (report `split_calibration`): no key at all on a
+    split without rows."""
+
+    brier: float | None = omitted()
+    ece: float | None = omitted()
+    mean_probability: float | None = omitted()
+    positive_rate: float | None = omitted()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BinarySplit(ReportRecord):
+    """A binary split at one threshold (report `binary_split`): the counts, the metrics and their intervals,
+    the threshold-free AP and ROC AUC, and the calibration of its probabilities."""
+
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    n: int
+    n_pos: int
+    precision: float
+    recall: float
+    f_beta: float
+    f1: float
+    precision_interval: list[float] | None
+    recall_interval: list[float] | None
+    interval_level: float
+    beta: float
+    threshold: float
+    threshold_probability: float
+    feasible: bool | None
+    average_precision: float | None
+    roc_auc: float | None
+    calibration: SplitCalibration
+
+    @classmethod
+    def of(cls, split: dict[str, Any]) -> BinarySplit:
+        """The record of a split report written as a dict (the train and threshold reports keep theirs so)."""
+        return cls(**{**split, "calibration": SplitCalibration(**split["calibration"])})
+
+    def summary_line(self, name: str, constrained: str | None) -> str:
+        """The split in one line of the commands' summaries: its metrics (the `constrained` one, precision or
+        recall, with its interval), its counts, and whether it met the target."""
+        feasible = "" if self.feasible is None else f"  feasible={self.feasible}"
+        return (
+            f"{name:>6}: {self.figure('precision', constrained)}  {self.figure('recall', constrained)}  "
+            f"F{self.beta:g} {self.f_beta:.4f}  (tp {self.tp}, fp {self.fp}, fn {self.fn}, n {self.n}){feasible}"
+        )
+
+    def figure(self, metric: str, constrained: str | None) -> str:
+        """`recall 0.4120`; the constrained metric with its interval, where its value on new data lies (`precision
+        0.9050 [0.879, 0.927] 95%`): a figure alone reads as more certain than a few hundred rows allow. No interval
+        without trials (no predicted positive)."""
+        value, interval = self.measured(metric)
+        interval = interval if metric == constrained else None
+        shown = "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}] {self.interval_level:.0%}"
+        return f"{metric} {value:.4f}{shown}"
+
+    def measured(self, metric: str) -> tuple[float, list[float] | None]:
+        """Precision or recall, and its interval."""
+        if metric == "precision":
+            return self.precision, self.precision_interval
+        return self.recall, self.recall_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassCalibration(ReportRecord):
+    """How well a multi-class split's class probabilities are calibrated (report `multiclass_split_calibration`):
+    no key at all on a split without rows."""
+
+    brier: float | None = omitted()
+    ece: float | None = omitted()
+    mean_probability: list[float] | None = omitted()
+    class_rate: list[float] | None = omitted()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassFigures(ReportRecord):
+    """Each class's figures of a multi-class split (its `per_class`), lists in `classes` order."""
+
+    support: list[int]
+    precision: list[float]
+    recall: list[float]
+    f1: list[float]
+    predicted: list[int]
+    precision_interval: list[list[float] | None]
+    recall_interval: list[list[float] | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MulticlassSplit(ReportRecord):
+    """A multi-class split (report `multiclass_split`): the decision's metrics, each class's, the confusion
+    matrix, log loss and the calibration of the class probabilities."""
+
+    n: int
+    accuracy: float
+    balanced_accuracy: float
+    macro_f1: float
+    per_class: ClassFigures
+    confusion_matrix: list[list[int]]
+    log_loss: float
+    classes: list[Any]
+    macro_precision: float
+    macro_recall: float
+    calibration: ClassCalibration
+
+    @classmethod
+    def of(cls, split: dict[str, Any]) -> MulticlassSplit:
+        """The record of a split report written as a dict (the train and threshold reports keep theirs so)."""
+        parts = {
+            "per_class": ClassFigures(**split["per_class"]),
+            "calibration": ClassCalibration(**split["calibration"]),
+        }
+        return cls(**{**split, **parts})
+
+    def summary_line(self, name: str, constrained: str | None = None) -> str:
+        """The split in one line of the commands' summaries (`constrained` is a binary split's)."""
+        return (
+            f"{name:>6}: accuracy {self.accuracy:.4f}  balanced accuracy {self.balanced_accuracy:.4f}  "
+            f"macro F1 {self.macro_f1:.4f}  (n {self.n})  min recall {min(self.per_class.recall):.4f}"
+        )
+
+
+Split = BinarySplit | MulticlassSplit
+
+
+def split_record(split: dict[str, Any]) -> Split:
+    """The record of a split report written as a dict, of its kind."""
+    return MulticlassSplit.of(split) if "per_class" in split else BinarySplit.of(split)
+
+
+def binary_split(
+    logits: np.ndarray,
+    y: np.ndarray,
+    *,
+    threshold: float,
+    problem: Problem | None,
+    beta: float = 1.0,
+    calibration: Calibration | None = None,
+) -> BinarySplit:
+    """Counts and metrics at `threshold`, their Clopper-Pearson intervals (two-sided, at REPORT_LEVEL: the range
+    of precision and recall to expect on new data from the same distribution), and threshold-free AP and ROC AUC."""
+    beta = problem.beta if problem else beta
+    scores = binary_scores(y, logits >= threshold, beta)
+    curve = ScoreCurve.from_scores(logits, y) if logits.size else None
+    feasible = problem.feasible(scores["tp"], scores["fp"], scores["n_pos"]) if problem else None
+    tp, fp, n_pos = int(scores["tp"]), int(scores["fp"]), int(scores["n_pos"])
+    return BinarySplit(
+        **scores,
+        precision_interval=clopper_pearson_interval(tp, tp + fp),  # where precision on new data lies
+        recall_interval=clopper_pearson_interval(tp, n_pos),
+        interval_level=REPORT_LEVEL,
+        beta=beta,
+        threshold=float(threshold),
+        threshold_probability=float(probability(np.asarray([threshold]), calibration)[0]),
+        feasible=feasible,
+        average_precision=curve.average_precision() if curve and scores["n_pos"] else None,
+        roc_auc=curve.roc_auc() if curve else None,
+        calibration=SplitCalibration(**calibration_figures(probability(logits, calibration), y)),
+    )
+
+
 def binary_split_report(
     logits: np.ndarray,
     y: np.ndarray,
@@ -47,26 +251,40 @@ def binary_split_report(
     beta: float = 1.0,
     calibration: Calibration | None = None,
 ) -> dict[str, Any]:
-    """Counts and metrics at `threshold`, their Clopper-Pearson intervals (two-sided, at REPORT_LEVEL: the range
-    of precision and recall to expect on new data from the same distribution), and threshold-free AP and ROC AUC."""
-    beta = problem.beta if problem else beta
-    scores = binary_scores(y, logits >= threshold, beta)
-    curve = ScoreCurve.from_scores(logits, y) if logits.size else None
-    feasible = problem.feasible(scores["tp"], scores["fp"], scores["n_pos"]) if problem else None
-    tp, fp, n_pos = int(scores["tp"]), int(scores["fp"]), int(scores["n_pos"])
-    return {
+    """binary_split, as the dict the train and threshold reports keep."""
+    return binary_split(logits, y, threshold=threshold, problem=problem, beta=beta, calibration=calibration).to_dict()
+
+
+def multiclass_split(
+    logits: np.ndarray,
+    y: np.ndarray,
+    classes: list[Any],
+    *,
+    calibration: MulticlassCalibration | None = None,
+    offsets: np.ndarray | None = None,
+) -> MulticlassSplit:
+    """Metrics of the decision (the arg-max of the logits, plus the class offsets of an operating point where there
+    are), each class's precision and recall with their Clopper-Pearson intervals, and log loss and calibration
+    figures of the class probabilities (through `calibration` where there is one)."""
+    proba = class_probabilities(logits, calibration)
+    predicted = decide(logits, offsets)
+    scores = multiclass_scores(y, predicted, len(classes), proba)
+    matrix = np.asarray(scores["confusion_matrix"])
+    tp, made = np.diag(matrix), matrix.sum(axis=0).tolist()
+    per_class = ClassFigures(
+        **scores.pop("per_class"),
+        predicted=made,
+        precision_interval=[clopper_pearson_interval(int(hit), int(n)) for hit, n in zip(tp, made)],
+        recall_interval=[clopper_pearson_interval(int(hit), int(n)) for hit, n in zip(tp, matrix.sum(axis=1))],
+    )
+    return MulticlassSplit(
         **scores,
-        "precision_interval": clopper_pearson_interval(tp, tp + fp),  # where precision on new data lies
-        "recall_interval": clopper_pearson_interval(tp, n_pos),
-        "interval_level": REPORT_LEVEL,
-        "beta": beta,
-        "threshold": float(threshold),
-        "threshold_probability": float(probability(np.asarray([threshold]), calibration)[0]),
-        "feasible": feasible,
-        "average_precision": curve.average_precision() if curve and scores["n_pos"] else None,
-        "roc_auc": curve.roc_auc() if curve else None,
-        "calibration": calibration_figures(probability(logits, calibration), y),
-    }
+        per_class=per_class,
+        classes=classes,
+        macro_precision=float(np.mean(per_class.precision)),
+        macro_recall=float(np.mean(per_class.recall)),
+        calibration=ClassCalibration(**multiclass_calibration_figures(proba, y, predicted)),
+    )
 
 
 def multiclass_split_report(
@@ -77,25 +295,8 @@ def multiclass_split_report(
     calibration: MulticlassCalibration | None = None,
     offsets: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Metrics of the decision (the arg-max of the logits, plus the class offsets of an operating point where there
-    are), each class's precision and recall with their Clopper-Pearson intervals, and log loss and calibration
-    figures of the class probabilities (through `calibration` where there is one)."""
-    proba = class_probabilities(logits, calibration)
-    predicted = decide(logits, offsets)
-    out = multiclass_scores(y, predicted, len(classes), proba)
-    out["classes"] = classes
-    per_class, tp = out["per_class"], np.diag(np.asarray(out["confusion_matrix"]))
-    per_class["predicted"] = np.asarray(out["confusion_matrix"]).sum(axis=0).tolist()
-    per_class["precision_interval"] = [
-        clopper_pearson_interval(int(hit), int(made)) for hit, made in zip(tp, per_class["predicted"])
-    ]
-    per_class["recall_interval"] = [
-        clopper_pearson_interval(int(hit), int(rows)) for hit, rows in zip(tp, per_class["support"])
-    ]
-    out["macro_precision"] = float(np.mean(per_class["precision"]))
-    out["macro_recall"] = float(np.mean(per_class["recall"]))
-    out["calibration"] = multiclass_calibration_figures(proba, y, predicted)
-    return out
+    """multiclass_split, as the dict the train and threshold reports keep."""
+    return multiclass_split(logits, y, classes, calibration=calibration, offsets=offsets).to_dict()
 
 
 def report_schema() -> dict[str, Any]:

@@ -12,6 +12,7 @@ certified threshold holds with probability C by construction.
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from scipy.special import betainc
 
@@ -38,11 +39,20 @@ def probability_population_holds(successes: int, trials: int, target: float) -> 
     return float(betainc(trials - successes + 1, successes + 1, 1.0 - target))
 
 
-def outlook(split: dict, metric: str, target: float, new_rows: float) -> float | None:
+class Counts(Protocol):
+    """The counts of a binary split the outlook rests on (report.BinarySplit, built a layer above)."""
+
+    tp: int
+    fp: int
+    fn: int
+    n: int
+
+
+def outlook(split: Counts, metric: str, target: float, new_rows: float) -> float | None:
     """The probability that `metric` (precision or recall) measured on `new_rows` rows like `split`'s reaches
     `target` (math.inf: the population's value); the new trials are the rows' expected predicted positives
     (precision) or positives (recall)."""
-    tp, fp, fn, n = split["tp"], split["fp"], split["fn"], split["n"]
+    tp, fp, fn, n = split.tp, split.fp, split.fn, split.n
     trials = tp + fp if metric == "precision" else tp + fn
     if n < 1:
         return None

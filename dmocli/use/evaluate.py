@@ -7,7 +7,7 @@ reads DATA once, and DATA may be `-`: a CSV on standard input.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +16,29 @@ import numpy as np
 from dmocli.command_options import EvaluateOptions
 from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
-from dmocli.errors import DmoError, UnreachableTarget
+from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.operating_point.gate import gate_line, judge_gate
+from dmocli.operating_point.gate import Gate, gate_line, judge_class_gate, judge_gate
 from dmocli.options import check_given
-from dmocli.pipelines.saving import refuse_with_report, stamp
+from dmocli.pipelines.saving import refuse_with_report
 from dmocli.pipelines.scoring import collect_logits
-from dmocli.pipelines.thresholding import problem_fields, split_reports
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import (
+    BinarySplit,
+    MulticlassSplit,
+    binary_split,
     empty_prediction_warnings,
-    envelope,
-    label_fields,
-    multiclass_split_report,
+    multiclass_split,
     plot_pr_curve,
     unlabeled_warning,
     write_report,
 )
 from dmocli.use.model_input import ModelLike, model_name, opened
+from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
+from dmocli.use.results.evaluation import EvaluateResult, GateFailed
 
 
 def evaluate(
@@ -52,12 +54,42 @@ def evaluate(
     gate_confidence: float | None = None,
     allow_train_rows: bool = False,
 ) -> dict[str, Any]:
+    """`dmocli.evaluate`: the report of `evaluation` as the dict scripts index (`report["splits"]["data"]`), pass to
+    json.dump and check with isinstance(report, dict). The typed EvaluateResult is not made a Mapping in its place:
+    json.dump and isinstance(..., dict) refuse a Mapping that is not a dict, so every such script would break."""
+    return evaluation(
+        model_path,
+        data,
+        report_path,
+        plot_path,
+        engine=engine,
+        strict=strict,
+        max_unseen=max_unseen,
+        gate=gate,
+        gate_confidence=gate_confidence,
+        allow_train_rows=allow_train_rows,
+    ).to_dict()
+
+
+def evaluation(
+    model_path: str | Path | ModelLike,
+    data: sources.Source,
+    report_path: str | Path | None = None,
+    plot_path: str | Path | None = None,
+    *,
+    engine: EngineChoice = LOCAL,
+    strict: bool = False,
+    max_unseen: float = DEFAULT_MAX_UNSEEN,
+    gate: bool = False,
+    gate_confidence: float | None = None,
+    allow_train_rows: bool = False,
+) -> EvaluateResult:
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
     warned about; `strict` refuses it above `max_unseen` before anything is written. `gate` (or a
-    `gate_confidence`, which implies it) raises UnreachableTarget, with the report, when the rows show the model's
-    target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer holds its target.
-    Rows the model was trained on (its fingerprint, prep/row_fingerprint.py) are warned about with their share, and
-    refused under the gate unless `allow_train_rows`: its figures there are optimistic."""
+    `gate_confidence`, which implies it) raises GateFailed (an UnreachableTarget), with the report, when the rows
+    show the model's target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer
+    holds its target. Rows the model was trained on (its fingerprint, prep/row_fingerprint.py) are warned about with
+    their share, and refused under the gate unless `allow_train_rows`: its figures there are optimistic."""
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
@@ -74,20 +106,18 @@ def evaluate(
         refuse_problems(drift_problems(levels, scored.n_rows, max_unseen))
     split = _split_at_stored_point(model, scored)
     _plot_if_asked(model, scored, split=split, plot_path=plot_path, data=data)
-    described = sources.describe(data)
     # The gate's verdict is part of the report; a model with no target to check says so in a warning, and a miss
     # ends the run as a refused target does (exit 3, the full report written and carried by the error).
-    asked = gate or gate_confidence is not None
-    verdict = judge_gate(split, model.problem, gate_confidence, class_problem=model.class_problem) if asked else None
-    report = _evaluation_report(
+    verdict = _judge(model, split, gate_confidence) if gate or gate_confidence is not None else None
+    result = _evaluation_result(
         model, scored, split=split, verdict=verdict, model_path=model_path, data=data, engine=engine
     )
-    if verdict is not None and verdict["passed"] is False:
-        refuse_with_report(UnreachableTarget(gate_line(verdict, described)), report, report_path, started)
-    stamp(report, started)
+    if verdict is not None and verdict.passed is False:
+        refuse_with_report(GateFailed(result), result.to_dict(), report_path, started)
+    result = replace(result, wall_seconds=time.perf_counter() - started)  # the run's time, once all else is done
     if report_path is not None:
-        write_report(report_path, report)
-    return report
+        write_report(report_path, result.to_dict())
+    return result
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,34 +137,40 @@ class _Scored:
         return len(self.y) + self.unlabeled
 
 
-def _split_at_stored_point(model: DmoModel, scored: _Scored) -> dict[str, Any]:
-    """The metrics at the model's own operating point: its threshold, or a multi-class model's class offsets
-    (the splits there, as training reported them)."""
-    split = split_reports(
-        {"data": scored.logits},
-        {"data": scored.y},
-        model.threshold,
-        problem=model.problem,
-        classes=model.labels.classes,
-        calibration=model.calibration,
-    )["data"]
-    if model.class_offsets is not None:  # a multi-class operating point: the splits at its offsets
-        split = multiclass_split_report(
+def _split_at_stored_point(model: DmoModel, scored: _Scored) -> BinarySplit | MulticlassSplit:
+    """The metrics at the model's own operating point: its threshold, or a multi-class model's class offsets (the
+    splits there, as training reported them), or its arg-max."""
+    if model.class_offsets is not None or model.problem is None:
+        return multiclass_split(
             scored.logits, scored.y, model.labels.classes, calibration=model.calibration, offsets=model.class_offsets
         )
-    return split
+    return binary_split(
+        scored.logits, scored.y, threshold=model.threshold, problem=model.problem, calibration=model.calibration
+    )
+
+
+def _judge(model: DmoModel, split: BinarySplit | MulticlassSplit, confidence: float | None) -> Gate:
+    """The gate on DATA's split: a binary model's target, or a multi-class model's class floors."""
+    if isinstance(split, MulticlassSplit):
+        return judge_class_gate(split, model.class_problem, confidence)
+    return judge_gate(split, model.problem, confidence)
 
 
 def _plot_if_asked(
-    model: DmoModel, scored: _Scored, *, split: dict[str, Any], plot_path: str | Path | None, data: sources.Source
+    model: DmoModel,
+    scored: _Scored,
+    *,
+    split: BinarySplit | MulticlassSplit,
+    plot_path: str | Path | None,
+    data: sources.Source,
 ) -> None:
     """--plot: the precision-recall curve with the model's point on it; refused (one line) where there is no such
     curve to draw: no positive rows, or a multi-class model."""
     if plot_path is None:
         return
-    if not model.binary:
+    if not isinstance(split, BinarySplit):
         raise DmoError("--plot draws a binary precision-recall curve; this model is multi-class")
-    if split["n_pos"] == 0:
+    if split.n_pos == 0:
         raise DmoError(f"{data} has no positive rows; a precision-recall plot needs some")
     plot_pr_curve(
         plot_path,
@@ -146,40 +182,40 @@ def _plot_if_asked(
     )
 
 
-def _evaluation_report(
+def _evaluation_result(
     model: DmoModel,
     scored: _Scored,
     *,
-    split: dict[str, Any],
-    verdict: dict[str, Any] | None,
+    split: BinarySplit | MulticlassSplit,
+    verdict: Gate | None,
     model_path: str | Path,
     data: sources.Source,
     engine: EngineChoice,
-) -> dict[str, Any]:
-    """The evaluate report: the model's own fields, DATA's levels and drift warnings, the split and the gate's
+) -> EvaluateResult:
+    """The evaluate result: the model's own fields, DATA's levels and drift warnings, the split and the gate's
     verdict (with a warning where the model has no target for the gate to check)."""
     described = sources.describe(data)
-    unchecked = [gate_line(verdict, described)] if verdict is not None and verdict["passed"] is None else []
-    return envelope(
-        "evaluate",
+    unchecked = [gate_line(verdict, described)] if verdict is not None and verdict.passed is None else []
+    return EvaluateResult(
+        envelope=Envelope.of("evaluate"),
         model=model_name(model_path),
         data=described,
         engine=engine.name,
         solver=model.solver,
-        **label_fields(model.labels),
-        **problem_fields(model.problem),
+        labels=LabelFields.of(model.labels),
+        problem=ProblemFields.of(model.problem),
         confidence=model.info.get("confidence"),
         seed=model.info.get("seed"),
         device="cpu",
-        **scored.levels.report(),
+        levels=LevelFields.of(scored.levels),
         threshold=model.threshold,
         unlabeled_rows=scored.unlabeled,
         warnings=drift_warnings(scored.levels, scored.n_rows, model.preprocessor.impute)
         + unlabeled_warning(scored.unlabeled, data)
-        + empty_prediction_warnings({"data": split})
+        + empty_prediction_warnings({"data": split.to_dict()})
         + training_rows_warnings(scored.training_rows, described, gated=False)
         + unchecked,
-        training_rows=None if scored.training_rows is None else scored.training_rows.to_dict(),
+        training_rows=scored.training_rows,
         splits={"data": split},
-        **({"gate": verdict} if verdict is not None else {}),
+        gate=verdict,
     )

@@ -1,5 +1,6 @@
-"""`dmo info MODEL`: what a model file holds, as a report, so a script (or a person) can check which problem,
-threshold, classes and features a model has before using it, without reading the safetensors header by hand.
+"""`dmo info MODEL`: what a model file holds, as a typed result (use/results/info.py) whose report a script (or
+a person) reads to check which problem, threshold, classes and features a model has before using it, without
+reading the safetensors header by hand.
 
 The file is opened with the same loader as predict (load_model), so a malformed file is refused here with the
 same one-line message, not described as if it were usable.
@@ -9,55 +10,55 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from dmocli.models.importance import feature_importance
 from dmocli.models.modelfile import DmoModel, load_stored_model
-from dmocli.pipelines.thresholding import problem_fields
 from dmocli.prep.features import Preprocessor
-from dmocli.report import envelope, label_fields
+from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
+from dmocli.use.results.info import Adapted, FeatureColumn, Features, Importance, InfoResult, Training
 
 
-def model_info(path: str | Path, *, features: bool = False) -> dict[str, Any]:
-    """The `info` report of the model file at `path` (docs/report-schema.md#info); `features` adds the columns'
+def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
+    """The `info` result of the model file at `path` (docs/report-schema.md#info); `features` adds the columns'
     importance (and a linear model's coefficients: dmocli/models/importance.py)."""
     model, stored = load_stored_model(path)  # every check a model file goes through before it scores a row
     meta = stored.metadata  # the header as stored: the dmocli version that wrote it
     binary = model.binary
     threshold = model.threshold if binary else None
     info = model.info
-    return envelope(
-        "info",
+    adapted = info.get("adapted")  # dmo threshold --adapt/--prior: the rate it was moved to, and how
+    return InfoResult(
+        envelope=Envelope.of("info"),
         model=str(path),
         format_version=meta["format_version"],
-        **label_fields(model.labels),
-        **problem_fields(model.problem),
+        labels=LabelFields.of(model.labels),
+        problem=ProblemFields.of(model.problem),
         confidence=info.get("confidence"),
         new_rows=info.get("new_rows") if info.get("confidence") is not None else None,
         certified=info.get("certified"),
         threshold=threshold,
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),
-        adapted=info.get("adapted"),  # dmo threshold --adapt/--prior: the rate it was moved to, and how
+        adapted=None if adapted is None else Adapted.of(adapted),
         model_selection=info.get("model_selection"),  # dmo train --model auto: the candidates and the one kept
         features=_features(model.preprocessor),
-        architecture=model.architecture.to_dict(),
+        architecture=model.architecture,
         **_size(model),
-        training={
-            "solver": model.solver,
-            "rows": info.get("rows"),  # None in files written before it was stored
-            "seed": info.get("seed"),
-            "params": info.get("params"),
-            "epochs": info.get("epochs"),
-            "dmocli_version": meta.get("dmocli_version"),
-            "date": _written_at(stored.modified),
-            "threshold_fitted_on": info.get("threshold_fitted_on"),
-            "calibration": info.get("calibration"),
-            "summary": info.get("summary", {}),
-        },
-        **({"importance": feature_importance(model)} if features else {}),
+        training=Training(
+            solver=model.solver,
+            rows=info.get("rows"),  # None in files written before it was stored
+            seed=info.get("seed"),
+            params=info.get("params"),
+            epochs=info.get("epochs"),
+            dmocli_version=meta.get("dmocli_version"),
+            date=_written_at(stored.modified),
+            threshold_fitted_on=info.get("threshold_fitted_on"),
+            calibration=info.get("calibration"),
+            summary=info.get("summary", {}),
+        ),
+        importance=Importance.of(feature_importance(model)) if features else None,
     )
 
 
@@ -69,16 +70,16 @@ def _size(model: DmoModel) -> dict[str, int]:
     return {"n_parameters": sum(nodes for _, nodes in sizes), "n_trees": sum(trees for trees, _ in sizes)}
 
 
-def _features(pre: Preprocessor) -> dict[str, Any]:
+def _features(pre: Preprocessor) -> Features:
     """The input columns a table must have, each with its kind, and the width of the encoded input."""
     if pre.embedding:
-        columns = [{"name": pre.embedding, "kind": "embedding", "dim": pre.embedding_dim}]
+        columns = [FeatureColumn(name=pre.embedding, kind="embedding", dim=pre.embedding_dim)]
     else:
-        columns = [{"name": name, "kind": "numeric"} for name in pre.numeric]
+        columns = [FeatureColumn(name=name, kind="numeric") for name in pre.numeric]
         columns += [
-            {"name": name, "kind": "categorical", "levels": len(levels)} for name, levels in pre.categorical.items()
+            FeatureColumn(name=name, kind="categorical", levels=len(levels)) for name, levels in pre.categorical.items()
         ]
-    return {"n_columns": len(columns), "n_inputs": pre.n_features, "impute": pre.impute, "columns": columns}
+    return Features(n_columns=len(columns), n_inputs=pre.n_features, impute=pre.impute, columns=columns)
 
 
 def _written_at(modified: float) -> str:

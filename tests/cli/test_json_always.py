@@ -116,7 +116,7 @@ def test_machine_unexpected_and_interrupted_failures_print_an_error_report(
         def fail(*args: object, **kwargs: object) -> None:
             raise raised
 
-        monkeypatch.setattr("dmocli.use.evaluate.evaluate", fail)
+        monkeypatch.setattr("dmocli.use.evaluate.evaluation", fail)
         report = one_report(*dmo("evaluate", files["model"], files["holdout"], "--json"), expected=code)
         assert report["error"]["kind"] == kind
 

@@ -1,17 +1,16 @@
 """`dmo evaluate`: the options EvaluateOptions declares (dmocli/command_options.py), one call of
-`pipelines.evaluate.evaluate`, and its figures with the gate's verdict."""
+`use.evaluate.evaluation`, and its result's figures with the gate's verdict (EvaluateResult.lines)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from dmocli.cli.commands.shared import engine_choice, strictness
 from dmocli.cli.declared import takes_options
-from dmocli.cli.output import emit, report_on_refusal
-from dmocli.cli.report_lines import outlook_line, split_lines
+from dmocli.cli.output import emit
 from dmocli.command_options import EvaluateOptions
 
 
@@ -32,10 +31,11 @@ def evaluate(
 
     Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
     """
-    from dmocli.use.evaluate import evaluate as run_evaluate
+    from dmocli.use.evaluate import evaluation
+    from dmocli.use.results.evaluation import GateFailed
 
-    with report_on_refusal(as_json, _summary):
-        result = run_evaluate(
+    try:
+        result = evaluation(
             model,
             data,
             report,
@@ -46,18 +46,7 @@ def evaluate(
             gate_confidence=options.gate_confidence,
             allow_train_rows=options.allow_train_rows,
         )
-    emit(result, as_json, _summary(result))
-
-
-def _summary(report: dict[str, Any]) -> list[str]:
-    """The figures and the gate's verdict: printed alike whether the gate passed or failed (exit 3), so a CI log
-    shows why."""
-    return split_lines(report) + outlook_line(report, "data", None) + _gate_lines(report)
-
-
-def _gate_lines(report: dict[str, Any]) -> list[str]:
-    """The gate's verdict under the figures, where it checked something (else a warning said why not)."""
-    from dmocli.operating_point.gate import gate_line
-
-    gate = report.get("gate")
-    return [] if gate is None or gate["passed"] is None else [gate_line(gate, report["data"])]
+    except GateFailed as failed:  # the figures and the verdict, as a pass prints them; then the one-line message
+        emit(failed.report, as_json, failed.result.lines())
+        raise
+    emit(result.to_dict(), as_json, result.lines())

@@ -1,20 +1,22 @@
 """`dmo info MODEL`: the options InfoOptions declares (dmocli/command_options.py), and what a model file holds
-(`pipelines.model_info.model_info`), as a few lines for a person or, with --json, a report of the shared schema
-(docs/report-schema.md)."""
+(`use.model_info.model_info`'s InfoResult), as its lines for a person or, with --json, its report of the shared
+schema (docs/report-schema.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import out, print_json
 from dmocli.command_options import InfoOptions
+
+if TYPE_CHECKING:
+    from dmocli.use.results.info import Importance
 
 
 @takes_options(InfoOptions)
@@ -29,31 +31,31 @@ def info(
     """
     from dmocli.use.model_info import model_info
 
-    report = model_info(model, **dataclasses.asdict(options))
+    result = model_info(model, **dataclasses.asdict(options))
     if as_json:
-        print_json(report)
+        print_json(result.to_dict())
         return
-    for line in _info_lines(report):
+    for line in result.lines():
         out.print(line, markup=False)
-    if options.features:
-        _print_importance(report["importance"])
+    if result.importance is not None:  # --features
+        _print_importance(result.importance)
 
 
-def _print_importance(importance: dict[str, Any]) -> None:
+def _print_importance(importance: Importance) -> None:
     """The columns, most important first, with a linear model's coefficients (levels: the 5 largest): a table on a
     terminal, and where stdout is a pipe or file, the same rows as plain aligned lines, one per column, never
     wrapped (a table laid out for an 80-column terminal split each long row over several lines)."""
-    out.print(f"\nimportance: {importance['method']}", markup=False)
-    linear = any("coefficient" in column or "levels" in column for column in importance["columns"])
+    out.print(f"\nimportance: {importance.method}", markup=False)
+    linear = any(column.linear for column in importance.columns)
     headings = ["column", "kind", "importance", *(["coefficient"] if linear else [])]
     rows = [
         [
-            column["name"],
-            column["kind"],
-            "" if column["importance"] is None else f"{column['importance']:.4g}",
-            *([_coefficient_text(column)] if linear else []),
+            column.name,
+            column.kind,
+            "" if column.importance is None else f"{column.importance:.4g}",
+            *([column.coefficient_text()] if linear else []),
         ]
-        for column in importance["columns"]
+        for column in importance.columns
     ]
     if not (out.is_terminal and _is_tty(out.file)):  # FORCE_COLOR on a pipe still lays out for 80 columns
         for line in _plain_lines([headings, *rows]):
@@ -76,90 +78,3 @@ def _plain_lines(rows: list[list[str]]) -> list[str]:
     """Rows as lines of cells padded to their column's widest, two spaces apart (the last cell unpadded)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-
-
-def _coefficient_text(column: dict[str, Any]) -> str:
-    def number(value: Any) -> str:
-        return f"{value:+.4g}" if isinstance(value, float) else "[" + ", ".join(f"{v:+.3g}" for v in value) + "]"
-
-    if "coefficient" in column:
-        return f"{number(column['coefficient'])} per std ({number(column['per_unit'])} per unit)"
-    if "levels" in column:
-        levels = sorted(column["levels"], key=lambda level: -np.max(np.abs(level["coefficient"])))
-        more = len(levels) - 5
-        return ", ".join(f"{lv['level']} {number(lv['coefficient'])}" for lv in levels[:5]) + (
-            f", {more} more" if more > 0 else ""
-        )
-    return ""
-
-
-def _info_lines(report: dict[str, Any]) -> list[str]:
-    training, features, arch = report["training"], report["features"], report["architecture"]
-    problem = report["problem"]
-    if report["target"] is not None:
-        problem += f", target {report['target']:g}"
-    if report["confidence"] is not None:
-        sample = "the population value" if report["new_rows"] is None else f"on {report['new_rows']:,} new rows"
-        problem += f" at confidence {report['confidence']:g} ({sample})"
-        if report["certified"] is False:
-            problem += "; NOT certified: the closest threshold was kept (--allow-infeasible)"
-    lines = [
-        f"model: {report['model']}  (trained with dmocli {training['dmocli_version']}, written {training['date']})",
-        f"problem: {problem}",
-    ]
-    if report["threshold"] is not None:
-        lines.append(
-            f"threshold: logit {report['threshold']:.6g} (probability {report['threshold_probability']:.4g}); "
-            f"decision: {report['decision_rule']}"
-        )
-    if report.get("adapted") is not None:
-        lines.append(_adapted_line(report["adapted"]))
-    if report.get("model_selection") is not None:
-        from dmocli.pipelines.model_choice import summary_line
-
-        lines.append(summary_line(report))
-    positive = "" if report["positive"] is None else f", positive {report['positive']!r}"
-    lines.append(f"label: column {report['label_col']!r}, classes {report['classes']!r}{positive}")
-    kinds = [col["name"] + ("" if col["kind"] == "numeric" else f" ({col['kind']})") for col in features["columns"]]
-    lines.append(f"features: {features['n_columns']} columns, {features['n_inputs']} inputs: {', '.join(kinds)}")
-    if arch["kind"] == "gbdt":
-        lines.append(f"model: gbdt (boosted trees), {report['n_trees']:,} trees, {report['n_parameters']:,} nodes")
-    else:
-        shape = "" if arch["kind"] == "linear" else f", width {arch['width']}, depth {arch['depth']}"
-        lines.append(f"network: {arch['kind']}{shape}, {report['n_parameters']:,} parameters")
-    lines.append(_probability_line(training["calibration"]))
-    rows = "" if training["rows"] is None else f", {training['rows']:,} rows"
-    lines.append(f"training: solver {training['solver']}{rows}, seed {training['seed']}")
-    for split, figures in training["summary"].items():
-        shown = ", ".join(f"{key} {value:.4f}" for key, value in figures.items() if isinstance(value, float))
-        lines.append(f"  {split}: {shown}")
-    return lines
-
-
-def _probability_line(calibration: dict[str, Any] | None) -> str:
-    """How the model's probabilities are made from its logits, and on which rows the map was fitted."""
-    if calibration is None:
-        return "probabilities: uncalibrated (the logits' sigmoid or softmax)"
-    if calibration["method"] == "platt":
-        mapping = f"sigmoid({calibration['slope']:.4g} x logit {calibration['intercept']:+.4g})"
-    else:
-        bias = ", ".join(f"{b:+.3g}" for b in calibration["bias"])
-        mapping = f"softmax(logits / {calibration['temperature']:.4g} + [{bias}])"
-    return f"probabilities: {mapping}, fitted on {calibration['fitted_on']}"
-
-
-def _adapted_line(adapted: dict[str, Any]) -> str:
-    """Where `dmo threshold --adapt/--prior` moved the threshold from, for which rate, and how the curve's cut became
-    the model's (files adapted before `carried` was kept say only the rates)."""
-    line = (
-        f"adapted: to the positive rate {adapted['new_rate']:.4f} (trained at {adapted['training_rate']:.4f}), "
-        f"from the threshold {adapted['old_threshold']:.6g}"
-    )
-    if adapted.get("carried") == "share":
-        line += (
-            f"; the held-out curve's cut {adapted['curve_threshold']:.6g} carried to the model's scores by the share "
-            f"of NEW it should flag ({adapted['expected_share']:.4f})"
-        )
-    elif adapted.get("carried") == "score":
-        line += "; the held-out curve's cut, kept as it is"
-    return line

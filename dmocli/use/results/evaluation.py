@@ -1,0 +1,63 @@
+"""`dmo evaluate`'s result: the model's figures on labeled DATA at its stored operating point, and the gate's
+verdict (docs/report-schema.md#evaluate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dmocli.errors import UnreachableTarget
+from dmocli.operating_point.gate import Gate, gate_line
+from dmocli.prep.row_fingerprint import TrainingRowsFound
+from dmocli.report import BinarySplit, MulticlassSplit, ReportRecord, inlined, omitted
+from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields, outlook_lines
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateResult(ReportRecord):
+    """The evaluate report (its `to_dict`), and its summary (`lines`). `wall_seconds` is None until the run is
+    timed, last: a refused gate's report takes its error keys before it (pipelines/saving.py:refuse_with_report)."""
+
+    envelope: Envelope = inlined()
+    model: str
+    data: str
+    engine: str
+    solver: str
+    labels: LabelFields = inlined()
+    problem: ProblemFields = inlined()
+    confidence: float | None
+    seed: int | None
+    device: str
+    levels: LevelFields = inlined()
+    threshold: float | None
+    unlabeled_rows: int
+    warnings: list[str]
+    training_rows: TrainingRowsFound | None
+    splits: dict[str, BinarySplit | MulticlassSplit]
+    gate: Gate | None = omitted()  # --gate or --gate-confidence only
+    wall_seconds: float | None = omitted()
+
+    @property
+    def split(self) -> BinarySplit | MulticlassSplit:
+        """The one split evaluate reports: DATA's."""
+        return self.splits["data"]
+
+    def lines(self) -> list[str]:
+        """The figures and the gate's verdict: printed alike whether the gate passed or failed (exit 3), so a CI
+        log shows why. The outlook line only for a binary split of an uncertified threshold (a certified one's
+        confidence says it already)."""
+        split = self.split
+        lines = [split.summary_line("data", self.problem.constrained)]
+        if isinstance(split, BinarySplit) and self.confidence is None:
+            lines += outlook_lines(split, self.problem, None)
+        if self.gate is not None and self.gate.passed is not None:  # else a warning said why nothing was checked
+            lines.append(gate_line(self.gate, self.data))
+        return lines
+
+
+class GateFailed(UnreachableTarget):
+    """`--gate` found the model's target missed (exit 3): the refusal, with the run's result for the summary the
+    command prints above the one-line message (its `report`, the dict, as every refused target carries)."""
+
+    def __init__(self, result: EvaluateResult) -> None:
+        super().__init__(gate_line(result.gate, result.data))
+        self.result = result
