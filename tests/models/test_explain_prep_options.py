@@ -1,6 +1,7 @@
 """Explanations and importance for every preparation option and every model family (issue 45, trial 0 and
-hostile review 8): a model trained with `--dates parts`, `--parse-numbers`, `--fold-case`, `--impute median`,
-text levels, or all of them at once, as linear, mlp, gbdt or multi-class, explains its rows through
+hostile review 8; issue 46): a model trained with `--dates parts`, `--dates parts,trend`, `--dates parts` on rows of
+one month (its month part dropped as constant), `--parse-numbers`, `--fold-case`, `--impute median`, text levels,
+or all of them at once, as linear, mlp, gbdt or multi-class, explains its rows through
 `dmo predict --explain`, `dmocli.predict(..., explain=K)` and `dmo info --features`, and the contributions add
 up to the logit of the class the model decides on (class offsets applied).
 
@@ -30,6 +31,8 @@ ROWS = 240
 OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dates parts": (("--dates", "parts"), ("created_at",)),
     "parse numbers": (("--parse-numbers",), ("amount",)),
+    "dates parts,trend": (("--dates", "parts,trend"), ("created_at",)),  # the year, 2024 in every row, dropped
+    "dates parts, one month": (("--dates", "parts"), ("march_at",)),  # the month, 3 in every row, dropped
     "fold case": (("--fold-case",), ("shop",)),
     "impute median": (("--impute", "median"), ("gappy",)),
     "text levels": ((), ("shop",)),
@@ -50,8 +53,9 @@ FAMILIES: dict[str, tuple[tuple[str, ...], bool]] = {
 
 
 def raw_frame(columns: tuple[str, ...], *, classes: int, seed: int = 0) -> pd.DataFrame:
-    """A small table as a user exports it: a timestamp written as text, amounts written for people, a shop
-    written in case variants, a numeric column with gaps; two plain numeric columns and the label."""
+    """A small table as a user exports it: a timestamp written as text (over 90 days, or within March), amounts
+    written for people, a shop written in case variants, a numeric column with gaps; two plain numeric columns and
+    the label."""
     rng = np.random.default_rng(seed)
     label = rng.choice(classes, size=ROWS, p=[0.6, 0.25, 0.15] if classes == 3 else [0.7, 0.3])
     frame = pd.DataFrame({"x0": rng.normal(size=ROWS) + label, "x1": rng.normal(size=ROWS) - 0.5 * label})
@@ -59,6 +63,9 @@ def raw_frame(columns: tuple[str, ...], *, classes: int, seed: int = 0) -> pd.Da
         stamps = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 90 * 86400, ROWS) + label * 3600, "s")
         frame["created_at"] = stamps.strftime("%Y-%m-%d %H:%M:%S")
     if "amount" in columns:
+    if "march_at" in columns:
+        stamps = pd.Timestamp("2024-03-01") + pd.to_timedelta(rng.integers(0, 30 * 86400, ROWS) + label * 3600, "s")
+        frame["march_at"] = stamps.strftime("%Y-%m-%d %H:%M:%S")
         frame["amount"] = [f"${value:,.2f}" for value in rng.gamma(2.0, 400.0, ROWS) + 300.0 * label]
     if "shop" in columns:
         shops = np.asarray(["grocery", "Grocery", "GROCERY", "web", "Web", "store"])
@@ -104,6 +111,8 @@ def test_every_preparation_option_explains_through_every_surface(tmp_path: Path,
     model = dmocli.load_model(path)
     names = set(model.preprocessor.numeric) | set(model.preprocessor.categorical)
 
+    trends = ["created_at.days_since"] if "parts,trend" in flags else []  # the trend only when asked for
+    assert model.preprocessor.trend_features() == trends and not names & {"created_at.year", "march_at.month"}
     # dmo predict --explain 3: exit 0, three ranks, each naming a feature column of the model
     written = tmp_path / "p.csv"
     run_dmo("predict", path, tmp_path / "train.csv", "-o", written, "--explain", "3", check=True)
@@ -132,12 +141,13 @@ def test_every_preparation_option_explains_through_every_surface(tmp_path: Path,
 
 
 def test_a_date_columns_parts_are_explained_each_by_name(tmp_path: Path) -> None:
-    """A date column stands for its parts: the explanation and the linear coefficients name each part."""
+    """A date column stands for its parts: the explanation and the linear coefficients name each part (the
+    recurring ones: plain --dates parts makes no trend)."""
     frame = raw_frame(("created_at",), classes=2)
     path = train(tmp_path, frame, "--dates", "parts")
     explained = dmocli.DmoClassifier.load(path).explain(frame.drop(columns="label"))
     parts = [c for c in explained.columns if c.startswith("created_at.")]
-    assert {"created_at.year", "created_at.hour", "created_at.days_since"} <= set(parts)
+    assert set(parts) == {f"created_at.{part}" for part in ("month", "day", "weekday", "hour", "minute")}
     report = json.loads(run_dmo("info", path, "--features", "--json", check=True).stdout)
     by_name = {column["name"]: column for column in report["importance"]["columns"]}
     weight = dmocli.load_model(path).module()[0].weight.detach().double().numpy()[0]
