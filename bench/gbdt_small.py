@@ -132,7 +132,7 @@ def dmo_auto(data: pa.Table, test: pa.Table, seed: int, problem: str, target: fl
         return {"chosen": refusal.report["model_selection"]["chosen"], "seconds": time.perf_counter() - started}
     return {
         "chosen": report["model_selection"]["chosen"],
-        "cv": trained.evidence.rows(),
+        "cv": trained.heldout.rows(),
         "test": trained.logits(test)[0],
         "seconds": time.perf_counter() - started,
     }
@@ -189,7 +189,7 @@ def dmo_method(data: pa.Table, test: pa.Table, seed: int, model: str, params: di
     opts.cv_transfer = params.get("cv-transfer", opts.cv_transfer)
     started = time.perf_counter()
     trained, report = train(data, opts)
-    cv_logits, cv_y = trained.evidence.rows()
+    cv_logits, cv_y = trained.heldout.rows()
     test_logits, _ = trained.logits(test)
     trace = report["solver_trace"]
     rules = [fit.get("rounds_rule", {}).get("rule") for fit in trace.get("fold_traces", [trace])]

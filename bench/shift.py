@@ -126,7 +126,7 @@ def _shift_runs(
     name: str, seed: int, family: str, model_path: Path, test: pa.Table, *, variants: bool = True
 ) -> list[dict[str, Any]]:
     model = load_model(model_path)
-    curve: HeldOutCurve = model.evidence
+    curve: HeldOutCurve = model.heldout
     logits, _ = model.logits(test)
     y = model.labels.encode(test.column("label"))
     threshold = model.threshold

@@ -8,9 +8,11 @@ and scoring it never imports torch; an mlp builds its torch layers on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ from safetensors.numpy import save, save_file
 from dmocli.data.outputs import atomic_path, is_special, reader_gone_is_an_error
 from dmocli.errors import DmoError, first_line
 from dmocli.models.architecture import Architecture
+from dmocli.models.decision import Decision
 from dmocli.models.file_checks import (
     CLASS_OFFSETS,
     check_class_offsets,
@@ -34,7 +37,7 @@ from dmocli.models.file_reading import METADATA_KEY, StoredModel, read_model_fil
 from dmocli.models.stored_network import StoredNetwork
 from dmocli.operating_point.calibration import Calibration, probability
 from dmocli.operating_point.class_offsets import ClassProblem, decide
-from dmocli.operating_point.heldout import TENSOR_PREFIX as EVIDENCE_PREFIX
+from dmocli.operating_point.heldout import TENSOR_PREFIX as HELDOUT_PREFIX
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, class_probabilities
 from dmocli.operating_point.problems import Problem
@@ -54,7 +57,8 @@ FORMAT_VERSION = 1
 
 @dataclass
 class DmoModel:
-    """A trained classifier: preprocessing, network, labels and the operating point."""
+    """A trained classifier: preprocessing, network, labels, and its decision (models/decision.py), which the
+    properties below read; `with_decision` gives the model at another operating point."""
 
     # a trained torch module, or the stored tensors: a loaded file's, or from a numpy solver its state dict
     network: torch.nn.Module | StoredNetwork | dict[str, np.ndarray]
@@ -62,18 +66,45 @@ class DmoModel:
     preprocessor: Preprocessor
     labels: LabelSpec
     solver: str
-    problem: Problem | None
-    threshold: float | None  # on the logit scale; decision is logit >= threshold (binary only)
-    info: dict[str, Any] = field(default_factory=dict)  # solver-specific extras and training summary
-    evidence: HeldOutCurve | None = None  # the held-out curve its threshold was searched on (binary models)
+    decision: Decision  # the operating point, its held-out curve and the file's info (models/decision.py)
     training_rows: np.ndarray | None = None  # the sketch of its training rows (prep/row_fingerprint.py)
     profile: Profile | None = None  # its training rows' features and held-out scores, for drift checks (info.profile)
-    class_offsets: np.ndarray | None = None  # a multi-class operating point: added to the logits before the arg-max
-    class_problem: ClassProblem | None = None  # ... and the problem they were searched for
 
     @property
     def binary(self) -> bool:
         return self.labels.binary
+
+    def with_decision(self, decision: Decision) -> DmoModel:
+        """This model at another operating point: a new model sharing the network, preprocessing and profile, so
+        that moving the operating point (`dmo threshold`) leaves the model it started from as it was."""
+        return dataclasses.replace(self, decision=decision)
+
+    @property
+    def threshold(self) -> float | None:
+        """The decision's threshold on the logit scale (binary models; None for a multi-class one)."""
+        return self.decision.threshold
+
+    @property
+    def problem(self) -> Problem | None:
+        return self.decision.problem
+
+    @property
+    def class_offsets(self) -> np.ndarray | None:
+        return self.decision.class_offsets
+
+    @property
+    def class_problem(self) -> ClassProblem | None:
+        return self.decision.class_problem
+
+    @property
+    def heldout(self) -> HeldOutCurve | None:
+        """The held-out curve the threshold was searched on (binary models whose file keeps one)."""
+        return self.decision.heldout
+
+    @property
+    def info(self) -> Mapping[str, Any]:
+        """The model file's `info` as the decision left it (read-only: a new decision replaces it)."""
+        return self.decision.info
 
     def module(self) -> torch.nn.Module:
         """The torch network, built on first use from the stored tensors (a loaded file, a numpy solver's state)."""
@@ -160,7 +191,7 @@ class DmoModel:
             "architecture": self.architecture.to_dict(),
             "info": {
                 **self.info,
-                **({"heldout": self.evidence.info()} if self.evidence is not None else {}),
+                **({"heldout": self.heldout.info()} if self.heldout is not None else {}),
                 **({"profile": self.profile.to_dict()} if self.profile is not None else {}),
             },
         }
@@ -171,8 +202,8 @@ class DmoModel:
             tensors = {k: np.ascontiguousarray(v) for k, v in state.items()}
         else:
             tensors = {k: v.detach().cpu().contiguous().numpy() for k, v in self.network.state_dict().items()}
-        if self.evidence is not None:
-            tensors.update(self.evidence.tensors())
+        if self.heldout is not None:
+            tensors.update(self.heldout.tensors())
         if self.training_rows is not None:
             tensors[FINGERPRINT] = self.training_rows
         if self.class_offsets is not None:
@@ -234,7 +265,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         weights = {
             name: value
             for name, value in stored.tensors.items()
-            if not name.startswith(EVIDENCE_PREFIX) and name not in (FINGERPRINT, CLASS_OFFSETS)
+            if not name.startswith(HELDOUT_PREFIX) and name not in (FINGERPRINT, CLASS_OFFSETS)
         }
         check_tensors(arch, weights)
         network: StoredNetwork | torch.nn.Module = StoredNetwork(arch, weights, device)
@@ -242,29 +273,35 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
             network = _network_from_state(arch, weights, device)
         info = meta.get("info") or {}
         check_metadata(meta, stored.tensors)  # every entry a command reads, its type, range and counts
-        evidence = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
+        heldout = HeldOutCurve.from_file(stored.tensors, info["heldout"]) if "heldout" in info else None
         profile = _stored_profile(info.get("profile"))
         training_rows = stored.tensors.get(FINGERPRINT)
         if training_rows is not None:
             check_sketch(training_rows)
         problem = Problem(meta["problem"], meta.get("target"), meta.get("beta") or 1.0) if meta.get("problem") else None
+        preprocessor, labels = Preprocessor.from_dict(meta["preprocessing"]), LabelSpec.from_dict(meta["labels"])
+        class_offsets = stored.tensors.get(CLASS_OFFSETS)
+        check_class_offsets(class_offsets, labels.binary, len(labels.classes))
+        decision = Decision(
+            threshold=meta.get("threshold"),
+            problem=problem,
+            class_offsets=class_offsets,
+            class_problem=None
+            if class_offsets is None
+            else ClassProblem.from_dict(meta.get("class_problem"), labels.classes),
+            heldout=heldout,
+            info={key: value for key, value in info.items() if key not in STORED_APART},  # metadata() writes them
+        )
         model = DmoModel(
             network=network,
             architecture=arch,
-            preprocessor=Preprocessor.from_dict(meta["preprocessing"]),
-            labels=LabelSpec.from_dict(meta["labels"]),
+            preprocessor=preprocessor,
+            labels=labels,
             solver=str(meta["solver"]),
-            problem=problem,
-            threshold=meta.get("threshold"),
-            info={key: value for key, value in info.items() if key not in STORED_APART},  # metadata() writes them
-            evidence=evidence,
+            decision=decision,
             training_rows=training_rows,
             profile=profile,
-            class_offsets=stored.tensors.get(CLASS_OFFSETS),
         )
-        check_class_offsets(model.class_offsets, model.labels.binary, len(model.labels.classes))
-        if model.class_offsets is not None:
-            model.class_problem = ClassProblem.from_dict(meta.get("class_problem"), model.labels.classes)
         check_preprocessing(model.preprocessor, meta.get("feature_columns"))
         _check_profile(model.profile, model.preprocessor)
         _check_consistent(model)
@@ -276,7 +313,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
     return model, stored
 
 
-STORED_APART = ("heldout", "profile")  # info entries a loaded model holds as fields (evidence, profile)
+STORED_APART = ("heldout", "profile")  # info entries a loaded model holds apart (decision.heldout, profile)
 
 
 def _stored_profile(stored: Any) -> Profile | None:
@@ -318,7 +355,7 @@ def _check_consistent(model: DmoModel) -> None:
         raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
     if labels.binary:
         check_threshold(model.threshold)
-    stored = model.info.get("calibration") if isinstance(model.info, dict) else None
+    stored = model.info.get("calibration")
     if stored is not None and not labels.binary:
         MulticlassCalibration.from_dict(stored, len(labels.classes))  # raises on any malformed stored value
     elif stored is not None:

@@ -4,8 +4,9 @@ the model file and the refusal of an unreachable target.
 The in-memory pipeline (one process or torchrun), the streaming solvers and the trees trained on Dask differ in
 how they read and fit, and in nothing after: each hands a `FittedRun` to `conclude`, which builds the report
 envelope, settles the threshold (binary) or the class probability map (multi-class), adds the cross-fitting
-section, refuses with the full report when the target is out of reach, builds the `DmoModel` with its held-out
-evidence and drift profile, and writes it. A field of the report or the model file is added here, once.
+section, refuses with the full report when the target is out of reach, builds the `DmoModel` with its decision
+(models/decision.py: the operating point, the held-out curve, the info) and drift profile, and writes it. A field
+of the report or the model file is added here, once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from dmocli.data import sources
 from dmocli.models.architecture import Architecture
+from dmocli.models.decision import Decision
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.class_offsets import ClassProblem
@@ -29,7 +31,7 @@ from dmocli.pipelines.cross_fit import CrossFitted, cv_report
 from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, settle_classes
 from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
-from dmocli.pipelines.thresholding import Settled, problem_fields, settle_threshold
+from dmocli.pipelines.thresholding import Asked, FitDetails, Settled, problem_fields, settle_threshold
 from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -99,7 +101,7 @@ class _Settlement:
 
     settled: Settled | SettledClasses
     threshold: float | None  # None: a multi-class model
-    evidence: HeldOutCurve | None  # the held-out curve the model file keeps (None: nothing on its scale)
+    heldout: HeldOutCurve | None  # the held-out curve the model file keeps (None: nothing on its scale)
     heldout_scores: np.ndarray | None  # the drift profile's score (see _finished_profile)
     fields: dict[str, Any]  # the report's problem fields
     cv: tuple[BinaryCvSection | MulticlassCvSection, ...]  # the report's `cv` section, when --cv cross-fitted
@@ -114,22 +116,23 @@ def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Set
     settled = settle_threshold(
         run.logits,
         run.truth,
-        problem=problem,
-        own=run.own_threshold,
-        adjust=run.adjust,
-        confidence=opts.confidence,
-        allow_infeasible=opts.allow_infeasible,
-        carry_to=_carry_to(opts, crossed, run.logits),
-        calibrate=run.calibrate,
-        new_rows=opts.new_rows,
-        calibration=run.calibration,
-        held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
+        Asked(
+            problem=problem, confidence=opts.confidence, new_rows=opts.new_rows, allow_infeasible=opts.allow_infeasible
+        ),
+        FitDetails(
+            own=run.own_threshold,
+            adjust=run.adjust,
+            carry_to=_carry_to(opts, crossed, run.logits),
+            calibrate=run.calibrate,
+            calibration=run.calibration,
+            held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
+        ),
     )
     searched = settled.operating_point  # --cv always searches the out-of-fold scores
     return _Settlement(
         settled=settled,
         threshold=settled.threshold,
-        evidence=settled.evidence,
+        heldout=settled.heldout,
         heldout_scores=settled.heldout_scores,
         fields=problem_fields(problem),
         cv=()
@@ -154,7 +157,7 @@ def _settle_classes(run: FittedRun, opts: TrainOptions) -> _Settlement:
     return _Settlement(
         settled=settled,
         threshold=None,
-        evidence=None,
+        heldout=None,
         heldout_scores=None,
         fields=settled.problem_fields(),
         class_offsets=settled.offsets,
@@ -192,35 +195,38 @@ def _report(
         n_features=run.preprocessor.n_features,
         **run.levels.report(),
         **run.report_fields,
-        warnings=run.warnings + settled.warnings + run.solver_warnings,
+        warnings=[*run.warnings, *settled.warnings, *run.solver_warnings],
         model=None if output is None or settled.refusal is not None else str(output),  # none written on a refusal
     )
 
 
 def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: dict[str, Any]) -> DmoModel:
-    """The model file's content: the fitted network and its operating point, the info the report summarizes, the
-    held-out evidence and the drift profile (a multi-class model keeps its class offsets instead of a threshold)."""
+    """The model file's content: the fitted network and its decision (the operating point, the held-out curve, the
+    info the report summarizes; a multi-class model keeps its class offsets instead of a threshold) and the drift
+    profile."""
     return DmoModel(
         network=run.network,
         architecture=run.architecture,
         preprocessor=run.preprocessor,
         labels=run.labels,
         solver=run.solver,
-        problem=run.problem,
-        threshold=settlement.threshold,
-        info=training_info(
-            opts,
-            run.params,
-            report=report,
-            calibration=settlement.settled.calibration,
-            summary=_summary(run, report),
-            **run.info_fields,
+        decision=Decision(
+            threshold=settlement.threshold,
+            problem=run.problem,
+            class_offsets=settlement.class_offsets,
+            class_problem=settlement.class_problem,
+            heldout=settlement.heldout,
+            info=training_info(
+                opts,
+                run.params,
+                report=report,
+                calibration=settlement.settled.calibration,
+                summary=_summary(run, report),
+                **run.info_fields,
+            ),
         ),
-        evidence=settlement.evidence,
         training_rows=run.training_rows,
         profile=_finished_profile(run.profile, settlement.heldout_scores),
-        class_offsets=settlement.class_offsets,
-        class_problem=settlement.class_problem,
     )
 
 

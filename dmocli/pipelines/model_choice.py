@@ -5,7 +5,7 @@ options and seed, so the same folds: their out-of-fold curves are paired, and ea
 objective on it is an honest estimate of what that kind does on new rows. The one that reaches the target with
 the better objective is kept (a tie goes to the simpler, linear); its model file and report are the candidate's
 own (`architecture.kind` linear or gbdt), with a `model_selection` section added to the report and to the file's
-`info` (`dmo info` shows it), so no other command needs to know that a choice was made.
+`info` (its decision's, `dmo info` shows it), so no other command needs to know that a choice was made.
 
 With `--confidence C` the choice is itself a look at the data: keeping the better of two certified thresholds
 could keep one whose certificate failed. Each candidate is certified at 1 - (1 - C) / 2 instead, so that by the
@@ -140,8 +140,10 @@ def train_auto(
     assert chosen.model is not None  # a candidate without a refusal has its model
     report = extended({**chosen.report, "model": None if output is None else str(output)}, section)
     # the file says it was chosen, and why its certificate's level is above the one asked (`dmo info`)
-    chosen.model.info["model_selection"] = report["model_selection"]
-    return finish(chosen.model, report, output=output, report_path=report_path, started=started)
+    decision = chosen.model.decision
+    selected = {**decision.info, "model_selection": report["model_selection"]}
+    model = chosen.model.with_decision(dataclasses.replace(decision, info=selected))
+    return finish(model, report, output=output, report_path=report_path, started=started)
 
 
 def best(candidates: Sequence[CandidateModel]) -> CandidateModel:

@@ -11,6 +11,7 @@ dmocli/operating_point/multiclass_calibration.py the map. Without such a problem
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,8 +239,8 @@ def refit_class_offsets(
 ) -> dict[str, Any]:
     """`dmo threshold` of a multi-class model: the class offsets searched again on DATA's logits, for `problem`
     (every class's floor its target) or, without one, the class problem MODEL stores (and its --confidence, unless
-    one is given); the probability map refitted on the same rows. A multi-class model keeps no held-out logits,
-    so DATA is needed."""
+    one is given); the probability map refitted on the same rows, written as a new model (`model` is left as it
+    was). A multi-class model keeps no held-out logits, so DATA is needed."""
     if data is None:
         raise DmoError(
             "a multi-class model keeps no held-out logits to re-search its class offsets on; give a labeled DATA "
@@ -252,7 +253,8 @@ def refit_class_offsets(
         wanted = ClassProblem(problem.kind, tuple(floors), problem.beta)
     elif model.class_problem is not None:
         wanted = model.class_problem
-        confidence = model.info.get("confidence") if confidence is None and wanted.kind != "ofbs" else confidence
+        if confidence is None and wanted.kind != "ofbs":  # the model's own certificate
+            confidence = model.decision.certificate.confidence
     else:
         raise DmoError(
             "this multi-class model decides by the arg-max (no class problem stored); give --problem "
@@ -264,8 +266,7 @@ def refit_class_offsets(
         {"data": logits}, {"data": y}, classes, problem=wanted, confidence=confidence, allow_infeasible=allow_infeasible
     )
     previous = None if model.class_offsets is None else [float(b) for b in model.class_offsets]
-    model.class_offsets, model.class_problem = settled.offsets, wanted
-    model.info = retargeted_info(
+    info = retargeted_info(
         model.info,
         confidence=confidence,
         new_rows=None,  # a multi-class certificate is of the population values
@@ -275,8 +276,11 @@ def refit_class_offsets(
         calibration=settled.calibration,
         calibration_refitted=True,
     )
+    refitted = model.with_decision(
+        dataclasses.replace(model.decision, class_offsets=settled.offsets, class_problem=wanted, info=info)
+    )
     report = threshold_envelope(
-        model,
+        refitted,
         model_path,
         *settled.parts(),
         data=fitted_on,
@@ -291,5 +295,5 @@ def refit_class_offsets(
         warnings=settled.warnings,
     )
     return finish_threshold(
-        model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
+        refitted, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
     )

@@ -5,6 +5,7 @@ set: by training (`training_info`) or moved by `dmo threshold` (`retargeted_info
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def training_info(
 
 
 def retargeted_info(
-    info: dict[str, Any],
+    info: Mapping[str, Any],
     *,
     confidence: float | None,
     new_rows: int | None,

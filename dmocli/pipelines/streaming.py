@@ -37,6 +37,7 @@ from dmocli.data.prefetch import prefetched
 from dmocli.data.stdin_csv import NAME, StdinCsv, open_stdin_csv
 from dmocli.errors import DmoError
 from dmocli.models.architecture import Architecture
+from dmocli.models.decision import Decision
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions
@@ -281,8 +282,7 @@ def train_streaming(
         preprocessor=pre,
         labels=labels,
         solver=solver.name,
-        problem=problem,
-        threshold=result.threshold,
+        decision=Decision(threshold=result.threshold, problem=problem),
     )
     held = _held_out_logits(provisional, data, opts, adjust=adjust)
     if opts.plot is not None:

@@ -11,7 +11,7 @@ what to do with the answer.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,10 +44,10 @@ def certified_rows(
     By default the population value (`--new-rows inf`): "precision >= 0.9 with probability 0.95" is read as a
     claim about the model, not about one sample of a size the user never gave, and dmo's own checks of it
     (`evaluate --gate`, `monitor`) judge it by an interval around whatever sample they measure. A model file that
-    stored the sample its certificate was about (`stored`, its info's `new_rows`) keeps it: `dmo threshold`
-    re-certifies what training certified. `--new-rows N` names a sample (a test split, a day of traffic) whose
-    measured value must meet the target (docs/operating-points.md says why one fold's rows is no longer the
-    default).
+    stored the sample its certificate was about (`stored`, its decision's `certificate.new_rows`) keeps it:
+    `dmo threshold` re-certifies what training certified. `--new-rows N` names a sample (a test split, a day of
+    traffic) whose measured value must meet the target (docs/operating-points.md says why one fold's rows is no
+    longer the default).
     """
     new_rows = read_new_rows(new_rows)  # the Python API may give "inf" or a numpy integer
     if confidence is None or new_rows == POPULATION:
@@ -55,13 +55,6 @@ def certified_rows(
     if new_rows is None:
         return stored
     return int(new_rows)
-
-
-def stored_sample(info: dict[str, Any]) -> int | None:
-    """The new-sample size a model file's certificate was about (its info's `new_rows`), None for the population
-    value or a model without a certificate: what `dmo threshold` certifies by default."""
-    rows = info.get("new_rows") if info.get("confidence") is not None else None
-    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else None
 
 
 def fit_threshold(
@@ -205,18 +198,19 @@ def split_reports(
     }
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Settled:
     """The threshold a trained model keeps, the report's sections on how it was chosen, and the refusal to raise
-    once the report is complete (an unreachable target without --allow-infeasible)."""
+    once the report is complete (an unreachable target without --allow-infeasible). Frozen: each step that adds to
+    it (the search, the splits, the held-out curve) builds the next one with `dataclasses.replace`."""
 
     threshold: float
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
     refusal: UnreachableTarget | None = None
     operating_point: OperatingPointSection | None = None  # None: no search ran (the solver's own threshold kept)
     splits: SplitsSection | None = None
     calibration: Calibration | None = None  # the probability map, fitted on the held-out scores where there are
-    evidence: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
+    heldout: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
     heldout_scores: np.ndarray | None = None  # those scores themselves, for the model file's drift profile
     oof_threshold: float | None = None  # with --cv: the searched cut on the out-of-fold scores' own scale
 
@@ -227,80 +221,91 @@ class Settled:
         return (*searched, *splits, CalibrationSection(calibration=self.calibration))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """The operating point the options ask for: the problem, `--confidence`, `--new-rows` as given (see
+    `certified_rows`: the population value without it), and whether `--allow-infeasible` keeps a closest cut."""
+
+    problem: Problem
+    confidence: float | None = None
+    new_rows: int | float | None = None
+    allow_infeasible: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitDetails:
+    """What the fit tells the threshold step beyond its scores: the solver's own threshold (`own`, None: it has
+    none) and whether to search anyway (`adjust`); the saved model's own scores of the training rows, where the
+    out-of-fold ones are carried to them by rank (`carry_to`); whether to fit the probability map (`calibrate`) or
+    the map to keep (`calibration`); and one fold's rows with --cv, what the held-out curve records as its
+    `certified_rows` (`held_out_rows`; by default the size of the split searched)."""
+
+    own: float | None = None
+    adjust: bool = True
+    carry_to: np.ndarray | None = None
+    calibrate: bool = True
+    calibration: Calibration | None = None
+    held_out_rows: int | None = None
+
+
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
     """An unreachable target is a refusal (exit 3), or with --allow-infeasible a warning on the closest cut."""
-    settled = Settled(point.threshold)
     if unreachable is None:
-        return settled
+        return Settled(threshold=point.threshold)
     if allow_infeasible:
         kept = option_hint("--allow-infeasible", "allow_infeasible=True")
-        settled.warnings.append(f"{unreachable}; the closest threshold is kept ({kept})")
+        return Settled(threshold=point.threshold, warnings=(f"{unreachable}; the closest threshold is kept ({kept})",))
+    allow = option_hint("--allow-infeasible", "allow_infeasible=True")
+    if point.new_rows is not None and point.required_rate is None:  # a lower target would not pass either;
+        fix = "add labeled rows"  # the message already names a larger --new-rows
     else:
-        allow = option_hint("--allow-infeasible", "allow_infeasible=True")
-        if point.new_rows is not None and point.required_rate is None:  # a lower target would not pass either;
-            fix = "add labeled rows"  # the message already names a larger --new-rows
-        else:
-            fix = f"lower {option_hint('--target', 'target')}, add labeled rows"
-        settled.refusal = UnreachableTarget(
-            f"{unreachable}; {fix}, or pass {allow} to keep the closest threshold",
-            best_achievable=point.best_achievable,
-        )
-    return settled
+        fix = f"lower {option_hint('--target', 'target')}, add labeled rows"
+    refusal = UnreachableTarget(
+        f"{unreachable}; {fix}, or pass {allow} to keep the closest threshold", best_achievable=point.best_achievable
+    )
+    return Settled(threshold=point.threshold, refusal=refusal)
 
 
 def settle_threshold(
-    logits: dict[str, np.ndarray],
-    truth: dict[str, np.ndarray],
-    *,
-    problem: Problem,
-    own: float | None,
-    adjust: bool,
-    confidence: float | None,
-    allow_infeasible: bool,
-    carry_to: np.ndarray | None = None,
-    calibrate: bool = True,
-    new_rows: int | float | None = None,
-    calibration: Calibration | None = None,
-    held_out_rows: int | None = None,
+    logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], asked: Asked, fit: FitDetails = FitDetails()
 ) -> Settled:
-    """The threshold after training: when `adjust` or when the solver has no threshold of its own, the exact
-    search on the out-of-fold scores ("cv"), else on the val split, else on the training rows (optimistic, and
-    said so); otherwise the solver's own threshold. `carry_to`, the saved model's own scores of the training rows
-    where they are on another scale than the out-of-fold ones (pipelines/cross_fit.py), carries the out-of-fold
-    scores to them by rank first (operating_point/carry.carried_by_rank): the search, the certificate and the
-    held-out curve are then on the scale the model decides on, with the out-of-fold counts (and the drift profile
-    keeps no score: carried scores are the model's own on the rows it was fitted on).
+    """The threshold after training: when `fit.adjust` or when the solver has no threshold of its own, the exact
+    search for `asked` on the out-of-fold scores ("cv"), else on the val split, else on the training rows
+    (optimistic, and said so); otherwise the solver's own threshold. `fit.carry_to`, the saved model's own scores
+    of the training rows where they are on another scale than the out-of-fold ones (pipelines/cross_fit.py),
+    carries the out-of-fold scores to them by rank first (operating_point/carry.carried_by_rank): the search, the
+    certificate and the held-out curve are then on the scale the model decides on, with the out-of-fold counts
+    (and the drift profile keeps no score: carried scores are the model's own on the rows it was fitted on).
     A cut that flags none of the model's own scores of the training rows is not feasible, whatever the held-out
     split says (`flags_none_of_its_rows`).
 
     The report keeps the metrics at the solver's own threshold (`before_adjustment`) whenever it has one, and
     every split's metrics at the threshold kept (`splits`; the out-of-fold split at its own threshold).
-    With `calibrate`, the probability map is fitted on the same held-out scores; not on rows of a `dmo subsample`
-    file, whose labels are not the population's (the offset-corrected logit's sigmoid already estimates it). A
-    given `calibration` is kept instead (logits that are probabilities already: Calibration.identity).
-    `new_rows` is the option as given (see `certified_rows`: the population value without it); `held_out_rows`,
-    one fold's rows with --cv (by default the size of the split searched), is what the held-out curve stores as
-    its `certified_rows`.
+    With `fit.calibrate`, the probability map is fitted on the same held-out scores; not on rows of a `dmo
+    subsample` file, whose labels are not the population's (the offset-corrected logit's sigmoid already
+    estimates it). A given `fit.calibration` is kept instead (logits that are probabilities already:
+    Calibration.identity).
     """
-    oof, flags_none = logits.get("cv"), False
-    if oof is not None and carry_to is not None:
-        logits = {**logits, "cv": carried_by_rank(oof, carry_to)}
+    problem, oof = asked.problem, logits.get("cv")
+    if oof is not None and fit.carry_to is not None:
+        logits = {**logits, "cv": carried_by_rank(oof, fit.carry_to)}
     fitted = {name: split for name, split in logits.items() if name != "cv"}
     held_out = next((name for name in ("cv", "val", "train") if name in logits), None)
-    if calibration is None and held_out and calibrate:
+    calibration = fit.calibration
+    if calibration is None and held_out and fit.calibrate:
         calibration = fit_platt(logits[held_out], truth[held_out], held_out)
     before = None
-    if own is not None:
-        before = split_reports(fitted, truth, own, problem=problem, classes=[], calibration=calibration)
-    if adjust or own is None:  # searched on the same scores the probability map is fitted on
-        settled, flags_none = _searched(
-            logits, truth, held_out, problem=problem, confidence=confidence, new_rows=new_rows, allow=allow_infeasible
-        )
+    if fit.own is not None:
+        before = split_reports(fitted, truth, fit.own, problem=problem, classes=[], calibration=calibration)
+    flags_none = False
+    if fit.adjust or fit.own is None:  # searched on the same scores the probability map is fitted on
+        settled, flags_none = _searched(logits, truth, held_out, asked)
         point = settled.operating_point.point
         if oof is not None:
-            settled.oof_threshold = point.threshold if carry_to is None else oof_cut(oof, logits["cv"], point.threshold)
+            cut = point.threshold if fit.carry_to is None else oof_cut(oof, logits["cv"], point.threshold)
+            settled = dataclasses.replace(settled, oof_threshold=cut)
     else:
-        settled = Settled(own)
+        settled = Settled(threshold=fit.own)
     splits = split_reports(fitted, truth, settled.threshold, problem=problem, classes=[], calibration=calibration)
     if "cv" in logits:  # the out-of-fold scores (carried to the model's scale, where they are) at the cut
         splits["cv"] = binary_split_report(
@@ -308,52 +313,59 @@ def settle_threshold(
         )
         if flags_none:  # its rows reach the target there, but the model flags none of its own
             splits["cv"]["feasible"] = False
-    settled.warnings += empty_prediction_warnings(splits)
-    settled.splits = SplitsSection(threshold=settled.threshold, splits=splits, before_adjustment=before)
-    settled.calibration = calibration
-    if held_out is not None:
-        settled.evidence = HeldOutCurve.from_scores(  # certified_rows: one held-out split's rows, for the record
-            logits[held_out],
-            truth[held_out],
-            split=held_out,
-            certified_rows=held_out_rows or int(truth[held_out].size),
-            carried=held_out == "cv" and carry_to is not None,
-            highest_own=_highest_own(logits, held_out, carried=carry_to is not None),
-        )
+    heldout = _heldout_curve(logits, truth, held_out, fit)
+    return dataclasses.replace(
+        settled,
+        warnings=(*settled.warnings, *empty_prediction_warnings(splits)),
+        splits=SplitsSection(threshold=settled.threshold, splits=splits, before_adjustment=before),
+        calibration=calibration,
+        heldout=heldout,
         # carried scores are the model's scores of the rows it was fitted on, ordered as the out-of-fold ones: no
         # reference for the drift of its scores on new rows
-        settled.heldout_scores = None if settled.evidence.carried else logits[held_out]
-    return settled
+        heldout_scores=None if heldout is None or heldout.carried else logits[held_out],
+    )
+
+
+def _heldout_curve(
+    logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], held_out: str | None, fit: FitDetails
+) -> HeldOutCurve | None:
+    """The held-out curve the model file keeps: the scores the threshold was searched on (None: no held-out
+    split), their `certified_rows` one held-out split's rows (one fold's with --cv), for the record."""
+    if held_out is None:
+        return None
+    carried = fit.carry_to is not None
+    return HeldOutCurve.from_scores(
+        logits[held_out],
+        truth[held_out],
+        split=held_out,
+        certified_rows=fit.held_out_rows or int(truth[held_out].size),
+        carried=held_out == "cv" and carried,
+        highest_own=_highest_own(logits, held_out, carried=carried),
+    )
 
 
 def _searched(
-    logits: dict[str, np.ndarray],
-    truth: dict[str, np.ndarray],
-    split: str,
-    *,
-    problem: Problem,
-    confidence: float | None,
-    new_rows: int | float | None,
-    allow: bool,
+    logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], split: str, asked: Asked
 ) -> tuple[Settled, bool]:
-    """The exact search on the held-out `split` and what follows from it (a refusal, or with `allow` a warning,
-    where the target is out of reach; the warnings on the split searched), and whether its cut flags none of the
-    model's own training rows."""
+    """The exact search on the held-out `split` and what follows from it (a refusal, or with `allow_infeasible` a
+    warning, where the target is out of reach; the warnings on the split searched), and whether its cut flags none
+    of the model's own training rows."""
     where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
-    sample = certified_rows(new_rows, confidence)
+    sample = certified_rows(asked.new_rows, asked.confidence)
     point, unreachable = fit_threshold(
-        logits[split], truth[split], problem, confidence=confidence, where=where, new_rows=sample
+        logits[split], truth[split], asked.problem, confidence=asked.confidence, where=where, new_rows=sample
     )
     flags_none = flags_none_of_its_rows(point, logits.get("train"), where=where)
     if flags_none is not None:
         point, unreachable = dataclasses.replace(point, feasible=False), flags_none
-    settled = judge_reachability(point, unreachable, allow)
-    if split == "train":
-        settled.warnings.append(OPTIMISTIC)
+    settled = judge_reachability(point, unreachable, asked.allow_infeasible)
+    warnings = [OPTIMISTIC] if split == "train" else []
     if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
-        settled.warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
-    settled.operating_point = OperatingPointSection(point=point, split=split)
-    return settled, flags_none is not None
+        warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
+    section = OperatingPointSection(point=point, split=split)
+    return dataclasses.replace(
+        settled, warnings=(*settled.warnings, *warnings), operating_point=section
+    ), flags_none is not None
 
 
 def flags_none_of_its_rows(point: OperatingPoint, own: np.ndarray | None, *, where: str) -> str | None:

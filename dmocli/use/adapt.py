@@ -2,7 +2,7 @@
 
 Under label shift the class-conditional score distributions stay those of the held-out curve the model file
 keeps, and precision at a cut becomes r*TPR / (r*TPR + (1-r)*FPR) at the new rate r. The rate is given (--prior)
-or estimated on unlabeled NEW rows (PACC on the stored curve, with its interval); FPOR and OFBS are re-targeted
+or estimated on unlabeled NEW rows (PACC on the held-out curve, with its interval); FPOR and OFBS are re-targeted
 exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
 label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
 the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
@@ -20,7 +20,9 @@ warning says the cut is on the held-out scale.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,16 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.options import check_given
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.scoring import open_data
-from dmocli.pipelines.thresholding import certified_rows, stored_sample
+from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, model_summary
 from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
 from dmocli.shift.carry import carried_by_share, expected_share
 from dmocli.shift.prevalence import estimate_prevalence, usable_rate
-from dmocli.use.apply import curve_off_scale, stored_curve
+from dmocli.use.apply import curve_off_scale, heldout_curve
 
 # What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold
 # it replaced, and how the curve's cut became the model's (`carried`, `expected_share`, `curve_threshold`), so the
-# file says whether its threshold is the stored curve's cut or the share of NEW that cut was expected to flag.
+# file says whether its threshold is the held-out curve's cut or the share of NEW that cut was expected to flag.
 INFO_KEYS = ("new_rate", "training_rate", "old_threshold", "carried", "expected_share", "curve_threshold")
 
 
@@ -70,11 +72,11 @@ def adapt_to_rate(
     model = load_model(model_path)
     if not model.binary or model.problem is None:
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
-    curve = stored_curve(model, model_path)
+    curve = heldout_curve(model, model_path)
     rate, interval, source, logits = _new_rate(model, curve, new_data=new_data, prior=prior, confidence=confidence)
     if confidence is not None and interval is not None and model.problem.kind == "fpor":
         _refuse_unbounded_rate(curve, model, rate=rate, interval=interval, rows=int(logits.size), level=confidence)
-    sample = certified_rows(new_rows, confidence, stored_sample(model.info))  # the model's own, by default
+    sample = certified_rows(new_rows, confidence, model.decision.certificate.new_rows)  # the model's own, by default
     adapted = adapt_threshold(
         curve,
         model.problem,
@@ -84,25 +86,28 @@ def adapt_to_rate(
         threshold=model.threshold,
         new_rows=sample,
     )
-    previous = model.threshold
-    model.threshold, carried = carry_to_model(model, curve, cut=adapted.threshold, rate=adapted.new_rate, logits=logits)
+    threshold, carried = carry_to_model(model, curve, cut=adapted.threshold, rate=adapted.new_rate, logits=logits)
     scores, labels = curve.rows()  # the curve's figures at the cut on its own scale
     split = binary_split_report(
         scores, labels, threshold=adapted.threshold, problem=model.problem, calibration=model.calibration
     )
     section = {
         **adapted.to_dict(),
-        "threshold": model.threshold,
+        "threshold": threshold,
         "curve_threshold": adapted.threshold,
         **carried,
         "training_rate": curve.rate,
         "rate_interval": interval,
         "rate_source": source,
     }
-    model.info = {**_certificate_info(model.info, confidence, adapted), "adapted": {k: section[k] for k in INFO_KEYS}}
-    model.info["summary"] = model_summary({"data": split})
+    info = {
+        **_certificate_info(model.info, confidence, adapted),
+        "adapted": {k: section[k] for k in INFO_KEYS},
+        "summary": model_summary({"data": split}),  # at the new threshold (training's place kept)
+    }
+    moved = model.with_decision(dataclasses.replace(model.decision, threshold=threshold, info=info))
     report = threshold_envelope(
-        model,
+        moved,
         model_path,
         data=source,
         engine="local",
@@ -110,19 +115,19 @@ def adapt_to_rate(
         problem_fields=model.problem.to_dict(),
         problem_source="model",
         confidence=confidence,
-        previous_threshold=previous,
-        threshold=model.threshold,
+        previous_threshold=model.threshold,
+        threshold=threshold,
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=([adapted.note] if adapted.note else []) + _scale_warnings(model, carried["carried"], logits),
+        warnings=([adapted.note] if adapted.note else []) + _scale_warnings(moved, carried["carried"], logits),
         splits={"data": split},
     )
     refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None
-    return finish_threshold(model, report, output=output, report_path=report_path, started=started, refusal=refusal)
+    return finish_threshold(moved, report, output=output, report_path=report_path, started=started, refusal=refusal)
 
 
-def _certificate_info(info: dict[str, Any], confidence: float | None, adapted: AdaptedThreshold) -> dict[str, Any]:
+def _certificate_info(info: Mapping[str, Any], confidence: float | None, adapted: AdaptedThreshold) -> dict[str, Any]:
     """The model file's info with its certificate replaced by this adaptation's: the training one was for the old
     threshold at the old rate, and `dmo info` must not claim it for the new file (without --confidence: none)."""
     kept = {key: value for key, value in info.items() if key not in ("confidence", "new_rows", "certified")}
@@ -154,7 +159,7 @@ def _new_rate(
     confidence: float | None,
 ) -> tuple[float, tuple[float, float] | None, str, np.ndarray | None]:
     """(the positive rate to adapt to, its interval, where it comes from, NEW's logits): `prior` as given, or the
-    rate estimated on NEW's scores against the stored curve (label shift: the score distribution given the class
+    rate estimated on NEW's scores against the held-out curve (label shift: the score distribution given the class
     is the training one)."""
     if new_data is None:
         return float(prior), None, f"given rate {prior:g}", None
@@ -334,4 +339,4 @@ def _scores(model: Any, data: sources.Source) -> np.ndarray:
     logits = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     if logits.size == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to estimate the positive rate on")
-    return logits.astype(np.float32)
+    return logits

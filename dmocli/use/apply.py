@@ -36,7 +36,6 @@ from dmocli.pipelines.thresholding import (
     fit_threshold,
     judge_reachability,
     split_reports,
-    stored_sample,
 )
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
@@ -57,14 +56,14 @@ from dmocli.use.prediction_output import (
 SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
 
 
-def stored_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
+def heldout_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
     """The held-out curve the model file keeps, or one line saying why there is none and what to give instead."""
-    if model.evidence is None:
+    if model.heldout is None:
         raise DmoError(
             f"{model_path} keeps no held-out scores (written before dmocli stored them, or trained with "
             "--cv-transfer rank before they were carried to the saved model's scale); give labeled DATA"
         )
-    return model.evidence
+    return model.heldout
 
 
 def curve_off_scale(model: DmoModel) -> bool:
@@ -75,7 +74,7 @@ def curve_off_scale(model: DmoModel) -> bool:
     ensembles average probabilities too, but their members nearly agree, and carrying their cuts by share measured
     no better (docs/measurements.md): their curve is taken as on their scale."""
     ensemble = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
-    curve = model.evidence
+    curve = model.heldout
     return ensemble and model.architecture.kind == "gbdt" and curve is not None and not curve.carried
 
 
@@ -150,17 +149,16 @@ def refit_threshold(
         )
     search = _search_asked(model, problem, confidence, new_rows)
     labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows)
-    new_rows = certified_rows(search.new_rows, search.confidence, stored_sample(model.info))  # the model's sample
-    point, unreachable = _searched_point(labeled, search, new_rows=new_rows, stored=data is None)
+    new_rows = certified_rows(search.new_rows, search.confidence, model.decision.certificate.new_rows)
+    point, unreachable = _searched_point(labeled, search, new_rows=new_rows, on_heldout=data is None)
     settled = judge_reachability(point, unreachable, allow_infeasible)
-    if labeled.curve.split == "train":
-        settled.warnings.append(OPTIMISTIC)
-    if data is None and curve_off_scale(model):
-        settled.warnings.append(off_scale_warning(model_path, point.threshold))
-    previous = model.threshold
-    splits = _retarget(model, labeled, point, search=search, new_rows=new_rows, refit_calibration=data is not None)
+    optimistic = [OPTIMISTIC] if labeled.curve.split == "train" else []
+    off_scale = [off_scale_warning(model_path, point.threshold)] if data is None and curve_off_scale(model) else []
+    retargeted, splits = _retarget(
+        model, labeled, point, search=search, new_rows=new_rows, refit_calibration=data is not None
+    )
     report = threshold_envelope(
-        model,
+        retargeted,
         model_path,
         OperatingPointSection(point=point),
         SplitsSection(threshold=point.threshold, splits=splits),
@@ -170,14 +168,14 @@ def refit_threshold(
         problem_fields=search.problem.to_dict(),
         problem_source=search.source,
         confidence=search.confidence,
-        previous_threshold=previous,
+        previous_threshold=model.threshold,
         unlabeled_rows=labeled.unlabeled,
         warnings=(unlabeled_warning(labeled.unlabeled, data) if data is not None else [])
-        + settled.warnings
+        + [*settled.warnings, *optimistic, *off_scale]
         + empty_prediction_warnings(splits),
     )
     return finish_threshold(
-        model, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
+        retargeted, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
     )
 
 
@@ -201,19 +199,21 @@ def _search_asked(
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
         if confidence is None and problem.kind != "ofbs":  # the model's own certificate (no new_rows: population)
-            confidence = model.info.get("confidence")
+            certificate = model.decision.certificate
+            confidence = certificate.confidence
             if confidence is not None and new_rows is None:
-                new_rows = model.info.get("new_rows") or POPULATION
+                new_rows = certificate.new_rows or POPULATION
     check_new_rows(new_rows, confidence)  # --new-rows alone changes the sample of the model's own certificate
     return _Search(problem=problem, source=source, confidence=confidence, new_rows=new_rows)
 
 
 def _searched_point(
-    labeled: "_Labeled", search: "_Search", *, new_rows: int | float | None, stored: bool
+    labeled: "_Labeled", search: "_Search", *, new_rows: int | float | None, on_heldout: bool
 ) -> tuple[OperatingPoint, str | None]:
-    """The exact search on the labeled scores, and why its point is out of reach (None: it is not). On the stored
-    curve (`stored`), a cut above every score the model gives its training rows (the curve's `highest_own`) flags
-    none of them: not feasible, whatever the curve's rows say there (thresholding.above_its_highest_score)."""
+    """The exact search on the labeled scores, and why its point is out of reach (None: it is not). On the held-out
+    curve the model file keeps (`on_heldout`), a cut above every score the model gives its training rows (the
+    curve's `highest_own`) flags none of them: not feasible, whatever the curve's rows say there
+    (thresholding.above_its_highest_score)."""
     point, unreachable = fit_threshold(
         labeled.logits,
         labeled.y,
@@ -222,7 +222,7 @@ def _searched_point(
         where=labeled.fitted_on,
         new_rows=new_rows,
     )
-    beyond = above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if stored else None
+    beyond = above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if on_heldout else None
     if beyond is not None:
         return dataclasses.replace(point, feasible=False), beyond
     return point, unreachable
@@ -236,7 +236,7 @@ class _Labeled:
     y: np.ndarray
     curve: HeldOutCurve
     unlabeled: int
-    fitted_on: str  # DATA, or the stored curve, as the report and the model file name it
+    fitted_on: str  # DATA, or the held-out curve, as the report and the model file name it
 
 
 def _labeled_scores(
@@ -248,9 +248,9 @@ def _labeled_scores(
     allow_train_rows: bool,
 ) -> _Labeled:
     """DATA's logits and labels (refused where DATA is mostly the training rows, unless allowed), or without DATA
-    the stored held-out curve's rows, so re-targeting needs no new labels."""
+    the rows of the held-out curve the model file keeps, so re-targeting needs no new labels."""
     if data is None:
-        curve = stored_curve(model, model_path)
+        curve = heldout_curve(model, model_path)
         logits, y = curve.rows()
         where = f"the held-out {SPLIT_NAMES[curve.split]} stored in {model_path}"
         return _Labeled(logits=logits, y=y, curve=curve, unlabeled=0, fitted_on=where)
@@ -270,13 +270,10 @@ def _retarget(
     search: _Search,
     new_rows: int | None,
     refit_calibration: bool,
-) -> dict[str, dict[str, Any]]:
-    """Moves `model` to the new operating point (threshold, problem, held-out curve, probability map and the info
-    at the new threshold) and returns the splits there. The map is refitted on DATA's labeled rows, as the
-    threshold is; on the stored curve the map training fitted on its rows is kept."""
-    model.threshold = point.threshold
-    model.problem = search.problem
-    model.evidence = labeled.curve
+) -> tuple[DmoModel, dict[str, dict[str, Any]]]:
+    """`model` at the new operating point (a new model: threshold, problem, held-out curve, probability map and the
+    info at the new threshold; the loaded one is left as it was) and the splits there. The map is refitted on
+    DATA's labeled rows, as the threshold is; on the held-out curve the map training fitted on its rows is kept."""
     calibration = (
         fit_platt(labeled.logits, labeled.y, labeled.fitted_on) or model.calibration
         if refit_calibration
@@ -291,7 +288,7 @@ def _retarget(
         calibration=calibration,
     )
     # The training figures were at the old threshold: the file keeps the ones at its new one.
-    model.info = retargeted_info(
+    info = retargeted_info(
         model.info,
         confidence=search.confidence,
         new_rows=new_rows,
@@ -301,7 +298,10 @@ def _retarget(
         calibration=calibration,
         calibration_refitted=False,  # the stored map is kept where none is refitted (no DATA, or too few rows)
     )
-    return splits
+    decision = dataclasses.replace(
+        model.decision, threshold=point.threshold, problem=search.problem, heldout=labeled.curve, info=info
+    )
+    return model.with_decision(decision), splits
 
 
 def predict(
@@ -350,10 +350,8 @@ def predict(
         if strict:
             refuse_problems(drift_problems(summed_levels(parts), sum(c["rows"] for c in parts), max_unseen))
 
-    if engine.is_dask:
-        with engine.dask(data) as cluster:
-            parts = cluster.write(predictions, Path(output), schema=out_schema, columns=columns, check=refuse_drift)
-    else:
+    sink = None  # Dask writes a directory of parts, one a partition
+    if not engine.is_dask:
         sink = (
             sinks.CsvSink(out_schema, None if target.to_stdout else output, escape=csv_escape)
             if target.as_csv

@@ -3,10 +3,10 @@
 The rows a model meets after training have another positive rate, or have drifted. From the held-out curve and
 the training profile the model file keeps, and the new rows' scores alone, the report gives:
 
-- the new rows' positive rate with an interval (PACC on the stored curve, chosen by bench/label_shift.py), beside
+- the new rows' positive rate with an interval (PACC on the held-out curve, chosen by bench/label_shift.py), beside
   the training rate and classify-and-count;
 - precision, recall and F-beta at the model's threshold under label shift (class-conditional scores unchanged:
-  the stored curve at the estimated rate) and under covariate shift (calibrated probabilities unchanged), each
+  the held-out curve at the estimated rate) and under covariate shift (calibrated probabilities unchanged), each
   with an interval, and whether the data contradict one of the two assumptions (their rate estimates disagree);
 - drift of the score and of each feature against the training profile (PSI and a chi-square test), most drifted
   first, and the unseen levels;
@@ -44,7 +44,7 @@ from dmocli.report import binary_split_report, envelope, label_fields, write_rep
 from dmocli.shift.drift_stats import FeatureDrift, compare, drift_gate, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
-from dmocli.use.apply import stored_curve
+from dmocli.use.apply import heldout_curve
 from dmocli.use.monitor_read import Section, read_sections
 
 MOST_DRIFTED = 10  # features listed per section (all of them are gated)
@@ -77,13 +77,13 @@ def monitor(
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("monitor applies to binary models; this model is multi-class")
-    curve = stored_curve(model, model_path)
-    whole, chunks = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
-    seen = TrainingRowsFound.of(model.training_rows, np.concatenate(whole.hashes) if whole.hashes else None)
+    curve = heldout_curve(model, model_path)
+    read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
+    seen = TrainingRowsFound.of(model.training_rows, read.hashes)
     seen_warnings = training_rows_warnings(seen, sources.describe(data), gated=gate and not allow_train_rows)
-    overall = _section_report(model, curve, whole, confidence)
-    sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in chunks]
-    chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if chunks else {}
+    overall = _section_report(model, curve, read.whole, confidence)
+    sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in read.chunks]
+    chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if read.chunks else {}
     verdict = _gate(overall, sections, model, gate)
     report = envelope(
         "monitor",
@@ -214,7 +214,7 @@ def _mean_probability(logits: np.ndarray, calibration: Any, confidence: float) -
 
 
 def _assumptions(low: float, high: float, interval: list[float]) -> dict[str, Any]:
-    """Under label shift the stored curve's rate estimate is right; under covariate shift the mean calibrated
+    """Under label shift the held-out curve's rate estimate is right; under covariate shift the mean calibrated
     probability is. Where their intervals do not meet, the data contradict at least one of the two."""
     agree = not (interval[1] < low or interval[0] > high)
     if agree:
@@ -232,7 +232,7 @@ def _gate(overall: dict[str, Any], chunks: list[dict[str, Any]], model: DmoModel
     """The verdict on every section (all rows, then each chunk): the target ruled out by the label-shift
     interval, the positive rate or a feature drifted past its limit. Recorded whether or not --gate was asked;
     only --gate turns a failure into exit 3."""
-    reasons = above_its_scores(model, curve=model.evidence)
+    reasons = above_its_scores(model, curve=model.heldout)
     reasons += [f"all rows: {reason}" for reason in section_reasons(overall, model.problem)]
     for section in chunks:
         reasons += [f"chunk {section['chunk']}: {reason}" for reason in section_reasons(section, model.problem)]

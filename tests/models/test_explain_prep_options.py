@@ -11,6 +11,7 @@ Before the fix a derived column (a date's parts) broke all three: an IndexError 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -170,7 +171,7 @@ def test_multiclass_explanations_follow_the_class_offsets(tmp_path: Path, kind: 
     gap = np.sort(logits.max(axis=1) - logits[:, rare])
     offsets = np.zeros(3)
     offsets[rare] = gap[len(gap) // 2] + 1e-3
-    model.class_offsets = offsets
+    model = model.with_decision(dataclasses.replace(model.decision, class_offsets=offsets))
     decided = model.decide(logits)
     moved = decided != logits.argmax(axis=1)
     assert moved.sum() >= len(frame) // 4  # the offsets change decisions: the case under test

@@ -78,12 +78,12 @@ def test_every_path_profiles_its_training_rows_and_held_out_scores(tables, tmp_p
     assert profile.categorical["kind"].levels[0] == "red" and profile.categorical["kind"].unseen == 0
     if way != "linear --val-frac":  # every row of DATA trained the model: its profile is DATA's
         assert profile.numeric == features_of(model, pq.read_table(tables / "train.parquet")).numeric
-    assert model.evidence.split == split
-    if model.evidence.carried:  # a gbdt ensemble's curve is on its own scores of DATA (issue 45): no drift reference
+    assert model.heldout.split == split
+    if model.heldout.carried:  # a gbdt ensemble's curve is on its own scores of DATA (issue 45): no drift reference
         assert way == "gbdt cv" and profile.score is None
     else:
         assert profile.score.rows == held_out_rows
-        assert profile.score == scores_profile(model.evidence.rows()[0]), "the score profile is of the searched scores"
+        assert profile.score == scores_profile(model.heldout.rows()[0]), "the score profile is of the searched scores"
     assert "profile" not in model.info and read_metadata(tmp_path / "m.st")["info"]["profile"] == profile.to_dict()
 
 
@@ -98,7 +98,7 @@ def test_multiclass_and_rank_transferred_models_keep_features_without_a_score(ta
     assert ranked.profile.categorical["kind"].rows == 900
     # the out-of-fold scores carried to the refit's own scale by rank (issue 45) make its curve, whose scores are the
     # refit's on the rows it was fitted on: no reference for the drift of its score
-    assert ranked.evidence.carried and ranked.profile.score is None
+    assert ranked.heldout.carried and ranked.profile.score is None
 
 
 @pytest.mark.parametrize("solver", ["wce", "lr"])

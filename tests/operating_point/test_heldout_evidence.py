@@ -109,9 +109,9 @@ def test_bytes_per_held_out_row(tables, tmp_path):
     with_curve = tmp_path / "m.st"
     train(tables / "train.parquet", TrainOptions(problem="ofbs", cv=3, seed=0), output=with_curve)
     model = load_model(with_curve)
-    stored_bytes = sum(array.nbytes for array in model.evidence.tensors().values())
-    assert stored_bytes == 12 * model.evidence.scores.size
-    assert model.evidence.info()["rows"] == 900
+    stored_bytes = sum(array.nbytes for array in model.heldout.tensors().values())
+    assert stored_bytes == 12 * model.heldout.scores.size
+    assert model.heldout.info()["rows"] == 900
 
 
 def test_the_training_rows_are_told_apart_from_new_rows(tables, tmp_path):
@@ -128,7 +128,7 @@ def test_the_training_rows_are_told_apart_from_new_rows(tables, tmp_path):
         model, tables / "train.parquet", Problem("fpor", 0.7), tmp_path / "out2.st", allow_train_rows=True
     )
     assert allowed["threshold"] is not None
-    assert load_model(tmp_path / "out.st").evidence.split == "data"
+    assert load_model(tmp_path / "out.st").heldout.split == "data"
 
 
 def test_the_fingerprint_estimates_the_share_of_training_rows():

@@ -8,6 +8,7 @@ certificate alone (no --new-rows) is run beside it, to show that it does not cov
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -221,8 +222,8 @@ def test_threshold_keeps_a_models_certificate_and_new_rows_alone_changes_its_sam
     assert point["new_rows"] is None and point["constraint_bound"] >= 0.8 and "Clopper-Pearson" in point["certificate"]
 
     loaded = load_model(model)
-    loaded.info["new_rows"] = None
-    loaded.save(tmp_path / "old.safetensors")
+    old_info = {**loaded.info, "new_rows": None}
+    loaded.with_decision(dataclasses.replace(loaded.decision, info=old_info)).save(tmp_path / "old.safetensors")
     old = run_dmo(
         "threshold",
         tmp_path / "old.safetensors",

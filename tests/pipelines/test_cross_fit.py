@@ -16,7 +16,7 @@ from dmocli import Problem, TrainOptions, search_threshold, train
 from dmocli.models.modelfile import load_model, read_metadata
 from dmocli.models.networks import FoldEnsemble
 from dmocli.pipelines.cross_fit import CrossFitted
-from dmocli.pipelines.thresholding import settle_threshold
+from dmocli.pipelines.thresholding import Asked, FitDetails, settle_threshold
 from dmocli.prep.dataset import stratified_folds
 from dmocli.solvers.wce import WeightedCrossEntropy
 
@@ -112,9 +112,9 @@ def test_rank_transfer_keeps_the_share_of_rows_predicted_positive():
     assert not crossed.carries_by_rank("ensemble")  # no probability map: its members' logits are averaged
     assert not crossed.mapped((1.0, 0.0)).carries_by_rank("ensemble")  # kept on the out-of-fold scale (docs/gbdt.md)
     truth, problem = {"train": y, "cv": y}, Problem("frop", 0.8)
-    common = dict(problem=problem, own=None, adjust=True, confidence=None, allow_infeasible=False)
-    kept = settle_threshold({"train": final, "cv": oof}, truth, **common)
-    carried = settle_threshold({"train": final, "cv": oof}, truth, **common, carry_to=final)
+    asked = Asked(problem=problem)
+    kept = settle_threshold({"train": final, "cv": oof}, truth, asked)
+    carried = settle_threshold({"train": final, "cv": oof}, truth, asked, FitDetails(carry_to=final))
     flagged = np.count_nonzero(oof >= np.float32(kept.threshold))
     assert np.count_nonzero(final >= np.float32(carried.threshold)) == flagged
     assert carried.oof_threshold == float(oof[oof >= np.float32(kept.threshold)].min())

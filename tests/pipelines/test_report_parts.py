@@ -29,7 +29,7 @@ from dmocli.pipelines.report_parts import (
     assemble,
 )
 from dmocli.pipelines.saving import retargeted_info
-from dmocli.pipelines.thresholding import settle_threshold
+from dmocli.pipelines.thresholding import Asked, FitDetails, settle_threshold
 from dmocli.report import model_summary
 
 SCHEMA = dmocli.report_schema()
@@ -71,13 +71,9 @@ def test_the_binary_train_parts_write_schema_keys_with_values_it_admits() -> Non
     settled = settle_threshold(
         {"train": train, "val": val, "cv": oof},
         {"train": y_train, "val": y_val, "cv": y_oof},
-        problem=problem,
-        own=0.0,  # a solver's own threshold: the report keeps the splits at it too
-        adjust=True,
-        confidence=0.9,
-        allow_infeasible=True,
-        new_rows=130,  # --new-rows 130 (without it, the population: null)
-        held_out_rows=130,
+        # --new-rows 130 (without it, the population: null)
+        Asked(problem=problem, confidence=0.9, new_rows=130, allow_infeasible=True),
+        FitDetails(own=0.0, adjust=True, held_out_rows=130),  # a solver's own threshold: the splits at it too
     )
     folds = np.arange(y_oof.size) % 3
     crossed = CrossFitted(logits=oof, y=y_oof, folds=folds, seconds=0.5, traces=[])

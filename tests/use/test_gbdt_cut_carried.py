@@ -26,7 +26,7 @@ import pytest
 from dmocli import Problem, TrainOptions, UnreachableTarget, refit_threshold, train
 from dmocli.models.modelfile import load_model
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.pipelines.thresholding import settle_threshold
+from dmocli.pipelines.thresholding import Asked, FitDetails, settle_threshold
 from dmocli.shift.carry import carried_by_rank
 from dmocli.use.monitor import monitor
 
@@ -86,7 +86,7 @@ def test_a_high_precision_cut_is_carried_to_the_models_own_scores_by_rank(seed):
     # may take in a row or two more)
     assert cv["tp"] + cv["fp"] <= flagged <= cv["tp"] + cv["fp"] + 2, (flagged, cv)
     # the stored curve is on the model's scale: read at the model's threshold it gives the out-of-fold counts
-    assert model.evidence.counts_at(model.threshold) == (cv["tp"], cv["fp"])
+    assert model.heldout.counts_at(model.threshold) == (cv["tp"], cv["fp"])
     assert report["splits"]["train"]["tp"] + report["splits"]["train"]["fp"] == flagged
     assert report["operating_point"]["feasible"] == cv["feasible"]
     # the cut on the out-of-fold scale flags the same rows: before, it was the threshold, above every score
@@ -114,7 +114,7 @@ def test_a_retargeted_cut_is_on_the_models_scale_and_the_monitor_reads_it_there(
     report = monitor(retargeted, new_path)
     estimated, realized = report["label_shift"]["recall"], report["realized"]["recall"]
     # three standard errors of a recall near 0.2 measured on the new positives and estimated on the curve's
-    noise = 3 * np.sqrt(0.2 * 0.8 * (1 / int(new.label.sum()) + 1 / model.evidence.n_pos))
+    noise = 3 * np.sqrt(0.2 * 0.8 * (1 / int(new.label.sum()) + 1 / model.heldout.n_pos))
     assert abs(estimated - realized) <= noise, (estimated, realized, noise)
 
 
@@ -146,14 +146,14 @@ def test_a_cut_that_flags_none_of_the_models_rows_is_not_feasible():
     oof = (rng.normal(size=400) + 3.0 * y).astype(np.float32)
     own = (0.1 * oof - 2.0).astype(np.float32)  # the same ranking, on a scale far below the out-of-fold one
     logits, truth = {"train": own, "cv": oof}, {"train": y, "cv": y}
-    common = dict(problem=Problem("fpor", 0.9), own=None, adjust=True, confidence=None)
-    refused = settle_threshold(logits, truth, **common, allow_infeasible=False)
+    asked = Asked(problem=Problem("fpor", 0.9))
+    refused = settle_threshold(logits, truth, asked)
     assert refused.operating_point.point.feasible is False and refused.refusal is not None
     assert "flags none of them" in str(refused.refusal) and "cv_transfer='rank'" in str(refused.refusal)
-    kept = settle_threshold(logits, truth, **common, allow_infeasible=True)
+    kept = settle_threshold(logits, truth, dataclasses.replace(asked, allow_infeasible=True))
     assert kept.refusal is None and any("flags none of them" in w for w in kept.warnings)
     assert kept.splits.splits["cv"]["feasible"] is False
-    carried = settle_threshold(logits, truth, **common, allow_infeasible=False, carry_to=own)
+    carried = settle_threshold(logits, truth, asked, FitDetails(carry_to=own))
     assert carried.refusal is None and carried.operating_point.point.feasible is True
     assert np.count_nonzero(own >= np.float32(carried.threshold)) > 0
 
@@ -164,14 +164,14 @@ def test_a_retarget_on_a_curve_written_off_the_models_scale_says_so(tmp_path):
     old, out = tmp_path / "old.safetensors", tmp_path / "out.safetensors"
     frame = _frame(600, 0, (-2.0, 2.0, 1.5))
     model, _ = train(_table(frame), TrainOptions(problem="fpor", target=0.7, model="gbdt", cv=3, seed=0, device="cpu"))
-    assert not model.evidence.carried
+    assert not model.heldout.carried
     model.save(old)
     report = refit_threshold(old, None, Problem("frop", 0.2), out)
     assert any("not this boosted-tree ensemble's own" in w for w in report["warnings"]), report["warnings"]
     report = refit_threshold(out, None, Problem("frop", 0.3), out)  # the re-target keeps the curve as it was
     assert any("give labeled DATA" in w for w in report["warnings"])
-    model.evidence = dataclasses.replace(model.evidence, carried=True)
-    model.save(old)
+    carried = dataclasses.replace(model.heldout, carried=True)
+    model.with_decision(dataclasses.replace(model.decision, heldout=carried)).save(old)
     assert not any("boosted-tree" in w for w in refit_threshold(old, None, Problem("frop", 0.2), out)["warnings"])
 
 
@@ -187,14 +187,14 @@ def test_a_retarget_above_every_score_of_the_model_is_refused_and_the_monitor_ga
     train(_table(frame), opts, path)
     model = load_model(path)
     own = model.logits(_table(frame))[0]
-    assert model.evidence.highest_own == pytest.approx(float(own.max()))
+    assert model.heldout.highest_own == pytest.approx(float(own.max()))
     low = Problem("frop", 0.2)
     with pytest.raises(UnreachableTarget, match="above every score the saved model gives its training rows"):
         refit_threshold(path, None, low, retargeted)
     report = refit_threshold(path, None, low, retargeted, allow_infeasible=True)
     kept = load_model(retargeted)
     assert kept.threshold > own.max() and report["operating_point"]["feasible"] is False
-    assert kept.evidence.highest_own == model.evidence.highest_own  # the re-target keeps what the curve knew
+    assert kept.heldout.highest_own == model.heldout.highest_own  # the re-target keeps what the curve knew
     new_path = tmp_path / "new.parquet"
     _frame(2000, 100 + seed, terms).to_parquet(new_path)
     verdict = monitor(retargeted, new_path)["gate"]

@@ -196,7 +196,7 @@ def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unm
         logits, _ = model.logits(pa.Table.from_pandas(rows))  # 100 samples, each with a binomial count
         fired[rate] = 0
         for rows in logits.reshape(100, 1500):
-            estimate = estimate_prevalence(model.evidence, rows, model.calibration, 0.95)
+            estimate = estimate_prevalence(model.heldout, rows, model.calibration, 0.95)
             section = {"estimate": estimate.rate, "interval": [estimate.low, estimate.high]}
-            fired[rate] += bool(rate_drift({**section, "training": model.evidence.rate}))
+            fired[rate] += bool(rate_drift({**section, "training": model.heldout.rate}))
     assert fired[0.2] <= 5 and fired[0.1] >= 90 and fired[0.4] >= 90, fired
