@@ -348,6 +348,6 @@ def test_dask_trees_derive_on_the_workers_as_one_process_does(tmp_path, dask_pro
             "-o", tmp_path / "local.dmo", check=True)  # fmt: skip
     on_dask, local = (read_metadata(tmp_path / f"{n}.dmo")["preprocessing"] for n in ("dask", "local"))
     assert on_dask["derive"] == local["derive"] and on_dask["numeric"] == local["numeric"]
-    assert on_dask["derive"]["numbers"] == [{"column": "amount", "decimal": "."}]
+    assert on_dask["derive"]["numbers"] == [{"column": "amount", "decimal": ".", "currency": "USD", "percent": False}]
     proc = run_dmo("evaluate", tmp_path / "dask.dmo", parts / "part-0.parquet", "--json", check=True)
     assert json.loads(proc.stdout)["splits"]["data"]["average_precision"] > 0.6
