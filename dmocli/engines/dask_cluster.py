@@ -1,5 +1,5 @@
-"""The Dask engine of the row-parallel passes (`subsample`, `evaluate`, `threshold`, `predict`, `monitor`): the
-same per-partition work as the local engine, over a cluster.
+"""The Dask engine of the row-parallel passes (`subsample`, and the scored pass of scoring/scored_pass.py:
+`evaluate`, `threshold`, `predict`, `monitor`): the same per-partition work as the local engine, over a cluster.
 
 Optional (`pip install 'dmocli[dask]'`). One partition is one parquet file,
 in the local engine's order, read by a worker through the same layout
@@ -32,6 +32,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -239,6 +240,11 @@ class DaskEngine:
             for i, entry in enumerate(self.entries)
         ]
         return self._run(tasks)
+
+    def first_rows(self) -> list[int]:
+        """Each partition's (parquet file's) first row in the data, from the files' metadata: nothing is read."""
+        counts = [pq.ParquetFile(path).metadata.num_rows for _, path in self.entries]
+        return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist() if counts else []
 
     def _run(self, tasks: list[Any]) -> list[Any]:
         """Compute the tasks on the cluster, advancing a progress line as each partition finishes; the results in

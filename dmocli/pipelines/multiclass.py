@@ -37,9 +37,9 @@ from dmocli.pipelines.report_parts import (
     SplitsSection,
 )
 from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
-from dmocli.pipelines.scoring import collect_logits
 from dmocli.pipelines.thresholding import MULTICLASS_FIELDS
 from dmocli.report import multiclass_split_report
+from dmocli.scoring.accumulators import labeled_scores
 
 
 @dataclass
@@ -260,7 +260,7 @@ def refit_class_offsets(
             "this multi-class model decides by the arg-max (no class problem stored); give --problem "
             "fpor|frop|ofbs (and --target A) for the operating point to search"
         )
-    logits, y, _, unlabeled, _ = collect_logits(model, data, engine)
+    logits, y, _, unlabeled, _ = labeled_scores(model, data, engine)
     fitted_on = sources.describe(data)
     settled = settle_classes(
         {"data": logits}, {"data": y}, classes, problem=wanted, confidence=confidence, allow_infeasible=allow_infeasible

@@ -470,12 +470,12 @@ def _held_out_logits(provisional: DmoModel, data: sources.Source, opts: TrainOpt
     pre = provisional.preprocessor
     held = _HeldOut({}, {}, {}, pre.derive_warnings() + case_variant_warnings(pre))
     if opts.val is not None or adjust:
-        from dmocli.pipelines.scoring import collect_logits  # torch: only when logits are asked for
+        from dmocli.scoring.accumulators import labeled_scores  # torch: only when logits are asked for
     if opts.val is not None:  # one logit + label a row
-        held.logits["val"], held.truth["val"], val_levels, val_unlabeled, _ = collect_logits(provisional, opts.val)
+        held.logits["val"], held.truth["val"], val_levels, val_unlabeled, _ = labeled_scores(provisional, opts.val)
         held.val_fields = {**val_levels.report("val_"), "val_unlabeled_rows": val_unlabeled}
         held.warnings += drift_warnings(val_levels, held.truth["val"].size + val_unlabeled, pre.impute)
         held.warnings += unlabeled_warning(val_unlabeled, opts.val)
     if adjust and opts.val is None:  # the threshold is searched on the training rows: their logits, one pass
-        held.logits["train"], held.truth["train"], *_ = collect_logits(provisional, data)  # unlabeled: refused above
+        held.logits["train"], held.truth["train"], *_ = labeled_scores(provisional, data)  # unlabeled: refused above
     return held

@@ -36,9 +36,10 @@ from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.options import check_given
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
-from dmocli.pipelines.scoring import open_data
 from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, model_summary
+from dmocli.scoring.accumulators import Logits
+from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
 from dmocli.shift.carry import carried_by_share, expected_share
 from dmocli.shift.prevalence import estimate_prevalence, usable_rate
@@ -332,11 +333,10 @@ def _sample_clause(new_rows: int | None) -> str:
 
 
 def _scores(model: Any, data: sources.Source) -> np.ndarray:
-    """The model's logits on every row of NEW (labels, if any, are not read)."""
-    schema, batches = open_data(data, model)
-    model.preprocessor.check_columns(schema)
-    parts = [model.logits(batch)[0] for batch in batches(model.preprocessor.input_columns)]
-    logits = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    """The model's logits on every row of NEW, in one scored pass in this process (labels, if any, are not read)."""
+    kept = Logits()
+    ScoredTable(model, data).run([kept], columns=model.preprocessor.input_columns)
+    logits = kept.result()
     if logits.size == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to estimate the positive rate on")
     return logits

@@ -8,7 +8,6 @@ reads DATA once, and DATA may be `-`: a CSV on standard input.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,6 @@ from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.multiclass import refit_class_offsets
 from dmocli.pipelines.report_parts import OperatingPointSection, SplitsSection
 from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
-from dmocli.pipelines.scoring import collect_logits, open_data
 from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
     above_its_highest_score,
@@ -41,6 +39,8 @@ from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.prep.row_fingerprint import share_of_sketched_rows
 from dmocli.report import empty_prediction_warnings, envelope, unlabeled_warning
+from dmocli.scoring.accumulators import labeled_scores
+from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.prediction_output import (
@@ -50,7 +50,6 @@ from dmocli.use.prediction_output import (
     prediction_schema,
     prediction_target,
     summed_levels,
-    write_locally,
 )
 
 SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
@@ -254,7 +253,7 @@ def _labeled_scores(
         logits, y = curve.rows()
         where = f"the held-out {SPLIT_NAMES[curve.split]} stored in {model_path}"
         return _Labeled(logits=logits, y=y, curve=curve, unlabeled=0, fitted_on=where)
-    logits, y, _, unlabeled, hashes = collect_logits(model, data, engine, hashed=model.training_rows is not None)
+    logits, y, _, unlabeled, hashes = labeled_scores(model, data, engine, hashed=model.training_rows is not None)
     fitted_on = sources.describe(data)
     if not allow_train_rows:
         refuse_training_rows(model, hashes, fitted_on)
@@ -334,8 +333,8 @@ def predict(
     model, model_path = opened(model_path)
     check_prediction_paths(output, target, model_path=model_path, data=data, engine=engine)
     model = model or load_model(model_path)
-    schema, batches = open_data(data, model)
-    model.preprocessor.check_columns(schema)
+    table = ScoredTable(model, data, engine=engine)  # the model's columns checked
+    schema = table.schema
     check_id_col(id_col, schema, data=data, as_csv=target.as_csv)
     inputs = model.preprocessor.input_columns
     columns = inputs + ([id_col] if id_col and id_col not in inputs else [])
@@ -357,9 +356,7 @@ def predict(
             if target.as_csv
             else sinks.ParquetSink(output, out_schema)
         )
-        parts = write_locally(
-            predictions, functools.partial(batches, columns), sink=sink, data=data, check=refuse_drift
-        )
+    parts = table.write(predictions, columns=columns, sink=sink, output=output, check=refuse_drift)
     levels = summed_levels(parts)
     rows = sum(c["rows"] for c in parts)
     return envelope(

@@ -21,7 +21,6 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.gate import Gate, gate_line, judge_class_gate, judge_gate
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
-from dmocli.pipelines.scoring import collect_logits
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
@@ -36,6 +35,7 @@ from dmocli.report import (
     unlabeled_warning,
     write_report,
 )
+from dmocli.scoring.accumulators import labeled_scores
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import EvaluateResult, GateFailed
@@ -97,7 +97,7 @@ def evaluation(
     model, model_path = opened(model_path)
     outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
     model = model or load_model(model_path)
-    logits, y, levels, unlabeled, hashes = collect_logits(model, data, engine, hashed=model.training_rows is not None)
+    logits, y, levels, unlabeled, hashes = labeled_scores(model, data, engine, hashed=model.training_rows is not None)
     seen = TrainingRowsFound.of(model.training_rows, hashes)
     gated = (gate or gate_confidence is not None) and not allow_train_rows
     training_rows_warnings(seen, sources.describe(data), gated=gated)  # refused here under the gate

@@ -13,19 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
 from dmocli.data import sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import load_model
-from dmocli.pipelines.scoring import open_data
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
+from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.use.apply import predict as predict_to_file
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, opened
-from dmocli.use.prediction_output import Predictions, prediction_schema, summed_levels
+from dmocli.use.prediction_output import Predictions, TablesSink, prediction_schema, summed_levels
 
 
 def predict(
@@ -77,8 +76,8 @@ def predict_frame(
     check_max_unseen(max_unseen)
     held, path = opened(model)
     model = held or load_model(path)
-    schema, batches = open_data(data, model)
-    model.preprocessor.check_columns(schema)
+    scored = ScoredTable(model, data)  # the model's columns checked
+    schema = scored.schema
     if id_col is not None and id_col not in schema.names:
         raise DmoError(f"id_col {id_col!r} is not a column of {sources.describe(data)}")
     inputs = model.preprocessor.input_columns
@@ -89,18 +88,15 @@ def predict_frame(
     predictions = Predictions(
         model, out_schema, id_col=id_col, per_class_columns=True, data=sources.describe(data), explain=explain
     )
-    tables, parts = [], []
-    for batch in batches(columns):
-        table, counts = predictions.process(batch)
-        tables.append(table)
-        parts.append(counts)
+    sink = TablesSink(out_schema)
+    parts = scored.write(predictions, columns=columns, sink=sink)
     levels = summed_levels(parts)
     rows = sum(counts["rows"] for counts in parts)
     if strict:
         refuse_problems(drift_problems(levels, rows, max_unseen))
     for line in drift_warnings(levels, rows, model.preprocessor.impute):
         warnings.warn(line, UserWarning, stacklevel=2)
-    frame = (pa.concat_tables(tables) if tables else out_schema.empty_table()).to_pandas()
+    frame = sink.table().to_pandas()
     if index is not None:
         frame.index = index
     return frame

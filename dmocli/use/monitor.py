@@ -78,12 +78,12 @@ def monitor(
     if not model.binary:
         raise DmoError("monitor applies to binary models; this model is multi-class")
     curve = heldout_curve(model, model_path)
-    whole, chunks = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
-    seen = TrainingRowsFound.of(model.training_rows, np.concatenate(whole.hashes) if whole.hashes else None)
+    read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
+    seen = TrainingRowsFound.of(model.training_rows, read.hashes)
     seen_warnings = training_rows_warnings(seen, sources.describe(data), gated=gate and not allow_train_rows)
-    overall = _section_report(model, curve, whole, confidence)
-    sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in chunks]
-    chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if chunks else {}
+    overall = _section_report(model, curve, read.whole, confidence)
+    sections = [{"chunk": c.name, **_section_report(model, curve, c, confidence)} for c in read.chunks]
+    chunked = {"chunk_by": {"column": chunk_col, "rows": chunk_size}, "chunks": sections} if read.chunks else {}
     verdict = _gate(overall, sections, model, gate)
     report = envelope(
         "monitor",

@@ -1,11 +1,11 @@
-"""`dmo monitor`'s one pass over NEW, in this process or on Dask workers: each row's logit and label (-1: none),
-the feature profile, per chunk too.
+"""`dmo monitor`'s one pass over NEW (scoring/scored_pass.py), in this process or on Dask workers: each row's logit
+and label (-1: none), the feature profile, per chunk too.
 
-Both engines run the same per-batch work (`SectionScorer`): the local engine on record batches, in order; the Dask
-engine on each partition (one parquet file, engines/dask_cluster.py), merged in partition order. The merge is
-exact: logits and labels are concatenated in row order, and the feature profile counts into the stored profile's
-fixed bins and levels (ProfileBuilder.merge), so a section's report is the same on either engine. Scores are
-profiled once per section, from its logits in row order (monitor.py), not per batch.
+Both engines take the same sections of each scored batch (`MonitorSections.take`): the local engine of record
+batches, in order; the Dask engine of each partition (one parquet file, engines/dask_cluster.py), merged in
+partition order. The merge is exact: logits and labels are concatenated in row order, and the feature profile
+counts into the stored profile's fixed bins and levels (ProfileBuilder.merge), so a section's report is the same on
+either engine. Scores are profiled once per section, from its logits in row order (monitor.py), not per batch.
 """
 
 from __future__ import annotations
@@ -16,31 +16,26 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from dmocli import progress
 from dmocli.data import sources
-from dmocli.data.prefetch import prefetched
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.pipelines.scoring import open_data, row_count
 from dmocli.prep.drift_counting import ProfileBuilder
-from dmocli.prep.row_fingerprint import candidate_hashes, row_hashes
+from dmocli.scoring.accumulators import RowHashes
+from dmocli.scoring.scored_pass import Scored, ScoredTable
 
 MAX_CHUNKS = 1000  # a chunk column with more values is an id or a timestamp, not a period
 
 
 @dataclass
 class Section:
-    """The rows of one chunk (or of all NEW): their logits, labels (-1: none) and feature profile; for all NEW, also
-    each row's fingerprint hashes (prep/row_fingerprint.py) where the model keeps a fingerprint."""
+    """The rows of one chunk (or of all NEW): their logits, labels (-1: none) and feature profile."""
 
     name: str
     logits: list[np.ndarray] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     builder: ProfileBuilder | None = None
-    hashes: list[np.ndarray] = field(default_factory=list)  # (n, K) candidate hashes, one column per class
 
     def add(self, batch: pa.RecordBatch | pa.Table, logits: np.ndarray, labels: np.ndarray) -> None:
         self.logits.append(logits)
@@ -52,7 +47,6 @@ class Section:
         """Append `other`'s rows, which follow this section's in NEW."""
         self.logits += other.logits
         self.labels += other.labels
-        self.hashes += other.hashes
         if self.builder is not None and other.builder is not None:
             self.builder.merge(other.builder)
 
@@ -88,36 +82,44 @@ def profile_builder(model: DmoModel) -> ProfileBuilder | None:
 
 
 @dataclass
-class SectionScorer:
-    """One batch's (or Dask partition's) sections: the per-batch work of both engines, sent to the Dask workers
-    once, with the model. `first_rows` holds each partition's first row in NEW (Dask: --chunk-size counts rows
-    across partitions); the local engine passes the batch's first row itself."""
+class MonitorSections:
+    """The accumulator of monitor's pass (scoring/scored_pass.py): each batch's (or Dask partition's) sections, taken
+    where the batch is, merged in row order. `--chunk-size` counts rows from the batch's first row in NEW."""
 
     model: DmoModel
-    labeled: bool
     chunk_col: str | None = None
     chunk_size: int | None = None
-    first_rows: list[int] | None = None
+    found: Sections | None = None  # every section merged so far
 
-    def __call__(self, batch: pa.RecordBatch | pa.Table, part: int = 0, first_row: int | None = None) -> Sections:
+    def take(self, scored: Scored) -> Sections:
         model = self.model
-        derived = model.preprocessor.derived(batch)  # dates as parts, numbers parsed: the profile's columns
-        features, _ = model.preprocessor.transform(derived)
-        logits = model.logits_of_features(features)
-        labels = model.labels.encode(batch.column(model.labels.column)) if self.labeled else np.full(batch.num_rows, -1)
-        found = Sections(Section("all", builder=profile_builder(model)), rows=batch.num_rows)
-        found.whole.add(derived, logits, labels)
-        if model.training_rows is not None:
-            found.whole.hashes.append(_row_hashes(features, labels, len(model.labels.classes)))
+        labels = scored.labels if scored.labels is not None else np.full(scored.rows, -1)
+        found = Sections(Section("all", builder=profile_builder(model)), rows=scored.rows)
+        found.whole.add(scored.batch, scored.logits, labels)
         if self.chunk_col is not None or self.chunk_size is not None:
-            first = first_row if first_row is not None else (self.first_rows or [0])[part]
-            keys = _chunk_keys(batch, self.chunk_col, self.chunk_size, first)
+            keys = _chunk_keys(scored.batch, self.chunk_col, self.chunk_size, scored.first_row)
             distinct = dict.fromkeys(keys.tolist())
             found.too_many = len(distinct) > MAX_CHUNKS  # said by the client: a Dask worker's error logs a traceback
             for key in [] if found.too_many else distinct:
                 rows = np.flatnonzero(keys == key)
-                found.chunk(key, model, self.chunk_col).add(derived.take(pa.array(rows)), logits[rows], labels[rows])
+                section = found.chunk(key, model, self.chunk_col)
+                section.add(scored.batch.take(pa.array(rows)), scored.logits[rows], labels[rows])
         return found
+
+    def merge(self, part: Sections) -> None:
+        if self.found is None:
+            self.found = Sections(Section("all", builder=profile_builder(self.model)))
+        self.found.merge(part, self.model, self.chunk_col)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorRead:
+    """What monitor's pass keeps of NEW: all of it, its chunks in order, and where the model keeps a fingerprint,
+    each row's hashes under every class (scoring/accumulators.py RowHashes)."""
+
+    whole: Section
+    chunks: list[Section]
+    hashes: np.ndarray | None
 
 
 def read_sections(
@@ -127,42 +129,26 @@ def read_sections(
     chunk_col: str | None,
     chunk_size: int | None,
     engine: EngineChoice = LOCAL,
-) -> tuple[Section, list[Section]]:
+) -> MonitorRead:
     """One pass over NEW: all of it, and its chunks in order (numbers by value, text as text, missing last)."""
-    engine.check(data)
-    schema, batches = open_data(data, model)
-    problems = model.preprocessor.column_problems(schema)
-    if chunk_col is not None and chunk_col not in schema.names:
-        problems.append(f"--chunk-col {chunk_col!r} is not a column of {sources.describe(data)}")
-    if problems:
-        raise DmoError("; ".join(problems))
-    labeled = model.labels.column in schema.names
+
+    def no_chunk_col(schema: pa.Schema) -> list[str]:
+        if chunk_col is None or chunk_col in schema.names:
+            return []
+        return [f"--chunk-col {chunk_col!r} is not a column of {sources.describe(data)}"]
+
+    table = ScoredTable(model, data, engine=engine, also=no_chunk_col)
+    labeled = model.labels.column in table.schema.names
     columns = [*model.preprocessor.input_columns, *([model.labels.column] if labeled else [])]
     columns += [chunk_col] if chunk_col is not None and chunk_col not in columns else []
-    scorer = SectionScorer(model, labeled, chunk_col, chunk_size)
-    found = Sections(Section("all", builder=profile_builder(model)))
-    if engine.is_dask:
-        with engine.dask(data) as cluster:
-            scorer.first_rows = _first_rows(cluster.entries)
-            for part in cluster.map(scorer, columns):
-                found.merge(part, model, chunk_col)
-    else:
-        with progress.task("monitor", total=lambda: row_count(data), unit="rows") as bar:
-            for batch in progress.advancing(prefetched(batches(columns)), bar):
-                found.merge(scorer(batch, first_row=found.rows), model, chunk_col)
-    if found.rows == 0:
+    sections = MonitorSections(model, chunk_col, chunk_size)
+    hashes = [] if model.training_rows is None else [RowHashes(len(model.labels.classes), every_row=True)]
+    rows = table.run([sections, *hashes], columns=columns, task="monitor", labeled=labeled, derive=True, positions=True)
+    if rows == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to monitor")
-    return found.whole, [found.keyed[key] for key in sorted(found.keyed, key=_sortable)]
-
-
-def _row_hashes(features: np.ndarray, labels: np.ndarray, classes: int) -> np.ndarray:
-    """Each row's fingerprint hash under every class, (n, K); a labeled row's under its own label in every column
-    (it matches only as the training row it is)."""
-    hashes = candidate_hashes(features, classes)
-    labeled = labels >= 0
-    if labeled.any():
-        hashes[labeled] = row_hashes(features[labeled], labels[labeled])[:, None]
-    return hashes
+    found = sections.found
+    chunks = [found.keyed[key] for key in sorted(found.keyed, key=_sortable)]
+    return MonitorRead(whole=found.whole, chunks=chunks, hashes=hashes[0].result() if hashes else None)
 
 
 def _too_many(chunk_col: str | None) -> DmoError:
@@ -172,12 +158,6 @@ def _too_many(chunk_col: str | None) -> DmoError:
         f"--chunk-col {chunk_col!r} has more than {MAX_CHUNKS} values (an id or a timestamp?); give "
         "a column of periods (a day, a week), or --chunk-size N"
     )
-
-
-def _first_rows(entries: list[tuple[str, str]]) -> list[int]:
-    """Each partition's (parquet file's) first row in NEW, from the files' metadata: nothing is read."""
-    counts = [pq.ParquetFile(path).metadata.num_rows for _, path in entries]
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist() if counts else []
 
 
 def _chunk_keys(batch: pa.RecordBatch, chunk_col: str | None, chunk_size: int | None, first_row: int) -> np.ndarray:

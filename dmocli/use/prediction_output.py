@@ -1,13 +1,13 @@
 """What `dmo predict` writes and where: the output's kind and its checks (standard output, CSV or parquet, Dask's
 parts, the id column), the rows of each batch (the model's logit, probability and decision, or class and
-probabilities, the id column and the --explain columns) in one arrow schema fixed before the first batch, and this
-process's pass writing them. apply.py's predict only strings these together; the per-batch work is one object a
-Dask worker receives once, with the model, and `dmocli.predict`'s in-memory path shares it.
+probabilities, the id column and the --explain columns) in one arrow schema fixed before the first batch; the
+rows are written by the one scored pass (scoring/scored_pass.py). apply.py's predict only strings these together;
+the per-batch work is one object a Dask worker receives once, with the model, and `dmocli.predict`'s in-memory
+path shares it, writing to a `TablesSink`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,22 +15,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dmocli import progress
-from dmocli.data import outputs, sinks, sources
-from dmocli.data.prefetch import prefetched
+from dmocli.data import outputs, sources
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
-from dmocli.pipelines.scoring import row_count
 from dmocli.prep.features import LevelCounts
+from dmocli.scoring.scored_pass import Scored
 from dmocli.use.explained import explain_arrays
 
 INT64_MAX = 2**63 - 1
 
 
 class Predictions:
-    """One batch's output rows and its counts: the per-batch work of predict, in this process or on a Dask
-    worker (sent there once, with the model)."""
+    """One scored batch's output rows (scoring/scored_pass.py's RowWriter): the per-batch work of predict, in this
+    process or on a Dask worker (sent there once, with the model)."""
 
     def __init__(
         self,
@@ -45,14 +43,12 @@ class Predictions:
         self.model, self.schema, self.id_col = model, schema, id_col
         self.per_class_columns, self.data, self.explain = per_class_columns, data, explain
 
-    def process(self, batch: pa.RecordBatch | pa.Table, part: int = 0) -> tuple[pa.Table, dict[str, Any]]:
-        features, levels = self.model.preprocessor.transform(batch)
-        logits = self.model.logits_of_features(features)
-        arrays: list[Any] = prediction_arrays(self.model, logits, per_class_columns=self.per_class_columns)
+    def rows(self, scored: Scored) -> pa.Table:
+        arrays: list[Any] = prediction_arrays(self.model, scored.logits, per_class_columns=self.per_class_columns)
         if self.explain:
-            arrays += explain_arrays(self.model, features, self.explain)
+            arrays += explain_arrays(self.model, scored.features, self.explain)
         if self.id_col:
-            ids = batch.column(self.id_col)
+            ids = scored.batch.column(self.id_col)
             expected = self.schema.field(self.id_col).type
             if ids.type != expected:  # a CSV column whose later rows widened it
                 try:
@@ -63,8 +59,28 @@ class Predictions:
                         f"rows, {ids.type} later); give an id column of one type, e.g. text"
                     ) from exc
             arrays = [ids] + arrays
-        counts = {"rows": batch.num_rows, "levels": levels.to_dict()}
-        return pa.Table.from_arrays(arrays, schema=self.schema), counts
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+class TablesSink:
+    """A sink that keeps the output rows in memory (`dmocli.predict` returning a DataFrame), as a file sink writes
+    them."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.tables: list[pa.Table] = []
+
+    def __enter__(self) -> TablesSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def write(self, table: pa.Table) -> None:
+        self.tables.append(table)
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.tables) if self.tables else self.schema.empty_table()
 
 
 def summed_levels(parts: list[dict[str, Any]]) -> LevelCounts:
@@ -207,23 +223,3 @@ def check_id_col(id_col: str | None, schema: pa.Schema, *, data: sources.Source,
             f"--id-col {id_col!r} holds {schema.field(id_col).type}, which CSV cannot hold; write the "
             "predictions as parquet (-o NAME.parquet)"
         )
-
-
-def write_locally(
-    predictions: Predictions,
-    read: Callable[[], Iterator[pa.RecordBatch]],
-    *,
-    sink: sinks.CsvSink | sinks.ParquetSink,
-    data: sources.Source,
-    check: Callable[[list[dict[str, Any]]], None],
-) -> list[dict[str, Any]]:
-    """This process's pass: each batch `read` gives predicted while the next is read ahead, written to `sink`,
-    its counts kept; `check` (the --strict drift refusal) runs inside the sink, so a refusal leaves no output file."""
-    parts: list[dict[str, Any]] = []
-    with sink, progress.task("predicting", total=lambda: row_count(data), unit="rows") as bar:
-        for batch in progress.advancing(prefetched(read()), bar):  # read ahead while the model runs
-            table, counts = predictions.process(batch)
-            sink.write(table)
-            parts.append(counts)
-        check(parts)  # inside the sink: a refusal leaves no output file
-    return parts

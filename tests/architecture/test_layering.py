@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dmocli.prep",),
     ("dmocli.models", "dmocli.report"),
     ("dmocli.engines",),
+    ("dmocli.scoring",),
     ("dmocli.solvers", "dmocli.extract"),
     ("dmocli.pipelines",),
     ("dmocli.use",),

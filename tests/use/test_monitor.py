@@ -41,9 +41,10 @@ def trained(tmp_path_factory):
 
 
 def realized_precision(path, model, data: pd.DataFrame) -> float:
-    from dmocli.pipelines.scoring import LabeledLogits
+    from dmocli.scoring.scored_pass import Scorer
 
-    logits, y, *_ = LabeledLogits(load_model(model))(__import__("pyarrow").Table.from_pandas(data))
+    scored = Scorer(load_model(model), labeled=True)(__import__("pyarrow").Table.from_pandas(data))
+    logits, y = scored.logits, scored.labels
     taken = logits >= np.float32(load_model(model).threshold)
     return float(y[taken].mean())
 
