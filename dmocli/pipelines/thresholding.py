@@ -273,7 +273,7 @@ def settle_threshold(
     search for `asked` on the out-of-fold scores ("cv"), else on the val split, else on the training rows
     (optimistic, and said so); otherwise the solver's own threshold. `fit.carry_to`, the saved model's own scores
     of the training rows where they are on another scale than the out-of-fold ones (pipelines/cross_fit.py),
-    carries the out-of-fold scores to them by rank first (operating_point/carry.carried_by_rank): the search, the
+    carries the out-of-fold scores to them by rank first (shift/carry.carried_by_rank): the search, the
     certificate and the held-out curve are then on the scale the model decides on, with the out-of-fold counts
     (and the drift profile keeps no score: carried scores are the model's own on the rows it was fitted on).
     A cut that flags none of the model's own scores of the training rows is not feasible, whatever the held-out

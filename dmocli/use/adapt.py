@@ -3,7 +3,7 @@
 Under label shift the class-conditional score distributions stay those of the held-out curve the model file
 keeps, and precision at a cut becomes r*TPR / (r*TPR + (1-r)*FPR) at the new rate r. The rate is given (--prior)
 or estimated on unlabeled NEW rows (PACC on the held-out curve, with its interval); FPOR and OFBS are re-targeted
-exactly on the curve reweighted to that rate (operating_point/label_shift.py). FROP's recall does not move under
+exactly on the curve reweighted to that rate (shift/adaptation.py). FROP's recall does not move under
 label shift, so its threshold stays, and the report says so. With --confidence, an FPOR certificate also covers
 the estimated rate's uncertainty: half the error budget goes to the rate (its interval's low end is used, since
 precision rises with the rate), half to the precision bound. As train's, that bound is by default about what the
@@ -13,7 +13,7 @@ names); `--new-rows N` makes it about the metric measured on the next N rows (op
 The cut is searched on the curve's scores. Where the model's own scores are not on that scale (a `--cv` ensemble
 of boosted trees averages its members' probabilities; the curve keeps each member's out-of-fold logit, which
 reaches far higher), the FPOR or OFBS cut is carried to the model by the share of NEW it is expected to flag
-(operating_point/carry.py, as `--cv-transfer rank` carries an out-of-fold threshold): the report's
+(shift/carry.py, as `--cv-transfer rank` carries an out-of-fold threshold): the report's
 `adapted.carried` says "share" or "score" (kept as is). With --prior there are no NEW rows to carry it by: a
 warning says the cut is on the held-out scale.
 """

@@ -14,7 +14,7 @@ the training profile the model file keeps, and the new rows' scores alone, the r
 
 `gate=True` ends the run with exit 3 when the label-shift estimate rules the target out (its interval lies below
 the target), the positive rate moved past the documented limit (FPOR and OFBS: by a factor of 1.25 either way,
-its interval excluding the training rate), or a feature drifts past the documented limit (prep/feature_drift.py:
+its interval excluding the training rate), or a feature drifts past the documented limit (shift/drift_stats.py:
 PSI >= 0.25 and significant).
 `chunk_col` / `chunk_size` repeat all of it per chunk, in order (a time column, or consecutive rows).
 """
