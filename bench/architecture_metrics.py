@@ -38,7 +38,9 @@ method (`update`, `setdefault`, `pop`, `clear`, `append`, `extend`, `insert`, `_
 rooted at one, or `setattr(MODEL, ...)`. A model expression is a name `model`, an attribute `X.model` (e.g.
 `chosen.model`), or a name that the same function binds to a `DmoModel` (a parameter annotated `DmoModel`, or
 an assignment from a call of `load_model`, `DmoModel.load`, `read_model` or `model_input`...). A target that is the
-name itself (`model = ...`) rebinds, it does not mutate, and is not counted. Each site is listed.
+name itself (`model = ...`) rebinds, it does not mutate, and is not counted. Each site is listed, and so is the
+wide net behind the heuristic (`field_assignments`: any assignment to an attribute named like a DmoModel field on
+a receiver other than `self`, whatever it is called), so a mutation through another name can be seen.
 
 **String-key reads (`string_keys`).** `X["literal"]` in a load context (a subscript whose slice is a str
 constant, not an assignment target or `del`) and `X.get("literal", ...)` calls; in cli/ and in the package, per
@@ -307,7 +309,39 @@ def model_mutations(trees: dict[str, ast.Module]) -> dict[str, Any]:
                     counted.add(key)
                     sites.append({"file": rel, "line": key[0], "target": ast.unparse(t)})
     per_file = Counter(s["file"] for s in sites)
-    return {"count": len(sites), "modules": len(per_file), "per_file": dict(per_file.most_common()), "sites": sites}
+    return {
+        "count": len(sites),
+        "modules": len(per_file),
+        "per_file": dict(per_file.most_common()),
+        "sites": sites,
+        "field_assignments": field_assignments(trees),
+    }
+
+
+def field_assignments(trees: dict[str, ast.Module]) -> list[str]:
+    """The wide net behind the heuristic: every assignment to an attribute named like a DmoModel field (the
+    annotated names of its class body) on a receiver other than `self`, outside models/modelfile.py, whatever the
+    receiver is called. Listed for reading, not counted as mutations: many are other objects' fields."""
+    fields: set[str] = set()
+    for node in ast.walk(trees["models/modelfile.py"]):
+        if isinstance(node, ast.ClassDef) and node.name == "DmoModel":
+            fields = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    hits = []
+    for rel, tree in trees.items():
+        if rel == "models/modelfile.py":
+            continue
+        for node in ast.walk(tree):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
+            for t in [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]:
+                if isinstance(t, ast.Attribute) and t.attr in fields and ast.unparse(t.value) != "self":
+                    hits.append(f"{rel}:{t.lineno} {ast.unparse(t)}")
+    return hits
 
 
 def string_keys(trees: dict[str, ast.Module]) -> dict[str, Any]:
@@ -418,6 +452,7 @@ def table(result: dict[str, Any]) -> None:
               f"returns {p['returns']:3} | core: {core} | all {p['steps_all']}/{p['returns_all']}")  # fmt: skip
     m = result["model_mutations"]
     print(f"\nin-place model mutations: {m['count']} sites in {m['modules']} modules {m['per_file']}")
+    print(f"  wide net (attributes named like a DmoModel field, any receiver): {len(m['field_assignments'])}")
     s = result["string_keys"]
     print(f"string-key reads: package {s['package']} (top {s['top_package']}); cli/ {s['cli']} (top {s['top_cli']})")
     d = result["dict_returns"]

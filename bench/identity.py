@@ -36,7 +36,7 @@ What runs (all with `--seed 0`, `--no-progress`; trainings with small `--param`s
   the problem has a target), `predict` to CSV and to parquet, `monitor --report --gate --chunk-col week` and
   `monitor --report --chunk-size 250`, `info --json` of the trained and the adapted model. Variants of wce that
   take other paths: `--cv 3` (ensemble; linear and gbdt), `--cv 3 --cv-transfer rank`, `--confidence 0.9`
-  (certificate, re-targeted with `--confidence`/`--new-rows`), `--model auto`.
+  (certificate, re-targeted with `--confidence`/`--new-rows`), `--model auto --cv 3`.
 - multi-class (derived, see below): wce with each family (the other multi-class solvers' models go through the
   same after-training code, the class offsets, and are left out for time, each said in the output): training,
   re-fit on labeled rows (own problem and another), re-target on the stored curve, `--adapt` and `monitor` (which
@@ -47,7 +47,8 @@ run one after the other in one more process, each through `dmocli.cli.process.ma
 the test suite's `dmo` fixture does) with its stdout and stderr written to its files: an interpreter and its
 imports per step cost more than the steps on a busy 2-core machine. `--fresh` runs every step as a process of its
 own instead (slower; on 3e516ca the two gave the same files for binary/wce-linear, 42 of 42, with 350 s against
-110 s under load). `--only CASE` (repeatable) runs only the named cases (`binary/wce-linear`: a quick check).
+110 s under load). `--only CASE` (repeatable) runs only the named cases (`binary/wce-linear`: a quick check);
+into an OUT already written, it re-runs them there, the other cases' files kept.
 
 Derived inputs (written by this script with pyarrow from sample_data/, the same bytes for any checkout):
 `train_unlabeled.parquet` (train with 60 % of labels emptied, rng seed 0: the semi-supervised solvers need
@@ -260,7 +261,7 @@ def plan(solvers: list[dict[str, Any]]) -> tuple[list[Case], list[str]]:
         binary_case("wce-linear-confidence", [*base, *val, "-m", "linear", "--confidence", "0.9"],
                     retarget=["-p", "frop", "-a", "0.7", "--confidence", "0.9", "--new-rows", "500"],
                     refit=["-p", "fpor", "-a", "0.75", "--confidence", "0.9"], gate=True),
-        binary_case("wce-auto", [*base, *val, "-m", "auto", *wce["gbdt"]], **fpor),
+        binary_case("wce-auto", [*base, "-m", "auto", *cv3], **fpor),
     ]  # fmt: skip
     return cases, skipped
 
@@ -381,10 +382,15 @@ def run_case(case: Case, checkout: Path, out: Path, fresh: bool) -> dict[str, An
 
 
 def produce(checkout: Path, out: Path, jobs: int, *, fresh: bool, only: list[str] | None) -> None:
+    """Write every case's files under OUT (replaced); with ONLY and an OUT already written, re-run those cases
+    alone in it, their entries of runs.json replaced."""
     checkout = checkout.resolve()
-    if out.exists():
+    earlier = json.loads((out / "runs.json").read_text())["cases"] if only and (out / "runs.json").exists() else None
+    if earlier is None and out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    for name in only or []:
+        shutil.rmtree(out / name, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
     write_inputs(out / "data")
     code = verify_code(checkout, out)
     print(f"identity: dmocli from {code}", flush=True)
@@ -411,7 +417,7 @@ def produce(checkout: Path, out: Path, jobs: int, *, fresh: bool, only: list[str
         "steps": "one process per command" if fresh else "training in its own process, the steps in one more",
         "skipped": skipped,
         "seconds": round(time.perf_counter() - started, 1),
-        "cases": results,
+        "cases": {**earlier, **results} if earlier else results,
     }
     (out / "runs.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"identity: {len(cases)} cases, {sum(len(r) for r in results.values())} commands, "
