@@ -151,6 +151,14 @@ class PrevalenceEstimate:
     rows_needed: int = 0
 
     @property
+    def usable(self) -> float:
+        """The rate to move a threshold for: `rate` within half a row of 0 and 1 (usable_rate). The one estimate
+        serves both of its readers: `dmo monitor` reports `rate` as estimated (an estimate of 0 says the rows show
+        fewer positives than they can count), `dmo threshold --adapt` re-targets for `usable` (at exactly 0 no cut
+        has any precision to search for)."""
+        return usable_rate(self.rate, self.rows)
+
+    @property
     def too_few_rows(self) -> bool:
         """Whether the rows are too few for any outcome of theirs to tell their rate from the training rate."""
         return self.rows < self.rows_needed

@@ -42,7 +42,7 @@ from dmocli.scoring.accumulators import Logits
 from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
 from dmocli.shift.carry import carried_by_share, expected_share
-from dmocli.shift.prevalence import estimate_prevalence, usable_rate
+from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.use.apply import curve_off_scale, heldout_curve
 
 # What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold
@@ -169,7 +169,7 @@ def _new_rate(
     if confidence is None:  # with a confidence, _refuse_unbounded_rate names the rows the certificate needs
         _refuse_too_few_rows(logits.size, curve.rate, level, sources.describe(new_data))
     estimate = estimate_prevalence(curve, logits, model.calibration, level)
-    rate = usable_rate(estimate.rate, logits.size)
+    rate = estimate.usable
     interval = _widened(estimate.low, estimate.high, rate=rate, rows=int(logits.size), level=level)
     source = f"rate estimated on {sources.describe(new_data)} ({logits.size} rows, {estimate.method})"
     return rate, interval, source, logits
