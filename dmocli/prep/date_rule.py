@@ -53,11 +53,12 @@ class DateRule:
             return None
         names = [f"{self.column}.{part}" for part in self.constant]
         values = ", ".join(f"{value:g}" for value in self.constant.values())
-        spans = " and ".join(dates.SPANS[part] for part in self.constant)
+        # days_since varies as soon as any other part does: its own span is named only when it is alone
+        spans = [dates.SPANS[part] for part in self.constant if part != "days_since"] or [dates.SPANS["days_since"]]
         one = len(names) == 1
         return (
             f"{_listed(names)} {'is' if one else 'are'} the same in every training row ({values}): dropped; train on "
-            f"rows spanning {spans} to use {'it' if one else 'them'}"
+            f"rows spanning more than one {_listed(spans)} to use {'it' if one else 'them'}"
         )
 
     def values(self, column: pa.Array) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -19,7 +19,7 @@ then `HH:MM`, `:SS`, `.fraction`, `AM`/`PM`, and `Z`, `UTC` or an offset `+01:00
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -35,15 +35,15 @@ TIME_PARTS = ("hour", "minute")  # only for a column that holds times of day
 # them meets values it never saw (and monitor sees them drift) from the first month after training. Made only on
 # request (`--dates parts,trend`); the others recur (every year has its months, every week its weekdays).
 TREND_PARTS = ("year", "days_since")
-# What a training set must span for each part to vary, as a constant part's warning names it.
+# What training rows must span more than one of for each part to vary, as a constant part's warning names it.
 SPANS = {
-    "year": "more than one year",
-    "month": "more than one month",
-    "day": "more than one day of the month",
-    "weekday": "more than one day of the week",
-    "hour": "more than one hour of the day",
-    "minute": "more than one minute of the hour",
-    "days_since": "more than one day",
+    "year": "year",
+    "month": "month",
+    "day": "day of the month",
+    "weekday": "day of the week",
+    "hour": "hour of the day",
+    "minute": "minute of the hour",
+    "days_since": "day",
 }
 US_PER_DAY = 86_400_000_000
 US_PER_MINUTE = 60_000_000
@@ -219,6 +219,45 @@ def parts(micros: np.ndarray, ok: np.ndarray, *, with_time: bool, reference_day:
     else:
         found["days_since"] = days - reference_day
     return {name: np.where(ok, values, np.nan) for name, values in found.items()}
+
+
+@dataclass
+class Span:
+    """What a pass over a column's valid instants learns, batch by batch, of which parts vary: the days seen (each
+    once: the date parts' ranges then come from a few hundred days, not from every row), the earliest and latest
+    instant, and the range of the hour and the minute."""
+
+    days: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    instants: tuple[int, int] = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+    hours: tuple[int, int] = (24, -1)
+    minutes: tuple[int, int] = (60, -1)
+
+    def add(self, micros: np.ndarray) -> None:
+        if not micros.size:
+            return
+        days = np.floor_divide(micros, US_PER_DAY)
+        self.days = np.union1d(self.days, np.unique(days))
+        of_day = micros - days * US_PER_DAY
+        hour, minute = of_day // US_PER_HOUR, of_day // US_PER_MINUTE % 60
+        self.instants = _widened(self.instants, micros)
+        self.hours, self.minutes = _widened(self.hours, hour), _widened(self.minutes, minute)
+
+    def ranges(self, reference_day: int) -> dict[str, tuple[float, float]]:
+        """Each part's lowest and highest value over the instants seen (none seen: no part)."""
+        if not self.days.size:
+            return {}
+        found = parts(self.days * US_PER_DAY, np.ones(self.days.size, dtype=bool), with_time=False, reference_day=0)
+        ranges = {part: (float(values.min()), float(values.max())) for part, values in found.items()}
+        since = tuple((instant - reference_day * US_PER_DAY) / US_PER_DAY for instant in self.instants)
+        return {**ranges, "hour": _floats(self.hours), "minute": _floats(self.minutes), "days_since": since}
+
+
+def _floats(bounds: tuple[int, int]) -> tuple[float, float]:
+    return float(bounds[0]), float(bounds[1])
+
+
+def _widened(bounds: tuple[int, int], values: np.ndarray) -> tuple[int, int]:
+    return min(bounds[0], int(values.min())), max(bounds[1], int(values.max()))
 
 
 def day_text(day: int) -> str:

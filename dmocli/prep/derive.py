@@ -267,8 +267,7 @@ class _Tally:
         self.typed = False
         self.present = self.date_shaped = self.number_shaped = 0
         self.with_time = False
-        self.earliest: dict[Any, int] = {}
-        self.ranges: dict[Any, dict[str, tuple[float, float]]] = {}  # order -> part -> (lowest, highest)
+        self.spans: dict[Any, dates.Span] = {}  # the valid dates under each order
         self.rows: dict[str, list[tuple[int, str]]] = {}  # kind of evidence or failure -> (row, value), first few
         self.counts: dict[str, int] = {}
         self.currencies: dict[str, tuple[int, str]] = {}
@@ -336,35 +335,21 @@ class _Tally:
                     self.currencies[name] = (start + row + 1, column[row].as_py())
 
     def _span(self, order: Any, micros: np.ndarray, ok: np.ndarray) -> None:
-        """The earliest day and each part's range so far, of the dates read in `order` (days_since from
-        1970-01-01 and with times: the reference comes once the pass is done; constant in the same rows)."""
-        if not ok.any():
-            return
-        micros = micros[ok]
-        day = int(np.floor_divide(micros, dates.US_PER_DAY).min())
-        self.earliest[order] = min(self.earliest.get(order, day), day)
-        ranges = self.ranges.setdefault(order, {})
-        found = dates.parts(micros, np.ones(micros.size, dtype=bool), with_time=True, reference_day=0)
-        for part, values in found.items():
-            low, high = ranges.get(part, (np.inf, -np.inf))
-            ranges[part] = (min(low, float(values.min())), max(high, float(values.max())))
+        if ok.any():
+            self.spans.setdefault(order, dates.Span()).add(micros[ok])
 
     def _date_parts(self, order: Any, reference: int) -> tuple[tuple[str, ...], dict[str, float]]:
         """The parts asked for that vary over the training rows read in `order`, and the constant ones with their
         value (days_since: days past `reference`, the earliest day)."""
-        ranges = self.ranges.get(order, {})
+        ranges = self.spans[order].ranges(reference) if order in self.spans else {}
         asked = dates.asked_parts(with_time=self.with_time, trend=self.trend)
-        constant = {
-            part: ranges[part][0] - (reference if part == "days_since" else 0)
-            for part in asked
-            if part in ranges and ranges[part][0] == ranges[part][1]
-        }
+        constant = {part: ranges[part][0] for part in asked if part in ranges and ranges[part][0] == ranges[part][1]}
         return tuple(part for part in asked if part not in constant), constant
 
     def decide(self, name: str) -> tuple[Rule | None, list[str]]:
         """The column's rule (None: it stays as it is) and its problems."""
         if self.typed:
-            if None not in self.earliest:
+            if None not in self.spans:
                 return None, []  # no date at all: survey_columns and the Preprocessor name the empty column
             return self._dated(name, None), []
         if self.present and self.want_dates and self.date_shaped >= CANDIDATE_SHARE * self.present:
@@ -398,7 +383,7 @@ class _Tally:
         return self._dated(name, order), problems
 
     def _dated(self, name: str, order: Any) -> DateRule:
-        earliest = self.earliest.get(order, 0)
+        earliest = int(self.spans[order].days[0]) if order in self.spans else 0
         kept, constant = self._date_parts(order, earliest)
         return DateRule(name, order, self.with_time, dates.day_text(earliest), kept, constant)
 
