@@ -2,7 +2,8 @@
 
 Rerun (about 2 minutes on 2 cores; the traced commands train one small model first):
 
-    python bench/architecture_metrics.py --checkout /tmp/base --json bench/results/architecture_base.json
+    mkdir -p /tmp/identity/base_src && git archive 3e516ca | tar -x -C /tmp/identity/base_src   # the commit before
+    python bench/architecture_metrics.py --checkout /tmp/identity/base_src --json bench/results/architecture_base.json
     python bench/architecture_metrics.py --checkout /work/main --json bench/results/architecture_after.json
 
 The rules:

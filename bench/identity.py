@@ -8,14 +8,15 @@ and family, byte-identical before and after; every report equal except where a f
 
 Rerun (about 5 minutes each on 2 idle cores; 15 to 20 with the test suite running beside it):
 
-    python bench/identity.py --checkout /tmp/base --out /tmp/identity/base       # the commit before (3e516ca)
+    mkdir -p /tmp/identity/base_src && git archive 3e516ca | tar -x -C /tmp/identity/base_src   # the commit before
+    python bench/identity.py --checkout /tmp/identity/base_src --out /tmp/identity/base
     python bench/identity.py --checkout /work/main --out /tmp/identity/after     # the tree after
     python bench/identity.py --compare /tmp/identity/base /tmp/identity/after \\
         --json bench/results/identity_base_vs_after.json
 
 The determinism check of the comparison itself (two runs of the same code must compare equal):
 
-    python bench/identity.py --checkout /tmp/base --out /tmp/identity/base2
+    python bench/identity.py --checkout /tmp/identity/base_src --out /tmp/identity/base2
     python bench/identity.py --compare /tmp/identity/base /tmp/identity/base2 \\
         --json bench/results/identity_base_vs_base2.json
 
@@ -95,10 +96,10 @@ import pyarrow.parquet as pq
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 
-# Keys dropped from every JSON file before comparing, at any depth, and why: each is a wall-clock duration. Two runs
-# of 3e516ca differed in wall_seconds, fit_seconds and seconds (and .training.date, below) and nothing else; the
-# other names are the remaining duration keys the package writes (grep '_seconds"'), listed so a solver that writes
-# one is not reported as a difference.
+# Keys dropped from every JSON file before comparing, at any depth, and why: each is a wall-clock duration or a rate
+# from one. Two runs of 3e516ca differed in wall_seconds, fit_seconds, seconds, prepass_seconds, warm_start_seconds,
+# rows_per_second (and .training.date, below) and nothing else; the other names are the remaining duration keys the
+# package writes (grep '_seconds"'), listed so a solver that writes one is not reported as a difference.
 IGNORED_KEYS: dict[str, str] = {
     "wall_seconds": "the command's wall-clock time (saving.py stamps it on every report)",
     "fit_seconds": "wall-clock time of the solver's fit",
@@ -108,6 +109,7 @@ IGNORED_KEYS: dict[str, str] = {
     "pilot_seconds": "wall-clock time of lus's pilot fit",
     "warm_start_seconds": "wall-clock time of ero's warm start",
     "extract_seconds": "wall-clock time of dmo extract (not run here; listed for completeness)",
+    "rows_per_second": "rows over a wall-clock time (the streaming solvers' online section, dmo subsample)",
 }
 # Keys dropped at one place only (a dotted path from the top of the JSON).
 IGNORED_PATHS: dict[str, str] = {
@@ -116,8 +118,8 @@ IGNORED_PATHS: dict[str, str] = {
 }
 IGNORED_SUFFIX = "_seconds"  # any other key ending so is also a duration; dropped too, and listed when seen
 
-# Console text: the durations train prints ("(solver wce, 4.4 s)").
-CONSOLE_MASKS: list[tuple[str, str]] = [(r"\d+(?:\.\d+)? s\)", "<seconds> s)")]
+# Console text: the durations train prints ("(solver wce, 4.4 s)") and the streaming solvers' speed ("58,776 rows/s").
+CONSOLE_MASKS: list[tuple[str, str]] = [(r"\d+(?:\.\d+)? s\)", "<seconds> s)"), (r"[\d,]+ rows/s", "<rate> rows/s")]
 
 MLP = ["--width", "16", "--depth", "1"]
 KEEP = ["--allow-infeasible"]  # a small fit that misses its target still writes the model the later steps need
