@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from dmocli import TrainOptions, train
-from dmocli.use.apply import evaluate
+from dmocli.use.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 METHODS = {

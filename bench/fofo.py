@@ -38,7 +38,7 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 from dmocli import TrainOptions, train
 from dmocli.data import reading
 from dmocli.solvers.online.thresholds import FofoThreshold
-from dmocli.use.apply import evaluate
+from dmocli.use.evaluate import evaluate
 
 DMO = [str(Path(sys.executable).with_name("dmo"))]
 SOLVERS = ("fofo", "ofo", "lr")

@@ -17,7 +17,7 @@ from pathlib import Path
 from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results
 
 from dmocli import TrainOptions, train
-from dmocli.use.apply import evaluate
+from dmocli.use.evaluate import evaluate
 
 
 def run_one(data_dir: Path, name: str, model: str, ta_split: str, seed: int, workdir: Path) -> dict:

@@ -28,7 +28,7 @@ from _common import BINARY_SETS, DEFAULT_DATA, print_table, write_results  # noq
 from dmocli import TrainOptions, train  # noqa: E402
 from dmocli.data import reading, sinks  # noqa: E402
 from dmocli.models.modelfile import load_model  # noqa: E402
-from dmocli.use.apply import evaluate  # noqa: E402
+from dmocli.use.evaluate import evaluate  # noqa: E402
 
 OPTIMIZERS = ("adam", "lbfgs")
 PROBLEMS = (("fpor", 0.8), ("frop", 0.8), ("ofbs", None))

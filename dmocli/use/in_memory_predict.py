@@ -21,7 +21,7 @@ from dmocli.models.modelfile import load_model
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.scoring.scored_pass import ScoredTable
-from dmocli.use.apply import predict as predict_to_file
+from dmocli.use.predict import predict as predict_to_file
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, opened
 from dmocli.use.prediction_output import Predictions, TablesSink, prediction_schema, summed_levels

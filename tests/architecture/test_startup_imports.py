@@ -140,7 +140,7 @@ def _torch_logits(path: Path, rows: list[np.ndarray]) -> list[np.ndarray]:
 def test_numpy_scoring_gives_the_bits_of_the_torch_path(name, trained, tmp_path):
     from dmocli.models.modelfile import load_model
     from dmocli.models.stored_network import StoredNetwork
-    from dmocli.use.apply import predict
+    from dmocli.use.predict import predict
 
     data = trained["classes" if name == "linear-3-class" else "binary"]
     model = load_model(trained[name])

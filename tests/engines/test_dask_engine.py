@@ -21,8 +21,9 @@ from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.operating_point.problems import Problem
 from dmocli.pipelines.subsample import SubsampleOptions, subsample
-from dmocli.use.apply import predict, refit_threshold
+from dmocli.use.apply import refit_threshold
 from dmocli.use.evaluate import evaluate
+from dmocli.use.predict import predict
 
 pytest.importorskip("distributed")
 

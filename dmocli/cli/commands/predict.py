@@ -1,5 +1,5 @@
 """`dmo predict`: the options PredictOptions declares (dmocli/command_options.py), one call of
-`pipelines.apply.predict`, and where its summary goes (stderr when the predictions take stdout)."""
+`use.predict.predict`, and where its summary goes (stderr when the predictions take stdout)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def predict(
 ) -> None:
     """Write logit, probability and decision per row, streaming in record batches."""
     from dmocli.data.sources import is_stdin
-    from dmocli.use.apply import predict as run_predict
+    from dmocli.use.predict import predict as run_predict
 
     to_stdout = is_stdin(output)
     if to_stdout and as_json:

@@ -74,7 +74,7 @@ def test_fofo_trains_streams_and_the_model_works_everywhere(stream_files, tmp_pa
     assert meta["labels"]["positive"] == "fraud"
     assert len(meta["preprocessing"]["mean"]) == 5  # standardization from the first pass, stored
 
-    from dmocli.use.apply import predict
+    from dmocli.use.predict import predict
     from dmocli.use.evaluate import evaluate
 
     evaluated = evaluate(model, stream_files["val"])

@@ -21,7 +21,7 @@ from dmocli.prep.columns import plan_columns
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
 from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates
 from dmocli.solvers.subsampling.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
-from dmocli.use.apply import predict
+from dmocli.use.predict import predict
 from dmocli.use.evaluate import evaluate
 
 
