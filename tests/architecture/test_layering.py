@@ -7,6 +7,8 @@ import is still a dependency). docs/architecture.md describes the layers.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,54 @@ def test_solver_families_stand_apart():
     assert not crossing, "imports across solver families (move the shared code to solvers/'s top level): " + "; ".join(
         crossing
     )
+
+
+def _closure(prefix: str) -> set[str]:
+    """The dmocli modules under `prefix` and every dmocli module they import, directly or through others."""
+    seen: set[str] = set()
+    todo = [module for module in MODULES if module == prefix or module.startswith(prefix + ".")]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(GRAPH[module])
+    return seen
+
+
+def test_training_never_depends_on_the_after_training_half():
+    """dmocli/pipelines/ (training: options to saved model) imports nothing of dmocli/use/ (evaluate, threshold,
+    predict, monitor, adapt), directly or through another module: training stands alone, and the after-training
+    half builds on it. The layer order says so; this names the rule, so a reordering of LAYERS cannot drop it."""
+    assert _layer("dmocli.pipelines") < _layer("dmocli.use")
+    reached = sorted(module for module in _closure("dmocli.pipelines") if module.startswith("dmocli.use"))
+    assert not reached, f"dmocli.pipelines reaches the after-training half: {reached}"
+
+
+# What dmocli/shift/'s own modules may import beside dmocli's lower layers: the shift maths is pure numpy.
+SHIFT_MAY_IMPORT = {"__future__", "numpy", "scipy.special", "math", "statistics", "dataclasses", "typing"}
+HEAVY = ("torch", "pyarrow", "pandas", "dask", "distributed", "sklearn", "safetensors")
+
+
+def _third_party(module: str) -> set[str]:
+    """The modules outside dmocli that `module` imports (every statement, lazy ones too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return {name for name in found if name.split(".")[0] != "dmocli"}
+
+
+def test_the_shift_maths_is_pure_numpy():
+    """dmocli/shift/ (rate estimation, expected metrics, adaptation, carry, drift statistics) imports only numpy,
+    scipy.special and the standard library's maths, and importing all of it (with the lower layers it reaches)
+    loads no torch, pyarrow, pandas, Dask or scikit-learn: each formula can be read, tested and reused on arrays
+    alone, and a process that only does the maths pays none of their start-up."""
+    shift = sorted(module for module in MODULES if module.startswith("dmocli.shift"))
+    own = {module: sorted(_third_party(module) - SHIFT_MAY_IMPORT) for module in shift}
+    assert not {module: names for module, names in own.items() if names}, f"dmocli.shift imports beyond numpy: {own}"
+    imports = "; ".join(f"import {module}" for module in shift)
+    probe = f"import sys; {imports}; print(sorted(set(sys.modules) & {set(HEAVY)!r}))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", f"importing dmocli.shift loads {loaded.strip()}"
