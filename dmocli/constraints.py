@@ -4,8 +4,9 @@ declaration can generate the values it must refuse, for the tests.
 Flat `min`/`max`/`below` keys could not say "strictly between 0 and 1", "0, or at least 2, or auto", or "a whole
 number of rows or inf", so each such option grew its own check. A constraint here says it once (the idea of
 scikit-learn's `sklearn/utils/_param_validation.py`): `Interval` (open or closed at each end), `OneOf` (named
-choices or special values), `AnyOf` (a union: any member admits), `AllOf` (every member admits) and `Except`
-(a value refused for a stated reason). `failure` is the one validator; `invalid_values` lists values that fail.
+choices or special values), `AnyOf` (a union: any member admits), `AllOf` (every member admits), `Except`
+(a value refused for a stated reason) and `Matches` (text of a pattern: `--every 7d`). `failure` is the one
+validator; `invalid_values` lists values that fail.
 
 A rule between options is an object too, listed once in a declaration's `RULES`: `Requires` (`--new-rows` needs
 `--confidence`), `Exclusive` (`--adapt` or `--prior`, not both) and `When` (a rule that holds only where another
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -193,6 +195,32 @@ class Except(Constraint):
 
     def invalid(self) -> list[Any]:
         return list(self.values)
+
+
+@dataclass(frozen=True)
+class Matches(Constraint):
+    """Text that matches `pattern` whole, ignoring case and surrounding spaces (`--every 7d`); `examples` are values
+    it admits, `refused` some it does not, and `message` says what to give."""
+
+    pattern: str
+    message: str
+    examples: tuple[str, ...]
+    refused: tuple[str, ...]
+
+    def takes(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, str) and re.fullmatch(self.pattern, value.strip().lower()) is not None
+
+    def reason(self, value: Any) -> str:
+        return self.message
+
+    def candidates(self) -> list[Any]:
+        return list(self.examples)
+
+    def invalid(self) -> list[Any]:
+        return list(self.refused)
 
 
 @dataclass(frozen=True)

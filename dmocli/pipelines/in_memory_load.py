@@ -17,12 +17,13 @@ from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cv_auto import SPLIT_FRAC, CvRule, decide
-from dmocli.pipelines.time_blocks import Times, check_val_follows, read_times
+from dmocli.pipelines.time_blocks import check_val_follows
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
 from dmocli.prep.dataset import Prepared, prepare, stratified_split
 from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import Preprocessor, case_variant_groups
 from dmocli.prep.labels import LabelSpec, infer_label_spec, label_counts, stray_classes
+from dmocli.prep.time_column import Times, read_times
 from dmocli.prep.unlabeled import read_unlabeled_truth, view_columns
 from dmocli.solvers.base import InMemorySolver
 

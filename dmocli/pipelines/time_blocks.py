@@ -21,22 +21,20 @@ and named: its place in the sequence is unknown.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from dmocli import progress
-from dmocli.data.arrow_numpy import to_numpy
 from dmocli.errors import DmoError
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted
 from dmocli.prep import dates
-from dmocli.prep.columns import is_date, is_numeric, is_string
+from dmocli.prep.columns import is_date, is_string
 from dmocli.prep.dataset import Prepared
-from dmocli.prep.derive import DateRule, Derivation
 from dmocli.prep.labels import LabelSpec
+from dmocli.prep.time_column import Times, read_times
 from dmocli.solvers.base import FitContext, InMemorySolver, SplitData
 
 if TYPE_CHECKING:
@@ -45,100 +43,6 @@ if TYPE_CHECKING:
     from dmocli.solvers.base import Solver
 
 DEFAULT_BLOCKS = 5  # --time-col without --cv K: as many blocks as shuffled --cv has folds
-NAMED_ROWS = 5  # rows a message names
-INSTANT, NUMBER = "instant", "number"
-
-
-@dataclass(frozen=True)
-class Times:
-    """The time of each row: microseconds since 1970-01-01 UTC (`kind` INSTANT) or the column's numbers (NUMBER),
-    with how a text column's day and month were ordered (for --val to read its column alike)."""
-
-    column: str
-    values: np.ndarray  # int64 microseconds, or float64 numbers
-    kind: str
-    order: str | None = None
-
-    def text(self, value: Any) -> str:
-        """One time as the report and the summary write it: an ISO date (a time of day too, where any row has one),
-        or the number."""
-        if self.kind == NUMBER:
-            number = float(value)
-            return str(int(number)) if number.is_integer() else f"{number:g}"
-        micros = int(value)
-        if self.whole_days:
-            return str(np.datetime64(micros // dates.US_PER_DAY, "D"))
-        unit = "s" if micros % 1_000_000 == 0 else "us"
-        return str(np.datetime64(micros // (1_000_000 if unit == "s" else 1), unit))
-
-    @property
-    def whole_days(self) -> bool:
-        return self.kind == INSTANT and bool(np.all(self.values % dates.US_PER_DAY == 0))
-
-    def take(self, rows: np.ndarray) -> "Times":
-        return Times(self.column, self.values[rows], self.kind, self.order)
-
-    def span(self) -> tuple[Any, Any]:
-        """(first, last) as numbers of the column's kind."""
-        return self.values.min(), self.values.max()
-
-
-def read_times(table: pa.Table, column: str, rows: np.ndarray, *, where: str, order: str | None = None) -> Times:
-    """The times of `rows` (increasing positions) of `table`'s `column`; `where` names the table in a refusal
-    ("DATA", "--val FILE"). `order`: read a text column's numeric dates as another table's were (DATA's, for
-    --val); None decides it from the column, as --dates parts does."""
-    if column not in table.schema.names:
-        raise DmoError(f"--time-col {column}: {where} has no column '{column}' (name the column that holds the time)")
-    values = table.column(column).combine_chunks()
-    kind_type = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
-    if pa.types.is_dictionary(values.type):
-        values = values.cast(kind_type)
-    if is_date(kind_type) and not pa.types.is_time(kind_type):
-        micros, ok = dates.typed_instants(values)
-        found = Times(column, micros, INSTANT)
-    elif is_numeric(kind_type) and not pa.types.is_boolean(kind_type):
-        whole = pa.types.is_integer(kind_type)  # int64 keeps epoch microseconds exact, past float64's 2^53
-        numbers = values.cast(pa.int64() if whole else pa.float64()).fill_null(0 if whole else np.nan).to_numpy()
-        ok = to_numpy(values.is_valid()).astype(bool) & (True if whole else np.isfinite(numbers))
-        found = Times(column, numbers, NUMBER)
-    elif is_string(kind_type):
-        order = _text_order(values, column, where) if order is None else order
-        text = dates.read_text(values)
-        micros, ok = dates.instants(text, order)
-        found = Times(column, micros, INSTANT, order)
-    else:
-        raise DmoError(
-            f"--time-col {column}: {where}'s column holds {kind_type}, not dates, timestamps or numbers; name a "
-            "column of times"
-        )
-    _refuse_unread(values, ok, rows, column=column, where=where)
-    return found.take(rows)
-
-
-def _text_order(values: pa.Array, column: str, where: str) -> str | None:
-    """The order of day and month of a text date column, decided for the whole column as --dates parts decides it
-    (prep/derive.py); refused where it cannot be, or where the column does not read as dates."""
-    table = pa.table({column: values})
-    read = lambda names: table.select(names).to_batches()  # noqa: E731
-    derivation, problems = Derivation.survey(table.schema, read, exclude=[], dates_mode="parts", parse_numbers=False)
-    rule = derivation.rules[0] if derivation.rules else None
-    if isinstance(rule, DateRule):
-        return rule.order
-    why = "; ".join(problems) if problems else "its values do not read as dates"
-    raise DmoError(f"--time-col {column}: {where}'s {why} (name a column of dates, timestamps or numbers)")
-
-
-def _refuse_unread(values: pa.Array, ok: np.ndarray, rows: np.ndarray, *, column: str, where: str) -> None:
-    """A row of `rows` without a readable time is refused: counted, the first few named by their data row."""
-    bad = rows[~ok[rows]]
-    if not bad.size:
-        return
-    shown = values.take(pa.array(bad[:NAMED_ROWS])).cast(pa.string()).to_pylist()
-    named = ", ".join(f"{row + 1} {'(empty)' if value is None else repr(value)}" for row, value in zip(bad, shown))
-    raise DmoError(
-        f"--time-col {column}: {bad.size:,} row(s) of {where} have no readable time (data row(s) {named}), so their "
-        "place in time is unknown; fill in or correct their time, or remove those rows"
-    )
 
 
 def cut_blocks(times: Times, y: np.ndarray, k: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.prep.drift_counting import ProfileBuilder
+from dmocli.prep.periods import MISSING_TIME, Periods, merged_order
 from dmocli.scoring.accumulators import RowHashes
 from dmocli.scoring.scored_pass import Scored, ScoredTable
 
@@ -53,26 +54,30 @@ class Section:
 
 @dataclass
 class Sections:
-    """All of NEW (`whole`) and, with --chunk-col or --chunk-size, each chunk by its key, in order of appearance."""
+    """All of NEW (`whole`) and, with --chunk-col, --chunk-size or --every, each chunk by its key, in order of
+    appearance; under --every, the order of day and month NEW's text dates were read in."""
 
     whole: Section
     keyed: dict[Any, Section] = field(default_factory=dict)
     rows: int = 0
     too_many: bool = False  # a batch with more than MAX_CHUNKS chunks: none made, refused where merged
+    order: str | None = None
 
-    def chunk(self, key: Any, model: DmoModel, chunk_col: str | None) -> Section:
+    def chunk(self, key: Any, reader: MonitorSections) -> Section:
         """The chunk of `key`, made on its first row; refused past MAX_CHUNKS chunks."""
         if key not in self.keyed and len(self.keyed) == MAX_CHUNKS:
-            raise _too_many(chunk_col)
-        return self.keyed.setdefault(key, Section(str(key), builder=profile_builder(model)))
+            raise reader.too_many()
+        return self.keyed.setdefault(key, Section(str(key), builder=profile_builder(reader.model)))
 
-    def merge(self, other: Sections, model: DmoModel, chunk_col: str | None) -> None:
+    def merge(self, other: Sections, reader: MonitorSections) -> None:
         """Append `other`, the sections of the rows that follow these in NEW."""
         if other.too_many:
-            raise _too_many(chunk_col)
+            raise reader.too_many()
+        if reader.periods is not None:
+            self.order = merged_order(self.order, other.order, reader.periods.column)
         self.whole.merge(other.whole)
         for key, section in other.keyed.items():
-            self.chunk(key, model, chunk_col).merge(section)
+            self.chunk(key, reader).merge(section)
         self.rows += other.rows
 
 
@@ -84,32 +89,53 @@ def profile_builder(model: DmoModel) -> ProfileBuilder | None:
 @dataclass
 class MonitorSections:
     """The accumulator of monitor's pass (scoring/scored_pass.py): each batch's (or Dask partition's) sections, taken
-    where the batch is, merged in row order. `--chunk-size` counts rows from the batch's first row in NEW."""
+    where the batch is, merged in row order. `--chunk-size` counts rows from the batch's first row in NEW. Under
+    `periods` the pass hands over the batch as read (COL may be a date feature the derivation replaces by its
+    parts): the periods are named from it, and the profile counts it derived."""
 
     model: DmoModel
     chunk_col: str | None = None
     chunk_size: int | None = None
     found: Sections | None = None  # every section merged so far
+    periods: Periods | None = None
 
     def take(self, scored: Scored) -> Sections:
         model = self.model
         labels = scored.labels if scored.labels is not None else np.full(scored.rows, -1)
         found = Sections(Section("all", builder=profile_builder(model)), rows=scored.rows)
-        found.whole.add(scored.batch, scored.logits, labels)
-        if self.chunk_col is not None or self.chunk_size is not None:
-            keys = _chunk_keys(scored.batch, self.chunk_col, self.chunk_size, scored.first_row)
+        batch = scored.batch if self.periods is None else model.preprocessor.derived(scored.batch)
+        found.whole.add(batch, scored.logits, labels)
+        if self.chunk_col is not None or self.chunk_size is not None or self.periods is not None:
+            keys = self._keys(scored, found)
             distinct = dict.fromkeys(keys.tolist())
             found.too_many = len(distinct) > MAX_CHUNKS  # said by the client: a Dask worker's error logs a traceback
             for key in [] if found.too_many else distinct:
                 rows = np.flatnonzero(keys == key)
-                section = found.chunk(key, model, self.chunk_col)
-                section.add(scored.batch.take(pa.array(rows)), scored.logits[rows], labels[rows])
+                section = found.chunk(key, self)
+                section.add(batch.take(pa.array(rows)), scored.logits[rows], labels[rows])
         return found
+
+    def _keys(self, scored: Scored, found: Sections) -> np.ndarray:
+        """Each row's chunk: its period (noting the order its dates were read in), or its --chunk-col/--chunk-size
+        key."""
+        if self.periods is None:
+            return _chunk_keys(scored.batch, self.chunk_col, self.chunk_size, scored.first_row)
+        periods = self.periods.keys(scored.batch)
+        found.order = periods.order
+        return periods.names
 
     def merge(self, part: Sections) -> None:
         if self.found is None:
             self.found = Sections(Section("all", builder=profile_builder(self.model)))
-        self.found.merge(part, self.model, self.chunk_col)
+        self.found.merge(part, self)
+
+    def too_many(self) -> DmoError:
+        """The refusal of more than MAX_CHUNKS chunks, in the words of the option that made them."""
+        if self.periods is not None:
+            return DmoError(
+                f"--every {self.periods.every} makes more than {MAX_CHUNKS} periods of NEW; give a longer period"
+            )
+        return _too_many(self.chunk_col)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +147,11 @@ class MonitorRead:
     chunks: list[Section]
     hashes: np.ndarray | None
 
+    @property
+    def missing_time(self) -> int:
+        """Rows of NEW without a readable --time-col, in the section MISSING_TIME (prep/periods.py)."""
+        return next((sum(len(part) for part in c.logits) for c in self.chunks if c.name == MISSING_TIME), 0)
+
 
 def read_sections(
     model: DmoModel,
@@ -129,10 +160,14 @@ def read_sections(
     chunk_col: str | None,
     chunk_size: int | None,
     engine: EngineChoice = LOCAL,
+    periods: Periods | None = None,
 ) -> MonitorRead:
-    """One pass over NEW: all of it, and its chunks in order (numbers by value, text as text, missing last)."""
+    """One pass over NEW: all of it, and its chunks in order (numbers by value, text as text, missing last;
+    periods by their first day, MISSING_TIME last)."""
 
     def no_chunk_col(schema: pa.Schema) -> list[str]:
+        if periods is not None:
+            return periods.column_problems(schema, sources.describe(data))
         if chunk_col is None or chunk_col in schema.names:
             return []
         return [f"--chunk-col {chunk_col!r} is not a column of {sources.describe(data)}"]
@@ -141,9 +176,12 @@ def read_sections(
     labeled = model.labels.column in table.schema.names
     columns = [*model.preprocessor.input_columns, *([model.labels.column] if labeled else [])]
     columns += [chunk_col] if chunk_col is not None and chunk_col not in columns else []
-    sections = MonitorSections(model, chunk_col, chunk_size)
+    columns += [periods.column] if periods is not None and periods.column not in columns else []
+    sections = MonitorSections(model, chunk_col, chunk_size, periods=periods)
     hashes = [] if model.training_rows is None else [RowHashes(len(model.labels.classes), every_row=True)]
-    rows = table.run([sections, *hashes], columns=columns, task="monitor", labeled=labeled, derive=True, positions=True)
+    derive = periods is None  # under periods, MonitorSections derives the batch itself, after reading COL
+    accumulators = [sections, *hashes]
+    rows = table.run(accumulators, columns=columns, task="monitor", labeled=labeled, derive=derive, positions=True)
     if rows == 0:
         raise DmoError(f"{sources.describe(data)} has no rows to monitor")
     found = sections.found
