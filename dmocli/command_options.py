@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dmocli.constraints import Exclusive, Interval, OneOf, Requires, Rule, When
+from dmocli.constraints import Exclusive, Interval, Matches, OneOf, Requires, Rule, When
 from dmocli.options import (
     AT_LEAST_ONE,
     CONFIDENCE,
@@ -37,6 +37,44 @@ ENGINES = ("local", "dask")  # --engine; engines/choice.py checks an EngineChoic
 # What a positive rate admits (`dmo threshold --prior R`): a class that is every row, or none, has no threshold.
 RATE = Interval(float, 0, 1, closed="neither", message="must be a positive rate strictly between 0 and 1")
 RATE_SOURCES = ("adapt", "prior")  # dmo threshold --adapt NEW | --prior R: the model's own problem at a new rate
+# --every: a day, a week from Monday, a calendar month, or N days from 1970-01-01 (prep/periods.py reads it)
+EVERY = Matches(
+    r"day|week|month|[1-9][0-9]{0,4}d",
+    "is not a period: give day, week, month or a number of days such as 7d",
+    examples=("week", "day", "month", "7d"),
+    refused=("fortnight", "0d", "7"),
+)
+PERIOD_RULES: tuple[Rule, ...] = (
+    Requires(("every",), "time_col", "--every needs --time-col COL, the column whose dates name the periods"),
+    Requires(("time_col",), "every", "--time-col needs --every day|week|month|Nd, the length of a period"),
+)
+
+
+def time_col_option() -> Any:
+    return option(
+        None, "--time-col", metavar="COL", help="Column of dates or timestamps whose periods (--every) split the rows."
+    )
+
+
+def every_option() -> Any:
+    return option(
+        None,
+        "--every",
+        metavar="day|week|month|Nd",
+        constraint=EVERY,
+        help="With --time-col: per period of this length, named by its first day (a week starts on Monday; Nd: N "
+        "days counted from 1970-01-01), in time order (docs/monitoring.md#periods).",
+    )
+
+
+def history_option(writes: str) -> Any:
+    return option(
+        None,
+        "--history",
+        metavar="H.parquet",
+        help=f"Write {writes} into this history of the model, one row a period, replacing that period's earlier "
+        "row (docs/monitoring.md#history).",
+    )
 
 
 def engine_option() -> Any:
@@ -189,6 +227,17 @@ class EvaluateOptions:
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
     workers: int = workers_option()
+    time_col: str | None = time_col_option()
+    every: str | None = every_option()
+    history: Path | None = history_option("the realized metrics of DATA (per --every period, or as one period 'all')")
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        *PERIOD_RULES,
+        When(
+            ("time_col",),
+            Requires(("every",), "history", "--time-col and --every split DATA for --history H.parquet: give it"),
+        ),
+    )
 
 
 @dataclass
@@ -234,6 +283,11 @@ class MonitorOptions:
     chunk_size: int | None = option(
         None, "--chunk-size", constraint=AT_LEAST_ONE, help="Also per this many consecutive rows."
     )
+    time_col: str | None = time_col_option()
+    every: str | None = every_option()
+    history: Path | None = history_option(
+        "the estimates, drift and gate verdict (with labels, the realized metrics beside them)"
+    )
     confidence: float = option(
         0.95, "--confidence", constraint=CONFIDENCE, help="Level of the intervals (default 0.95)."
     )
@@ -246,6 +300,21 @@ class MonitorOptions:
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
     workers: int = workers_option()
+
+    # Sections come from a column's values and runs of rows (within each value, with both), or from periods of a
+    # time column alone. A history keeps periods, or a column's values taken as periods, never runs of rows.
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        *PERIOD_RULES,
+        When(
+            ("time_col",),
+            Exclusive(
+                ("every",),
+                ("chunk_col", "chunk_size"),
+                "--every makes the sections: leave out --chunk-col and --chunk-size",
+            ),
+        ),
+        Exclusive(("history",), ("chunk_size",), "--history keeps one row a period: give --every, not --chunk-size"),
+    )
 
 
 @dataclass
