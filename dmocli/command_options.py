@@ -149,6 +149,12 @@ class ThresholdOptions:
         "(default: the sample MODEL's certificate was about, as its info stores it; inf: the population value, "
         "also for a model certified without one).",
     )
+    no_confidence: bool | None = option(
+        None,
+        "--no-confidence",
+        help="Drop MODEL's --confidence certificate instead of certifying the new threshold at its confidence (the "
+        "default for a certified model); the report and dmo info say it was dropped.",
+    )
     allow_infeasible: bool = option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable.")
     allow_train_rows: bool = option(
         False,
@@ -174,7 +180,8 @@ class ThresholdOptions:
 
     # A re-fit takes the problem and certificate MODEL stores where none is given, so --target and --beta need
     # --problem, and --new-rows alone re-sizes the stored certificate (use/apply.py checks it once MODEL is read).
-    # --adapt and --prior keep MODEL's problem, replace its certificate, and give one rate.
+    # --adapt and --prior keep MODEL's problem, re-certify it at MODEL's confidence, and give one rate;
+    # --no-confidence drops the certificate instead, so it takes no confidence or sample of its own.
     RULES: ClassVar[tuple[Rule, ...]] = (
         When(
             RATE_SOURCES,
@@ -190,6 +197,11 @@ class ThresholdOptions:
         ),
         Exclusive(("adapt",), ("prior",), "give --adapt NEW or --prior R, not both"),
         When(RATE_SOURCES, NEW_ROWS_NEED_CONFIDENCE),
+        Exclusive(
+            ("no_confidence",),
+            ("confidence", "new_rows"),
+            "--no-confidence drops the certificate: leave out --confidence and --new-rows, which ask for one",
+        ),
     )
 
     def __post_init__(self) -> None:

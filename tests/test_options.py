@@ -145,4 +145,4 @@ def test_the_library_functions_refuse_what_the_declared_rules_refuse(tmp_path):
         assert str(refusal.value) == message
     assert not out.exists()
     adapted = adapt_to_rate(model, out, prior=0.2, confidence=0.9, new_rows=500, allow_infeasible=True)
-    assert adapted["adapted"]["new_rows"] == 500  # with its --confidence, --new-rows is taken
+    assert adapted.adapted.new_rows == 500  # with its --confidence, --new-rows is taken

@@ -1,7 +1,8 @@
-"""The summary lines train and threshold print under their figures, from their reports (dicts until issue 49's
-second phase types them): one line per split, the outlook of a target on new rows, a multi-class operating
-point's offsets. Each split's line and the outlook are the typed records' own (report.BinarySplit.summary_line,
-use/results/common.py:outlook_lines), which `dmo evaluate`'s result prints too."""
+"""The summary lines `dmo train` prints under its figures, from its report (a dict until issue 49's second phase
+types it): one line per split and the outlook of a target on new rows (a multi-class operating point's offsets:
+use/results/threshold.py:offsets_text). Each split's line and the outlook are the typed records' own
+(report.BinarySplit.summary_line, use/results/common.py:outlook_lines), which `dmo evaluate`'s and `dmo
+threshold`'s results print too."""
 
 from __future__ import annotations
 
@@ -26,10 +27,3 @@ def outlook_line(report: dict[str, Any], split_name: str, new_rows: float | None
 
     problem = ProblemFields(problem=report["problem"], target=report.get("target"), beta=report.get("beta"))
     return outlook_lines(BinarySplit.of(split), problem, new_rows)
-
-
-def offsets_text(point: dict[str, Any]) -> str:
-    """A multi-class operating point in one line: its class offsets and the classes left below their floor."""
-    offsets = ", ".join(f"{row['class']} {row['offset']:+.3g}" for row in point["per_class"])
-    below = f"; below the floor: {', '.join(map(str, point['below_floor']))}" if point["below_floor"] else ""
-    return f"class offsets: {offsets}{below}"

@@ -11,22 +11,17 @@ dmocli/operating_point/multiclass_calibration.py the map. Without such a problem
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dmocli.data import sources
-from dmocli.engines.choice import EngineChoice
-from dmocli.errors import DmoError, UnreachableTarget, option_hint
-from dmocli.models.modelfile import DmoModel
+from dmocli.errors import UnreachableTarget, option_hint
 from dmocli.operating_point.class_offsets import ClassProblem
 from dmocli.operating_point.class_offsets_guard import guarded_offsets
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration, fit_temperature_bias
-from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
+from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND
 from dmocli.options import TrainOptions, refuse, target_problem
 from dmocli.pipelines.cross_fit import CrossFitted
 from dmocli.pipelines.report_parts import (
@@ -36,10 +31,8 @@ from dmocli.pipelines.report_parts import (
     ReportPart,
     SplitsSection,
 )
-from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
 from dmocli.pipelines.thresholding import MULTICLASS_FIELDS
 from dmocli.report import multiclass_split_report
-from dmocli.scoring.accumulators import labeled_scores
 
 
 @dataclass
@@ -222,78 +215,3 @@ OVERCONFIDENT = (
     "the class probabilities were calibrated on the rows the model was trained on, so they are overconfident (new "
     "data will usually do worse); give --val FILE, or --cv K where the solver can be refitted per fold"
 )
-
-
-def refit_class_offsets(
-    model: DmoModel,
-    *,
-    model_path: str | Path,
-    data: sources.Source | None,
-    problem: Problem | None,
-    output: str | Path,
-    confidence: float | None,
-    allow_infeasible: bool,
-    report_path: str | Path | None,
-    engine: EngineChoice,
-    started: float,
-) -> dict[str, Any]:
-    """`dmo threshold` of a multi-class model: the class offsets searched again on DATA's logits, for `problem`
-    (every class's floor its target) or, without one, the class problem MODEL stores (and its --confidence, unless
-    one is given); the probability map refitted on the same rows, written as a new model (`model` is left as it
-    was). A multi-class model keeps no held-out logits, so DATA is needed."""
-    if data is None:
-        raise DmoError(
-            "a multi-class model keeps no held-out logits to re-search its class offsets on; give a labeled DATA "
-            "of rows it was not trained on"
-        )
-    classes = model.labels.classes
-    source = "option" if problem is not None else "model"
-    if problem is not None:
-        floors = [problem.target] * len(classes) if problem.kind != "ofbs" else [None] * len(classes)
-        wanted = ClassProblem(problem.kind, tuple(floors), problem.beta)
-    elif model.class_problem is not None:
-        wanted = model.class_problem
-        if confidence is None and wanted.kind != "ofbs":  # the model's own certificate
-            confidence = model.decision.certificate.confidence
-    else:
-        raise DmoError(
-            "this multi-class model decides by the arg-max (no class problem stored); give --problem "
-            "fpor|frop|ofbs (and --target A) for the operating point to search"
-        )
-    logits, y, _, unlabeled, _ = labeled_scores(model, data, engine)
-    fitted_on = sources.describe(data)
-    settled = settle_classes(
-        {"data": logits}, {"data": y}, classes, problem=wanted, confidence=confidence, allow_infeasible=allow_infeasible
-    )
-    previous = None if model.class_offsets is None else [float(b) for b in model.class_offsets]
-    info = retargeted_info(
-        model.info,
-        confidence=confidence,
-        new_rows=None,  # a multi-class certificate is of the population values
-        certified=None if settled.operating_point is None else settled.operating_point.point.feasible,
-        fitted_on=fitted_on,
-        splits=settled.splits.splits,
-        calibration=settled.calibration,
-        calibration_refitted=True,
-    )
-    refitted = model.with_decision(
-        dataclasses.replace(model.decision, class_offsets=settled.offsets, class_problem=wanted, info=info)
-    )
-    report = threshold_envelope(
-        refitted,
-        model_path,
-        *settled.parts(),
-        data=fitted_on,
-        engine=engine.name,
-        output=output,
-        problem_fields=settled.problem_fields(),
-        problem_source=source,
-        confidence=confidence,
-        previous_threshold=None,  # a multi-class model moves its class offsets, not a threshold
-        previous_offsets=previous,
-        unlabeled_rows=unlabeled,
-        warnings=settled.warnings,
-    )
-    return finish_threshold(
-        refitted, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
-    )

@@ -44,6 +44,8 @@ from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
 from dmocli.shift.carry import carried_by_share, expected_share
 from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.use.apply import curve_off_scale, heldout_curve
+from dmocli.use.recertify import Recertified, noted, recertified, report_fields, with_way_out
+from dmocli.use.results.threshold import AdaptResult
 
 # What the model file keeps of the `adapted` section (info.adapted, shown by `dmo info`): the rates, the threshold
 # it replaced, and how the curve's cut became the model's (`carried`, `expected_share`, `curve_threshold`), so the
@@ -61,22 +63,23 @@ def adapt_to_rate(
     allow_infeasible: bool = False,
     report_path: str | Path | None = None,
     new_rows: int | float | str | None = None,
-) -> dict[str, Any]:
+    no_confidence: bool = False,
+) -> AdaptResult:
     """The model's threshold re-targeted for the positive rate of `new_data` (estimated) or `prior` (given),
-    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). `new_rows` is
-    --new-rows as given (module docstring: its default)."""
+    written to `output`; the `threshold` report with an `adapted` section (docs/monitoring.md). A certified model
+    is certified again at its own confidence unless `confidence` is given or `no_confidence` drops the certificate
+    (use/recertify.py). `new_rows` is --new-rows as given (module docstring: its default)."""
     started = time.perf_counter()
-    _check_rate_source(new_data, prior, confidence=confidence, new_rows=new_rows)
+    _check_rate_source(new_data, prior, confidence=confidence, new_rows=new_rows, no_confidence=no_confidence)
     new_data = None if new_data is None else sources.accept(new_data)
     outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
     outputs.refuse_misnamed_model(output)
-    model = load_model(model_path)
-    if not model.binary or model.problem is None:
-        raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
-    curve = heldout_curve(model, model_path)
-    rate, interval, source, logits = _new_rate(model, curve, new_data=new_data, prior=prior, confidence=confidence)
-    if confidence is not None and interval is not None and model.problem.kind == "fpor":
-        _refuse_unbounded_rate(curve, model, rate=rate, interval=interval, rows=int(logits.size), level=confidence)
+    model, curve = _adaptable(model_path)
+    recertify = recertified(
+        model.decision.certificate, confidence, no_confidence=no_confidence, bounded=model.problem.kind != "ofbs"
+    )
+    confidence = recertify.confidence
+    rate, interval, source, logits = _certifiable_rate(model, curve, recertify, new_data=new_data, prior=prior)
     sample = certified_rows(new_rows, confidence, model.decision.certificate.new_rows)  # the model's own, by default
     adapted = adapt_threshold(
         curve,
@@ -102,7 +105,7 @@ def adapt_to_rate(
         "rate_source": source,
     }
     info = {
-        **_certificate_info(model.info, confidence, adapted),
+        **noted(_certificate_info(model.info, confidence, adapted), recertify.dropped),
         "adapted": {k: section[k] for k in INFO_KEYS},
         "summary": model_summary({"data": split}),  # at the new threshold (training's place kept)
     }
@@ -116,6 +119,7 @@ def adapt_to_rate(
         problem_fields=model.problem.to_dict(),
         problem_source="model",
         confidence=confidence,
+        **report_fields(recertify),
         previous_threshold=model.threshold,
         threshold=threshold,
         unlabeled_rows=0,
@@ -125,7 +129,37 @@ def adapt_to_rate(
         splits={"data": split},
     )
     refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None
-    return finish_threshold(moved, report, output=output, report_path=report_path, started=started, refusal=refusal)
+    refusal = with_way_out(refusal, recertify)
+    written = finish_threshold(moved, report, output=output, report_path=report_path, started=started, refusal=refusal)
+    return AdaptResult.of(written)
+
+
+def _adaptable(model_path: str | Path) -> tuple[DmoModel, HeldOutCurve]:
+    """The model and the held-out curve its threshold moves on: a binary model's (a multi-class one has neither a
+    threshold nor a curve to move it on)."""
+    model = load_model(model_path)
+    if not model.binary or model.problem is None:
+        raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
+    return model, heldout_curve(model, model_path)
+
+
+def _certifiable_rate(
+    model: DmoModel,
+    curve: HeldOutCurve,
+    recertify: Recertified,
+    *,
+    new_data: sources.Source | None,
+    prior: float | None,
+) -> tuple[float, tuple[float, float] | None, str, np.ndarray | None]:
+    """`_new_rate`'s rate, refused (exit 3, with the ways out) where its interval is too wide for the FPOR
+    certificate asked, or MODEL's own, to hold at any threshold (_unbounded_rate)."""
+    confidence = recertify.confidence
+    rate, interval, source, logits = _new_rate(model, curve, new_data=new_data, prior=prior, confidence=confidence)
+    if confidence is not None and interval is not None and model.problem.kind == "fpor":
+        unbounded = _unbounded_rate(curve, model, rate=rate, interval=interval, rows=int(logits.size), level=confidence)
+        if unbounded is not None:
+            raise with_way_out(unbounded, recertify)
+    return rate, interval, source, logits
 
 
 def _certificate_info(info: Mapping[str, Any], confidence: float | None, adapted: AdaptedThreshold) -> dict[str, Any]:
@@ -139,7 +173,12 @@ def _certificate_info(info: Mapping[str, Any], confidence: float | None, adapted
 
 
 def _check_rate_source(
-    new_data: sources.Source | None, prior: float | None, *, confidence: float | None, new_rows: Any
+    new_data: sources.Source | None,
+    prior: float | None,
+    *,
+    confidence: float | None,
+    new_rows: Any,
+    no_confidence: bool,
 ) -> None:
     """What `dmo threshold --adapt NEW | --prior R` declares (ThresholdOptions: R's range, one rate and not two,
     the confidence's range, --new-rows with --confidence), and a rate given at all: the command line calls this
@@ -148,7 +187,14 @@ def _check_rate_source(
         raise DmoError(
             f"give one of {option_hint('--adapt NEW', 'new_data=')} and {option_hint('--prior R', 'prior=')}"
         )
-    check_given(ThresholdOptions, adapt=new_data, prior=prior, confidence=confidence, new_rows=new_rows)
+    check_given(
+        ThresholdOptions,
+        adapt=new_data,
+        prior=prior,
+        confidence=confidence,
+        new_rows=new_rows,
+        no_confidence=no_confidence or None,  # a flag left out is not given
+    )
 
 
 def _new_rate(
@@ -166,7 +212,7 @@ def _new_rate(
         return float(prior), None, f"given rate {prior:g}", None
     logits = _scores(model, new_data)
     level = confidence or REPORT_LEVEL
-    if confidence is None:  # with a confidence, _refuse_unbounded_rate names the rows the certificate needs
+    if confidence is None:  # with a confidence, _unbounded_rate names the rows the certificate needs
         _refuse_too_few_rows(logits.size, curve.rate, level, sources.describe(new_data))
     estimate = estimate_prevalence(curve, logits, model.calibration, level)
     rate = estimate.usable
@@ -211,19 +257,20 @@ def _widened(low: float, high: float, *, rate: float, rows: int, level: float) -
     return float(max(0.0, min(low, known[0]))), float(min(1.0, max(high, known[1])))
 
 
-def _refuse_unbounded_rate(
+def _unbounded_rate(
     curve: HeldOutCurve, model: DmoModel, *, rate: float, interval: tuple[float, float], rows: int, level: float
-) -> None:
-    """Exit 3 where the rate's low end, not the rate, puts a certificate out of reach: too few NEW rows to bound
-    the rate above the lowest one at which the target can be certified. It names that rate, the rows a count of
-    known classes would need to bound the rate estimated above it (a floor: scores bound it less tightly), and
-    --prior. A rate estimated below that lowest one is out of reach however many rows: the usual refusal says so."""
+) -> UnreachableTarget | None:
+    """The refusal (exit 3) where the rate's low end, not the rate, puts a certificate out of reach: too few NEW
+    rows to bound the rate above the lowest one at which the target can be certified. It names that rate, the rows
+    a count of known classes would need to bound the rate estimated above it (a floor: scores bound it less
+    tightly), and --prior. A rate estimated below that lowest one is out of reach however many rows: the usual
+    refusal says so."""
     lowest = _lowest_certifiable_rate(curve, model, level)
     if lowest is None or interval[0] >= lowest or rate < lowest:
-        return
+        return None
     needed = _rows_bounding(rate, lowest, level)
     more = f"at least about {needed:,} rows" if needed is not None else "more rows"
-    raise UnreachableTarget(
+    return UnreachableTarget(
         f"target {model.problem.constraint_name} >= {model.problem.target:g} cannot be certified at the rate "
         f"estimated on {rows:,} row(s) of NEW: its interval [{interval[0]:.4f}, {interval[1]:.4f}] reaches below "
         f"{lowest:.4f}, the lowest positive rate at which any threshold is certified; {more} bound a rate of "

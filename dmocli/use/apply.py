@@ -24,7 +24,6 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import POPULATION, check_new_rows
-from dmocli.pipelines.multiclass import refit_class_offsets
 from dmocli.pipelines.report_parts import OperatingPointSection, SplitsSection
 from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
 from dmocli.pipelines.thresholding import (
@@ -38,8 +37,19 @@ from dmocli.pipelines.thresholding import (
 from dmocli.prep.row_fingerprint import share_of_sketched_rows
 from dmocli.report import empty_prediction_warnings, unlabeled_warning
 from dmocli.scoring.accumulators import labeled_scores
+from dmocli.use.class_refit import refit_class_offsets
+from dmocli.use.recertify import Recertified, noted, recertified, report_fields, with_way_out
+from dmocli.use.results.threshold import ClassRefitResult, RefitResult
 
 SPLIT_NAMES = {"cv": "out-of-fold scores", "val": "validation scores", "data": "scores", "train": "training scores"}
+
+
+def heldout_name(model: DmoModel, split: str) -> str:
+    """What the held-out curve's scores are, as a report names them: a `--time-col` model's cross-fitted scores are
+    its later blocks' out-of-time scores (pipelines/time_blocks.py), not shuffled folds' out-of-fold ones."""
+    if split == "cv" and model.info.get("time_blocks") is not None:
+        return "out-of-time scores"
+    return SPLIT_NAMES[split]
 
 
 def heldout_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
@@ -105,15 +115,49 @@ def refit_threshold(
     engine: EngineChoice = LOCAL,
     new_rows: int | float | str | None = None,
     allow_train_rows: bool = False,
+    no_confidence: bool = False,
 ) -> dict[str, Any]:
     """Exact threshold search for `problem` on `data`; writes a new model file with that threshold
-    (-o may be MODEL itself: it is read before the new one replaces it, atomically).
+    (-o may be MODEL itself: it is read before the new one replaces it, atomically); returns the report (`refit`
+    returns it as a typed result).
 
     Without data, on the held-out curve the model file keeps (the out-of-fold or validation scores training
     searched on): the same search and certificate as train, so re-targeting needs no new labels and gives the
     threshold `dmo train` gives for that target and seed. Without a problem, the one stored in the model (and its
     --confidence and --new-rows, unless a confidence is given) is searched again: re-fitting on fresh rows is the
-    common case, and the model already says what it was trained for."""
+    common case, and the model already says what it was trained for. A certified model's new threshold is
+    certified at its confidence unless another is given or `no_confidence` drops it (use/recertify.py)."""
+    return refit(
+        model_path,
+        data,
+        problem,
+        output,
+        confidence=confidence,
+        no_confidence=no_confidence,
+        allow_infeasible=allow_infeasible,
+        report_path=report_path,
+        engine=engine,
+        new_rows=new_rows,
+        allow_train_rows=allow_train_rows,
+    ).to_dict()
+
+
+def refit(
+    model_path: str | Path,
+    data: sources.Source | None,
+    problem: Problem | None,
+    output: str | Path,
+    *,
+    confidence: float | None = None,
+    no_confidence: bool = False,
+    allow_infeasible: bool = False,
+    report_path: str | Path | None = None,
+    engine: EngineChoice = LOCAL,
+    new_rows: int | float | str | None = None,
+    allow_train_rows: bool = False,
+) -> RefitResult | ClassRefitResult:
+    """`refit_threshold`'s work, its result typed: a binary model's threshold (a multi-class model's class offsets:
+    use/class_refit.py) searched on DATA or on the held-out curve, written as a new model file."""
     started = time.perf_counter()
     data = None if data is None else sources.accept(data)  # the Python API may pass a pandas DataFrame
     outputs.check_outputs({"-o": output, "--report": report_path}, {"DATA": data} if data is not None else {})
@@ -128,12 +172,13 @@ def refit_threshold(
             problem=problem,
             output=output,
             confidence=confidence,
+            no_confidence=no_confidence,
             allow_infeasible=allow_infeasible,
             report_path=report_path,
             engine=engine,
             started=started,
         )
-    search = _search_asked(model, problem, confidence, new_rows)
+    search = _search_asked(model, problem, confidence, new_rows, no_confidence=no_confidence)
     labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows)
     new_rows = certified_rows(search.new_rows, search.confidence, model.decision.certificate.new_rows)
     point, unreachable = _searched_point(labeled, search, new_rows=new_rows, on_heldout=data is None)
@@ -154,15 +199,18 @@ def refit_threshold(
         problem_fields=search.problem.to_dict(),
         problem_source=search.source,
         confidence=search.confidence,
+        **report_fields(search.certificate),
         previous_threshold=model.threshold,
         unlabeled_rows=labeled.unlabeled,
         warnings=(unlabeled_warning(labeled.unlabeled, data) if data is not None else [])
         + [*settled.warnings, *optimistic, *off_scale]
         + empty_prediction_warnings(splits),
     )
-    return finish_threshold(
-        retargeted, report, output=output, report_path=report_path, started=started, refusal=settled.refusal
+    refusal = with_way_out(settled.refusal, search.certificate)
+    written = finish_threshold(
+        retargeted, report, output=output, report_path=report_path, started=started, refusal=refusal
     )
+    return RefitResult.of(written)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,24 +221,29 @@ class _Search:
     source: str  # "option" or "model"
     confidence: float | None
     new_rows: int | float | str | None
+    certificate: Recertified  # MODEL's certificate kept at its confidence, another asked for, or dropped
 
 
 def _search_asked(
-    model: DmoModel, problem: Problem | None, confidence: float | None, new_rows: int | float | str | None
+    model: DmoModel,
+    problem: Problem | None,
+    confidence: float | None,
+    new_rows: int | float | str | None,
+    *,
+    no_confidence: bool,
 ) -> _Search:
-    """The problem to search: the one given, or the model's own with its certificate (--confidence, and its
-    --new-rows or the population) unless a confidence is given, since re-fitting on fresh rows for what the model
-    was trained for is the common case."""
+    """The problem to search: the one given, or the model's own. Its certificate: the confidence given, else the
+    model's (and its --new-rows, or the population), since the new threshold must not leave a file whose info
+    claims a certificate it lost; `no_confidence` (or a problem with no bound: ofbs) drops it (use/recertify.py)."""
     source = "option" if problem is not None else "model"
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
-        if confidence is None and problem.kind != "ofbs":  # the model's own certificate (no new_rows: population)
-            certificate = model.decision.certificate
-            confidence = certificate.confidence
-            if confidence is not None and new_rows is None:
-                new_rows = certificate.new_rows or POPULATION
-    check_new_rows(new_rows, confidence)  # --new-rows alone changes the sample of the model's own certificate
-    return _Search(problem=problem, source=source, confidence=confidence, new_rows=new_rows)
+    certificate = model.decision.certificate
+    kept = recertified(certificate, confidence, no_confidence=no_confidence, bounded=problem.kind != "ofbs")
+    if kept.inherited and new_rows is None:  # the model's own certificate (no new_rows: the population)
+        new_rows = certificate.new_rows or POPULATION
+    check_new_rows(new_rows, kept.confidence)  # --new-rows alone changes the sample of the model's own certificate
+    return _Search(problem=problem, source=source, confidence=kept.confidence, new_rows=new_rows, certificate=kept)
 
 
 def _searched_point(
@@ -238,7 +291,7 @@ def _labeled_scores(
     if data is None:
         curve = heldout_curve(model, model_path)
         logits, y = curve.rows()
-        where = f"the held-out {SPLIT_NAMES[curve.split]} stored in {model_path}"
+        where = f"the held-out {heldout_name(model, curve.split)} stored in {model_path}"
         return _Labeled(logits=logits, y=y, curve=curve, unlabeled=0, fitted_on=where)
     logits, y, _, unlabeled, hashes = labeled_scores(model, data, engine, hashed=model.training_rows is not None)
     fitted_on = sources.describe(data)
@@ -285,6 +338,10 @@ def _retarget(
         calibration_refitted=False,  # the stored map is kept where none is refitted (no DATA, or too few rows)
     )
     decision = dataclasses.replace(
-        model.decision, threshold=point.threshold, problem=search.problem, heldout=labeled.curve, info=info
+        model.decision,
+        threshold=point.threshold,
+        problem=search.problem,
+        heldout=labeled.curve,
+        info=noted(info, search.certificate.dropped),
     )
     return model.with_decision(decision), splits

@@ -16,6 +16,7 @@ import numpy as np
 from dmocli.models.importance import feature_importance
 from dmocli.models.modelfile import DmoModel, load_stored_model
 from dmocli.prep.features import Preprocessor
+from dmocli.use.recertify import DROPPED
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.results.info import Adapted, FeatureColumn, Features, Importance, InfoResult, Training
 
@@ -38,6 +39,7 @@ def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
         confidence=info.get("confidence"),
         new_rows=info.get("new_rows") if info.get("confidence") is not None else None,
         certified=info.get("certified"),
+        dropped_confidence=info.get(DROPPED),  # dmo threshold moved the threshold without the certificate
         threshold=threshold,
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),

@@ -26,9 +26,9 @@ from dmocli import Problem, TrainOptions, train
 from dmocli.engines.choice import LOCAL
 from dmocli.models.decision import Decision
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.pipelines.multiclass import refit_class_offsets
 from dmocli.use.adapt import adapt_to_rate
 from dmocli.use.apply import refit_threshold
+from dmocli.use.class_refit import refit_class_offsets
 
 
 def _snapshot(model: DmoModel) -> tuple[Any, ...]:

@@ -12,7 +12,7 @@ import typer
 
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit, report_on_refusal
-from dmocli.cli.report_lines import offsets_text, outlook_line, split_lines
+from dmocli.cli.report_lines import outlook_line, split_lines
 from dmocli.engines import torchrun
 from dmocli.options import TrainOptions
 
@@ -50,6 +50,8 @@ def train(
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
     if "class_operating_point" in result:
+        from dmocli.use.results.threshold import offsets_text  # imported on use: `dmo --help` reads no arrow
+
         header.append(offsets_text(result["class_operating_point"]))
     if "online" in result:
         o = result["online"]

@@ -186,6 +186,7 @@ class InfoResult(ReportRecord):
     confidence: float | None
     new_rows: int | None
     certified: bool | None
+    dropped_confidence: float | None = omitted()  # dmo threshold dropped a certificate at this level
     threshold: float | None
     threshold_probability: float | None
     decision_rule: str
@@ -239,4 +240,9 @@ class InfoResult(ReportRecord):
             problem += f" at confidence {self.confidence:g} ({sample})"
             if self.certified is False:
                 problem += "; NOT certified: the closest threshold was kept (--allow-infeasible)"
+        if self.dropped_confidence is not None:
+            problem += (
+                f"; NOT certified: dmo threshold dropped the certificate at confidence {self.dropped_confidence:g} "
+                "when it moved the threshold"
+            )
         return problem
