@@ -21,9 +21,9 @@ from dmocli.models.modelfile import load_model
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.scoring.scored_pass import ScoredTable
-from dmocli.use.predict import predict as predict_to_file
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, opened
+from dmocli.use.predict import predict as predict_to_file
 from dmocli.use.prediction_output import Predictions, TablesSink, prediction_schema, summed_levels
 
 
@@ -52,7 +52,7 @@ def predict(
             max_unseen=max_unseen,
             csv_escape=csv_escape,
             explain=explain,
-        )
+        ).to_dict()
     if engine.is_dask:
         raise DmoError("predictions returned in memory are computed here; give an output path for --engine dask")
     return predict_frame(model, data, id_col=id_col, strict=strict, max_unseen=max_unseen, explain=explain)

@@ -16,7 +16,6 @@ from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.models.modelfile import load_model
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
-from dmocli.report import envelope
 from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, model_name, opened
@@ -28,6 +27,8 @@ from dmocli.use.prediction_output import (
     prediction_target,
     summed_levels,
 )
+from dmocli.use.results.common import Envelope, LevelFields
+from dmocli.use.results.prediction import PredictResult
 
 
 def predict(
@@ -41,15 +42,15 @@ def predict(
     max_unseen: float = DEFAULT_MAX_UNSEEN,
     csv_escape: bool = True,
     explain: int | None = None,
-) -> dict[str, Any]:
+) -> PredictResult:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
     engine, OUTPUT is a directory of part files, one per partition, in the data's order. Drift over the whole
     run (unseen levels, emptied columns) is warned about; `strict` refuses it above `max_unseen`, and the
     output, written under a temporary name until then, never appears. A CSV output's text cells that a
     spreadsheet would run as a formula (`=...`, `+...`, `-...`, `@...`) get a leading `'`, unless `csv_escape`
     is False (for a program that reads the ids back verbatim). `explain` K adds each row's K largest
-    contributions (docs/python.md#explanations). `dmocli.predict` with no output returns a DataFrame instead
-    (use/in_memory_predict.py)."""
+    contributions (docs/python.md#explanations). Returns the report, typed; `dmocli.predict` returns it as a dict,
+    or with no output a DataFrame of the predictions (use/in_memory_predict.py)."""
     if explain is not None:
         check_k(explain)
     started = time.perf_counter()
@@ -86,14 +87,14 @@ def predict(
     parts = table.write(predictions, columns=columns, sink=sink, output=output, check=refuse_drift)
     levels = summed_levels(parts)
     rows = sum(c["rows"] for c in parts)
-    return envelope(
-        "predict",
+    return PredictResult(
+        envelope=Envelope.of("predict"),
         model=model_name(model_path),
         data=sources.describe(data),
         engine=engine.name,
         output="standard output" if target.to_stdout else str(output),
         rows=rows,
-        **levels.report(),
+        levels=LevelFields.of(levels),
         warnings=drift_warnings(levels, rows, model.preprocessor.impute),
         wall_seconds=time.perf_counter() - started,
     )

@@ -66,10 +66,10 @@ def test_evaluate_threshold_predict_on_dask_equal_the_local_engine(tmp_path, das
     predict(model, data, tmp_path / "local.parquet", id_col="id")
     report = predict(model, data, tmp_path / "pred", id_col="id", engine=dask)
     parts = sorted(p.name for p in (tmp_path / "pred").iterdir())
-    assert parts == [f"part-{i:06d}.parquet" for i in range(3)] and report["rows"] == 600
+    assert parts == [f"part-{i:06d}.parquet" for i in range(3)] and report.rows == 600
     local, distributed = pq.read_table(tmp_path / "local.parquet"), pq.read_table(tmp_path / "pred")
     assert distributed.schema == local.schema and distributed.equals(local)  # same rows, same order, same types
-    assert report["unseen_levels"] == {"colour": 12}
+    assert report.levels.unseen_levels == {"colour": 12}
 
     predict(model, data, tmp_path / "pred", id_col="id", engine=dask)  # a re-run replaces its own parts
     assert pq.read_table(tmp_path / "pred").equals(local)

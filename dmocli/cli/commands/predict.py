@@ -1,5 +1,6 @@
 """`dmo predict`: the options PredictOptions declares (dmocli/command_options.py), one call of
-`use.predict.predict`, and where its summary goes (stderr when the predictions take stdout)."""
+`use.predict.predict`, and where its result's summary goes (PredictResult.lines; stderr when the predictions take
+stdout)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,7 @@ def predict(
         explain=options.explain,
     )
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
-        for warning in result["warnings"]:
-            err.print(f"dmo: warning: {warning}", markup=False)
-        err.print(f"wrote {result['rows']} predictions to standard output", markup=False)
+        for line in [f"dmo: warning: {warning}" for warning in result.warnings] + result.lines():
+            err.print(line, markup=False)
     else:
-        emit(result, as_json, [f"wrote {result['rows']} predictions to {output}"])
+        emit(result.to_dict(), as_json, result.lines())

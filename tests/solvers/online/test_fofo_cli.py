@@ -74,8 +74,8 @@ def test_fofo_trains_streams_and_the_model_works_everywhere(stream_files, tmp_pa
     assert meta["labels"]["positive"] == "fraud"
     assert len(meta["preprocessing"]["mean"]) == 5  # standardization from the first pass, stored
 
-    from dmocli.use.predict import predict
     from dmocli.use.evaluate import evaluate
+    from dmocli.use.predict import predict
 
     evaluated = evaluate(model, stream_files["val"])
     assert evaluated["splits"]["data"]["f1"] == pytest.approx(report["splits"]["val"]["f1"])

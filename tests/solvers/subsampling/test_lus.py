@@ -21,8 +21,8 @@ from dmocli.prep.columns import plan_columns
 from dmocli.solvers.base import FitContext, SplitData, offset_logits
 from dmocli.solvers.subsampling.acceptance import acceptance, case_control_rates
 from dmocli.solvers.subsampling.lus import LocalUncertaintySampling, LogisticParams, fit_offset_logistic
-from dmocli.use.predict import predict
 from dmocli.use.evaluate import evaluate
+from dmocli.use.predict import predict
 
 
 # ---- the acceptance formula ---------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_cli_subsample_then_train_then_evaluate(sim, tmp_path):
     assert split["accuracy"] > 0.85  # Bayes accuracy of this simulation is about 0.88
     assert {"balanced_accuracy", "macro_f1", "log_loss", "per_class"} <= set(split)
     result = predict(model, sim["test"], tmp_path / "p.parquet")
-    assert result["rows"] == 4_000
+    assert result.rows == 4_000
     assert set(pq.read_table(tmp_path / "p.parquet").column("predicted").to_pylist()) <= {0, 1, 2}
 
 
