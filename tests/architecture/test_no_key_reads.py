@@ -18,9 +18,8 @@ import pytest
 
 COMMANDS = Path(__file__).resolve().parents[2] / "dmocli" / "cli" / "commands"
 
-TYPED = ["info.py", "evaluate.py", "predict.py", "shared.py"]
+TYPED = ["info.py", "evaluate.py", "threshold.py", "predict.py", "shared.py"]
 PENDING = {
-    "threshold.py": "pending issue 49 phase 2: dmo threshold still returns its report as a dict",
     "monitor.py": "pending issue 49 phase 2: dmo monitor still returns its report as a dict",
     "train.py": "pending issue 49 phase 2: dmo train's conclude still returns its report as a dict",
     "subsample.py": "pending issue 49 phase 2: dmo subsample still returns its report as a dict",
