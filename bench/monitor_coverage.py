@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 from _common import print_table, write_results
@@ -25,7 +26,8 @@ from scipy.stats import norm
 from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
-from dmocli.use.monitor import label_shift_section, rate_drift, section_reasons
+from dmocli.use.monitor import label_shift_section
+from dmocli.use.verdicts import ReferenceRate, rate_drift, section_reasons
 
 RATE, MU, SD, LEVEL, CURVE_ROWS = 0.2, 2.0, 1.5, 0.95, 600
 
@@ -66,17 +68,18 @@ def size_row(rows: int, draws: int, calibration) -> dict:
         curve = HeldOutCurve.from_scores(scores, labels)
         new, _ = draw(rows, rng)
         section = label_shift_section(curve, new, calibration, threshold, beta=1.0, confidence=LEVEL)
-        low, high = section["positive_rate"]["interval"]
+        low, high = section.positive_rate.interval
         counts["rate"] += low <= RATE <= high
-        low, high = section["label_shift"]["precision_interval"]
+        low, high = section.label_shift.precision_interval
         counts["precision"] += low <= precision <= high
-        counts["fired"] += bool(section_reasons(section, problem))
-        counts["small"] += section["too_small"]
-        needed.append(section["positive_rate"]["rows_needed"])
+        reference = ReferenceRate.training(curve, LEVEL)
+        counts["fired"] += bool(section_reasons(section, problem, reference))
+        counts["small"] += section.too_small
+        needed.append(section.positive_rate.rows_needed)
         rate_before, precision_before = bootstrap_alone(curve, {"new": new, "calibration": calibration}, threshold)
         counts["rate_before"] += rate_before[0] <= RATE <= rate_before[1]
         counts["precision_before"] += precision_before[0] <= precision <= precision_before[1]
-        drifted = rate_drift({**section["positive_rate"], "interval": rate_before, "training_interval": None})
+        drifted = rate_drift(section.positive_rate.estimate, rate_before, replace(reference, interval=None))
         counts["fired_before"] += bool(drifted) or precision_before[1] < precision
     return {
         "rows": rows,

@@ -56,7 +56,7 @@ from dmocli.shift.carry import carried_by_share  # noqa: E402
 from dmocli.shift.expected import metrics_under_label_shift  # noqa: E402
 from dmocli.shift.prevalence import estimate_prevalence, usable_rate  # noqa: E402
 from dmocli.use.adapt import carry_to_model  # noqa: E402
-from dmocli.use.monitor import rate_drift  # noqa: E402
+from dmocli.use.verdicts import ReferenceRate, rate_drift  # noqa: E402
 
 SHIFTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TARGET = 0.8
@@ -164,7 +164,9 @@ def _shift_runs(
             "gate": shifted["precision_interval"][1] < TARGET,
             "gate_rate": bool(
                 rate_drift(
-                    {"estimate": estimate.rate, "interval": [estimate.low, estimate.high], "training": curve.rate}
+                    estimate.rate,
+                    [estimate.low, estimate.high],
+                    ReferenceRate(source="training", rate=curve.rate, interval=None),
                 )
             ),  # fmt: skip
             "hold_probability": hold_probability(curve, threshold, estimate, int(t.size), seed),

@@ -1,5 +1,5 @@
-"""How far each feature and the model's score moved between two drift profiles, and when that should stop the
-model.
+"""How far each feature and the model's score moved between two drift profiles (when that should stop the model,
+the gate's limits, is decided in dmocli/use/verdicts.py).
 
 `compare` measures each feature's drift two ways, because neither alone makes a good alarm:
 
@@ -11,15 +11,14 @@ model.
   Kolmogorov-Smirnov test is not, since its null distribution assumes continuous, untied values. On a large
   sample it calls negligible shifts significant.
 
-`drift_gate` fires on a feature only when both say so: PSI at or above the limit, and the test significant
-after a Bonferroni correction over the features compared. A big sample then does not fire on a negligible
-shift, nor a small one on noise.
+The gate (use/verdicts.py:drift_reasons) fires on a feature only when both say so: PSI at or above its limit, and
+the test significant after a Bonferroni correction over the features compared (`is_evidence`). A big sample then
+does not fire on a negligible shift, nor a small one on noise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -29,7 +28,6 @@ from dmocli.shift.drift_profile import Binned, Levels, Profile
 PSI_EPSILON = 1e-4  # the share an empty cell is taken to have, so PSI stays finite
 PSI_MODERATE = 0.1  # PSI from here: moderate drift (industry rule of thumb)
 PSI_MAJOR = 0.25  # PSI from here: major drift
-DRIFT_ALPHA = 0.01  # the family-wise level of the drift gate's chi-square tests
 MIN_EXPECTED = 5.0  # chi-square cells expecting fewer rows are pooled (Cochran's rule)
 
 
@@ -211,46 +209,9 @@ def _pooled(table: np.ndarray) -> np.ndarray:
     return pooled
 
 
-def drift_gate(drifts: Sequence[FeatureDrift], psi_limit: float = PSI_MAJOR, alpha: float = DRIFT_ALPHA) -> list[str]:
-    """Why new data should stop the model: one reason per feature that drifted both far and surely.
-
-    A feature fires when its PSI is at least `psi_limit` and its chi-square p-value is below `alpha` divided by
-    the number of features compared (Bonferroni: `alpha` bounds the chance that any feature fires on noise).
-
-    Parameters
-    ----------
-    drifts : sequence of FeatureDrift
-        From `compare`, all of them (their number sets the correction).
-    psi_limit : float
-        PSI_MAJOR (0.25) by default, the industry's "major drift".
-    alpha : float
-        Family-wise significance level.
-
-    Returns
-    -------
-    list of str
-        Empty when nothing fires.
-    """
-    return [
-        _reason(d, psi_limit, alpha, len(drifts))
-        for d in drifts
-        if d.psi >= psi_limit and is_evidence(d, len(drifts), alpha)
-    ]
-
-
-def is_evidence(drift: FeatureDrift, tests: int, alpha: float = DRIFT_ALPHA) -> bool:
+def is_evidence(drift: FeatureDrift, tests: int, alpha: float) -> bool:
     """Whether the change in a feature's cells is more than the new rows' chance could give: its chi-square p-value
     below `alpha` over the `tests` features compared (Bonferroni). A PSI alone is not: on a handful of rows every
     empty bin makes it large (one row: PSI about 8 with p = 1), so the summary calls a PSI "major" only beside
     this."""
     return drift.p_value < alpha / max(tests, 1)
-
-
-def _reason(drift: FeatureDrift, psi_limit: float, alpha: float, tests: int) -> str:
-    """One line naming the feature, its PSI and p-value against their limits, and its missing and unseen rows."""
-    unseen = f", {drift.unseen_after} rows at unseen levels" if drift.unseen_after else ""
-    return (
-        f"{drift.kind} '{drift.name}' drifted: PSI {drift.psi:.3f} ({drift.severity}, limit {psi_limit:g}), "
-        f"chi-square p = {drift.p_value:.2g} < {alpha:g}/{tests} (Bonferroni over the features compared); missing "
-        f"{drift.missing_before:.1%} -> {drift.missing_after:.1%}{unseen}"
-    )

@@ -18,7 +18,6 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.operating_point.gate import Gate, gate_line, judge_class_gate, judge_gate
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.columns import refuse_problems
@@ -39,6 +38,7 @@ from dmocli.scoring.accumulators import labeled_scores
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import EvaluateResult, GateFailed
+from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_gate
 
 
 def evaluate(
@@ -87,7 +87,7 @@ def evaluation(
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
     warned about; `strict` refuses it above `max_unseen` before anything is written. `gate` (or a
     `gate_confidence`, which implies it) raises GateFailed (an UnreachableTarget), with the report, when the rows
-    show the model's target missed (dmocli/operating_point/gate.py), so a CI job fails on a model that no longer
+    show the model's target missed (dmocli/use/verdicts.py), so a CI job fails on a model that no longer
     holds its target. Rows the model was trained on (its fingerprint, prep/row_fingerprint.py) are warned about with
     their share, and refused under the gate unless `allow_train_rows`: its figures there are optimistic."""
     started = time.perf_counter()

@@ -76,8 +76,8 @@ def _assert_close(local: Any, dask: Any, where: str = "report") -> None:
 )
 def test_monitor_on_dask_gives_the_local_report(setup, dask_threads, chunks):
     model, parts = setup
-    local = monitor(model, parts, **chunks)
-    dask = monitor(model, parts, **chunks, engine=EngineChoice("dask", scheduler=dask_threads))
+    local = monitor(model, parts, **chunks).to_dict()
+    dask = monitor(model, parts, **chunks, engine=EngineChoice("dask", scheduler=dask_threads)).to_dict()
     assert local["engine"] == "local" and dask["engine"] == "dask"
     jsonschema.validate(dask, report_schema())
     _assert_close(local, dask)

@@ -12,7 +12,8 @@ from test_drift_stats import NUMERIC, level_array, matched, numeric_table, profi
 from dmocli.errors import DmoError
 from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import Preprocessor
-from dmocli.shift.drift_stats import compare, drift_gate
+from dmocli.shift.drift_stats import compare
+from dmocli.use.verdicts import drift_reasons
 
 
 def test_unseen_levels_are_counted_apart_from_the_models_otherlevel_array():
@@ -28,7 +29,7 @@ def test_unseen_levels_are_counted_apart_from_the_models_otherlevel_array():
     counted = matching.finish().categorical["city"]
     assert (counted.counts, counted.other, counted.unseen, counted.missing) == ([50, 1], 15, 30, 2)
     (drift,) = compare(reference, matching.finish())
-    assert drift.unseen_after == 30 and "30 rows at unseen levels" in drift_gate([drift])[0]
+    assert drift.unseen_after == 30 and "30 rows at unseen levels" in drift_reasons([drift])[0]
     without_known = ProfileBuilder.matching(reference)  # the reference had other levels: z cannot be told apart
     without_known.add(new)
     assert without_known.finish().categorical["city"].unseen == 0

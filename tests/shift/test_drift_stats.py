@@ -12,7 +12,8 @@ import pytest
 from dmocli.errors import DmoError
 from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.shift.drift_profile import Profile
-from dmocli.shift.drift_stats import chi_square_p, compare, drift_gate, psi, psi_severity
+from dmocli.shift.drift_stats import chi_square_p, compare, psi, psi_severity
+from dmocli.use.verdicts import drift_reasons
 
 NUMERIC = [f"x{i}" for i in range(5)]
 DRAWS = 100
@@ -46,7 +47,7 @@ def _draw(seed: int, shifted: str | None) -> tuple[list, list[str]]:
     rng = np.random.default_rng(seed)
     reference = profile_of(numeric_table(rng, 3000))
     drifts = compare(reference, matched(reference, [numeric_table(rng, 1000, shifted)]))
-    return drifts, drift_gate(drifts)
+    return drifts, drift_reasons(drifts)
 
 
 def test_no_drift_keeps_psi_low_and_the_gate_closed():
@@ -71,7 +72,7 @@ def test_a_negligible_shift_on_a_big_sample_is_significant_but_not_gated():
     builder.add({"x0": rng.normal(size=200_000)})
     reference = builder.finish()
     (drift,) = compare(reference, matched(reference, [{"x0": rng.normal(0.05, 1.0, size=200_000)}]))
-    assert drift.p_value < 1e-6 and drift.psi < 0.01 and drift_gate([drift]) == []
+    assert drift.p_value < 1e-6 and drift.psi < 0.01 and drift_reasons([drift]) == []
 
 
 def test_a_change_of_level_mix_is_detected():
@@ -83,7 +84,7 @@ def test_a_change_of_level_mix_is_detected():
     drifts = compare(reference, matched(reference, [new]))
     assert [d.name for d in drifts] == ["city", "x0"]
     assert drifts[0].kind == "categorical" and drifts[0].severity == "major" and drifts[0].p_value < 1e-10
-    assert len(drift_gate(drifts)) == 1 and drift_gate(drifts)[0].startswith("categorical 'city' drifted: PSI")
+    assert len(drift_reasons(drifts)) == 1 and drift_reasons(drifts)[0].startswith("categorical 'city' drifted: PSI")
 
 
 def test_a_change_in_missing_share_is_reported():
@@ -95,7 +96,7 @@ def test_a_change_in_missing_share_is_reported():
     new = numeric_table(rng, 1000).set_column(0, "x0", pa.array(values))
     drifts = compare(reference, matched(reference, [new]))
     assert drifts[0].name == "x0" and drifts[0].missing_before == 0.0 and drifts[0].missing_after == 0.2
-    assert "missing 0.0% -> 20.0%" in drift_gate(drifts)[0]
+    assert "missing 0.0% -> 20.0%" in drift_reasons(drifts)[0]
 
 
 def test_the_score_profile_is_compared_and_batches_alone_leave_it_out():

@@ -22,7 +22,8 @@ from dmocli.operating_point.calibration import fit_platt
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.shift.prevalence import estimate_prevalence, exact_rate_interval
-from dmocli.use.monitor import label_shift_section, section_reasons
+from dmocli.use.monitor import label_shift_section
+from dmocli.use.verdicts import ReferenceRate, section_reasons
 
 RATE, MU, SD = 0.2, 2.0, 1.5
 LEVEL = 0.95
@@ -65,12 +66,12 @@ def test_intervals_keep_their_level_and_the_gate_its_false_alarm_rate_at_every_s
         curve = HeldOutCurve.from_scores(scores, labels)
         new, _ = draw(rows, rng)
         section = label_shift_section(curve, new, calibration, threshold, beta=1.0, confidence=LEVEL)
-        low, high = section["positive_rate"]["interval"]
+        low, high = section.positive_rate.interval
         rate_misses += not low <= RATE <= high
-        low, high = section["label_shift"]["precision_interval"]
+        low, high = section.label_shift.precision_interval
         precision_misses += not low <= precision <= high
-        fired += bool(section_reasons(section, problem))
-        small += section["too_small"]
+        fired += bool(section_reasons(section, problem, ReferenceRate.training(curve, LEVEL)))
+        small += section.too_small
     shown = (
         f"{rows} rows: the rate interval missed {rate_misses}, the precision interval {precision_misses}, the gate "
         f"fired {fired} times in {DRAWS} draws (allowed {ALLOWED} each)"

@@ -111,7 +111,7 @@ def test_a_retargeted_cut_is_on_the_models_scale_and_the_monitor_reads_it_there(
     new = _frame(4000, 100 + seed, terms)
     new_path = tmp_path / "new.parquet"
     new.to_parquet(new_path)
-    report = monitor(retargeted, new_path)
+    report = monitor(retargeted, new_path).to_dict()
     estimated, realized = report["label_shift"]["recall"], report["realized"]["recall"]
     # three standard errors of a recall near 0.2 measured on the new positives and estimated on the curve's
     noise = 3 * np.sqrt(0.2 * 0.8 * (1 / int(new.label.sum()) + 1 / model.heldout.n_pos))
@@ -197,7 +197,7 @@ def test_a_retarget_above_every_score_of_the_model_is_refused_and_the_monitor_ga
     assert kept.heldout.highest_own == model.heldout.highest_own  # the re-target keeps what the curve knew
     new_path = tmp_path / "new.parquet"
     _frame(2000, 100 + seed, terms).to_parquet(new_path)
-    verdict = monitor(retargeted, new_path)["gate"]
+    verdict = monitor(retargeted, new_path).to_dict()["gate"]
     assert not verdict["passed"] and "flags none of them" in verdict["reasons"][0], verdict
     # a cut the model's scores reach is re-targeted as before
     reachable = refit_threshold(path, None, Problem("frop", 0.6), retargeted)

@@ -180,7 +180,7 @@ def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unm
     training rate the rule (moved by 1.25 either way, the 95% interval excluding the training rate) fires in at
     most 5% of 100 samples of 1,500 rows, and at half and twice the rate in at least 90%."""
     from dmocli.shift.prevalence import estimate_prevalence
-    from dmocli.use.monitor import rate_drift
+    from dmocli.use.verdicts import ReferenceRate, rate_drift
 
     shifted(0.4, 6000, seed=11).drop(columns="label").to_parquet(tmp_path / "high.parquet")
     code, out, err = dmo("monitor", trained / "m.st", tmp_path / "high.parquet", "--gate", "--json")
@@ -198,6 +198,6 @@ def test_the_gate_fires_on_a_rate_that_moved_far_and_surely_and_seldom_on_an_unm
         fired[rate] = 0
         for rows in logits.reshape(100, 1500):
             estimate = estimate_prevalence(model.heldout, rows, model.calibration, 0.95)
-            section = {"estimate": estimate.rate, "interval": [estimate.low, estimate.high]}
-            fired[rate] += bool(rate_drift({**section, "training": model.heldout.rate}))
+            training = ReferenceRate(source="training", rate=model.heldout.rate, interval=None)
+            fired[rate] += bool(rate_drift(estimate.rate, [estimate.low, estimate.high], training))
     assert fired[0.2] <= 5 and fired[0.1] >= 90 and fired[0.4] >= 90, fired

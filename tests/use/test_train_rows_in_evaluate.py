@@ -101,8 +101,8 @@ def test_monitor_on_dask_workers_finds_the_same_share(files, dask_threads):
     from dmocli.engines.choice import EngineChoice
     from dmocli.use.monitor import monitor
 
-    local = monitor(files / "m.st", files / "parts")
-    dask = monitor(files / "m.st", files / "parts", engine=EngineChoice("dask", scheduler=dask_threads))
+    local = monitor(files / "m.st", files / "parts").to_dict()
+    dask = monitor(files / "m.st", files / "parts", engine=EngineChoice("dask", scheduler=dask_threads)).to_dict()
     assert local["training_rows"] == dask["training_rows"] and local["training_rows"]["share"] >= 0.95
     assert local["warnings"] == dask["warnings"]
 

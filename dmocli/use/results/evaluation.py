@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dmocli.errors import UnreachableTarget
-from dmocli.operating_point.gate import Gate, gate_line
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, MulticlassSplit, ReportRecord, inlined, omitted
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields, outlook_lines
+from dmocli.use.verdicts import Gate, gate_line
 
 
 @dataclass(frozen=True, kw_only=True)

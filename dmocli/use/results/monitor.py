@@ -1,0 +1,228 @@
+"""`dmo monitor`'s result: NEW's estimated positive rate and metrics at the model's threshold, its drift, per chunk
+too, and the gate's verdict (docs/report-schema.md#monitor, docs/monitoring.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dmocli.errors import UnreachableTarget
+from dmocli.prep.row_fingerprint import TrainingRowsFound
+from dmocli.report import ReportRecord, inlined, omitted
+from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
+from dmocli.use.verdicts import ReferenceRate
+
+SHOWN_DRIFTS = 5  # drifted features a section's summary names (the report lists more, the gate reads all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PositiveRate(ReportRecord):
+    """A section's positive rate: the estimate and its interval, by which method, the share the threshold flags, and
+    the training rate with its interval; `rows_needed`: the fewest rows that could tell a rate from it."""
+
+    estimate: float
+    interval: list[float] | None
+    method: str
+    classify_and_count: float
+    training: float
+    training_interval: list[float] | None
+    rows_needed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelShiftEstimate(ReportRecord):
+    """Precision, recall and F-beta expected at the threshold at the estimated rate (shift/expected.py
+    metrics_under_label_shift), each with its interval."""
+
+    rate: float
+    threshold: float
+    beta: float
+    precision: float
+    precision_interval: list[float] | None
+    recall: float
+    recall_interval: list[float] | None
+    f_beta: float
+    f_beta_interval: list[float] | None
+    confidence: float
+
+    def measured(self, metric: str) -> tuple[float, list[float]]:
+        """A metric's value and interval (the gate reads the constrained one)."""
+        return getattr(self, metric), getattr(self, f"{metric}_interval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CovariateShiftEstimate(ReportRecord):
+    """The same if the calibrated probabilities hold (metrics_under_covariate_shift), with the expected counts."""
+
+    threshold: float
+    beta: float
+    confidence: float
+    tp: float
+    fp: float
+    fn: float
+    precision: float
+    precision_interval: list[float] | None
+    recall: float
+    recall_interval: list[float] | None
+    f_beta: float
+    f_beta_interval: list[float] | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Assumptions(ReportRecord):
+    """Whether the label-shift and covariate-shift estimates of the rate agree, and what that means."""
+
+    agree: bool
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriftEntry(ReportRecord):
+    """A listed feature's drift (shift/drift_stats.py FeatureDrift), its PSI's reading, whether its change is more
+    than chance (`significant`), and `expected` (true only for a trend feature: listed, never a gate reason)."""
+
+    name: str
+    kind: str
+    psi: float
+    p_value: float
+    rows_before: int
+    rows_after: int
+    missing_before: float
+    missing_after: float
+    unseen_after: int
+    severity: str
+    significant: bool
+    expected: bool | None = omitted()
+
+    def line(self) -> str:
+        """The summary's line: a PSI is read as drift only beside a change the rows could not give by chance."""
+        rows = self.rows_after
+        chance = f"within chance at {rows} row{'' if rows == 1 else 's'}"
+        reading = self.severity if self.significant else chance
+        if self.expected:
+            reading += "; expected: a trend in time, not gated"
+        return f"  drift {self.name}: PSI {self.psi:.3f} ({reading}), p {self.p_value:.2g}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorSection(ReportRecord):
+    """All of NEW, or one chunk: its rows, the estimates, the realized figures where it has labels, its drift."""
+
+    rows: int
+    too_small: bool
+    positive_rate: PositiveRate
+    label_shift: LabelShiftEstimate
+    covariate_shift: CovariateShiftEstimate
+    assumptions: Assumptions
+    realized: dict[str, Any] | None = omitted()  # labeled rows only: the figures measured beside the estimates
+    drift: list[DriftEntry] | None = omitted()  # a model file with a drift profile only
+    drift_reasons: list[str] | None = omitted()
+
+    def lines(self, reference: ReferenceRate) -> list[str]:
+        rate = self.positive_rate
+        low, high = rate.interval
+        adapted = "" if reference.source == "training" else f"; adapted to {reference.rate:.4f}"
+        lines = [
+            f"positive rate: {rate.estimate:.4f} [{low:.4f}, {high:.4f}] ({rate.method}); trained at "
+            f"{rate.training:.4f}{adapted}; predicted positive {rate.classify_and_count:.4f}",
+            _estimate_line("label shift", self.label_shift.to_dict()),
+            _estimate_line("covariate shift", self.covariate_shift.to_dict()),
+        ]
+        if self.too_small:
+            lines.insert(
+                1,
+                f"  too small to say anything: {self.rows} row(s) cannot tell a positive rate from the training "
+                f"rate (at least {rate.rows_needed} needed); not gated",
+            )
+        if not self.assumptions.agree:
+            lines.append(f"  {self.assumptions.note}")
+        if self.realized is not None:
+            lines.append(_estimate_line(f"realized on {self.realized['rows']} labels", self.realized))
+        return lines + [drift.line() for drift in (self.drift or [])[:SHOWN_DRIFTS]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkSection(ReportRecord):
+    """One chunk's section, named."""
+
+    chunk: str
+    section: MonitorSection = inlined()
+
+    def line(self) -> str:
+        rate, shift = self.section.positive_rate, self.section.label_shift
+        small = "  (too small to tell: not gated)" if self.section.too_small else ""
+        return (
+            f"  chunk {self.chunk}: rows {self.section.rows}  rate {rate.estimate:.4f}  precision "
+            f"{shift.precision:.4f}  recall {shift.recall:.4f}{small}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkBy(ReportRecord):
+    """How NEW was cut into chunks: --chunk-col, --chunk-size (None: not given)."""
+
+    column: str | None
+    rows: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorGate(ReportRecord):
+    """The gate's verdict, recorded whether or not --gate was asked (only --gate turns a failure into exit 3)."""
+
+    asked: bool
+    passed: bool
+    reasons: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorResult(ReportRecord):
+    """The monitor report (its `to_dict`), and its summary (`lines`). `wall_seconds` is None until the run is
+    timed, last."""
+
+    envelope: Envelope = inlined()
+    model: str
+    data: str
+    engine: str
+    labels: LabelFields = inlined()
+    problem: ProblemFields = inlined()
+    threshold: float
+    training_rate: float
+    reference_rate: ReferenceRate
+    confidence: float
+    warnings: list[str]
+    training_rows: TrainingRowsFound | None
+    overall: MonitorSection = inlined()
+    chunk_by: ChunkBy | None = omitted()
+    chunks: list[ChunkSection] | None = omitted()
+    gate: MonitorGate
+    wall_seconds: float | None = omitted()
+
+    def lines(self) -> list[str]:
+        """The summary, printed alike whether the gate passed or failed (exit 3): a CI log keeps the figures and
+        every reason of a failure."""
+        lines = [f"model: {self.model}  threshold (logit): {self.threshold:.6g}  rows: {self.overall.rows}"]
+        lines += self.overall.lines(self.reference_rate)
+        lines += [chunk.line() for chunk in self.chunks or []]
+        gate = self.gate
+        lines.append("gate: passed" if gate.passed else f"gate: failed on {len(gate.reasons)} reason(s):")
+        return lines + [f"  {reason}" for reason in ([] if gate.passed else gate.reasons)]
+
+
+class MonitorGateFailed(UnreachableTarget):
+    """`--gate` found a reason to stop the model (exit 3): the refusal, with the run's result for the summary the
+    command prints above the one-line message (its `report`, the dict, as every refused target carries)."""
+
+    def __init__(self, message: str, result: MonitorResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def _estimate_line(name: str, figures: dict[str, Any]) -> str:
+    parts = []
+    for metric in ("precision", "recall", "f_beta"):
+        value, interval = figures.get(metric), figures.get(f"{metric}_interval")
+        if value is None:
+            continue
+        shown = "" if not interval else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        parts.append(f"{metric} {value:.4f}{shown}")
+    return f"  {name}: " + "  ".join(parts)
