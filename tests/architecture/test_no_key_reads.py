@@ -18,15 +18,13 @@ import pytest
 
 COMMANDS = Path(__file__).resolve().parents[2] / "dmocli" / "cli" / "commands"
 
-TYPED = ["info.py", "evaluate.py", "monitor.py", "threshold.py"]
+TYPED = ["info.py", "evaluate.py", "monitor.py", "threshold.py", "predict.py", "shared.py"]
 PENDING = {
-    "predict.py": "pending issue 49 phase 2: dmo predict still returns its report as a dict",
     "train.py": "pending issue 49 phase 2: dmo train's conclude still returns its report as a dict",
     "subsample.py": "pending issue 49 phase 2: dmo subsample still returns its report as a dict",
     "check.py": "pending issue 49 phase 2: dmo check still returns its report as a dict",
     "extract.py": "pending issue 49 phase 2: dmo extract still returns its report as a dict",
     "solvers.py": "pending issue 49 phase 2: dmo solvers describes the registry as a dict",
-    "shared.py": "not a command: the declared options as the pipelines take them (no result to read)",
 }
 
 

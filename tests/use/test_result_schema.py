@@ -1,7 +1,7 @@
-"""The typed results of `dmo info`, `dmo evaluate` and `dmo monitor` (dmocli/use/results/) and the report schema
-(dmocli/schema/report.schema.json, docs/report-schema.md) say the same shape, field by field: every field of a
-result record (and of each record nested in it) is a property of its schema definition and the other way round,
-a field the record always writes is required there and one it leaves out when None is not, and their types
+"""The typed results of `dmo info`, `dmo evaluate`, `dmo predict` and `dmo monitor` (dmocli/use/results/) and the
+report schema (dmocli/schema/report.schema.json, docs/report-schema.md) say the same shape, field by field: every
+field of a result record (and of each record nested in it) is a property of its schema definition and the other way
+round, a field the record always writes is required there and one it leaves out when None is not, and their types
 agree. Then a real result of each command, on a model trained here, validates against the schema, and its
 `to_dict` is what the command prints with --json, its `lines` what it prints without.
 """
@@ -20,14 +20,17 @@ import pandas as pd
 import pytest
 from conftest import make_binary_frame
 
+import dmocli
 from dmocli import TrainOptions, report_schema, train
 from dmocli.report import ReportRecord
 from dmocli.use.evaluate import evaluation
 from dmocli.use.model_info import model_info
 from dmocli.use.monitor import monitor
+from dmocli.use.predict import predict
 from dmocli.use.results.evaluation import EvaluateResult
 from dmocli.use.results.info import InfoResult
 from dmocli.use.results.monitor import MonitorResult
+from dmocli.use.results.prediction import PredictResult
 
 SCHEMA = report_schema()
 
@@ -151,7 +154,8 @@ def _agree(ours: set[str], theirs: set[str]) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("record", "definition"), [(InfoResult, "info"), (EvaluateResult, "evaluate"), (MonitorResult, "monitor")]
+    ("record", "definition"),
+    [(InfoResult, "info"), (EvaluateResult, "evaluate"), (MonitorResult, "monitor"), (PredictResult, "predict")],
 )
 def test_result_types_and_schema_agree_field_by_field(record: type, definition: str) -> None:
     assert disagreements(record, SCHEMA["$defs"][definition], definition) == []
@@ -218,6 +222,37 @@ def test_a_monitor_result_validates_and_is_what_the_command_prints(trained: Path
     }
     code, out, _ = dmo("monitor", model, new, "--chunk-col", "week")
     assert out.splitlines() == result.lines() and code == 0
+
+
+def test_a_predict_result_validates_and_is_what_the_command_prints(trained: Path, dmo) -> None:
+    """Rows with an unseen level (so the drift fields and a warning are written): the result validates, its
+    `to_dict` is the --json report and dmocli.predict's, its `lines` the summary (on stderr, after the warnings,
+    where the predictions take standard output)."""
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    rows = make_binary_frame(n=600, d=2, pos_frac=0.3, seed=3).assign(colour=["red", "blue"] * 300)
+    rows.to_parquet(trained / "coloured.parquet")
+    model, new, output = trained / "coloured.st", trained / "new_colours.parquet", trained / "p.csv"
+    train(trained / "coloured.parquet", TrainOptions(seed=0), output=model)
+    rows.drop(columns="label").assign(colour=["red", "green"] * 300).to_parquet(new)
+    result = predict(model, new, output)
+    report = result.to_dict()
+    assert [error.message for error in validator.iter_errors(report)] == []
+    assert result.rows == 600 and result.levels.unseen_levels == {"colour": 300} and len(result.warnings) == 1
+    assert result.lines() == [f"wrote 600 predictions to {output}"]
+    assert _untimed(dmocli.predict(model, new, output)) == _untimed(report)
+    code, out, err = dmo("predict", model, new, "-o", output, "--json")
+    assert code == 0 and _untimed(json.loads(out)) == _untimed(report)
+    assert err.splitlines() == [f"dmo: warning: {result.warnings[0]}"]
+    code, out, err = dmo("predict", model, new, "-o", output)
+    assert out.splitlines() == result.lines() and code == 0
+    code, out, err = dmo("predict", model, new, "-o", "-")
+    assert err.splitlines() == [f"dmo: warning: {result.warnings[0]}", "wrote 600 predictions to standard output"]
+    assert code == 0 and len(out.splitlines()) == 601  # the header and a row each
+
+
+def _untimed(report: dict[str, Any]) -> dict[str, Any]:
+    """A report as JSON reads it back, without its run time."""
+    return {key: value for key, value in json.loads(json.dumps(report)).items() if key != "wall_seconds"}
 
 
 class _Pair:
