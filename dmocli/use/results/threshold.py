@@ -105,13 +105,13 @@ class ClassRefitResult(ReportRecord):
     """A multi-class model's class offsets searched again on DATA."""
 
     fields: ThresholdFields = inlined()
-    previous_threshold: None  # a multi-class model moves its class offsets, not a threshold
+    previous_threshold: float | None  # None: a multi-class model moves its class offsets, not a threshold
     previous_offsets: list[float] | None
     unlabeled_rows: int
     warnings: list[str]
     class_operating_point: dict[str, Any]  # the offsets and per-class figures (report `class_operating_point`)
     feasible: bool | None
-    threshold: None
+    threshold: float | None  # None, as previous_threshold
     splits: dict[str, MulticlassSplit]
     calibration: dict[str, Any] | None = omitted()
     wall_seconds: float | None = omitted()
