@@ -1,7 +1,7 @@
 """What `dmo predict` writes and where: the output's kind and its checks (standard output, CSV or parquet, Dask's
 parts, the id column), the rows of each batch (the model's logit, probability and decision, or class and
 probabilities, the id column and the --explain columns) in one arrow schema fixed before the first batch; the
-rows are written by the one scored pass (scoring/scored_pass.py). apply.py's predict only strings these together;
+rows are written by the one scored pass (scoring/scored_pass.py). use/predict.py's predict only strings these together;
 the per-batch work is one object a Dask worker receives once, with the model, and `dmocli.predict`'s in-memory
 path shares it, writing to a `TablesSink`.
 """
