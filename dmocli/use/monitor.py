@@ -150,7 +150,9 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
     labels = np.concatenate(section.labels)
     beta = model.problem.beta if model.problem is not None else 1.0
     calibration = model.calibration
-    out = label_shift_section(curve, logits, calibration, model.threshold, beta=beta, confidence=confidence)
+    out = label_shift_section(
+        curve, logits, calibration, model.threshold, beta=beta, confidence=confidence, curve_cut=_curve_cut(model)
+    )
     covariate = metrics_under_covariate_shift(logits, model.threshold, calibration, beta, confidence=confidence)
     if out.too_small:  # the normal approximation's intervals collapse on a handful of rows (one row: [0, 0])
         covariate = _unbounded(covariate)
@@ -203,11 +205,19 @@ class RateSection:
 
 
 def label_shift_section(
-    curve: HeldOutCurve, logits: np.ndarray, calibration: Any, threshold: float, *, beta: float, confidence: float
+    curve: HeldOutCurve,
+    logits: np.ndarray,
+    calibration: Any,
+    threshold: float,
+    *,
+    beta: float,
+    confidence: float,
+    curve_cut: float | None = None,
 ) -> RateSection:
     """A section's rows, positive rate and metrics under label shift (bench/monitor_coverage.py simulates the gate
     on these alone); `too_small` where its rows are too few for any outcome to tell its rate from the training rate
-    (prevalence.exact_rate_interval's `rows_needed`): its figures are shown, never gated."""
+    (prevalence.exact_rate_interval's `rows_needed`): its figures are shown, never gated. The metrics are read off
+    the curve at `curve_cut` where the model's `threshold` is not on the curve's scale (`_curve_cut`)."""
     rate = estimate_prevalence(curve, logits, calibration, confidence)
     positive_rate = PositiveRate(
         estimate=rate.rate,
@@ -218,10 +228,20 @@ def label_shift_section(
         training_interval=clopper_pearson_interval(curve.n_pos, curve.n_pos + curve.n_neg, confidence),
         rows_needed=rate.rows_needed,
     )
-    label_shift = LabelShiftEstimate(**metrics_under_label_shift(curve, threshold, rate, beta))
+    cut = threshold if curve_cut is None else curve_cut
+    label_shift = LabelShiftEstimate(**metrics_under_label_shift(curve, cut, rate, beta))
     return RateSection(
         rows=int(logits.size), too_small=rate.too_few_rows, positive_rate=positive_rate, label_shift=label_shift
     )
+
+
+def _curve_cut(model: DmoModel) -> float | None:
+    """The cut on the held-out curve's scale where `dmo threshold --adapt` carried it to the model's own scores by
+    the share of NEW it flags (a gbdt `--cv` ensemble, whose averaged probabilities are on another scale than its
+    members' out-of-fold scores: use/adapt.py): the label-shift estimates are read there, where adapt searched
+    them. None where the model's threshold is the curve's cut."""
+    adapted = model.info.get("adapted") or {}
+    return adapted.get("curve_threshold") if adapted.get("carried") == "share" else None
 
 
 def _too_small_warnings(overall: MonitorSection, chunks: list[MonitorSection], confidence: float) -> list[str]:

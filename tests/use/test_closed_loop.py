@@ -31,13 +31,16 @@ def at_rate(rate: float, n: int, seed: int) -> pd.DataFrame:
     return pd.concat([positives, negatives]).sample(frac=1.0, random_state=seed).reset_index(drop=True)
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
+@pytest.fixture(scope="module", params=["linear", "gbdt"])
+def files(request, tmp_path_factory):
+    """A linear model, and a gbdt `--cv` ensemble, whose adapted cut is carried to its own scores by share (the
+    label-shift estimates are then read at the curve's cut, where adapt searched it)."""
     from dmocli import TrainOptions, train
 
     root = tmp_path_factory.mktemp("loop")
     at_rate(0.2, 4000, seed=1).to_parquet(root / "train.parquet")
-    train(root / "train.parquet", TrainOptions(problem="fpor", target=TARGET, cv=3, seed=0), output=root / "m.st")
+    options = TrainOptions(problem="fpor", target=TARGET, cv=3, seed=0, model=request.param)
+    train(root / "train.parquet", options, output=root / "m.st")
     labeled = at_rate(0.1, 4000, seed=2)
     labeled.to_parquet(root / "new_labeled.parquet")
     labeled.drop(columns="label").to_parquet(root / "new.parquet")
@@ -53,7 +56,8 @@ def test_shift_gate_adapt_gate_labels_evaluate(dmo, files):
 
     code, out, err = dmo("threshold", model, "--adapt", new, "-o", adapted, "--json")
     assert code == 0, err
-    new_rate = load_model(adapted).info["adapted"]["new_rate"]
+    stored = load_model(adapted).info["adapted"]
+    new_rate = stored["new_rate"]
     assert abs(new_rate - 0.1) < 0.03
 
     code, out, err = dmo("monitor", adapted, new, "--gate", "--json")
@@ -62,6 +66,10 @@ def test_shift_gate_adapt_gate_labels_evaluate(dmo, files):
     assert report["reference_rate"]["source"] == "adapted" and report["reference_rate"]["rate"] == new_rate
     assert report["training_rate"] == pytest.approx(0.2, abs=0.02)  # the training rate is still said
     assert report["label_shift"]["precision_interval"][1] >= TARGET
+    assert report["label_shift"]["threshold"] == pytest.approx(
+        stored.get("curve_threshold", load_model(adapted).threshold)
+    )
+    assert report["label_shift"]["precision"] == pytest.approx(TARGET, abs=0.03)  # where adapt put it
     code, out, _ = dmo("monitor", adapted, new)
     assert "; adapted to " in out.splitlines()[1] and out.splitlines()[-1] == "gate: passed"
 
@@ -90,9 +98,10 @@ def _realized_precision(model, data: pd.DataFrame) -> float:
 
 def test_a_date_trend_drifts_as_expected_and_is_never_a_gate_reason(dmo, tmp_path):
     """`--dates parts,trend` keeps `created_at.days_since`: the same weeks a year later (months, weekdays and days of
-    month as in training) lie past every training value of the trend (PSI far above the limit, significant), so monitor lists it with `expected: true` and the gate passes (boosted trees: a later value
-    scores as the last training values do, so the scores do not move with it); the same drift in
-    a feature that is not a trend fails it, with the advice to retrain (a moved threshold leaves drift as it is)."""
+    month as in training) lie past every training value of the trend (PSI far above the limit, significant), so
+    monitor lists it with `expected: true` and the gate passes (boosted trees: a later value scores as the last
+    training values do, so the scores do not move with it); the same drift in a feature that is not a trend fails
+    it, with the advice to retrain (a moved threshold leaves drift as it is)."""
     rows = make_binary_frame(n=3000, d=3, pos_frac=0.2, seed=3, sep=1.6)
     days = np.random.default_rng(3).integers(0, 60, size=len(rows))
     rows["created_at"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(days, unit="D")
