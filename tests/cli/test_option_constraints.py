@@ -243,7 +243,7 @@ def test_the_confidence_range_is_one_constraint_with_one_message():
         assert spec.metadata["constraint"] is CONFIDENCE
     for command, declaration in DECLARATIONS.items():
         for spec in dataclasses.fields(declaration):
-            if "confidence" in spec.name:
+            if "confidence" in spec.name and spec.name != "no_confidence":  # --no-confidence: a flag, no level
                 assert spec.metadata["constraint"] is CONFIDENCE, (command, spec.name)
     assert failure("--confidence 0.3", 0.3, CONFIDENCE) == "--confidence 0.3 must be in [0.5, 1), e.g. 0.95"
     assert CONFIDENCE.admits(0.5) and not CONFIDENCE.admits(1.0)

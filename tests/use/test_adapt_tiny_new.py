@@ -46,12 +46,17 @@ def test_a_rate_from_a_handful_of_rows_is_refused_with_the_rows_needed(files, dm
 def test_without_confidence_too_few_rows_are_refused_and_a_few_carry_their_interval(files, dmo):
     """One row cannot tell any rate from the training one, even with its class known: refused (exit 2) naming the
     rows needed and --prior, where it moved the threshold for a rate of 0.5. Forty rows can: their interval is
-    never narrower than the Clopper-Pearson one of forty rows of known class."""
-    code, _, err = dmo("threshold", files / "c.st", "--adapt", files / "new1.csv", "-o", files / "b.st")
+    never narrower than the Clopper-Pearson one of forty rows of known class. (--no-confidence: the certified
+    model's own confidence would refuse the one row with exit 3, test_a_certified_model_s_own_confidence_...)"""
+    code, _, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / "new1.csv", "--no-confidence", "-o", files / "b.st"
+    )
     assert code == 2 and not (files / "b.st").exists() and err.count("\n") == 1, err
     needed = int(err.split("fewer than ")[1].split(" ")[0].replace(",", ""))
     assert 1 < needed <= 40 and f"give at least {needed} rows, or the rate with --prior R" in err
-    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new40.csv", "-o", files / "b.st", "--json")
+    code, out, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / "new40.csv", "--no-confidence", "-o", files / "b.st", "--json"
+    )
     assert code == 0, err
     adapted = json.loads(out)["adapted"]
     low, high = adapted["rate_interval"]
@@ -59,14 +64,25 @@ def test_without_confidence_too_few_rows_are_refused_and_a_few_carry_their_inter
     assert low <= known[0] + 1e-12 and high >= known[1] - 1e-12
 
 
-def test_a_plain_adapt_drops_the_training_certificate_from_the_file(files, dmo):
+def test_a_certified_model_s_own_confidence_refuses_one_row_with_the_ways_out(files, dmo):
+    """A plain --adapt of a certified model certifies at its confidence: one row bounds no rate, so exit 3 naming
+    --prior and --no-confidence, and no file."""
+    code, _, err = dmo("threshold", files / "c.st", "--adapt", files / "new1.csv", "-o", files / "b1.st")
+    assert code == 3 and not (files / "b1.st").exists(), err
+    assert "--prior R" in err and "pass --no-confidence to move the threshold without one" in err
+
+
+def test_no_confidence_drops_the_training_certificate_and_the_file_says_so(files, dmo):
     assert load_model(files / "c.st").info["confidence"] == 0.95
-    code, out, err = dmo("threshold", files / "c.st", "--adapt", files / "new.csv", "-o", files / "p.st", "--json")
-    assert code == 0 and json.loads(out)["confidence"] is None, err
+    code, out, err = dmo(
+        "threshold", files / "c.st", "--adapt", files / "new.csv", "--no-confidence", "-o", files / "p.st", "--json"
+    )
+    assert code == 0 and json.loads(out)["confidence"] is None and json.loads(out)["dropped_confidence"] == 0.95, err
     info = json.loads(dmo("info", files / "p.st", "--json")[1])
-    assert info["confidence"] is None and info["certified"] is None
+    assert info["confidence"] is None and info["certified"] is None and info["dropped_confidence"] == 0.95
     code, shown, _ = dmo("info", files / "p.st")
-    assert "confidence" not in next(line for line in shown.splitlines() if line.startswith("problem:"))
+    problem = next(line for line in shown.splitlines() if line.startswith("problem:"))
+    assert "NOT certified: dmo threshold dropped the certificate at confidence 0.95" in problem
     code, out, err = dmo(
         "threshold", files / "c.st", "--adapt", files / "new.csv", "--confidence", "0.9", "-o", files / "q.st"
     )
