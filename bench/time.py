@@ -30,6 +30,8 @@ realized values beside the estimates): the estimated positive rate and precision
 realized ones, and the gate's verdict (recorded without --gate) with its reasons.
 
     python bench/time.py --quick                       # a smoke run: 2 draws, judged months 7 and 12, 5 settings
+    nice -n 10 python bench/time.py --draws 30 --settings stationary rate_halving covariate_drift --judged 7 \
+        --population 20000 --results-name time-population   # also judged on 20,000 fresh rows of month 7
     nice -n 10 python bench/time.py --draws 30         # writes bench/results/time.json (judged months 7, 9, 12)
     nice -n 10 python bench/time.py --draws 30 --judged 7,8,9,10,11,12 --results-name time-all-rolls
 """
@@ -136,8 +138,11 @@ def at(logits: np.ndarray, y: np.ndarray, threshold: float) -> tuple[float, floa
     return tp / max(int(flagged.sum()), 1), tp / max(int((y == 1).sum()), 1), int(flagged.sum())
 
 
-def judged(model_path: Path, logits: np.ndarray, y: np.ndarray, work: Path, base: dict) -> list[dict[str, Any]]:
-    """Every (problem, confidence) threshold re-targeted from the stored curve, judged on the next month's rows."""
+def judged(
+    model_path: Path, logits: np.ndarray, y: np.ndarray, work: Path, base: dict, *, population: tuple | None = None
+) -> list[dict[str, Any]]:
+    """Every (problem, confidence) threshold re-targeted from the stored curve, judged on the next month's rows
+    (and, given `population`, on a large fresh sample of that month: the population value a certificate is about)."""
     out = []
     for pname, (kind, target) in PROBLEMS.items():
         for cname, confidence in CONFIDENCES.items():
@@ -153,13 +158,17 @@ def judged(model_path: Path, logits: np.ndarray, y: np.ndarray, work: Path, base
             precision, recall, flagged = at(logits, y, threshold)
             met = (precision if kind == "fpor" else recall) >= target
             objective = recall if kind == "fpor" else precision
-            out.append({**row, "threshold": threshold, "met": bool(met), "objective": objective, "flagged": flagged})
+            row = {**row, "threshold": threshold, "met": bool(met), "objective": objective, "flagged": flagged}
+            if population is not None:
+                precision, recall, _ = at(*population, threshold)
+                row["met_population"] = bool((precision if kind == "fpor" else recall) >= target)
+            out.append(row)
     return out
 
 
 def one_draw(task: tuple[str, int, int, tuple[int, ...], str]) -> dict[str, Any]:
     """One draw of one setting: every roll's two models, their thresholds judged, and the monitoring by month."""
-    setting, draw, rows, judged_months, data_dir = task
+    setting, draw, rows, judged_months, data_dir, population_rows = task
     if setting in SYNTHETIC:
         table, month = synthetic(setting, draw, rows)
     else:
@@ -187,7 +196,12 @@ def one_draw(task: tuple[str, int, int, tuple[int, ...], str]) -> dict[str, Any]
                     runs.append({**base, "refused_training": str(exc)[:200]})
                     continue
                 logits, _ = model.logits(next_table)
-                runs += judged(model_path, logits, y, work, base)
+                population = None
+                if population_rows and setting in SYNTHETIC:  # a fresh draw of the same stream, many rows a month
+                    big, big_month = synthetic(setting, draw + 1_000_000, population_rows)
+                    big = big.filter(pa.array(big_month == judge - 1))
+                    population = (model.logits(big)[0], big.column("label").to_numpy())
+                runs += judged(model_path, logits, y, work, base, population=population)
                 if setting in SYNTHETIC and judge == CHANGE_MONTH and method == MONITORED[0]:
                     history = monitored(work / f"{MONITORED[1]}-{MONITORED[2]}.st", table, month, base)
     return {"runs": runs, "history": history}
@@ -280,9 +294,19 @@ def summary_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "objective": float(means.mean()) if means.size else float("nan"),
                 "objective_se": float(means.std(ddof=1) / np.sqrt(means.size)) if means.size > 1 else float("nan"),
                 "empty": sum(1 for r in given if r["flagged"] == 0),
+                **population_share([r for r in given if "met_population" in r]),
             }
         )
     return out
+
+
+def population_share(given: list[dict[str, Any]]) -> dict[str, Any]:
+    """The share whose threshold met the target on the month's population (--population), with its interval."""
+    if not given:
+        return {}
+    hits = sum(r["met_population"] for r in given)
+    low, high = wilson(hits, len(given))
+    return {"met_pop": hits / len(given), "met_pop_low": low, "met_pop_high": high}
 
 
 def history_rows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -391,6 +415,9 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=[*SYNTHETIC, *BINARY_SETS])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--population", type=int, default=0, help="also judge on this many fresh rows of the month (synthetic)"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 draws, months 7 and 12, 600 rows")
     parser.add_argument("--results-name", default="time")
     args = parser.parse_args()
@@ -403,7 +430,11 @@ def main() -> None:
         parser.error(f"--judged must include month {CHANGE_MONTH}: the monitored model is the one trained before it")
     started = time.perf_counter()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
-    tasks = [(s, d, args.rows, judged_months, str(args.data_dir)) for d in range(args.draws) for s in args.settings]
+    tasks = [
+        (s, d, args.rows, judged_months, str(args.data_dir), args.population)
+        for d in range(args.draws)
+        for s in args.settings
+    ]
     runs, history = [], []
     with ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(one_draw, task) for task in tasks]
@@ -429,6 +460,7 @@ def main() -> None:
             "objective",
             "objective_se",
             "empty",
+            "met_pop",
         ],
     )
     months = history_rows(history)
@@ -455,6 +487,7 @@ def main() -> None:
                 "dmocli": str(Path(sys.modules["dmocli"].__file__).parent),
                 "commit": commit.stdout.strip(),
                 "workers": args.workers,
+                "population_rows": args.population,
             },
             "summary": summary,
             "history_by_month": months,
