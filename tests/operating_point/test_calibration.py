@@ -3,6 +3,8 @@ truth, end to end through `dmo predict`, and with old model files unchanged."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -82,7 +84,8 @@ def test_predict_writes_the_calibrated_probability_and_old_files_keep_the_sigmoi
     assert model.info["calibration"]["fitted_on"] == "cv"
     assert np.allclose(out.column("probability").to_numpy(), model.calibration.probability(logits), atol=1e-6)
     # A file written before calibration existed (no `calibration` in its info) predicts as it always did.
-    del model.info["calibration"]
+    info = {key: value for key, value in model.info.items() if key != "calibration"}
+    model = model.with_decision(dataclasses.replace(model.decision, info=info))
     model.save(tmp_path / "old.st")
     run_dmo("predict", tmp_path / "old.st", data, "-o", tmp_path / "q.parquet", check=True)
     old = pq.read_table(tmp_path / "q.parquet").column("probability").to_numpy()

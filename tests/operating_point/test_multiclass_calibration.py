@@ -4,6 +4,7 @@ file, `dmo predict` and `DmoClassifier`, with old files unchanged and malformed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -126,7 +127,8 @@ def test_predict_and_evaluate_use_the_stored_map(trained):
 
 def test_a_file_without_the_map_keeps_the_plain_softmax(trained):
     model, root = load_model(trained["model"]), trained["root"]
-    del model.info["calibration"]
+    info = {key: value for key, value in model.info.items() if key != "calibration"}
+    model = model.with_decision(dataclasses.replace(model.decision, info=info))
     model.save(root / "old.st")
     run_dmo("predict", root / "old.st", trained["fresh"], "-o", root / "old.parquet", check=True)
     logits, _ = model.logits(pq.read_table(trained["fresh"]))
