@@ -31,9 +31,9 @@ ROWS = 240
 # --dates parts, or amounts written `$1,234.50` without --parse-numbers, are refused by train).
 OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dates parts": (("--dates", "parts"), ("created_at",)),
-    "parse numbers": (("--parse-numbers",), ("amount",)),
     "dates parts,trend": (("--dates", "parts,trend"), ("created_at",)),  # the year, 2024 in every row, dropped
     "dates parts, one month": (("--dates", "parts"), ("march_at",)),  # the month, 3 in every row, dropped
+    "parse numbers": (("--parse-numbers",), ("amount",)),
     "fold case": (("--fold-case",), ("shop",)),
     "impute median": (("--impute", "median"), ("gappy",)),
     "text levels": ((), ("shop",)),
@@ -63,10 +63,10 @@ def raw_frame(columns: tuple[str, ...], *, classes: int, seed: int = 0) -> pd.Da
     if "created_at" in columns:
         stamps = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 90 * 86400, ROWS) + label * 3600, "s")
         frame["created_at"] = stamps.strftime("%Y-%m-%d %H:%M:%S")
-    if "amount" in columns:
     if "march_at" in columns:
         stamps = pd.Timestamp("2024-03-01") + pd.to_timedelta(rng.integers(0, 30 * 86400, ROWS) + label * 3600, "s")
         frame["march_at"] = stamps.strftime("%Y-%m-%d %H:%M:%S")
+    if "amount" in columns:
         frame["amount"] = [f"${value:,.2f}" for value in rng.gamma(2.0, 400.0, ROWS) + 300.0 * label]
     if "shop" in columns:
         shops = np.asarray(["grocery", "Grocery", "GROCERY", "web", "Web", "store"])
@@ -111,9 +111,9 @@ def test_every_preparation_option_explains_through_every_surface(tmp_path: Path,
     path = train(tmp_path, frame, *flags, *family_flags)
     model = dmocli.load_model(path)
     names = set(model.preprocessor.numeric) | set(model.preprocessor.categorical)
-
     trends = ["created_at.days_since"] if "parts,trend" in flags else []  # the trend only when asked for
     assert model.preprocessor.trend_features() == trends and not names & {"created_at.year", "march_at.month"}
+
     # dmo predict --explain 3: exit 0, three ranks, each naming a feature column of the model
     written = tmp_path / "p.csv"
     run_dmo("predict", path, tmp_path / "train.csv", "-o", written, "--explain", "3", check=True)
