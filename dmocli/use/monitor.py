@@ -41,7 +41,7 @@ from dmocli.operating_point.calibration import probability
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
-from dmocli.report import binary_split_report, write_report
+from dmocli.report import binary_split, write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
@@ -60,6 +60,7 @@ from dmocli.use.results.monitor import (
     MonitorResult,
     MonitorSection,
     PositiveRate,
+    Realized,
 )
 from dmocli.use.verdicts import (
     DRIFT_ALPHA,
@@ -160,11 +161,14 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
     labeled = labels >= 0
     realized = None
     if labeled.any():
-        realized = {
-            "rows": int(labeled.sum()),
-            "positive_rate": float(np.mean(labels[labeled] == 1)),
-            **_realized(model, logits[labeled], labels[labeled]),
-        }
+        split = binary_split(
+            logits[labeled],
+            labels[labeled],
+            threshold=model.threshold,
+            problem=model.problem,
+            calibration=model.calibration,
+        )
+        realized = Realized.of(split)
     drift, reasons = _drift(model, section, logits)
     return MonitorSection(
         rows=out.rows,
@@ -258,14 +262,6 @@ def _too_small_warnings(overall: MonitorSection, chunks: list[MonitorSection], c
             "--chunk-size or a coarser --chunk-col)"
         )
     return warnings
-
-
-def _realized(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    split = binary_split_report(
-        logits, labels, threshold=model.threshold, problem=model.problem, calibration=model.calibration
-    )
-    keys = ("precision", "recall", "f_beta", "precision_interval", "recall_interval", "tp", "fp", "fn")
-    return {key: split[key] for key in keys if key in split}
 
 
 def _score_comparable(model: DmoModel) -> bool:

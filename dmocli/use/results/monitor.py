@@ -8,7 +8,7 @@ from typing import Any
 
 from dmocli.errors import UnreachableTarget
 from dmocli.prep.row_fingerprint import TrainingRowsFound
-from dmocli.report import ReportRecord, inlined, omitted
+from dmocli.report import BinarySplit, ReportRecord, inlined, omitted
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.verdicts import ReferenceRate
 
@@ -77,6 +77,38 @@ class Assumptions(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Realized(ReportRecord):
+    """A section's labeled rows: how many, their positive rate, and the metrics they realize at the threshold, beside
+    the estimates (report.BinarySplit's figures)."""
+
+    rows: int
+    positive_rate: float
+    precision: float
+    recall: float
+    f_beta: float
+    precision_interval: list[float] | None
+    recall_interval: list[float] | None
+    tp: int
+    fp: int
+    fn: int
+
+    @classmethod
+    def of(cls, split: BinarySplit) -> Realized:
+        return cls(
+            rows=split.n,
+            positive_rate=split.n_pos / split.n,
+            precision=split.precision,
+            recall=split.recall,
+            f_beta=split.f_beta,
+            precision_interval=split.precision_interval,
+            recall_interval=split.recall_interval,
+            tp=split.tp,
+            fp=split.fp,
+            fn=split.fn,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class DriftEntry(ReportRecord):
     """A listed feature's drift (shift/drift_stats.py FeatureDrift), its PSI's reading, whether its change is more
     than chance (`significant`), and `expected` (true only for a trend feature: listed, never a gate reason)."""
@@ -114,7 +146,7 @@ class MonitorSection(ReportRecord):
     label_shift: LabelShiftEstimate
     covariate_shift: CovariateShiftEstimate
     assumptions: Assumptions
-    realized: dict[str, Any] | None = omitted()  # labeled rows only: the figures measured beside the estimates
+    realized: Realized | None = omitted()  # labeled rows only: the figures measured beside the estimates
     drift: list[DriftEntry] | None = omitted()  # a model file with a drift profile only
     drift_reasons: list[str] | None = omitted()
 
@@ -137,7 +169,7 @@ class MonitorSection(ReportRecord):
         if not self.assumptions.agree:
             lines.append(f"  {self.assumptions.note}")
         if self.realized is not None:
-            lines.append(_estimate_line(f"realized on {self.realized['rows']} labels", self.realized))
+            lines.append(_estimate_line(f"realized on {self.realized.rows} labels", self.realized.to_dict()))
         return lines + [drift.line() for drift in (self.drift or [])[:SHOWN_DRIFTS]]
 
 
