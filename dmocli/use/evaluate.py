@@ -35,6 +35,7 @@ from dmocli.report import (
     write_report,
 )
 from dmocli.scoring.accumulators import labeled_scores
+from dmocli.use.history import record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import EvaluateResult, GateFailed
@@ -53,6 +54,9 @@ def evaluate(
     gate: bool = False,
     gate_confidence: float | None = None,
     allow_train_rows: bool = False,
+    time_col: str | None = None,
+    every: str | None = None,
+    history: str | Path | None = None,
 ) -> dict[str, Any]:
     """`dmocli.evaluate`: the report of `evaluation` as the dict scripts index (`report["splits"]["data"]`), pass to
     json.dump and check with isinstance(report, dict). The typed EvaluateResult is not made a Mapping in its place:
@@ -68,6 +72,9 @@ def evaluate(
         gate=gate,
         gate_confidence=gate_confidence,
         allow_train_rows=allow_train_rows,
+        time_col=time_col,
+        every=every,
+        history=history,
     ).to_dict()
 
 
@@ -83,19 +90,26 @@ def evaluation(
     gate: bool = False,
     gate_confidence: float | None = None,
     allow_train_rows: bool = False,
+    time_col: str | None = None,
+    every: str | None = None,
+    history: str | Path | None = None,
 ) -> EvaluateResult:
     """The model's metrics on labeled `data` at its stored threshold. Drift (unseen levels, emptied columns) is
     warned about; `strict` refuses it above `max_unseen` before anything is written. `gate` (or a
     `gate_confidence`, which implies it) raises GateFailed (an UnreachableTarget), with the report, when the rows
     show the model's target missed (dmocli/use/verdicts.py), so a CI job fails on a model that no longer
     holds its target. Rows the model was trained on (its fingerprint, prep/row_fingerprint.py) are warned about with
-    their share, and refused under the gate unless `allow_train_rows`: its figures there are optimistic."""
+    their share, and refused under the gate unless `allow_train_rows`: its figures there are optimistic. `history`
+    records the realized metrics in the model's history (use/history.py), per `time_col`/`every` period or as one."""
     started = time.perf_counter()
     data = sources.accept(data)  # the Python API may pass a pandas DataFrame
     check_max_unseen(max_unseen)
-    check_given(EvaluateOptions, gate_confidence=gate_confidence)  # as `dmo evaluate --gate-confidence` is
+    # as `dmo evaluate --gate-confidence`, --every and --history are
+    check_given(EvaluateOptions, gate_confidence=gate_confidence, time_col=time_col, every=every, history=history)
     model, model_path = opened(model_path)
-    outputs.check_outputs({"--report": report_path, "--plot": plot_path}, {"MODEL": model_path, "DATA": data})
+    outputs.check_outputs(
+        {"--report": report_path, "--plot": plot_path, "--history": history}, {"MODEL": model_path, "DATA": data}
+    )
     model = model or load_model(model_path)
     logits, y, levels, unlabeled, hashes = labeled_scores(model, data, engine, hashed=model.training_rows is not None)
     seen = TrainingRowsFound.of(model.training_rows, hashes)
@@ -112,6 +126,9 @@ def evaluation(
     result = _evaluation_result(
         model, scored, split=split, verdict=verdict, model_path=model_path, data=data, engine=engine
     )
+    if history is not None:
+        scores = (scored.logits, scored.y)
+        record_evaluate(history, model, model_path, scores, data=data, time_col=time_col, every=every, engine=engine)
     if verdict is not None and verdict.passed is False:
         refuse_with_report(GateFailed(result), result.to_dict(), report_path, started)
     result = replace(result, wall_seconds=time.perf_counter() - started)  # the run's time, once all else is done

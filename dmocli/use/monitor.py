@@ -40,12 +40,14 @@ from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import probability
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.saving import refuse_with_report
+from dmocli.prep.periods import Periods
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
 from dmocli.report import binary_split, write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.use.apply import heldout_curve
+from dmocli.use.history import Cut, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.results.monitor import (
@@ -86,14 +88,18 @@ def monitor(
     report_path: str | Path | None = None,
     engine: EngineChoice = LOCAL,
     allow_train_rows: bool = False,
+    time_col: str | None = None,
+    every: str | None = None,
+    history: str | Path | None = None,
 ) -> MonitorResult:
     """The `monitor` result of `data` for the model at `model_path` (docs/monitoring.md); `engine` scores NEW in
     this process or on Dask workers, with the same report. Rows the model was trained on (its fingerprint) are
     warned about with their share, and refused under the gate unless `allow_train_rows`. A failed gate raises
-    MonitorGateFailed (exit 3) with the report, written to `report_path` first."""
+    MonitorGateFailed (exit 3) with the report, written to `report_path` first. `time_col` and `every` cut NEW into
+    periods (prep/periods.py); `history` records the run's periods, gate failed or not (use/history.py)."""
     started = time.perf_counter()
     data = sources.accept(data)
-    outputs.check_outputs({"--report": report_path}, {"MODEL": model_path, "NEW": data})
+    outputs.check_outputs({"--report": report_path, "--history": history}, {"MODEL": model_path, "NEW": data})
     if chunk_size is not None and chunk_size < 1:
         raise DmoError(f"--chunk-size {chunk_size} must be at least 1 row")
     model = load_model(model_path)
@@ -101,7 +107,8 @@ def monitor(
         raise DmoError("monitor applies to binary models; this model is multi-class")
     curve = heldout_curve(model, model_path)
     reference = reference_rate(model, curve, confidence)
-    read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine)
+    periods = None if every is None else Periods.of(time_col, every, model.preprocessor.derive)
+    read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine, periods=periods)
     seen = TrainingRowsFound.of(model.training_rows, read.hashes)
     seen_warnings = training_rows_warnings(seen, sources.describe(data), gated=gate and not allow_train_rows)
     overall = _section(model, curve, read.whole, confidence)
@@ -118,14 +125,18 @@ def monitor(
         training_rate=curve.rate,
         reference_rate=reference,
         confidence=confidence,
-        warnings=seen_warnings + _too_small_warnings(overall, [c.section for c in chunks], confidence),
+        warnings=seen_warnings
+        + _too_small_warnings(overall, [c.section for c in chunks], confidence)
+        + ([] if periods is None else periods.missing_warnings(read.missing_time)),
         training_rows=seen,
         overall=overall,
-        chunk_by=ChunkBy(column=chunk_col, rows=chunk_size) if chunks else None,
+        chunk_by=ChunkBy(column=chunk_col or time_col, rows=chunk_size, every=every) if chunks else None,
         chunks=chunks or None,
         gate=MonitorGate(asked=gate, passed=not reasons, reasons=[reason.shown() for reason in reasons]),
     )
     result = replace(result, wall_seconds=time.perf_counter() - started)
+    if history is not None:
+        record_monitor(history, result.to_dict(), model_path, Cut.of(every=every, chunk_col=chunk_col))
     if gate and reasons:
         refuse_with_report(MonitorGateFailed(gate_message(reasons), result), result.to_dict(), report_path, started)
     if report_path is not None:

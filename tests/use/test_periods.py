@@ -78,7 +78,9 @@ def stream(tmp_path_factory):
 
 def test_monitor_every_week_in_time_order_with_missing_times_counted(dmo, stream):
     root, new = stream
-    code, out, err = dmo("monitor", root / "m.st", root / "new", "--time-col", "created_at", "--every", "week", "--json")
+    code, out, err = dmo(
+        "monitor", root / "m.st", root / "new", "--time-col", "created_at", "--every", "week", "--json"
+    )
     assert code == 0, err
     report = json.loads(out)
     names = [chunk["chunk"] for chunk in report["chunks"]]

@@ -45,6 +45,9 @@ def evaluate(
             gate=options.gate,
             gate_confidence=options.gate_confidence,
             allow_train_rows=options.allow_train_rows,
+            time_col=options.time_col,
+            every=options.every,
+            history=options.history,
         )
     except GateFailed as failed:  # the figures and the verdict, as a pass prints them; then the one-line message
         emit(failed.report, as_json, failed.result.lines())

@@ -17,8 +17,10 @@ from dmocli.command_options import MonitorOptions
 @takes_options(MonitorOptions)
 def monitor(
     model: Path = typer.Argument(..., help="Model file (.safetensors) written by dmo train or dmo threshold."),
-    data: Path = typer.Argument(
-        ..., help="New rows, labels not needed (`-`: a CSV on standard input; --engine dask: parquet)."
+    data: Optional[Path] = typer.Argument(
+        None,
+        help="New rows, labels not needed (`-`: a CSV on standard input; --engine dask: parquet). Left out with "
+        "--history H.parquet: print that history.",
     ),
     *,
     options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
@@ -28,10 +30,16 @@ def monitor(
     """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
     the model's threshold, and drift.
 
-    Example: dmo monitor fraud.safetensors march.parquet --gate --chunk-col week
+    Example: dmo monitor fraud.safetensors march.parquet --gate --time-col created_at --every week --history h.parquet
     """
+    from dmocli.use import history
     from dmocli.use.monitor import monitor as run_monitor
     from dmocli.use.results.monitor import MonitorGateFailed
+
+    if data is None:  # the history's table, periods in order, estimated beside realized
+        shown = history.shown(options.history, model)
+        emit(shown, as_json, history.table_lines(shown))
+        return
 
     try:
         result = run_monitor(
@@ -44,6 +52,9 @@ def monitor(
             report_path=report,
             engine=engine_choice(options),
             allow_train_rows=options.allow_train_rows,
+            time_col=options.time_col,
+            every=options.every,
+            history=options.history,
         )
     except MonitorGateFailed as failed:  # the figures and every reason, as a pass prints them; then the message
         emit(failed.report, as_json, failed.result.lines())

@@ -191,10 +191,12 @@ class ChunkSection(ReportRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class ChunkBy(ReportRecord):
-    """How NEW was cut into chunks: --chunk-col, --chunk-size (None: not given)."""
+    """How NEW was cut into chunks: --chunk-col, --chunk-size (None: not given), or --every's periods of the column
+    --time-col (`column`) names."""
 
     column: str | None
     rows: int | None
+    every: str | None = omitted()
 
 
 @dataclass(frozen=True, kw_only=True)
