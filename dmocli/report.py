@@ -36,7 +36,7 @@ from dmocli.version import __version__
 if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
-SCHEMA_VERSION = "1.7"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+SCHEMA_VERSION = "1.8"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def omitted(default: Any = None) -> Any:
