@@ -429,8 +429,9 @@ def produce(checkout: Path, out: Path, jobs: int, *, fresh: bool, only: list[str
 # ---- comparison -------------------------------------------------------------------------------------------
 
 
-def strip(value: Any, seen: set[str], path: str = "") -> Any:
-    """VALUE without IGNORED_KEYS, *_seconds keys and IGNORED_PATHS at any depth; names the dropped in SEEN."""
+def strip(value: Any, seen: set[str], path: str = "", also: frozenset[str] = frozenset()) -> Any:
+    """VALUE without IGNORED_KEYS, *_seconds keys and IGNORED_PATHS at any depth (and the keys ALSO: the
+    deliberately changed ones, on the second look); names the dropped in SEEN."""
     if isinstance(value, dict):
         kept = {}
         for k, v in value.items():
@@ -438,11 +439,27 @@ def strip(value: Any, seen: set[str], path: str = "") -> Any:
             if k in IGNORED_KEYS or k.endswith(IGNORED_SUFFIX) or where in IGNORED_PATHS:
                 seen.add(where if where in IGNORED_PATHS else k)
                 continue
-            kept[k] = strip(v, seen, where)
+            if k in also:
+                continue
+            kept[k] = strip(v, seen, where, also)
         return kept
     if isinstance(value, list):
-        return [strip(v, seen, path) for v in value]
+        return [strip(v, seen, path, also) for v in value]
     return value
+
+
+def json_difference(a: Path, b: Path, ignored: set[str], deliberate: frozenset[str]) -> str | None:
+    """The first difference of two JSON files once the ignored keys are dropped; where the only differences are in
+    DELIBERATE keys (changed on purpose, each named on the command line), that difference prefixed `deliberate:`."""
+    va, vb = json.loads(a.read_text()), json.loads(b.read_text())
+    found = first_difference(strip(va, ignored), strip(vb, ignored))
+    if (
+        found
+        and deliberate
+        and first_difference(strip(va, set(), also=deliberate), strip(vb, set(), also=deliberate)) is None
+    ):
+        return f"deliberate: {found}"
+    return found
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:
@@ -494,7 +511,9 @@ def masked(text: str) -> list[str]:
     return text.splitlines()
 
 
-def compare_file(rel: str, a: Path, b: Path, ignored: set[str]) -> tuple[str, str | None]:
+def compare_file(
+    rel: str, a: Path, b: Path, ignored: set[str], deliberate: frozenset[str] = frozenset()
+) -> tuple[str, str | None]:
     """(kind, first difference or None) of one file present in both folders."""
     if rel.endswith(".safetensors"):
         if a.read_bytes() == b.read_bytes():
@@ -506,16 +525,12 @@ def compare_file(rel: str, a: Path, b: Path, ignored: set[str]) -> tuple[str, st
         return "manifest", first_difference(steps(ra), steps(rb))
     if rel.endswith(".json"):
         kind = "info" if Path(rel).stem.startswith("info") else "report"
-        return kind, first_difference(
-            strip(json.loads(a.read_text()), ignored), strip(json.loads(b.read_text()), ignored)
-        )
+        return kind, json_difference(a, b, ignored, deliberate)
     if rel.endswith((".stdout", ".stderr")):
         la, lb = masked(a.read_text()), masked(b.read_text())
         if Path(rel).stem.startswith("info") and rel.endswith(".stdout") and la and la[0].startswith("{"):
             kind = "info"  # info --json: compared as JSON, like a report
-            return kind, first_difference(
-                strip(json.loads(a.read_text()), ignored), strip(json.loads(b.read_text()), ignored)
-            )
+            return kind, json_difference(a, b, ignored, deliberate)
         for i, (x, y) in enumerate(zip(la, lb)):
             if x != y:
                 return "console", f"line {i + 1}: {x[:50]!r} vs {y[:50]!r}"
@@ -539,8 +554,11 @@ def files(root: Path) -> Iterator[str]:
             yield str(p.relative_to(root))
 
 
-def compare(a: Path, b: Path, json_path: Path | None, only: list[str] | None = None) -> int:
-    """Compare output folders A and B file by file (with ONLY: the inputs and those cases' files alone)."""
+def compare(
+    a: Path, b: Path, json_path: Path | None, only: list[str] | None = None, *, deliberate: frozenset[str] = frozenset()
+) -> int:
+    """Compare output folders A and B file by file (with ONLY: the inputs and those cases' files alone). A report
+    or info whose only differences are in DELIBERATE keys is counted apart ("deliberate"), its first one shown."""
     names_a, names_b = set(files(a)), set(files(b))
     if only:
         keep = lambda rel: rel.startswith(("data/", *(f"{c}/" for c in only)))  # noqa: E731
@@ -558,18 +576,19 @@ def compare(a: Path, b: Path, json_path: Path | None, only: list[str] | None = N
                 }
             )
             continue
-        kind, diff = compare_file(rel, a / rel, b / rel, ignored)
-        rows.append({"file": rel, "kind": kind, "same": diff is None, "difference": diff})
+        kind, diff = compare_file(rel, a / rel, b / rel, ignored, deliberate)
+        on_purpose = diff is not None and diff.startswith("deliberate: ")
+        rows.append({"file": rel, "kind": kind, "same": diff is None, "deliberate": on_purpose, "difference": diff})
     width = max(len(r["file"]) for r in rows)
     print(f"{'file'.ljust(width)}  {'kind':10}  same  first difference")
     for r in rows:
         print(f"{r['file'].ljust(width)}  {r['kind']:10}  {'yes' if r['same'] else 'NO ':4}  {r['difference'] or ''}")
     kinds: dict[str, list[int]] = {}
     for r in rows:
-        kinds.setdefault(r["kind"], [0, 0])[0 if r["same"] else 1] += 1
+        kinds.setdefault(r["kind"], [0, 0, 0])[0 if r["same"] else 1 if r.get("deliberate") else 2] += 1
     print()
-    for kind, (same, differ) in sorted(kinds.items()):
-        print(f"{kind:10}  {same} same, {differ} different")
+    for kind, (same, on_purpose, differ) in sorted(kinds.items()):
+        print(f"{kind:10}  {same} same, {on_purpose} only in deliberate keys, {differ} different")
     print(f"ignored keys seen: {sorted(ignored)}")
     manifests = [json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else {} for d in (a, b)]
     summary = {
@@ -581,8 +600,9 @@ def compare(a: Path, b: Path, json_path: Path | None, only: list[str] | None = N
         "ignored_paths": IGNORED_PATHS,
         "ignored_keys_seen": sorted(ignored),
         "console_masks": CONSOLE_MASKS,
-        "by_kind": {k: {"same": s, "different": d} for k, (s, d) in sorted(kinds.items())},
-        "all_same": all(r["same"] for r in rows),
+        "deliberate_keys": sorted(deliberate),
+        "by_kind": {k: {"same": s, "deliberate": p, "different": d} for k, (s, p, d) in sorted(kinds.items())},
+        "all_same": all(r["same"] or r["deliberate"] for r in rows),
         "files": rows,
     }
     if json_path:
@@ -606,9 +626,17 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run (or compare) only this case (binary/wce-linear...)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two output folders")
     parser.add_argument("--json", type=Path, help="with --compare: write the comparison here")
+    parser.add_argument(
+        "--deliberate",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="with --compare: a report key changed on purpose (repeatable); a file differing only there is "
+        "counted apart",
+    )
     args = parser.parse_args()
     if args.compare:
-        return compare(*args.compare, args.json, args.only)
+        return compare(*args.compare, args.json, args.only, deliberate=frozenset(args.deliberate))
     if not (args.checkout and args.out):
         parser.error("give --checkout and --out, or --compare A B")
     produce(args.checkout, args.out.resolve(), args.jobs, fresh=args.fresh, only=args.only)
