@@ -106,6 +106,28 @@ class DmoModel:
         """The model file's `info` as the decision left it (read-only: a new decision replaces it)."""
         return self.decision.info
 
+    def stored_heldout(self, model_path: str | Path) -> HeldOutCurve:
+        """The held-out curve the model file keeps, for a command that reads it instead of labeled rows (monitor,
+        `--adapt`, a re-target), or one line saying why there is none and what to give instead."""
+        if self.heldout is None:
+            raise DmoError(
+                f"{model_path} keeps no held-out scores (written before dmocli stored them, or trained with "
+                "--cv-transfer rank before they were carried to the saved model's scale); give labeled DATA"
+            )
+        return self.heldout
+
+    @property
+    def curve_off_scale(self) -> bool:
+        """Whether the stored held-out curve is not on the model's own scale: a gbdt `--cv` ensemble (which averages
+        its members' probabilities, far below each member's score at the top) whose curve keeps the out-of-fold
+        scores (not carried to its own by rank, `HeldOutCurve.carried`: only `--cv-transfer rank` is): a cut from
+        such a curve can lie above every score the model gives, so `--adapt` carries its cut by the share of NEW.
+        Linear and mlp ensembles average probabilities too, but their members nearly agree, and carrying their cuts
+        by share measured no better (docs/measurements.md): their curve is taken as on their scale."""
+        ensemble = self.architecture.members > 1 and getattr(self.network, "member_map", None) is not None
+        curve = self.heldout
+        return ensemble and self.architecture.kind == "gbdt" and curve is not None and not curve.carried
+
     def module(self) -> torch.nn.Module:
         """The torch network, built on first use from the stored tensors (a loaded file, a numpy solver's state)."""
         if isinstance(self.network, dict):

@@ -43,7 +43,6 @@ from dmocli.scoring.scored_pass import ScoredTable
 from dmocli.shift.adaptation import AdaptedThreshold, adapt_threshold
 from dmocli.shift.carry import carried_by_share, expected_share
 from dmocli.shift.prevalence import estimate_prevalence
-from dmocli.use.apply import curve_off_scale, heldout_curve
 from dmocli.use.recertify import Recertified, noted, recertified, report_fields, with_way_out
 from dmocli.use.results.threshold import AdaptResult
 
@@ -140,7 +139,7 @@ def _adaptable(model_path: str | Path) -> tuple[DmoModel, HeldOutCurve]:
     model = load_model(model_path)
     if not model.binary or model.problem is None:
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
-    return model, heldout_curve(model, model_path)
+    return model, model.stored_heldout(model_path)
 
 
 def _certifiable_rate(
@@ -333,7 +332,7 @@ def carry_to_model(
     `expected_share` is None without NEW rows (--prior)."""
     if logits is None:
         return cut, {"carried": "score", "expected_share": None}
-    if curve_off_scale(model) and model.problem.kind != "frop":
+    if model.curve_off_scale and model.problem.kind != "frop":
         threshold, share = carried_by_share(curve, cut, rate, logits)
         return threshold, {"carried": "share", "expected_share": share}
     return cut, {"carried": "score", "expected_share": expected_share(curve, cut, rate)}
@@ -344,7 +343,7 @@ def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) ->
     by; a curve carried to the model's scale at training is on it), or a new threshold above every score of NEW."""
     if logits is not None:
         return _flags_nothing(model.threshold, logits, carried)
-    if not curve_off_scale(model) or model.problem.kind == "frop":
+    if not model.curve_off_scale or model.problem.kind == "frop":
         return []
     return [
         f"the new threshold {model.threshold:.6g} is on the scale of the held-out scores, which this --cv ensemble "
@@ -356,8 +355,8 @@ def _scale_warnings(model: DmoModel, carried: str, logits: np.ndarray | None) ->
 
 def _flags_nothing(threshold: float, logits: np.ndarray | None, carried: str = "score") -> list[str]:
     """The warning when the new threshold is above every score of NEW: the model would flag none of its rows. Kept
-    on the curve's scale, the cut may be above the model's scores (curve_off_scale); carried by share, the cut is
-    expected to flag less than half a row."""
+    on the curve's scale, the cut may be above the model's scores (DmoModel.curve_off_scale); carried by share, the
+    cut is expected to flag less than half a row."""
     if logits is None or np.count_nonzero(logits >= np.float32(threshold)):
         return []
     why = (

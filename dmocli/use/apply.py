@@ -52,28 +52,6 @@ def heldout_name(model: DmoModel, split: str) -> str:
     return SPLIT_NAMES[split]
 
 
-def heldout_curve(model: DmoModel, model_path: str | Path) -> HeldOutCurve:
-    """The held-out curve the model file keeps, or one line saying why there is none and what to give instead."""
-    if model.heldout is None:
-        raise DmoError(
-            f"{model_path} keeps no held-out scores (written before dmocli stored them, or trained with "
-            "--cv-transfer rank before they were carried to the saved model's scale); give labeled DATA"
-        )
-    return model.heldout
-
-
-def curve_off_scale(model: DmoModel) -> bool:
-    """Whether the stored held-out curve is not on the model's own scale: a gbdt `--cv` ensemble (which averages its
-    members' probabilities, far below each member's score at the top) whose curve keeps the out-of-fold scores
-    (not carried to its own by rank, `HeldOutCurve.carried`: only `--cv-transfer rank` is): a cut from such a curve
-    can lie above every score the model gives, so `--adapt` carries its cut by the share of NEW. Linear and mlp
-    ensembles average probabilities too, but their members nearly agree, and carrying their cuts by share measured
-    no better (docs/measurements.md): their curve is taken as on their scale."""
-    ensemble = model.architecture.members > 1 and getattr(model.network, "member_map", None) is not None
-    curve = model.heldout
-    return ensemble and model.architecture.kind == "gbdt" and curve is not None and not curve.carried
-
-
 def off_scale_warning(model_path: str | Path, threshold: float) -> str:
     """What a cut searched on a curve off the model's scale (curve_off_scale) may do, and the ways out."""
     return (
@@ -184,7 +162,7 @@ def refit(
     point, unreachable = _searched_point(labeled, search, new_rows=new_rows, on_heldout=data is None)
     settled = judge_reachability(point, unreachable, allow_infeasible)
     optimistic = [OPTIMISTIC] if labeled.curve.split == "train" else []
-    off_scale = [off_scale_warning(model_path, point.threshold)] if data is None and curve_off_scale(model) else []
+    off_scale = [off_scale_warning(model_path, point.threshold)] if data is None and model.curve_off_scale else []
     retargeted, splits = _retarget(
         model, labeled, point, search=search, new_rows=new_rows, refit_calibration=data is not None
     )
@@ -289,7 +267,7 @@ def _labeled_scores(
     """DATA's logits and labels (refused where DATA is mostly the training rows, unless allowed), or without DATA
     the rows of the held-out curve the model file keeps, so re-targeting needs no new labels."""
     if data is None:
-        curve = heldout_curve(model, model_path)
+        curve = model.stored_heldout(model_path)
         logits, y = curve.rows()
         where = f"the held-out {heldout_name(model, curve.split)} stored in {model_path}"
         return _Labeled(logits=logits, y=y, curve=curve, unlabeled=0, fitted_on=where)

@@ -46,7 +46,6 @@ from dmocli.report import binary_split, write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
-from dmocli.use.apply import heldout_curve
 from dmocli.use.history import Cut, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
@@ -105,7 +104,7 @@ def monitor(
     model = load_model(model_path)
     if not model.binary:
         raise DmoError("monitor applies to binary models; this model is multi-class")
-    curve = heldout_curve(model, model_path)
+    curve = model.stored_heldout(model_path)
     reference = reference_rate(model, curve, confidence)
     periods = None if every is None else Periods.of(time_col, every, model.preprocessor.derive)
     read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine, periods=periods)
