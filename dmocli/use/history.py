@@ -27,7 +27,8 @@ from dmocli.data import outputs
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.prep.periods import MISSING_TIME, Periods
-from dmocli.report import binary_split_report
+from dmocli.report import binary_split
+from dmocli.use.results.monitor import MonitorResult, MonitorSection, Realized
 from dmocli.version import __version__
 
 SCHEMA_VERSION = 1
@@ -163,24 +164,22 @@ def _identity(row: dict[str, Any], sha256: str, now: datetime.datetime) -> dict[
     }
 
 
-def record_monitor(path: str | Path, report: dict[str, Any], model_path: str | Path, cut: Cut) -> None:
+def record_monitor(path: str | Path, result: MonitorResult, model_path: str | Path, cut: Cut) -> None:
     """`dmo monitor --history`: the run's periods written into the model's history."""
-    append(path, monitor_rows(report, cut), kind=MONITOR, sha256=model_sha256(model_path))
+    append(path, monitor_rows(result, cut), kind=MONITOR, sha256=model_sha256(model_path))
 
 
-def monitor_rows(report: dict[str, Any], cut: Cut) -> list[dict[str, Any]]:
-    """The history rows of a monitor report: one a chunk (the MISSING_TIME rows belong to no period and are left
-    out), or one for all of NEW when it was not cut; each with its estimates, drift, the gate's verdict on it, and
-    where it had labels, the realized figures."""
-    reasons = report["gate"]["reasons"]
-    reference = (report.get("reference_rate") or {}).get("rate", report["training_rate"])
+def monitor_rows(result: MonitorResult, cut: Cut) -> list[dict[str, Any]]:
+    """The history rows of a monitor result: one a chunk (the MISSING_TIME rows belong to no period and are left
+    out), or one for all of NEW when it was not cut; each with its estimates, drift, the gate's verdict on it, the
+    rate it was judged against, and where it had labels, the realized figures."""
+    reasons, reference = result.gate.reasons, {"reference_rate": result.reference_rate.rate}
     if cut.every == WHOLE:
-        return [_monitor_row(report, WHOLE, cut, _reasons_of(reasons, "all rows")) | {"reference_rate": reference}]
+        return [_monitor_row(result.overall, WHOLE, cut, _reasons_of(reasons, "all rows")) | reference]
     return [
-        _monitor_row(chunk, chunk["chunk"], cut, _reasons_of(reasons, f"chunk {chunk['chunk']}"))
-        | {"reference_rate": reference}
-        for chunk in report.get("chunks", [])
-        if not (cut.periodic and chunk["chunk"] == MISSING_TIME)
+        _monitor_row(chunk.section, chunk.chunk, cut, _reasons_of(reasons, f"chunk {chunk.chunk}")) | reference
+        for chunk in result.chunks or []
+        if not (cut.periodic and chunk.chunk == MISSING_TIME)
     ]
 
 
@@ -191,60 +190,57 @@ def _reasons_of(reasons: list[str], where: str) -> list[str]:
     return own + [reason[len(where) + 2 :] for reason in reasons if reason.startswith(f"{where}: ")]
 
 
-def _monitor_row(section: dict[str, Any], period: str, cut: Cut, reasons: list[str]) -> dict[str, Any]:
-    rate, shift = section["positive_rate"], section["label_shift"]
-    drift = section.get("drift") or []
+def _monitor_row(section: MonitorSection, period: str, cut: Cut, reasons: list[str]) -> dict[str, Any]:
+    rate, drift = section.positive_rate, section.drift or []
+    low, high = rate.interval or [None, None]
     row = {
         "period": period,
         "period_start": cut.start(period),
         "every": cut.every,
-        "rows": section["rows"],
-        "too_small": section["too_small"],
-        "rate": rate["estimate"],
-        "rate_low": (rate["interval"] or [None, None])[0],
-        "rate_high": (rate["interval"] or [None, None])[1],
-        "top_drift_feature": drift[0]["name"] if drift else None,
-        "top_drift_psi": drift[0]["psi"] if drift else None,
-        "drift_reasons": len(section.get("drift_reasons") or []),
+        "rows": section.rows,
+        "too_small": section.too_small,
+        "rate": rate.estimate,
+        "rate_low": low,
+        "rate_high": high,
+        "top_drift_feature": drift[0].name if drift else None,
+        "top_drift_psi": drift[0].psi if drift else None,
+        "drift_reasons": len(section.drift_reasons or []),
         "gate_passed": not reasons,
         "gate_reasons": len(reasons),
         "gate_first_reason": reasons[0] if reasons else None,
     }
     for metric in ("precision", "recall", "f_beta"):
-        low, high = shift[f"{metric}_interval"]
-        row |= {metric: shift[metric], f"{metric}_low": low, f"{metric}_high": high}
-    realized = section.get("realized")
-    return row | (_realized_columns(realized, MONITOR) if realized else {})
+        value, (low, high) = section.label_shift.measured(metric)
+        row |= {metric: value, f"{metric}_low": low, f"{metric}_high": high}
+    return row | (_realized_columns(section.realized, MONITOR) if section.realized else {})
 
 
-def realized_figures(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def realized_figures(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> Realized:
     """Labeled rows' metrics at the model's threshold, as monitor's `realized` section reports them."""
-    split = binary_split_report(
+    split = binary_split(
         logits, labels, threshold=model.threshold, problem=model.problem, calibration=model.calibration
     )
-    keys = ("precision", "recall", "f_beta", "precision_interval", "recall_interval", "tp", "fp", "fn")
-    figures = {key: split[key] for key in keys if key in split}
-    return {"rows": int(labels.size), "positive_rate": float(np.mean(labels == 1)), **figures}
+    return Realized.of(split)
 
 
-def evaluate_row(period: str, cut: Cut, realized: dict[str, Any]) -> dict[str, Any]:
+def evaluate_row(period: str, cut: Cut, realized: Realized) -> dict[str, Any]:
     """One period's history row from `dmo evaluate`: its realized figures alone."""
     return {"period": period, "period_start": cut.start(period), "every": cut.every} | _realized_columns(
         realized, EVALUATE
     )
 
 
-def _realized_columns(realized: dict[str, Any], source: str) -> dict[str, Any]:
+def _realized_columns(realized: Realized, source: str) -> dict[str, Any]:
     row = {
-        "realized_rows": realized["rows"],
-        "realized_rate": realized["positive_rate"],
-        "realized_f_beta": realized.get("f_beta"),
+        "realized_rows": realized.rows,
+        "realized_rate": realized.positive_rate,
+        "realized_f_beta": realized.f_beta,
         "realized_source": source,
     }
     for metric in ("precision", "recall"):
-        low, high = realized.get(f"{metric}_interval") or [None, None]
+        low, high = getattr(realized, f"{metric}_interval") or [None, None]
         row |= {
-            f"realized_{metric}": realized.get(metric),
+            f"realized_{metric}": getattr(realized, metric),
             f"realized_{metric}_low": low,
             f"realized_{metric}_high": high,
         }
