@@ -27,7 +27,6 @@ from dmocli.data import outputs
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
 from dmocli.prep.periods import MISSING_TIME, Periods
-from dmocli.report import binary_split
 from dmocli.use.results.monitor import MonitorResult, MonitorSection, Realized
 from dmocli.version import __version__
 
@@ -215,14 +214,6 @@ def _monitor_row(section: MonitorSection, period: str, cut: Cut, reasons: list[s
     return row | (_realized_columns(section.realized, MONITOR) if section.realized else {})
 
 
-def realized_figures(model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> Realized:
-    """Labeled rows' metrics at the model's threshold, as monitor's `realized` section reports them."""
-    split = binary_split(
-        logits, labels, threshold=model.threshold, problem=model.problem, calibration=model.calibration
-    )
-    return Realized.of(split)
-
-
 def evaluate_row(period: str, cut: Cut, realized: Realized) -> dict[str, Any]:
     """One period's history row from `dmo evaluate`: its realized figures alone."""
     return {"period": period, "period_start": cut.start(period), "every": cut.every} | _realized_columns(
@@ -337,7 +328,7 @@ def record_evaluate(
         raise DmoError("--history keeps a binary model's figures; this model is multi-class")
     cut = Cut.of(every=every)
     if every is None:
-        rows = [evaluate_row(WHOLE, cut, realized_figures(model, *scored))]
+        rows = [evaluate_row(WHOLE, cut, Realized.at_threshold(model, *scored))]
     else:
         periods = Periods.of(time_col, every, model.preprocessor.derive)
         read = read_sections(model, data, chunk_col=None, chunk_size=None, engine=engine, periods=periods)
@@ -346,5 +337,7 @@ def record_evaluate(
             logits, labels = np.concatenate(chunk.logits).astype(np.float32), np.concatenate(chunk.labels)
             labeled = labels >= 0
             if chunk.name != MISSING_TIME and labeled.any():
-                rows.append(evaluate_row(chunk.name, cut, realized_figures(model, logits[labeled], labels[labeled])))
+                rows.append(
+                    evaluate_row(chunk.name, cut, Realized.at_threshold(model, logits[labeled], labels[labeled]))
+                )
     append(path, rows, kind=EVALUATE, sha256=model_sha256(model_path))

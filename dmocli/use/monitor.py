@@ -42,7 +42,7 @@ from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.periods import Periods
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
-from dmocli.report import binary_split, write_report
+from dmocli.report import write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
@@ -169,16 +169,7 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
         covariate = _unbounded(covariate)
     low, high = out.positive_rate.interval
     labeled = labels >= 0
-    realized = None
-    if labeled.any():
-        split = binary_split(
-            logits[labeled],
-            labels[labeled],
-            threshold=model.threshold,
-            problem=model.problem,
-            calibration=model.calibration,
-        )
-        realized = Realized.of(split)
+    realized = Realized.at_threshold(model, logits[labeled], labels[labeled]) if labeled.any() else None
     drift, reasons = _drift(model, section, logits)
     return MonitorSection(
         rows=out.rows,

@@ -4,13 +4,18 @@ too, and the gate's verdict (docs/report-schema.md#monitor, docs/monitoring.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dmocli.errors import UnreachableTarget
 from dmocli.prep.row_fingerprint import TrainingRowsFound
-from dmocli.report import BinarySplit, ReportRecord, inlined, omitted
+from dmocli.report import BinarySplit, ReportRecord, binary_split, inlined, omitted
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.verdicts import ReferenceRate
+
+if TYPE_CHECKING:
+    from dmocli.models.modelfile import DmoModel
 
 SHOWN_DRIFTS = 5  # drifted features a section's summary names (the report lists more, the gate reads all)
 
@@ -91,6 +96,15 @@ class Realized(ReportRecord):
     tp: int
     fp: int
     fn: int
+
+    @classmethod
+    def at_threshold(cls, model: DmoModel, logits: np.ndarray, labels: np.ndarray) -> Realized:
+        """Labeled rows' figures at the model's threshold: monitor's `realized` section, and the realized columns
+        `evaluate --history` writes."""
+        split = binary_split(
+            logits, labels, threshold=model.threshold, problem=model.problem, calibration=model.calibration
+        )
+        return cls.of(split)
 
     @classmethod
     def of(cls, split: BinarySplit) -> Realized:
