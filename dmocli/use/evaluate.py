@@ -18,6 +18,8 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.bounds import REPORT_LEVEL
+from dmocli.operating_point.gain import GainMatrix
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.columns import refuse_problems
@@ -34,11 +36,12 @@ from dmocli.report import (
     unlabeled_warning,
     write_report,
 )
-from dmocli.scoring.accumulators import labeled_scores
+from dmocli.report_figures import ScoreFigures
+from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
 from dmocli.use.history import record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
-from dmocli.use.results.evaluation import EvaluateResult, GateFailed
+from dmocli.use.results.evaluation import EvaluateResult, GateFailed, RealizedValue, ValueAt
 from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_gate
 
 
@@ -111,11 +114,16 @@ def evaluation(
         {"--report": report_path, "--plot": plot_path, "--history": history}, {"MODEL": model_path, "DATA": data}
     )
     model = model or load_model(model_path)
-    logits, y, levels, unlabeled, hashes = labeled_scores(model, data, engine, hashed=model.training_rows is not None)
+    gain = GainMatrix.parse(model.info["gain"]) if model.info.get("gain") is not None else None
+    kept = LabeledColumns(gain.columns) if gain is not None else None
+    hashed = model.training_rows is not None
+    logits, y, levels, unlabeled, hashes = labeled_scores(model, data, engine, hashed=hashed, kept=kept)
     seen = TrainingRowsFound.of(model.training_rows, hashes)
     gated = (gate or gate_confidence is not None) and not allow_train_rows
     training_rows_warnings(seen, sources.describe(data), gated=gated)  # refused here under the gate
-    scored = _Scored(logits=logits, y=y, levels=levels, unlabeled=unlabeled, training_rows=seen)
+    scored = _Scored(
+        logits=logits, y=y, levels=levels, unlabeled=unlabeled, training_rows=seen, amounts=kept and kept.result()
+    )
     if strict:
         refuse_problems(drift_problems(levels, scored.n_rows, max_unseen))
     split = _split_at_stored_point(model, scored)
@@ -147,6 +155,7 @@ class _Scored:
     levels: LevelCounts
     unlabeled: int
     training_rows: TrainingRowsFound | None = None  # the share of DATA the model was trained on, where it can tell
+    amounts: dict[str, np.ndarray] | None = None  # the labeled rows' gain columns DATA has (a model with a gain)
 
     @property
     def n_rows(self) -> int:
@@ -213,6 +222,7 @@ def _evaluation_result(
     verdict (with a warning where the model has no target for the gate to check)."""
     described = sources.describe(data)
     unchecked = [gate_line(verdict, described)] if verdict is not None and verdict.passed is None else []
+    binary = isinstance(split, BinarySplit)  # the figures' data: a binary split's curve, reliability, histogram
     return EvaluateResult(
         envelope=Envelope.of("evaluate"),
         model=model_name(model_path),
@@ -234,5 +244,6 @@ def _evaluation_result(
         + unchecked,
         training_rows=scored.training_rows,
         splits={"data": split},
+        figures=ScoreFigures.of(scored.logits, scored.y, model.calibration) if binary else None,
         gate=verdict,
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from dmocli.errors import UnreachableTarget
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, MulticlassSplit, ReportRecord, inlined, omitted
+from dmocli.report_figures import ScoreFigures
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields, outlook_lines
 from dmocli.use.verdicts import Gate, gate_line
 
@@ -33,6 +34,7 @@ class EvaluateResult(ReportRecord):
     warnings: list[str]
     training_rows: TrainingRowsFound | None
     splits: dict[str, BinarySplit | MulticlassSplit]
+    figures: ScoreFigures | None = omitted()  # a binary split's curve, reliability and histogram: the page's data
     gate: Gate | None = omitted()  # --gate or --gate-confidence only
     wall_seconds: float | None = omitted()
 
