@@ -30,12 +30,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("dmocli.operating_point",),
     ("dmocli.shift",),  # the shift maths: operating_point below it, never prep or above
     ("dmocli.prep",),
-    ("dmocli.models", "dmocli.report"),
+    ("dmocli.models", "dmocli.report", "dmocli.report_figures"),
     ("dmocli.engines",),
     ("dmocli.scoring",),
     ("dmocli.solvers", "dmocli.extract"),
     ("dmocli.pipelines",),
     ("dmocli.use",),
+    ("dmocli.pages",),  # the HTML pages: read reports, model files and histories, never data
     ("dmocli.estimator",),
     ("dmocli.cli",),
     ("dmocli", "dmocli.__main__"),  # the package's lazy public API and `python -m dmocli`
