@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.operating_point.gain import CurveGains, RowGains
 
 
 def _sort_desc(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,9 +63,11 @@ class ScoreCurve:
     n_pos: int
     n_neg: int
     dtype: type = np.float64  # the scores' own type, in which a decision rule will compare them
+    gains: CurveGains | None = None  # --problem value: the cells' gains summed at each distinct score (gain.py)
 
     @classmethod
-    def from_scores(cls, scores: np.ndarray, labels: np.ndarray) -> "ScoreCurve":
+    def from_scores(cls, scores: np.ndarray, labels: np.ndarray, *, gains: RowGains | None = None) -> "ScoreCurve":
+        """The curve of (scores, labels); with `gains`, each row's gains summed at its distinct score too."""
         scores = np.asarray(scores)
         if scores.dtype not in (np.float32, np.float64):
             scores = scores.astype(np.float64)
@@ -86,7 +89,12 @@ class ScoreCurve:
         tp = tp[last_of_group]
         fp = positions[last_of_group] - tp
         n_pos = int(tp[-1])
-        return cls(s[last_of_group], tp, fp, n_pos, int(s.size - n_pos), scores.dtype.type)
+        values = s[last_of_group]
+        summed = None
+        if gains is not None:  # each row's distinct score, counted from the highest
+            index = values.size - 1 - np.searchsorted(values[::-1], scores.astype(np.float64))
+            summed = CurveGains.of_rows(gains, labels, index, values.size)
+        return cls(values, tp, fp, n_pos, int(s.size - n_pos), scores.dtype.type, summed)
 
     def cut_threshold(self, k: int) -> float:
         """A decision threshold that reproduces cut k (k = -1: predict nothing).

@@ -12,21 +12,30 @@ scores are merged into MAX_EXACT_POINTS bins of about equal row counts, each bin
 stored cut is then still an exact cut of the held-out rows (all of a bin's rows score at least its lowest score),
 so metrics at the stored cuts are exact; what is lost is the cuts inside a bin, each holding at most about
 rows / MAX_EXACT_POINTS rows (docs/operating-points.md, "Held-out evidence").
+
+Trained with `--problem value --gain ...`, the curve also keeps the gain matrix and, per distinct score and class,
+the sum and sum of squares of each column it names (gain.ColumnSums, float64 tensors `heldout.gain_pos`,
+`gain_neg`, `gain_pos_sq`, `gain_neg_sq` of shape (columns, k)): merged bins add them, so the value at every stored
+cut stays exact, and a re-target may weigh the same columns differently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dmocli.errors import DmoError
 from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.gain import ColumnSums, CurveGains, GainMatrix
 
 MAX_EXACT_POINTS = 65_536  # 786 KB at most in the model file
 TENSOR_PREFIX = "heldout."
 SPLITS = ("cv", "val", "data", "train")
 TENSOR_DTYPES = {"scores": np.float32, "positives": np.uint32, "negatives": np.uint32}
+GAIN_TENSORS = ("pos", "neg", "pos_sq", "neg_sq")  # ColumnSums' arrays, stored as heldout.gain_<name>
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class HeldOutCurve:
     exact: bool = True
     carried: bool = False
     highest_own: float | None = None
+    gain: GainMatrix | None = None  # --problem value: the gain matrix the threshold maximized
+    column_sums: ColumnSums | None = None  # ... and its columns' sums at each score (None: no --gain)
 
     @classmethod
     def from_scores(
@@ -75,16 +86,23 @@ class HeldOutCurve:
         max_points: int = MAX_EXACT_POINTS,
         carried: bool = False,
         highest_own: float | None = None,
+        gain: GainMatrix | None = None,
+        gain_values: np.ndarray | None = None,
     ) -> "HeldOutCurve":
         """The curve of held-out float32 scores and 0/1 labels (merged into `max_points` bins beyond that);
-        `certified_rows` defaults to the rows counted."""
+        `certified_rows` defaults to the rows counted. With `gain`, `gain_values` ((rows, columns) in
+        `gain.columns` order) are summed at each score."""
         scores = np.asarray(scores, dtype=np.float32)
         distinct, index = np.unique(scores, return_inverse=True)
         positives = np.bincount(index, weights=np.asarray(labels) == 1, minlength=distinct.size)
         negatives = np.bincount(index, minlength=distinct.size) - positives
+        sums = None
+        if gain is not None:
+            sums = ColumnSums.of_rows(gain.columns, gain_values, labels, index.reshape(-1), distinct.size)
         exact = distinct.size <= max_points
         if not exact:
-            distinct, positives, negatives = _merged(distinct, positives, negatives, max_points)
+            distinct, positives, negatives, starts = _merged(distinct, positives, negatives, max_points)
+            sums = None if sums is None else sums.merged(starts)
         return cls(
             distinct,
             positives.astype(np.uint32),
@@ -94,7 +112,26 @@ class HeldOutCurve:
             exact,
             carried,
             highest_own,
+            gain,
+            sums,
         )
+
+    @property
+    def gains(self) -> CurveGains | None:
+        """The gain matrix's cells summed at each distinct score (ascending, as `scores`); None without --gain."""
+        if self.gain is None or self.column_sums is None:
+            return None
+        return self.gain.curve_gains(self.column_sums, self.positives, self.negatives)
+
+    def with_gain(self, gain: GainMatrix) -> "HeldOutCurve":
+        """The curve weighed by another gain matrix over the columns it keeps (a DmoError naming any it lacks)."""
+        if self.column_sums is None:
+            raise DmoError(
+                "--problem value needs the held-out gains, and MODEL was trained without --gain; retrain it with "
+                "--problem value --gain ..."
+            )
+        gain.curve_gains(self.column_sums, self.positives, self.negatives)  # refuses a column it lacks
+        return dataclasses.replace(self, gain=gain)
 
     @property
     def n_pos(self) -> int:
@@ -122,6 +159,7 @@ class HeldOutCurve:
     def score_curve(self) -> ScoreCurve:
         """The search's curve, exactly as ScoreCurve.from_scores builds it from the rows these counts came from."""
         descending = slice(None, None, -1)
+        gains = self.gains
         return ScoreCurve(
             self.scores[descending].astype(np.float64),
             np.cumsum(self.positives[descending], dtype=np.int64),
@@ -129,6 +167,7 @@ class HeldOutCurve:
             self.n_pos,
             self.n_neg,
             np.float32,
+            _reversed(gains),
         )
 
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +177,11 @@ class HeldOutCurve:
         return scores, labels
 
     def tensors(self) -> dict[str, np.ndarray]:
-        return {f"{TENSOR_PREFIX}{name}": getattr(self, name) for name in TENSOR_DTYPES}
+        tensors = {f"{TENSOR_PREFIX}{name}": getattr(self, name) for name in TENSOR_DTYPES}
+        if self.column_sums is not None:
+            for name in GAIN_TENSORS:
+                tensors[f"{TENSOR_PREFIX}gain_{name}"] = np.ascontiguousarray(getattr(self.column_sums, name))
+        return tensors
 
     def info(self) -> dict[str, Any]:
         """What the model file's metadata says of the curve (its tensors hold the counts)."""
@@ -150,6 +193,11 @@ class HeldOutCurve:
             "positives": self.n_pos,
             **({"carried": True} if self.carried else {}),
             **({"highest_own": self.highest_own} if self.highest_own is not None else {}),
+            **(
+                {"gain": self.gain.text, "gain_columns": list(self.column_sums.columns)}
+                if self.gain is not None and self.column_sums is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -185,14 +233,52 @@ class HeldOutCurve:
             exact=bool(info.get("exact", True)),
             carried=carried,
             highest_own=None if highest is None else float(highest),
+            **_stored_gain(tensors, info, arrays["scores"].size),
         )
+
+
+def _stored_gain(tensors: dict[str, np.ndarray], info: dict[str, Any], points: int) -> dict[str, Any]:
+    """The gain matrix and its columns' sums a curve trained with --gain keeps (nothing for a file without);
+    ValueError naming what is wrong."""
+    if "gain" not in info:
+        return {}
+    columns = info.get("gain_columns")
+    if (
+        not isinstance(info["gain"], str)
+        or not isinstance(columns, list)
+        or not all(isinstance(name, str) for name in columns)
+    ):
+        raise ValueError("the held-out curve's gain or gain_columns is malformed")
+    try:
+        gain = GainMatrix.parse(info["gain"])
+    except DmoError as exc:
+        raise ValueError(f"the held-out curve's gain does not read: {exc}") from exc
+    if set(gain.columns) - set(columns):
+        raise ValueError("the held-out curve's gain names columns whose sums it does not keep")
+    arrays = {}
+    for name in GAIN_TENSORS:
+        array = tensors.get(f"{TENSOR_PREFIX}gain_{name}")
+        if array is None or array.dtype != np.float64 or array.shape != (len(columns), points):
+            raise ValueError(f"the held-out curve's gain_{name} is missing or not float64 of (columns, scores)")
+        if not np.isfinite(array).all():
+            raise ValueError(f"the held-out curve's gain_{name} is not finite")
+        arrays[name] = array
+    return {"gain": gain, "column_sums": ColumnSums(tuple(columns), **arrays)}
 
 
 def _merged(
     scores: np.ndarray, positives: np.ndarray, negatives: np.ndarray, points: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Adjacent distinct scores merged into `points` bins of about equal rows, each at its lowest score."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Adjacent distinct scores merged into `points` bins of about equal rows, each at its lowest score; and where
+    each bin starts (the gain sums merge the same)."""
     rows = positives + negatives
     edges = np.searchsorted(np.cumsum(rows), np.linspace(0, rows.sum(), points + 1)[1:-1], side="right")
     starts = np.unique(np.concatenate(([0], edges[edges < scores.size])))
-    return scores[starts], np.add.reduceat(positives, starts), np.add.reduceat(negatives, starts)
+    return scores[starts], np.add.reduceat(positives, starts), np.add.reduceat(negatives, starts), starts
+
+
+def _reversed(gains: CurveGains | None) -> CurveGains | None:
+    """A curve's gains in the other order of its scores (the search walks them from the highest down)."""
+    if gains is None:
+        return None
+    return CurveGains(*(getattr(gains, field.name)[::-1] for field in dataclasses.fields(gains)))
