@@ -38,7 +38,7 @@ from dmocli.report import (
 )
 from dmocli.report_figures import ScoreFigures
 from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
-from dmocli.use.history import record_evaluate
+from dmocli.use.history import model_sha256, record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import EvaluateResult, GateFailed, RealizedValue, ValueAt
@@ -226,6 +226,7 @@ def _evaluation_result(
     return EvaluateResult(
         envelope=Envelope.of("evaluate"),
         model=model_name(model_path),
+        model_sha256=None if model_path is None else model_sha256(model_path),
         data=described,
         engine=engine.name,
         solver=model.solver,

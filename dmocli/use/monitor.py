@@ -46,7 +46,7 @@ from dmocli.report import write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
-from dmocli.use.history import Cut, record_monitor
+from dmocli.use.history import Cut, model_sha256, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.results.monitor import (
@@ -116,6 +116,7 @@ def monitor(
     result = MonitorResult(
         envelope=Envelope.of("monitor"),
         model=str(model_path),
+        model_sha256=model_sha256(model_path),
         data=sources.describe(data),
         engine=engine.name,
         labels=LabelFields.of(model.labels),

@@ -20,6 +20,7 @@ class EvaluateResult(ReportRecord):
 
     envelope: Envelope = inlined()
     model: str
+    model_sha256: str | None = omitted()  # the model file's sha256 (none for a model object): the page states it
     data: str
     engine: str
     solver: str

@@ -229,6 +229,7 @@ class MonitorResult(ReportRecord):
 
     envelope: Envelope = inlined()
     model: str
+    model_sha256: str | None = omitted()  # the model file's sha256: a page made from the report states it
     data: str
     engine: str
     labels: LabelFields = inlined()
