@@ -55,6 +55,7 @@ from dmocli.use.results.monitor import (
     ChunkSection,
     CovariateShiftEstimate,
     DriftEntry,
+    DriftMap,
     LabelShiftEstimate,
     MonitorGate,
     MonitorGateFailed,
@@ -70,6 +71,7 @@ from dmocli.use.verdicts import (
     above_its_scores,
     drift_reasons,
     gate_message,
+    past_limit,
     section_reasons,
 )
 
@@ -171,7 +173,7 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
     low, high = out.positive_rate.interval
     labeled = labels >= 0
     realized = Realized.at_threshold(model, logits[labeled], labels[labeled]) if labeled.any() else None
-    drift, reasons = _drift(model, section, logits)
+    drift, reasons, drift_map = _drift(model, section, logits)
     return MonitorSection(
         rows=out.rows,
         too_small=out.too_small,
@@ -182,20 +184,23 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
         realized=realized,
         drift=drift,
         drift_reasons=reasons,
+        drift_map=drift_map,
     )
 
 
-def _drift(model: DmoModel, section: Section, logits: np.ndarray) -> tuple[list[DriftEntry] | None, list[str] | None]:
-    """The section's most drifted features and the gate's reasons among all of them (None: no stored profile). A
-    trend feature (Preprocessor.trend_features) is listed, marked expected, and never a reason."""
+def _drift(
+    model: DmoModel, section: Section, logits: np.ndarray
+) -> tuple[list[DriftEntry] | None, list[str] | None, DriftMap | None]:
+    """The section's most drifted features, the gate's reasons among all of them and every feature's drift (None: no
+    stored profile). A trend feature (Preprocessor.trend_features) is listed, marked expected, and never a reason."""
     if section.builder is None:
-        return None, None
+        return None, None, None
     if _score_comparable(model):
         section.builder.add_scores(logits)  # once, in row order: on either engine the same bins
     drifts = compare(model.profile, section.builder.finish())
     expected = frozenset(model.preprocessor.trend_features())
     listed = [_drift_entry(drift, len(drifts), expected) for drift in drifts[:MOST_DRIFTED]]
-    return listed, drift_reasons(drifts, expected)
+    return listed, drift_reasons(drifts, expected), DriftMap.of(drifts, past_limit(drifts, expected))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -343,12 +343,16 @@ def drift_reasons(
     by the number of features compared (Bonferroni: DRIFT_ALPHA bounds the chance that any feature fires on noise).
     A feature named in `expected` (a trend such as a date's days_since, Preprocessor.trend_features: no later
     period can match its training values) is listed with its drift but never a reason."""
+    return [_drift_reason(d, psi_limit, len(drifts)) for d in past_limit(drifts, expected, psi_limit)]
+
+
+def past_limit(
+    drifts: Sequence[FeatureDrift], expected: Collection[str] = (), psi_limit: float = PSI_LIMIT
+) -> list[FeatureDrift]:
+    """The features that drifted past the limit (drift_reasons' rule): a monitor section names them for the page's
+    heat map, whose cells past the limit are the gate's drift reasons."""
     tests = len(drifts)
-    return [
-        _drift_reason(d, psi_limit, tests)
-        for d in drifts
-        if d.name not in expected and d.psi >= psi_limit and is_evidence(d, tests, DRIFT_ALPHA)
-    ]
+    return [d for d in drifts if d.name not in expected and d.psi >= psi_limit and is_evidence(d, tests, DRIFT_ALPHA)]
 
 
 def _drift_reason(drift: FeatureDrift, psi_limit: float, tests: int) -> str:

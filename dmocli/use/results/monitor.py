@@ -3,6 +3,7 @@ too, and the gate's verdict (docs/report-schema.md#monitor, docs/monitoring.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ import numpy as np
 from dmocli.errors import UnreachableTarget
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, ReportRecord, binary_split, inlined, omitted
+from dmocli.shift.drift_stats import FeatureDrift
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.verdicts import ReferenceRate
 
@@ -151,6 +153,29 @@ class DriftEntry(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DriftMap(ReportRecord):
+    """Every feature's drift in a section, where `drift` lists only the most drifted: each feature's PSI (the page's
+    heat map of every feature by period), the features past the gate's limit (its drift reasons), the rows at levels
+    the model never saw per categorical feature (those with any), and the score's PSI where it is compared."""
+
+    psi: dict[str, float]
+    past_limit: list[str]
+    unseen_rows: dict[str, int]
+    score_psi: float | None = omitted()
+
+    @classmethod
+    def of(cls, drifts: Sequence[FeatureDrift], past: Sequence[FeatureDrift]) -> DriftMap:
+        features = [drift for drift in drifts if drift.kind != "score"]
+        score = [drift.psi for drift in drifts if drift.kind == "score"]
+        return cls(
+            psi={drift.name: drift.psi for drift in features},
+            past_limit=[drift.name for drift in past],
+            unseen_rows={drift.name: drift.unseen_after for drift in features if drift.unseen_after},
+            score_psi=score[0] if score else None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class MonitorSection(ReportRecord):
     """All of NEW, or one chunk: its rows, the estimates, the realized figures where it has labels, its drift."""
 
@@ -163,6 +188,7 @@ class MonitorSection(ReportRecord):
     realized: Realized | None = omitted()  # labeled rows only: the figures measured beside the estimates
     drift: list[DriftEntry] | None = omitted()  # a model file with a drift profile only
     drift_reasons: list[str] | None = omitted()
+    drift_map: DriftMap | None = omitted()  # every feature's PSI: drift lists the most drifted only
 
     def lines(self, reference: ReferenceRate) -> list[str]:
         rate = self.positive_rate
