@@ -385,6 +385,44 @@ class When(Rule):
         return combinations
 
 
+@dataclass(frozen=True)
+class Given(Rule):
+    """Any of `fields` given at all: what `Chosen` refuses where another option's value has no use for them."""
+
+    fields: tuple[str, ...]
+    message: str
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        return any_given(values, self.fields)
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        return self.message
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        return [{name: example(name)} for name in self.fields]
+
+
+@dataclass(frozen=True)
+class Chosen(Rule):
+    """`rule` where the option `field` is one of `choices` (or, with `chosen=False`, where it is not): `--problem
+    value` needs `--gain`, which no other problem takes."""
+
+    field: str
+    choices: tuple[Any, ...]
+    rule: Rule
+    chosen: bool = True
+
+    def broken(self, values: Mapping[str, Any]) -> bool:
+        return (values.get(self.field) in self.choices) == self.chosen and self.rule.broken(values)
+
+    def reason(self, values: Mapping[str, Any], label: Callable[[str], str]) -> str:
+        return self.rule.reason(values, label)
+
+    def failing(self, example: Callable[[str], Any]) -> list[dict[str, Any]]:
+        value = self.choices[0] if self.chosen else None
+        return [{**combination, self.field: value} for combination in self.rule.failing(example)]
+
+
 def from_flat_keys(declared: Any) -> Constraint | None:
     """The constraint that flat `choices`/`min`/`max`/`below`/`positive` metadata keys (solver `--param`
     fields) declare, so they go through the same validator; None where they declare nothing."""

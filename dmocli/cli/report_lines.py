@@ -27,3 +27,12 @@ def outlook_line(report: dict[str, Any], split_name: str, new_rows: float | None
 
     problem = ProblemFields(problem=report["problem"], target=report.get("target"), beta=report.get("beta"))
     return outlook_lines(BinarySplit.of(split), problem, new_rows)
+
+
+def value_line(report: dict[str, Any]) -> list[str]:
+    """--problem value's value at the threshold against the default cut and flagging nothing (none without)."""
+    if "value" not in report:
+        return []
+    from dmocli.use.results.threshold import value_lines
+
+    return value_lines(report["value"])

@@ -96,6 +96,10 @@ class RowGains:
         flagged = np.asarray(flagged, dtype=bool)
         return np.where(positive, np.where(flagged, self.tp, self.fn), np.where(flagged, self.fp, self.tn))
 
+    def take(self, rows: np.ndarray) -> "RowGains":
+        """The gains of `rows` (indices or a mask): one fold's, one split's."""
+        return RowGains(self.tp[rows], self.fp[rows], self.fn[rows], self.tn[rows])
+
 
 @dataclass(frozen=True)
 class GainMatrix:
@@ -282,6 +286,15 @@ def squares_at_cuts(curve) -> np.ndarray:
     gains, _ = _descending(curve)
     nothing = gains.fn_sq.sum() + gains.tn_sq.sum()
     return nothing + np.concatenate(([0.0], np.cumsum(gains.tp_sq - gains.fn_sq + gains.fp_sq - gains.tn_sq)))
+
+
+def value_where(gains: CurveGains, flagged: np.ndarray) -> tuple[float, float]:
+    """(the total value, the sum of the rows' squared values) of flagging the distinct scores where `flagged`
+    (gains and mask in the same order): any decision rule over a curve's scores, not only a cut of the search."""
+    flagged = np.asarray(flagged, dtype=bool)
+    total = np.where(flagged, gains.tp + gains.fp, gains.fn + gains.tn).sum()
+    squares = np.where(flagged, gains.tp_sq + gains.fp_sq, gains.fn_sq + gains.tn_sq).sum()
+    return float(total), float(squares)
 
 
 @dataclass(frozen=True)

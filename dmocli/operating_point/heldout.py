@@ -35,6 +35,10 @@ MAX_EXACT_POINTS = 65_536  # 786 KB at most in the model file
 TENSOR_PREFIX = "heldout."
 SPLITS = ("cv", "val", "data", "train")
 TENSOR_DTYPES = {"scores": np.float32, "positives": np.uint32, "negatives": np.uint32}
+NO_GAINS = (
+    "--problem value needs the held-out gains, and MODEL was trained without --gain; retrain it with --problem value "
+    "--gain ..."
+)
 GAIN_TENSORS = ("pos", "neg", "pos_sq", "neg_sq")  # ColumnSums' arrays, stored as heldout.gain_<name>
 
 
@@ -126,10 +130,7 @@ class HeldOutCurve:
     def with_gain(self, gain: GainMatrix) -> "HeldOutCurve":
         """The curve weighed by another gain matrix over the columns it keeps (a DmoError naming any it lacks)."""
         if self.column_sums is None:
-            raise DmoError(
-                "--problem value needs the held-out gains, and MODEL was trained without --gain; retrain it with "
-                "--problem value --gain ..."
-            )
+            raise DmoError(NO_GAINS)
         gain.curve_gains(self.column_sums, self.positives, self.negatives)  # refuses a column it lacks
         return dataclasses.replace(self, gain=gain)
 

@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from dmocli import progress
+from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.gain import RowGains
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import search
+from dmocli.operating_point.search import search, search_curve
 from dmocli.pipelines.shared_folds import Placement
 from dmocli.prep.dataset import Prepared, stratified_folds
 from dmocli.solvers.base import FitContext, FitResult, InMemorySolver, SplitData
@@ -156,11 +158,17 @@ def cross_fit(
 
 
 def cv_report(
-    crossed: CrossFitted, problem: Problem, confidence: float | None, new_rows: int | None = None
+    crossed: CrossFitted,
+    problem: Problem,
+    confidence: float | None,
+    new_rows: int | None = None,
+    *,
+    gains: RowGains | None = None,
 ) -> dict[str, Any]:
     """The report's `cv` section: the folds, each fold's own exact operating point on its out-of-fold scores (the
-    spread one validation split of that size would have shown), and the range of their thresholds."""
-    per_fold = _fold_points(crossed, problem, confidence, new_rows)
+    spread one validation split of that size would have shown), and the range of their thresholds. `gains`: the
+    out-of-fold rows' gains, which --problem value's search weighs."""
+    per_fold = _fold_points(crossed, problem, confidence, new_rows, gains=gains)
     thresholds = [fold["threshold"] for fold in per_fold]
     return {
         "folds": int(crossed.folds.max()) + 1,
@@ -171,14 +179,23 @@ def cv_report(
 
 
 def _fold_points(
-    crossed: CrossFitted, problem: Problem, confidence: float | None, new_rows: int | None
+    crossed: CrossFitted,
+    problem: Problem,
+    confidence: float | None,
+    new_rows: int | None,
+    *,
+    gains: RowGains | None = None,
 ) -> list[dict[str, Any]]:
     out = []
     for fold in range(int(crossed.folds.max()) + 1):
         held = crossed.folds == fold
         if not crossed.y[held].any():
             continue
-        point = search(crossed.logits[held], crossed.y[held], problem, confidence, new_rows=new_rows)
+        if gains is not None:  # --problem value: the fold's own rows' gains
+            curve = ScoreCurve.from_scores(crossed.logits[held], crossed.y[held], gains=gains.take(held))
+            point = search_curve(curve, problem, confidence, new_rows)
+        else:
+            point = search(crossed.logits[held], crossed.y[held], problem, confidence, new_rows=new_rows)
         out.append(
             {
                 "fold": fold,

@@ -21,11 +21,12 @@ from dmocli.data import sources
 from dmocli.models.architecture import Architecture
 from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.calibration import Calibration
+from dmocli.operating_point.gain import GainMatrix
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.conclude import FittedRun, conclude
 from dmocli.pipelines.cross_fit import CrossFitted, cross_fit
 from dmocli.pipelines.cv_auto import DEFAULT_FOLDS, CvRule
-from dmocli.pipelines.in_memory_load import Loaded, check_unlabeled, load
+from dmocli.pipelines.in_memory_load import GAIN_VALUES, Loaded, check_unlabeled, load
 from dmocli.pipelines.multiclass import class_problem
 from dmocli.pipelines.shared_folds import val_share
 from dmocli.pipelines.time_blocks import block_count, blocks_report, cut_blocks, forward_chain, val_report
@@ -146,7 +147,7 @@ def train_loaded(
         opts = dataclasses.replace(opts, cv_transfer="apply")
     arch = Architecture(opts.model, pre.n_features, labels.n_outputs, width=opts.width, depth=opts.depth)
     ctx = FitContext(
-        problem=problem,
+        problem=None if problem is None else problem.trained_as,  # value: the model trains as for ofbs
         architecture=arch,
         device=device,
         seed=opts.seed,
@@ -157,6 +158,7 @@ def train_loaded(
     )
     fitted = _fit(solver, splits, ctx=ctx, ensemble=bool(splits.folds) and opts.cv_transfer == "ensemble")
     logits, truth, levels = _logits(fitted, splits, group)
+    gain_values = _gain_values(fitted, splits) if GAIN_VALUES in splits.train.extra else None
     val_levels, crossed = splits.val_levels, fitted.crossed
     run = FittedRun(
         solver=solver.name,
@@ -193,6 +195,8 @@ def train_loaded(
         calibration=Calibration.identity("cv") if fitted.member_map is not None else None,
         training_rows=_fingerprint(splits.train, group) if labels.binary else None,
         class_problem=class_op,
+        gain=None if gain_values is None else GainMatrix.parse(opts.gain),
+        gain_values=gain_values,
     )
     writes = group is None or group.primary
     return conclude(
@@ -310,6 +314,19 @@ def _logits(
         truth["train"] = group.gather_rows(torch.from_numpy(truth["train"])).numpy()
         levels = _merged_levels(levels, group)
     return logits, truth, levels
+
+
+def _gain_values(fitted: _Fitted, splits: _Splits) -> dict[str, np.ndarray]:
+    """--problem value's gain columns of the rows of every split the threshold may be searched on, in `_logits`'
+    order: train's labeled rows, --val's, and the out-of-fold rows (every labeled training row with --cv, the later
+    blocks' with --time-col). One process: --problem value is refused under torchrun."""
+    train = splits.train.extra[GAIN_VALUES][splits.train.y >= 0]
+    values = {"train": train}
+    if splits.val is not None:
+        values["val"] = splits.val.extra[GAIN_VALUES]
+    if fitted.crossed is not None:
+        values["cv"] = train if splits.blocks is None else splits.train.extra[GAIN_VALUES][splits.blocks > 0]
+    return values
 
 
 def _split_warnings(

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from dmocli.data import reading, sources
 from dmocli.errors import DmoError
+from dmocli.operating_point.gain import GainMatrix, check_amounts
 from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
 from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
@@ -29,6 +30,31 @@ from dmocli.solvers.base import InMemorySolver
 
 if TYPE_CHECKING:
     from dmocli.engines.torch_distributed import ProcessGroup
+
+
+GAIN_VALUES = "gain_values"  # Prepared.extra: --problem value's gain columns, (rows, columns) float64
+
+
+def gain_values(table: pa.Table, gain: GainMatrix, labels: np.ndarray, *, where: str) -> np.ndarray:
+    """The columns `gain` names, as float64 (rows, columns) in `gain.columns` order; a column `where` lacks, or one
+    that is not numeric, is one DmoError, and so is a labeled row's missing or negative amount (gain.check_amounts).
+    An unlabeled row's amount is not read by any decision: it may be missing."""
+    missing = [name for name in gain.columns if name not in table.schema.names]
+    if missing:
+        raise DmoError(f"--gain names column(s) {', '.join(missing)}, which {where} lacks; give it the column(s)")
+    values = np.empty((table.num_rows, len(gain.columns)), dtype=np.float64)
+    labeled = labels >= 0
+    for i, name in enumerate(gain.columns):
+        column = table.column(name)
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+            raise DmoError(
+                f"--gain column {name!r} of {where} is {column.type}, not numbers; give amounts as numbers "
+                "(--parse-numbers reads '$1,234.50')"
+            )
+        values[:, i] = column.to_numpy(zero_copy_only=False).astype(np.float64)
+        losses = any(cell.loss and cell.column == name for cell in gain.cells)
+        check_amounts(name, values[labeled, i], losses=losses)
+    return values
 
 
 NOT_PARQUET = (
@@ -133,6 +159,8 @@ def load(
     warnings, profile = read.warnings, read.profile
     del read  # `table` is dropped below, once its features are prepared
     full = prepare(table, pre, labels)
+    if problem is not None and problem.kind == "value":  # each row's gain columns follow it through every split
+        full.extra[GAIN_VALUES] = gain_values(table, GainMatrix.parse(opts.gain), full.y, where="DATA")
     if "offsets" in full.extra and not solver.uses_offsets:
         raise DmoError(
             f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
@@ -173,6 +201,11 @@ def load(
         val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
+        if problem is not None and problem.kind == "value":
+            where = f"--val {opts.val}"
+            val_all.extra[GAIN_VALUES] = gain_values(
+                pre.derived(val_table), GainMatrix.parse(opts.gain), val_all.y, where=where
+            )
         if times is not None:  # --val is the later period the threshold is fitted on
             where, rows = f"--val {opts.val}", np.flatnonzero(val_all.y >= 0)
             val_times = read_times(val_table, times.column, rows, where=where, order=times.order)

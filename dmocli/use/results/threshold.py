@@ -82,6 +82,7 @@ class RefitResult(ReportRecord):
     feasible: bool | None
     threshold: float
     splits: dict[str, BinarySplit]
+    value: dict[str, Any] | None = omitted()  # --problem value: the value section (pipelines/value_report.py)
     wall_seconds: float | None = omitted()
 
     @classmethod
@@ -95,9 +96,24 @@ class RefitResult(ReportRecord):
         problem = self.fields.problem
         lines = [f"model: {self.fields.output}  threshold (logit): {self.threshold:.6g}", self.fields.problem_line()]
         lines += [split.summary_line(name, problem.constrained) for name, split in self.splits.items()]
+        lines += value_lines(self.value)
         if self.fields.confidence is None and "data" in self.splits:
             lines += outlook_lines(self.splits["data"], problem, math.inf)
         return lines + self.fields.dropped_lines()
+
+
+def value_lines(value: Mapping[str, Any] | None) -> list[str]:
+    """--problem value's line: the value per row at the threshold with its interval, against the default cut's and
+    flagging nothing's (nothing without a value section)."""
+    if value is None:
+        return []
+    at, default, nothing = value["at_threshold"], value["at_default_cut"], value["flag_nothing"]
+    low, high = at["per_row_interval"]
+    return [
+        f"value per row: {at['per_row']:.4g} [{low:.4g}, {high:.4g}] {value['level']:.0%} at the threshold "
+        f"(total {at['total']:.6g} over {value['rows']:,} held-out rows); default cut {default['per_row']:.4g}, "
+        f"flag nothing {nothing['per_row']:.4g}"
+    ]
 
 
 @dataclass(frozen=True, kw_only=True)
