@@ -147,7 +147,7 @@ class AlertBudget:
         """The budget as a user asked for it: `at most 400 alerts per 10,000 rows`, `at most 2% of rows`."""
         if self.alerts is not None and self.per_rows is not None:
             return f"at most {self.alerts:,} alerts per {self.per_rows:,} rows"
-        return f"at most {self.share:.4g} of rows flagged"
+        return f"at most {self.share * 100:.4g}% of rows flagged"
 
     def period(self, new_rows: int | None) -> int | None:
         """The next rows a certificate is about: `--per-rows M`, else the `--new-rows` sample (None: population)."""
@@ -169,7 +169,7 @@ class AlertBudget:
             return allowed_alerts(self.share, rows)
         return most_certified(rows, self.share, confidence=confidence, next_rows=next_rows)
 
-    def largest_certifiable(self, flagged: int, rows: int, *, confidence: float | None, next_rows: int | None) -> float:
+    def smallest_met(self, flagged: int, rows: int, *, confidence: float | None, next_rows: int | None) -> float:
         """The smallest budget (a share) a cut flagging `flagged` of `rows` keeps within: what would be met."""
         if confidence is None:
             return flagged / rows
@@ -202,3 +202,75 @@ class AlertBudget:
             "alerts_interval": alerts_interval(flagged, rows, next_rows=period),
             "budget_alerts": allowed_alerts(self.share, period),
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetReport:
+    """The train and threshold reports' `alert_budget` section: the budget, the share of the held-out rows the cut
+    kept flags, its certified bound (with a confidence) and the alerts the next period is expected to bring."""
+
+    budget: AlertBudget
+    flagged: int
+    rows: int
+    confidence: float | None
+    new_rows: int | None  # the --new-rows sample of the search (None: the population)
+
+    def to_dict(self) -> dict[str, Any]:
+        period = self.budget.period(self.new_rows)
+        certified = None
+        if self.confidence is not None:
+            certified = certified_share(self.flagged, self.rows, confidence=self.confidence, next_rows=period)
+        share = self.flagged / self.rows
+        return {
+            "alert_budget": {
+                **self.budget.info(),
+                "rows": self.rows,
+                "flagged": self.flagged,
+                "flagged_share": share,
+                "confidence": self.confidence,
+                "certified_rows": period,  # the next rows the certificate is about (None: the population's share)
+                "certified_share": certified,
+                "within": bool((share if certified is None else certified) <= self.budget.share + 1e-12),
+                **self.budget.expected_alerts(self.flagged, self.rows, next_rows=self.new_rows),
+            }
+        }
+
+
+def budget_refusal(
+    budget: AlertBudget, flagged: int, rows: int, *, confidence: float | None, new_rows: int | None, where: str
+) -> str:
+    """Why no cut keeps within `budget` on `where`, where the cut nearest to it flags `flagged` of `rows`
+    held-out rows, and what would be met: the smallest budget that cut keeps within, and the held-out rows that
+    would certify this one at the share it flags."""
+    period = budget.period(new_rows)
+    about = ""
+    if confidence is not None:
+        sample = "the population's flagged share" if period is None else f"the next {period:,} rows"
+        about = f", certified at {confidence:g} for {sample}"
+    smallest = budget.smallest_met(flagged, rows, confidence=confidence, next_rows=period)
+    text = (
+        f"the alert budget ({budget.describe()}{about}) is not met on {where}: the nearest cut flags {flagged:,} of "
+        f"{rows:,} rows ({flagged / rows:.2%}), and the smallest budget it keeps within is {smallest:.3%} of rows"
+    )
+    needed = None if confidence is None else budget.rows_needed(flagged, rows, confidence=confidence, next_rows=period)
+    if needed is not None and needed > rows:
+        text += f"; this budget would be certified at that share on about {needed:,} held-out rows"
+    return text + "; give a larger budget (--max-alert-rate, or --max-alerts with more --per-rows)"
+
+
+def summary_line(section: dict[str, Any]) -> str:
+    """The report's `alert_budget` section in one line, for the command's summary."""
+    budget = AlertBudget.from_info(section)
+    text = (
+        f"alert budget: {budget.describe()}; the cut flags {section['flagged_share']:.2%} of the {section['rows']:,} "
+        "held-out rows"
+    )
+    if section["certified_share"] is not None:
+        rows = section["certified_rows"]
+        about = "the population" if rows is None else f"the next {rows:,} rows"
+        text += f" (certified <= {section['certified_share']:.2%} for {about} at {section['confidence']:g})"
+    low, high = section["alerts_interval"]
+    return (
+        f"{text}; expected {section['expected_alerts']:,.1f} alerts per {section['period_rows']:,} rows (95% "
+        f"interval {low:,}-{high:,}, budget {section['budget_alerts']:,})"
+    )
