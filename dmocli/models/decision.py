@@ -47,7 +47,8 @@ class Certificate:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Decision:
-    """The operating point of a model: a binary model's threshold on the logit and its problem, or a multi-class
+    """The operating point of a model: a binary model's threshold on the logit and its problem (and the lower cut
+    of its review band, where `--review-budget` asked for one: operating_point/review_band.py), or a multi-class
     model's class offsets and their problem (None: the arg-max); the held-out curve a binary threshold was searched
     on (None where the file keeps none); and the model file's `info` as this decision left it (training's entries,
     the certificate, where the threshold was fitted, the summary at it, the probability map, an adaptation).
@@ -57,6 +58,8 @@ class Decision:
     (an array field has no one truth value)."""
 
     threshold: float | None = None  # on the logit scale: the decision is logit >= threshold (binary models)
+    # a review band's lower cut (binary models; None: no band): review_threshold <= logit < threshold goes to review
+    review_threshold: float | None = None
     problem: Problem | None = None  # a binary model's problem (None: multi-class)
     class_offsets: np.ndarray | None = None  # added to the logits before the arg-max (a multi-class operating point)
     class_problem: ClassProblem | None = None  # ... and the problem they were searched for

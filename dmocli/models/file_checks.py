@@ -150,6 +150,31 @@ def _finite_text(text: str) -> bool:
     return bool(np.isfinite(values).all())
 
 
+def check_review_threshold(review: Any, threshold: float, banded: bool) -> None:
+    """A review band's lower cut: a finite number within float32's range, at or below the threshold (equal: an
+    empty band), given exactly where `info.review_band` says how it was chosen."""
+    if review is None and not banded:
+        return
+    if review is None or not banded:
+        raise ValueError("review_threshold and info.review_band come together: one is missing")
+    check_threshold(review)
+    if review > threshold:
+        raise ValueError(f"review_threshold {review!r} is above the threshold {threshold!r}")
+
+
+def _review_band(name: str, value: Any) -> None:
+    """`--review-budget`'s section: the budget (a share of rows), the level its band was certified at and the
+    band's held-out share (and its bound) that `dmo info` and `dmo monitor` read."""
+    _object(name, value, ("budget", "confidence", "volume", "volume_bound", "rows"))
+    _probability(f"{name}.budget", value["budget"])
+    if value["confidence"] is not None:
+        _probability(f"{name}.confidence", value["confidence"])
+    _real(f"{name}.volume", value["volume"], 0.0, 1.0)
+    if value["volume_bound"] is not None:
+        _real(f"{name}.volume_bound", value["volume_bound"], 0.0, 1.0)
+    _whole(f"{name}.rows", value["rows"], 1)
+
+
 # ---- the model file's `info`: every entry a command reads, checked in one place --------------------------------
 MAX_COUNT = 2**53  # a stored count above it has no exact float64 (10**400 overflowed monitor's arithmetic)
 
@@ -362,4 +387,5 @@ _INFO_FIELDS = {
     "adapted": _adapted,
     "model_selection": _model_selection,
     "profile": _profile,
+    "review_band": _review_band,
 }

@@ -29,6 +29,7 @@ from dmocli.models.file_checks import (
     check_class_offsets,
     check_metadata,
     check_preprocessing,
+    check_review_threshold,
     check_tensors,
     check_threshold,
     check_trees,
@@ -83,6 +84,11 @@ class DmoModel:
     def threshold(self) -> float | None:
         """The decision's threshold on the logit scale (binary models; None for a multi-class one)."""
         return self.decision.threshold
+
+    @property
+    def review_threshold(self) -> float | None:
+        """The lower cut of the decision's review band on the logit scale (None: no band; binary models)."""
+        return self.decision.review_threshold
 
     @property
     def problem(self) -> Problem | None:
@@ -199,6 +205,7 @@ class DmoModel:
             "solver": self.solver,
             **(self.problem.to_dict() if self.problem else {"problem": None, "target": None, "beta": None}),
             "threshold": self.threshold,
+            **({"review_threshold": self.review_threshold} if self.review_threshold is not None else {}),
             "decision_rule": "logit >= threshold"
             if self.binary
             else "argmax over class logits" + (" + class_offsets" if self.class_offsets is not None else ""),
@@ -306,6 +313,7 @@ def load_stored_model(path: str | Path, device: torch.device | str = "cpu") -> t
         check_class_offsets(class_offsets, labels.binary, len(labels.classes))
         decision = Decision(
             threshold=meta.get("threshold"),
+            review_threshold=meta.get("review_threshold"),
             problem=problem,
             class_offsets=class_offsets,
             class_problem=None
@@ -377,6 +385,7 @@ def _check_consistent(model: DmoModel) -> None:
         raise ValueError(f"positive class {labels.positive!r} is not the model's second class {labels.classes[-1]!r}")
     if labels.binary:
         check_threshold(model.threshold)
+        check_review_threshold(model.review_threshold, model.threshold, "review_band" in model.info)
     stored = model.info.get("calibration")
     if stored is not None and not labels.binary:
         MulticlassCalibration.from_dict(stored, len(labels.classes))  # raises on any malformed stored value
