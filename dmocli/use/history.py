@@ -34,6 +34,15 @@ SCHEMA_VERSION = 1
 WHOLE = "all"  # the period of an unchunked run: all of NEW (or DATA)
 MONITOR, EVALUATE = "monitor", "evaluate"
 UTC_TIME = pa.timestamp("us", tz="UTC")
+# Columns added after schema version 1 was first written: a file without them reads as if they were empty (null),
+# and a dmo without them reads a file with them (it selects its own columns). Every feature's drift and every gate
+# reason of a period, which a monitoring page draws (dmocli/pages/monitoring.py).
+ADDED_COLUMNS = (
+    ("drift_psi", pa.map_(pa.string(), pa.float64())),
+    ("drift_past_limit", pa.list_(pa.string())),
+    ("unseen_rows", pa.map_(pa.string(), pa.int64())),
+    ("gate_reason_list", pa.list_(pa.string())),
+)
 ESTIMATE_COLUMNS = (
     ("rows", pa.int64()),
     ("too_small", pa.bool_()),
@@ -46,6 +55,7 @@ ESTIMATE_COLUMNS = (
     ("gate_reasons", pa.int64()),
     ("gate_first_reason", pa.string()),
     ("estimated_at", UTC_TIME),
+    *ADDED_COLUMNS,
 )
 REALIZED_COLUMNS = (
     ("realized_rows", pa.int64()),
@@ -110,6 +120,9 @@ def read(path: str | Path) -> pa.Table:
             f"--history {path} is not a readable parquet file ({str(exc).splitlines()[0][:120]}); restore it or give "
             "a new path"
         ) from None
+    for name, kind in ADDED_COLUMNS:
+        if name not in table.schema.names:
+            table = table.append_column(name, pa.nulls(len(table), kind))
     missing = [name for name in SCHEMA.names if name not in table.schema.names]
     if missing:
         raise DmoError(
@@ -174,15 +187,15 @@ def monitor_rows(result: MonitorResult, cut: Cut) -> list[dict[str, Any]]:
     rate it was judged against, and where it had labels, the realized figures."""
     reasons, reference = result.gate.reasons, {"reference_rate": result.reference_rate.rate}
     if cut.every == WHOLE:
-        return [_monitor_row(result.overall, WHOLE, cut, _reasons_of(reasons, "all rows")) | reference]
+        return [_monitor_row(result.overall, WHOLE, cut, reasons_of(reasons, "all rows")) | reference]
     return [
-        _monitor_row(chunk.section, chunk.chunk, cut, _reasons_of(reasons, f"chunk {chunk.chunk}")) | reference
+        _monitor_row(chunk.section, chunk.chunk, cut, reasons_of(reasons, f"chunk {chunk.chunk}")) | reference
         for chunk in result.chunks or []
         if not (cut.periodic and chunk.chunk == MISSING_TIME)
     ]
 
 
-def _reasons_of(reasons: list[str], where: str) -> list[str]:
+def reasons_of(reasons: list[str], where: str) -> list[str]:
     """A section's gate reasons (the report prefixes them `all rows: `, `chunk NAME: `), after the model's own
     (the threshold's, unprefixed), which hold for every section."""
     own = [reason for reason in reasons if not reason.startswith(("all rows: ", "chunk "))]
@@ -207,7 +220,15 @@ def _monitor_row(section: MonitorSection, period: str, cut: Cut, reasons: list[s
         "gate_passed": not reasons,
         "gate_reasons": len(reasons),
         "gate_first_reason": reasons[0] if reasons else None,
+        "gate_reason_list": reasons,
     }
+    if section.drift_map is not None:
+        drift_map = section.drift_map
+        row |= {
+            "drift_psi": list(drift_map.psi.items()),
+            "drift_past_limit": drift_map.past_limit,
+            "unseen_rows": list(drift_map.unseen_rows.items()),
+        }
     for metric in ("precision", "recall", "f_beta"):
         value, (low, high) = section.label_shift.measured(metric)
         row |= {metric: value, f"{metric}_low": low, f"{metric}_high": high}

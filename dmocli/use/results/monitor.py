@@ -155,8 +155,9 @@ class DriftEntry(ReportRecord):
 @dataclass(frozen=True, kw_only=True)
 class DriftMap(ReportRecord):
     """Every feature's drift in a section, where `drift` lists only the most drifted: each feature's PSI (the page's
-    heat map of every feature by period), the features past the gate's limit (its drift reasons), the rows at levels
-    the model never saw per categorical feature (those with any), and the score's PSI where it is compared."""
+    heat map of every feature by period), the features past the gate's limit (its drift reasons; the score's reason
+    is in `drift_reasons`), the rows at levels the model never saw per categorical feature (those with any), and the
+    score's PSI where it is compared."""
 
     psi: dict[str, float]
     past_limit: list[str]
@@ -169,7 +170,7 @@ class DriftMap(ReportRecord):
         score = [drift.psi for drift in drifts if drift.kind == "score"]
         return cls(
             psi={drift.name: drift.psi for drift in features},
-            past_limit=[drift.name for drift in past],
+            past_limit=[drift.name for drift in past if drift.kind != "score"],
             unseen_rows={drift.name: drift.unseen_after for drift in features if drift.unseen_after},
             score_psi=score[0] if score else None,
         )
