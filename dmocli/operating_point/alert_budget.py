@@ -274,3 +274,27 @@ def summary_line(section: dict[str, Any]) -> str:
         f"{text}; expected {section['expected_alerts']:,.1f} alerts per {section['period_rows']:,} rows (95% "
         f"interval {low:,}-{high:,}, budget {section['budget_alerts']:,})"
     )
+
+
+def period_alerts(budget: AlertBudget, flagged: int, rows: int, *, confidence: float) -> dict[str, Any]:
+    """What `dmo monitor` reads of a section against the budget: the share of its own rows the threshold flags
+    (observed: no label needed), its two-sided Clopper-Pearson interval at `confidence`, the alerts a period
+    (`per_rows`, else PER_THOUSAND rows) brings at that share, and whether the budget is exceeded beyond chance:
+    the share's one-sided lower bound at `confidence` above the budget's share."""
+    from dmocli.operating_point.bounds import clopper_pearson_interval, clopper_pearson_lower
+
+    period = budget.per_rows or PER_THOUSAND
+    low, high = clopper_pearson_interval(flagged, rows, confidence) if rows else [0.0, 1.0]
+    lower = float(clopper_pearson_lower(flagged, rows, confidence)) if rows else 0.0
+    return {
+        **budget.info(),
+        "rows": rows,
+        "flagged": flagged,
+        "flagged_share": flagged / rows if rows else 0.0,
+        "share_interval": [low, high],
+        "period_rows": period,
+        "expected_alerts": flagged / rows * period if rows else 0.0,
+        "alerts_interval": [low * period, high * period],
+        "budget_alerts": allowed_alerts(budget.share, period),
+        "exceeded": lower > budget.share + 1e-12,
+    }
