@@ -77,6 +77,7 @@ DOCUMENT_FACTS = """async () => {
     scripts: document.scripts.length,
     scroll_width: document.documentElement.scrollWidth,
     view_width: window.innerWidth,
+    load_ms: (performance.getEntriesByType('navigation')[0] || {}).loadEventEnd || 0,
   };
 }"""
 

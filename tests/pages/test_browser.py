@@ -18,11 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 from browser_check import CHROMIUM_NAMES, Sight, chromium, chromium_path, look
 from conftest import run_dmo
+from page_runs import KINDS, make_pages, week_names
 
 from dmocli.version import __version__
 
@@ -31,54 +30,14 @@ pytestmark = pytest.mark.skipif(
     reason=f"no Chromium on PATH ({' or '.join(CHROMIUM_NAMES)}): `apt-get install chromium` (.ci/run does)",
 )
 
-KINDS = ("training", "evaluation", "monitoring")
-WEEKS = 12
-WEEK_SECONDS = 7 * 86_400
-FIRST_MONDAY = pd.Timestamp("2026-01-05")
 PAGE_INK = 0.02  # a page of figures and tables covers far more; a blank or unstyled-empty page far less
 FIGURE_INK = 0.01  # the axes, ticks and labels alone exceed it; an SVG that drew nothing is white
-
-
-def rows(n: int, seed: int, *, weeks: int = 0) -> pd.DataFrame:
-    """Transactions whose label follows `amount`, `age` and `channel`. With WEEKS, a `created_at` time over that
-    many weeks from a Monday, `amount` drifting up by a standard deviation over them, and a channel the model
-    never saw (`phone`) from the ninth week on."""
-    rng = np.random.default_rng(seed)
-    seconds = np.sort(rng.uniform(0, max(weeks, 1) * WEEK_SECONDS, n))
-    x = rng.normal(size=(n, 4))
-    channel = np.where(rng.uniform(size=n) < 0.5, "web", "store").astype(object)
-    if weeks:
-        x[:, 0] += seconds / (weeks * WEEK_SECONDS)
-        channel[(seconds > 8 * WEEK_SECONDS) & (rng.uniform(size=n) < 0.2)] = "phone"
-    logit = 1.6 * x[:, 0] - x[:, 1] + 0.5 * (channel == "web") - 2.2
-    label = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
-    frame = pd.DataFrame({"amount": x[:, 0], "age": x[:, 1], "score": x[:, 2], "noise": x[:, 3]})
-    frame["channel"] = channel
-    frame["label"] = label
-    if weeks:
-        frame.insert(0, "created_at", (FIRST_MONDAY + pd.to_timedelta(seconds, unit="s")).strftime("%F %T"))
-    return frame
-
-
-def week_names() -> list[str]:
-    return [(FIRST_MONDAY + pd.Timedelta(weeks=week)).strftime("%Y-%m-%d") for week in range(WEEKS)]
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The three pages, each written by its command's --html on a real run."""
-    root = tmp_path_factory.mktemp("browser")
-    rows(3000, 0).to_parquet(root / "train.parquet")
-    rows(1500, 1).to_parquet(root / "test.parquet")
-    rows(WEEKS * 300, 2, weeks=WEEKS).to_parquet(root / "stream.parquet")
-    model = root / "model.safetensors"
-    page = {kind: root / f"{kind}.html" for kind in KINDS}
-    fpor = ("--problem", "fpor", "--target", "0.8", "--confidence", "0.9", "--cv", "3")
-    run_dmo("train", root / "train.parquet", *fpor, "-o", model, "--html", page["training"], check=True)
-    run_dmo("evaluate", model, root / "test.parquet", "--html", page["evaluation"], check=True)
-    weekly = ("--time-col", "created_at", "--every", "week")
-    run_dmo("monitor", model, root / "stream.parquet", *weekly, "--html", page["monitoring"], check=True)
-    return page
+    return make_pages(lambda *args: run_dmo(*args, check=True), tmp_path_factory.mktemp("browser"))
 
 
 @pytest.fixture(scope="module")
