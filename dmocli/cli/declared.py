@@ -109,7 +109,7 @@ DECLARATIONS: dict[str, type] = {}
 
 # The path parameters that name what a command writes. Every other path parameter of a command (its arguments,
 # --val, --adapt, --unlabeled-truth, ...) names what it reads: a new one is an input without a word here.
-OUTPUT_PARAMETERS = ("output", "report", "plot")
+OUTPUT_PARAMETERS = ("output", "report", "plot", "html")  # html: a page (--html, dmocli/pages/)
 # An output that may be the input it names, by design: `dmo threshold MODEL -o MODEL` re-targets a model in place
 # (MODEL is read whole before the new file replaces it, atomically).
 REPLACES_INPUT: dict[str, dict[str, str]] = {"threshold": {"output": "model"}}
