@@ -173,6 +173,8 @@ def _review_band(name: str, value: Any) -> None:
     if value["volume_bound"] is not None:
         _real(f"{name}.volume_bound", value["volume_bound"], 0.0, 1.0)
     _whole(f"{name}.rows", value["rows"], 1)
+    if value.get("next_rows") is not None:
+        _whole(f"{name}.next_rows", value["next_rows"], 1)
 
 
 # ---- the model file's `info`: every entry a command reads, checked in one place --------------------------------

@@ -6,11 +6,13 @@ certified, as the search certifies it), rows in [lower, threshold) go to review,
 the lowest cut of the held-out curve whose band holds at most R of its rows: as many rows as the budget allows go
 to review, so as many positives as possible are looked at by someone.
 
-The band's volume needs no labels: it is the share of rows whose score falls between the two cuts. With a
-confidence the band is certified too: the one-sided Clopper-Pearson upper bound of its share, at that level, must
-be at most R. The cuts the lower one is chosen from are nested (each holds the rows of every higher one), so taking
-the lowest that passes is the one test of the boundary cut whose true share first exceeds R, and its error is at
-most 1 - C for a given automatic cut (docs/operating-points.md, "Review band").
+The band's volume needs no labels: it is the share of rows whose score falls between the two cuts, an alert
+budget's count for the rows between them. With a confidence the band is certified as an alert budget is
+(operating_point/alert_budget.py): the one-sided Clopper-Pearson upper bound of its share at that level, or with
+`--new-rows N` the exact prediction bound of the review volume of the next N rows, must be within R. The bands the
+lower cut is chosen from are nested (each holds the rows of every narrower one), so taking the widest that passes
+is one test of the boundary band whose true share first exceeds R, and its error is at most 1 - C for a given
+automatic cut (docs/operating-points.md, "Review band").
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from dmocli.operating_point.bounds import clopper_pearson_interval, clopper_pearson_upper, fewest_passing
+from dmocli.operating_point.alert_budget import AlertBudget, certified_share
+from dmocli.operating_point.bounds import clopper_pearson_interval
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import safe_div
 
@@ -37,6 +40,7 @@ class Band:
     lower: float  # the review cut: lower <= logit < upper goes to review
     budget: float  # the share of rows review may take
     confidence: float | None  # the level the band's share was certified at (None: measured only)
+    next_rows: int | None  # ... for the review volume of that many next rows (None: the population's share)
     rows: int  # the held-out rows counted
     band_rows: int  # ... of which in the band
     volume_bound: float | None  # the one-sided upper bound of the band's share at `confidence`
@@ -57,6 +61,7 @@ class Band:
         return {
             "budget": self.budget,
             "confidence": self.confidence,
+            "next_rows": self.next_rows,
             "volume": self.volume,
             "volume_bound": self.volume_bound,
             "rows": self.rows,
@@ -69,47 +74,41 @@ def check_budget(budget: float) -> None:
         raise ValueError(f"a review budget is a share of rows in (0, 1), not {budget!r}")
 
 
-def review_band(curve: HeldOutCurve, upper: float, budget: float, *, confidence: float | None = None) -> Band:
+def review_band(
+    curve: HeldOutCurve, upper: float, budget: float, *, confidence: float | None = None, next_rows: int | None = None
+) -> Band:
     """The band under the automatic cut `upper` on `curve`: its lower cut the lowest whose band holds at most
-    `budget` of the rows (with `confidence`, whose share's one-sided Clopper-Pearson upper bound does). An empty
-    band (lower == upper) where even the first score below `upper` holds too many rows."""
+    `budget` of the rows (with `confidence`, certified within it: of the population, or of the `next_rows` next
+    rows). An empty band (lower == upper) where even the first score below `upper` holds too many rows."""
     check_budget(budget)
     rows = curve.n_pos + curve.n_neg
     first_auto = curve.first_at(upper)  # ascending scores: indices >= it are decided automatically
     counts = (curve.positives[:first_auto].astype(np.int64) + curve.negatives[:first_auto]).astype(np.int64)
     # band rows when the band starts at each distinct score j below the cut (j = first_auto: empty)
     band = np.concatenate((np.cumsum(counts[::-1])[::-1], [0]))
-    within = _within(band, rows, budget, confidence)
+    next_rows = None if confidence is None else next_rows
+    within = AlertBudget(budget).admissible(band, rows, confidence=confidence, next_rows=next_rows)
+    within[-1] = True  # the empty band sends no row to review: always within
     lowest = int(np.argmax(within))  # `within` only grows with j (the band shrinks), and the empty band is within
     return Band(
         upper=float(upper),
         lower=_lower_cut(curve, lowest, first_auto, upper),
         budget=float(budget),
         confidence=confidence,
+        next_rows=next_rows,
         rows=rows,
         band_rows=int(band[lowest]),
-        volume_bound=_bound(int(band[lowest]), rows, confidence),
+        volume_bound=_bound(int(band[lowest]), rows, confidence, next_rows),
         smallest_rows=int(band[first_auto - 1]) if first_auto > 0 else 0,
     )
 
 
-def _bound(band_rows: int, rows: int, confidence: float | None) -> float | None:
-    """The band's share's one-sided upper bound at `confidence` (None: none asked); 0 for an empty band, which
-    sends no row to review whatever the rows."""
+def _bound(band_rows: int, rows: int, confidence: float | None, next_rows: int | None) -> float | None:
+    """The share the band is certified not to exceed at `confidence` (alert_budget.certified_share; None: none
+    asked); 0 for an empty band, which sends no row to review whatever the rows."""
     if confidence is None:
         return None
-    return float(clopper_pearson_upper(band_rows, rows, confidence)) if band_rows else 0.0
-
-
-def _within(band: np.ndarray, rows: int, budget: float, confidence: float | None) -> np.ndarray:
-    """Where a band of `band` rows out of `rows` keeps within the budget: its share, or with a confidence its
-    share's one-sided upper bound. The empty band always does (it sends no row to review)."""
-    if confidence is None:
-        within = band <= budget * rows + 1e-9
-    else:
-        within = clopper_pearson_upper(band, np.full(band.shape, rows), confidence) <= budget + 1e-12
-    within[-1] = True
-    return within
+    return certified_share(band_rows, rows, confidence=confidence, next_rows=next_rows) if band_rows else 0.0
 
 
 def _lower_cut(curve: HeldOutCurve, start: int, first_auto: int, upper: float) -> float:
@@ -118,17 +117,6 @@ def _lower_cut(curve: HeldOutCurve, start: int, first_auto: int, upper: float) -
     if start >= first_auto:
         return float(upper)
     return curve.score_curve().cut_threshold(curve.scores.size - 1 - start)
-
-
-def rows_to_certify(share: float, budget: float, confidence: float) -> int | None:
-    """The fewest held-out rows at which a band holding `share` of them has its share's one-sided upper bound at
-    `budget` or below: how many rows like these a certified band of that share needs (None: the share is not
-    below the budget, so no number of rows would do)."""
-    if not share < budget:
-        return None
-    return fewest_passing(
-        lambda rows: float(clopper_pearson_upper(np.floor(share * rows), rows, confidence)) <= budget, 1 << 40
-    )
 
 
 def why_empty(band: Band) -> str | None:
@@ -142,15 +130,22 @@ def why_empty(band: Band) -> str | None:
     head = f"no review band fits --review-budget {band.budget:g}: the smallest (one score below the automatic cut)"
     if band.confidence is None:
         return f"{head} holds {share:.4f} of the held-out rows; give --review-budget {share:.4g} or more"
-    bound = float(clopper_pearson_upper(band.smallest_rows, band.rows, band.confidence))
+    budget, rows = AlertBudget(band.budget), band.rows
+    asked = {"confidence": band.confidence, "next_rows": band.next_rows}
+    bound = budget.smallest_met(band.smallest_rows, rows, **asked)
     text = (
-        f"{head} holds {band.smallest_rows:,} of the {band.rows:,} held-out rows, whose share's {band.confidence:g} "
-        f"upper bound is {bound:.4f}; give --review-budget {bound:.4g} or more"
+        f"{head} holds {band.smallest_rows:,} of the {rows:,} held-out rows, certified at {band.confidence:g} "
+        f"within a share of {bound:.4f}{_of_next(band.next_rows)}; give --review-budget {bound:.4g} or more"
     )
-    needed = rows_to_certify(share, band.budget, band.confidence)
+    needed = budget.rows_needed(band.smallest_rows, rows, **asked)
     if needed is not None:
         text += f", or about {needed:,} held-out rows like these would certify a band of that share"
     return text
+
+
+def _of_next(next_rows: int | None) -> str:
+    """Which review volume a certificate is about, as the refusal says it."""
+    return "" if next_rows is None else f" on the next {next_rows:,} rows"
 
 
 def decisions(logits: np.ndarray, upper: float, lower: float) -> np.ndarray:

@@ -43,6 +43,7 @@ class ReviewBandSection:
                 "review_threshold": band.lower,
                 "budget": band.budget,
                 "confidence": band.confidence,
+                "next_rows": band.next_rows,
                 "split": self.split,
                 "rows": band.rows,
                 "review_rows": band.band_rows,
@@ -70,11 +71,18 @@ class BandOutcome:
 
 
 def settle_band(
-    curve: HeldOutCurve, threshold: float, budget: float, *, confidence: float | None, allow_infeasible: bool
+    curve: HeldOutCurve,
+    threshold: float,
+    budget: float,
+    *,
+    confidence: float | None,
+    next_rows: int | None,
+    allow_infeasible: bool,
 ) -> BandOutcome:
-    """The band under `threshold` on `curve` within `budget` (certified at `confidence`), its section, and an
-    empty band refused (exit 3, naming what would fit) unless `allow_infeasible` keeps it with a warning."""
-    band = review_band(curve, threshold, budget, confidence=confidence)
+    """The band under `threshold` on `curve` within `budget` (certified at `confidence`, for the review volume of
+    the `next_rows` next rows where the certificate names a sample), its section, and an empty band refused (exit
+    3, naming what would fit) unless `allow_infeasible` keeps it with a warning."""
+    band = review_band(curve, threshold, budget, confidence=confidence, next_rows=next_rows)
     decided, labels = curve_decisions(curve, band.upper, band.lower)
     section = ReviewBandSection(band=band, split=curve.split, figures=band_figures(decided, labels, budget=budget))
     why = why_empty(band)

@@ -18,7 +18,7 @@ from dmocli.models.modelfile import DmoModel, load_stored_model
 from dmocli.prep.features import Preprocessor
 from dmocli.use.recertify import DROPPED
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
-from dmocli.use.results.info import Adapted, FeatureColumn, Features, Importance, InfoResult, Training
+from dmocli.use.results.info import Adapted, FeatureColumn, Features, Importance, InfoResult, ReviewBand, Training
 
 
 def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
@@ -43,6 +43,7 @@ def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
         threshold=threshold,
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),
+        review_band=_review_band(model),
         adapted=None if adapted is None else Adapted.of(adapted),
         model_selection=info.get("model_selection"),  # dmo train --model auto: the candidates and the one kept
         features=_features(model.preprocessor),
@@ -61,6 +62,22 @@ def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
             summary=info.get("summary", {}),
         ),
         importance=Importance.of(feature_importance(model)) if features else None,
+    )
+
+
+def _review_band(model: DmoModel) -> ReviewBand | None:
+    """The model's review band as its file keeps it (the header's review_threshold, info.review_band)."""
+    lower, stored = model.review_threshold, model.info.get("review_band")
+    if lower is None or stored is None:
+        return None
+    return ReviewBand(
+        review_threshold=lower,
+        review_probability=float(model.probability(np.asarray([lower]))[0]),
+        budget=stored["budget"],
+        confidence=stored["confidence"],
+        next_rows=stored.get("next_rows"),
+        volume=stored["volume"],
+        volume_bound=stored["volume_bound"],
     )
 
 

@@ -21,6 +21,7 @@ from dmocli.use.explained import check_k, explain_count, with_explain_fields
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.prediction_output import (
     Predictions,
+    check_decision_names,
     check_id_col,
     check_prediction_paths,
     prediction_schema,
@@ -42,6 +43,7 @@ def predict(
     max_unseen: float = DEFAULT_MAX_UNSEEN,
     csv_escape: bool = True,
     explain: int | None = None,
+    decision_names: str | None = None,
 ) -> PredictResult:
     """Per row: logit, probability and decision (binary) or class and probabilities (multi-class). With the Dask
     engine, OUTPUT is a directory of part files, one per partition, in the data's order. Drift over the whole
@@ -49,8 +51,9 @@ def predict(
     output, written under a temporary name until then, never appears. A CSV output's text cells that a
     spreadsheet would run as a formula (`=...`, `+...`, `-...`, `@...`) get a leading `'`, unless `csv_escape`
     is False (for a program that reads the ids back verbatim). `explain` K adds each row's K largest
-    contributions (docs/python.md#explanations). Returns the report, typed; `dmocli.predict` returns it as a dict,
-    or with no output a DataFrame of the predictions (use/in_memory_predict.py)."""
+    contributions (docs/python.md#explanations). A model with a review band writes `decision` as positive,
+    review or negative (named by `decision_names`, POS,REVIEW,NEG). Returns the report, typed; `dmocli.predict`
+    returns it as a dict, or with no output a DataFrame of the predictions (use/in_memory_predict.py)."""
     if explain is not None:
         check_k(explain)
     started = time.perf_counter()
@@ -61,6 +64,7 @@ def predict(
     model, model_path = opened(model_path)
     check_prediction_paths(output, target, model_path=model_path, data=data, engine=engine)
     model = model or load_model(model_path)
+    names = check_decision_names(model, decision_names)
     table = ScoredTable(model, data, engine=engine)  # the model's columns checked
     schema = table.schema
     check_id_col(id_col, schema, data=data, as_csv=target.as_csv)
@@ -70,7 +74,13 @@ def predict(
         prediction_schema(model, schema, id_col, per_class_columns=target.as_csv), explain_count(model, explain), id_col
     )
     predictions = Predictions(
-        model, out_schema, id_col=id_col, per_class_columns=target.as_csv, data=sources.describe(data), explain=explain
+        model,
+        out_schema,
+        id_col=id_col,
+        per_class_columns=target.as_csv,
+        data=sources.describe(data),
+        explain=explain,
+        decision_names=names,
     )
 
     def refuse_drift(parts: list[dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.review_band import DECISIONS, decisions
 from dmocli.prep.features import LevelCounts
 from dmocli.scoring.scored_pass import Scored
 from dmocli.use.explained import explain_arrays
@@ -39,12 +40,16 @@ class Predictions:
         per_class_columns: bool,
         data: str,
         explain: int | None = None,
+        decision_names: tuple[str, str, str] = DECISIONS,
     ):
         self.model, self.schema, self.id_col = model, schema, id_col
         self.per_class_columns, self.data, self.explain = per_class_columns, data, explain
+        self.decision_names = decision_names
 
     def rows(self, scored: Scored) -> pa.Table:
-        arrays: list[Any] = prediction_arrays(self.model, scored.logits, per_class_columns=self.per_class_columns)
+        arrays: list[Any] = prediction_arrays(
+            self.model, scored.logits, per_class_columns=self.per_class_columns, decision_names=self.decision_names
+        )
         if self.explain:
             arrays += explain_arrays(self.model, scored.features, self.explain)
         if self.id_col:
@@ -100,7 +105,7 @@ def prediction_schema(model: DmoModel, schema: pa.Schema, id_col: str | None, pe
             [
                 ("logit", pa.float32()),
                 ("probability", pa.float32()),
-                ("decision", pa.int8()),
+                ("decision", pa.int8() if model.review_threshold is None else pa.string()),
                 ("predicted", _binary_label_type(classes)),
             ]
         )
@@ -142,9 +147,17 @@ def _binary_label_type(classes: list[Any]) -> pa.DataType:
     return _label_type(classes) if type(negative) is type(positive) else pa.string()
 
 
-def prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: bool = False) -> list[pa.Array]:
+def prediction_arrays(
+    model: DmoModel,
+    logits: np.ndarray,
+    per_class_columns: bool = False,
+    *,
+    decision_names: tuple[str, str, str] = DECISIONS,
+) -> list[pa.Array]:
     """The output columns of a batch; multi-class probabilities as one list column, or (per_class_columns, for
-    CSV, which has no list type) one column per class."""
+    CSV, which has no list type) one column per class. A model with a review band writes its `decision` as the
+    class of decision, named by `decision_names` (positive, review, negative); its `predicted` stays the class at
+    the automatic cut (a review row's is the negative class: no one has decided it yet)."""
     if model.binary:
         decision = model.decide(logits)
         classes = model.labels.classes
@@ -155,7 +168,7 @@ def prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: bo
         return [
             pa.array(logits, pa.float32()),
             pa.array(proba.astype(np.float32)),
-            pa.array(decision, pa.int8()),
+            pa.array(decision, pa.int8()) if model.review_threshold is None else _banded(model, logits, decision_names),
             predicted,
         ]
     # The predicted class is the model's decision (the arg-max of the logits plus its class offsets, if any); its
@@ -169,6 +182,31 @@ def prediction_arrays(model: DmoModel, logits: np.ndarray, per_class_columns: bo
     if per_class_columns:
         return head + [pa.array(proba[:, k]) for k in range(len(classes))]
     return head + [pa.FixedSizeListArray.from_arrays(pa.array(proba.ravel()), len(classes))]
+
+
+def _banded(model: DmoModel, logits: np.ndarray, names: tuple[str, str, str]) -> pa.Array:
+    """Each row's class of decision under the model's review band, by name."""
+    indices = decisions(logits, model.threshold, model.review_threshold)
+    return pa.array(np.asarray(names, dtype=object)[indices], pa.string())
+
+
+def check_decision_names(model: DmoModel, names: str | None) -> tuple[str, str, str]:
+    """--decision-names POS,REVIEW,NEG as three distinct names, given only for a model with a review band (one
+    without writes its decision as 0 or 1); the default names where none is given."""
+    if names is None:
+        return DECISIONS
+    if model.review_threshold is None:
+        raise DmoError(
+            "--decision-names names a review band's three decisions; this model has no band (its decision is 0 or "
+            "1): leave it out, or give the model one with dmo threshold MODEL --review-budget R"
+        )
+    parts = tuple(part.strip() for part in names.split(","))
+    if len(parts) != 3 or not all(parts) or len(set(parts)) != 3:
+        raise DmoError(
+            f"--decision-names {names!r} must be three distinct names, POSITIVE,REVIEW,NEGATIVE "
+            "(e.g. block,review,pass)"
+        )
+    return parts  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ def predict(
         **strictness(options),
         csv_escape=options.csv_escape,
         explain=options.explain,
+        decision_names=options.decision_names,
     )
     if to_stdout:  # standard output holds the predictions: the summary goes with the messages
         for line in [f"dmo: warning: {warning}" for warning in result.warnings] + result.lines():

@@ -175,6 +175,30 @@ class Importance(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReviewBand(ReportRecord):
+    """A model's review band (`--review-budget`): its lower cut, the budget and how the held-out rows met it."""
+
+    review_threshold: float
+    review_probability: float
+    budget: float
+    confidence: float | None
+    next_rows: int | None
+    volume: float
+    volume_bound: float | None
+
+    def line(self) -> str:
+        """The band as a person reads it: where it starts, its budget, what the held-out rows showed."""
+        text = (
+            f"review band: logit {self.review_threshold:.6g} (probability {self.review_probability:.4g}) up to the "
+            f"threshold, within {self.budget:g} of the rows (held-out volume {self.volume:.4f}"
+        )
+        if self.confidence is not None and self.volume_bound is not None:
+            about = "" if self.next_rows is None else f" on {self.next_rows:,} next rows"
+            text += f", certified <= {self.volume_bound:.4f}{about} at confidence {self.confidence:g}"
+        return text + ")"
+
+
+@dataclass(frozen=True, kw_only=True)
 class InfoResult(ReportRecord):
     """The info report (its `to_dict`), and the lines `dmo info` prints (`lines`)."""
 
@@ -190,6 +214,7 @@ class InfoResult(ReportRecord):
     threshold: float | None
     threshold_probability: float | None
     decision_rule: str
+    review_band: ReviewBand | None = omitted()  # --review-budget's band, where the model has one
     adapted: Adapted | None
     model_selection: dict[str, Any] | None  # train --model auto's section, as the file stores it
     features: Features
@@ -211,6 +236,8 @@ class InfoResult(ReportRecord):
                 f"threshold: logit {self.threshold:.6g} (probability {self.threshold_probability:.4g}); "
                 f"decision: {self.decision_rule}"
             )
+        if self.review_band is not None:
+            lines.append(self.review_band.line())
         if self.adapted is not None:
             lines.append(self.adapted.line())
         if self.model_selection is not None:
