@@ -32,8 +32,9 @@ from dmocli.pages.svg import new_figure
 from dmocli.use.verdicts import Gate, gate_line
 
 
-def evaluation_page(report: Mapping[str, Any], *, model_sha256: str | None) -> str:
-    """The page of an evaluate report (the dict `dmo evaluate --report` writes)."""
+def evaluation_page(report: Mapping[str, Any], *, model_sha256: str | None = None) -> str:
+    """The page of an evaluate report (the dict `dmo evaluate --report` writes); the model file's sha256 is the
+    report's own unless given."""
     split = report["splits"]["data"]
     page = Page(
         f"Evaluation of {report['model']} on {report['data']}", kind="evaluation", facts=facts(report, model_sha256)
@@ -53,7 +54,7 @@ def facts(report: Mapping[str, Any], model_sha256: str | None) -> dict[str, str]
     """The header: what was evaluated, on what, by which dmo (the report carries no time; the page adds none)."""
     return {
         "model file": str(report["model"]),
-        "model sha256": model_sha256 or "not known (the model file was not read)",
+        "model sha256": model_sha256 or report.get("model_sha256") or "not known (a model object was evaluated)",
         "data": str(report["data"]),
         "operating point": _problem_words(report),
         "dmo version": str(report["dmocli_version"]),

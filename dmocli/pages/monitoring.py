@@ -75,8 +75,7 @@ def monitoring_input(paths: Sequence[str | Path]) -> Monitoring:
         if len(paths) != 1:
             raise DmoError("a monitoring history is one .parquet file: give it alone, or monitor reports (.json)")
         return of_history(history.read(paths[0]).to_pylist(), str(paths[0]))
-    reports = [_monitor_report(path) for path in paths]
-    return of_reports(reports, [str(path) for path in paths])
+    return of_reports([_monitor_report(path) for path in paths])
 
 
 def _monitor_report(path: Path) -> Mapping[str, Any]:
@@ -92,22 +91,24 @@ def _monitor_report(path: Path) -> Mapping[str, Any]:
     return report
 
 
-def of_reports(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Monitoring:
-    """The periods of monitor reports in the order given: each report's chunks, or the report as one period."""
+def of_reports(reports: Sequence[Mapping[str, Any]]) -> Monitoring:
+    """The periods of monitor reports in the order given: each report's chunks, or the report as one period named by
+    its data file. Nothing is taken from where a report was read, so `dmo monitor --html` and `dmo report` on the
+    JSON it wrote make the same page."""
     hashes = {report.get("model_sha256") for report in reports} - {None}
     if len(hashes) > 1:
         raise DmoError(
             f"the monitor reports are of {len(hashes)} different model files (model_sha256): give one model's reports"
         )
     periods = []
-    for report, name in zip(reports, names):
+    for report in reports:
         reasons = report["gate"]["reasons"]
         sections = report.get("chunks") or [{**report, "chunk": None}]
         for section in sections:
             where = "all rows" if section["chunk"] is None else f"chunk {section['chunk']}"
-            label = Path(name).stem if section["chunk"] is None else str(section["chunk"])
+            label = Path(str(report["data"])).name if section["chunk"] is None else str(section["chunk"])
             periods.append(_report_period(section, label, report["reference_rate"]["rate"], reasons_of(reasons, where)))
-    first = reports[0]
+    first, data = reports[0], [str(report["data"]) for report in reports]
     return Monitoring(
         model=str(first["model"]),
         model_sha256=next(iter(hashes), None),
@@ -115,7 +116,7 @@ def of_reports(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Mo
         problem=first.get("problem"),
         target=first.get("target"),
         training_rate=first.get("training_rate"),
-        source="monitor report" + ("s " if len(names) > 1 else " ") + ", ".join(names),
+        source=("monitor reports of " if len(reports) > 1 else "monitor report of ") + ", ".join(data),
         periods=periods,
     )
 

@@ -1,10 +1,11 @@
 """`dmo evaluate`: the options EvaluateOptions declares (dmocli/command_options.py), one call of
-`use.evaluate.evaluation`, and its result's figures with the gate's verdict (EvaluateResult.lines)."""
+`use.evaluate.evaluation`, and its result's figures with the gate's verdict (EvaluateResult.lines); --html draws
+the evaluation page (dmocli/pages/evaluation.py) from the report, as `dmo report` draws it later from the JSON."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -23,6 +24,9 @@ def evaluate(
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Draw the precision-recall curve with the operating point to this PNG."
     ),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Write the evaluation page here: one self-contained HTML file (docs/pages.md)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
     options: EvaluateOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
 ) -> None:
@@ -31,9 +35,11 @@ def evaluate(
 
     Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
     """
+    from dmocli.data.outputs import check_outputs
     from dmocli.use.evaluate import evaluation
     from dmocli.use.results.evaluation import GateFailed
 
+    check_outputs({"--html": html}, {})  # a page that cannot be written is refused before DATA is read
     try:
         result = evaluation(
             model,
@@ -50,6 +56,22 @@ def evaluate(
             history=options.history,
         )
     except GateFailed as failed:  # the figures and the verdict, as a pass prints them; then the one-line message
+        _page(html, failed.report)  # a failed gate's page is the one a reviewer opens
         emit(failed.report, as_json, failed.result.lines())
         raise
+    _page(html, result.to_dict())
     emit(result.to_dict(), as_json, result.lines())
+
+
+def _page(path: Path | None, report: dict[str, Any]) -> None:
+    """--html: the page of the report as written to JSON and read back, so `dmo report` on that JSON gives the same
+    bytes."""
+    if path is None:
+        return
+    import json
+
+    from dmocli.pages.evaluation import evaluation_page
+    from dmocli.pages.write import write_page
+    from dmocli.report import dumps
+
+    write_page(evaluation_page(json.loads(dumps(report))), path)

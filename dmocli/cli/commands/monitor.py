@@ -1,10 +1,11 @@
 """`dmo monitor`: the options MonitorOptions declares (dmocli/command_options.py), one call of
-`use.monitor.monitor`, and its result's figures with the gate's verdict (MonitorResult.lines)."""
+`use.monitor.monitor`, and its result's figures with the gate's verdict (MonitorResult.lines); --html draws the
+monitoring page (dmocli/pages/monitoring.py) of the run's report, or without NEW of the --history file."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -25,6 +26,12 @@ def monitor(
     *,
     options: MonitorOptions = None,  # type: ignore[assignment]  # made from the declaration by takes_options
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    html: Optional[Path] = typer.Option(
+        None,
+        "--html",
+        help="Write the monitoring page here: one self-contained HTML file (docs/pages.md); without NEW, of the "
+        "--history file's periods.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
 ) -> None:
     """Estimate a model's operating point on new unlabeled rows: their positive rate, precision and recall at
@@ -32,12 +39,19 @@ def monitor(
 
     Example: dmo monitor fraud.safetensors march.parquet --gate --time-col created_at --every week --history h.parquet
     """
+    from dmocli.data.outputs import check_outputs
     from dmocli.use import history
     from dmocli.use.monitor import monitor as run_monitor
     from dmocli.use.results.monitor import MonitorGateFailed
 
+    check_outputs({"--html": html}, {})  # a page that cannot be written is refused before NEW is read
     if data is None:  # the history's table, periods in order, estimated beside realized
         shown = history.shown(options.history, model)
+        if html is not None:
+            from dmocli.pages.monitoring import monitoring_input, monitoring_page
+            from dmocli.pages.write import write_page
+
+            write_page(monitoring_page(monitoring_input([options.history])), html)
         emit(shown, as_json, history.table_lines(shown))
         return
 
@@ -57,6 +71,22 @@ def monitor(
             history=options.history,
         )
     except MonitorGateFailed as failed:  # the figures and every reason, as a pass prints them; then the message
+        _page(html, failed.report)
         emit(failed.report, as_json, failed.result.lines())
         raise
+    _page(html, result.to_dict())
     emit(result.to_dict(), as_json, result.lines())
+
+
+def _page(path: Path | None, report: dict[str, Any]) -> None:
+    """--html: the page of the report as written to JSON and read back, so `dmo report` on that JSON gives the same
+    bytes."""
+    if path is None:
+        return
+    import json
+
+    from dmocli.pages.monitoring import monitoring_page, of_reports
+    from dmocli.pages.write import write_page
+    from dmocli.report import dumps
+
+    write_page(monitoring_page(of_reports([json.loads(dumps(report))])), path)
