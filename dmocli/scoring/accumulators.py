@@ -8,11 +8,13 @@ evaluate and threshold make, with its refusals. Monitor's chunk sections (use/mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dmocli.data import sources
 from dmocli.engines.choice import LOCAL, EngineChoice
@@ -101,6 +103,43 @@ class RowHashes:
         return np.concatenate(self.parts) if self.parts else None
 
 
+class LabeledColumns:
+    """The labeled rows' values of some columns of DATA as float64, in row order (a null as NaN): the gain matrix's
+    amounts evaluate counts a realized value from (operating_point/gain.py). A column DATA lacks is not read
+    (`columns_in`), and `result` leaves it out: the caller says what is missing."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.parts: dict[str, list[np.ndarray]] = {}
+
+    def columns_in(self, schema: pa.Schema) -> list[str]:
+        """The named columns DATA has: the ones the pass reads for this accumulator."""
+        return [name for name in self.names if name in schema.names]
+
+    def take(self, scored: Scored) -> dict[str, np.ndarray]:
+        keep = scored.labels >= 0
+        found = [name for name in self.names if name in scored.batch.schema.names]
+        return {name: _floats(scored.batch.column(name), name)[keep] for name in found}
+
+    def merge(self, part: dict[str, np.ndarray]) -> None:
+        for name, values in part.items():
+            self.parts.setdefault(name, []).append(values)
+
+    def result(self) -> dict[str, np.ndarray]:
+        return {name: np.concatenate(parts) for name, parts in self.parts.items()}
+
+
+def _floats(column: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
+    """A column's values as float64, a null as NaN; refused in one line where they are not numbers."""
+    try:
+        values = pc.cast(column, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise DmoError(
+            f"column '{name}' holds values that are not numbers; the gain matrix needs numbers there"
+        ) from error
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
 class LabeledScores(NamedTuple):
     """What evaluate and threshold keep of DATA: a logit and a label code per labeled row, the level counts, and
     how many rows had no label."""
@@ -113,10 +152,16 @@ class LabeledScores(NamedTuple):
 
 
 def labeled_scores(
-    model: DmoModel, data: sources.Source | Path, engine: EngineChoice = LOCAL, hashed: bool = False
+    model: DmoModel,
+    data: sources.Source | Path,
+    engine: EngineChoice = LOCAL,
+    hashed: bool = False,
+    *,
+    kept: LabeledColumns | None = None,
 ) -> LabeledScores:
     """One pass over labeled DATA: its labeled rows' logits and labels, level counts and (`hashed`) fingerprint
-    hashes; refused in one line where a training column or the label column is missing, or no row is labeled."""
+    hashes; refused in one line where a training column or the label column is missing, or no row is labeled.
+    `kept` keeps the labeled rows' values of the columns it names that DATA has (evaluate's gain columns)."""
     label = model.labels.column
 
     def no_label(schema: pa.Schema) -> list[str]:
@@ -127,7 +172,10 @@ def labeled_scores(
     table = ScoredTable(model, data, engine=engine, also=no_label)
     labeled, levels = LabeledLogits(), LevelTotals()
     hashes = [RowHashes(len(model.labels.classes))] if hashed else []
-    rows = table.run([labeled, levels, *hashes], columns=[*model.preprocessor.input_columns, label], labeled=True)
+    columns = [*model.preprocessor.input_columns, label]
+    extra = [] if kept is None else [name for name in kept.columns_in(table.schema) if name not in columns]
+    also = [] if kept is None else [kept]
+    rows = table.run([labeled, levels, *hashes, *also], columns=[*columns, *extra], labeled=True)
     if not rows:
         raise DmoError(f"{sources.describe(data)} has no rows")
     y = np.concatenate(labeled.labels)

@@ -18,8 +18,7 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
-from dmocli.operating_point.bounds import REPORT_LEVEL
-from dmocli.operating_point.gain import GainMatrix
+from dmocli.operating_point.gain import VALUE_LEVEL, GainMatrix
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.columns import refuse_problems
@@ -41,7 +40,7 @@ from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
 from dmocli.use.history import model_sha256, record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
-from dmocli.use.results.evaluation import EvaluateResult, GateFailed, RealizedValue, ValueAt
+from dmocli.use.results.evaluation import DecisionValue, EvaluateResult, GateFailed, RealizedValue
 from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_gate
 
 
@@ -114,16 +113,15 @@ def evaluation(
         {"--report": report_path, "--plot": plot_path, "--history": history}, {"MODEL": model_path, "DATA": data}
     )
     model = model or load_model(model_path)
-    gain = GainMatrix.parse(model.info["gain"]) if model.info.get("gain") is not None else None
+    gain = _gain(model)
     kept = LabeledColumns(gain.columns) if gain is not None else None
     hashed = model.training_rows is not None
     logits, y, levels, unlabeled, hashes = labeled_scores(model, data, engine, hashed=hashed, kept=kept)
     seen = TrainingRowsFound.of(model.training_rows, hashes)
     gated = (gate or gate_confidence is not None) and not allow_train_rows
     training_rows_warnings(seen, sources.describe(data), gated=gated)  # refused here under the gate
-    scored = _Scored(
-        logits=logits, y=y, levels=levels, unlabeled=unlabeled, training_rows=seen, amounts=kept and kept.result()
-    )
+    amounts = None if kept is None else kept.result()
+    scored = _Scored(logits=logits, y=y, levels=levels, unlabeled=unlabeled, training_rows=seen, amounts=amounts)
     if strict:
         refuse_problems(drift_problems(levels, scored.n_rows, max_unseen))
     split = _split_at_stored_point(model, scored)
@@ -155,7 +153,7 @@ class _Scored:
     levels: LevelCounts
     unlabeled: int
     training_rows: TrainingRowsFound | None = None  # the share of DATA the model was trained on, where it can tell
-    amounts: dict[str, np.ndarray] | None = None  # the labeled rows' gain columns DATA has (a model with a gain)
+    amounts: dict[str, np.ndarray] | None = None  # a model with a gain matrix: the labeled rows' columns it reads
 
     @property
     def n_rows(self) -> int:
@@ -222,6 +220,7 @@ def _evaluation_result(
     verdict (with a warning where the model has no target for the gate to check)."""
     described = sources.describe(data)
     unchecked = [gate_line(verdict, described)] if verdict is not None and verdict.passed is None else []
+    value, value_warnings = _realized_value(model, scored, described)
     binary = isinstance(split, BinarySplit)  # the figures' data: a binary split's curve, reliability, histogram
     return EvaluateResult(
         envelope=Envelope.of("evaluate"),
@@ -242,9 +241,41 @@ def _evaluation_result(
         + unlabeled_warning(scored.unlabeled, data)
         + empty_prediction_warnings({"data": split.to_dict()})
         + training_rows_warnings(scored.training_rows, described, gated=False)
-        + unchecked,
+        + unchecked
+        + value_warnings,
         training_rows=scored.training_rows,
         splits={"data": split},
         figures=ScoreFigures.of(scored.logits, scored.y, model.calibration) if binary else None,
         gate=verdict,
+        value=value,
     )
+
+
+def _gain(model: DmoModel) -> GainMatrix | None:
+    """The gain matrix a binary model's threshold maximized (`--problem value`), kept with its held-out curve; None
+    for any other model."""
+    return None if model.threshold is None or model.heldout is None else model.heldout.gain
+
+
+def _realized_value(model: DmoModel, scored: _Scored, described: str) -> tuple[RealizedValue | None, list[str]]:
+    """The value DATA's labeled rows realize under the model's gain matrix, at its threshold, at the default cut
+    (logit 0) and flagging nothing; none for a model without one (the report keeps no `value` key), and a warning
+    instead where DATA lacks a column the matrix reads (its labels alone cannot say what a row is worth)."""
+    gain = _gain(model)
+    if gain is None:
+        return None, []
+    missing = [name for name in gain.columns if name not in (scored.amounts or {})]
+    if missing:
+        names = ", ".join(f"'{name}'" for name in missing)
+        return None, [f"{described} has no column {names} the gain matrix reads: no realized value; add it to DATA"]
+    gains = gain.row_gains(scored.amounts or {}, scored.y.size)
+    decisions = {
+        "at_threshold": (model.threshold, scored.logits >= model.threshold),
+        "default_cut": (0.0, scored.logits >= 0.0),
+        "flag_nothing": (None, np.zeros(scored.y.size, dtype=bool)),
+    }
+    values = {
+        name: DecisionValue.of(gains.realized(scored.y, flagged), flagged, threshold)
+        for name, (threshold, flagged) in decisions.items()
+    }
+    return RealizedValue(gain=gain.text, rows=int(scored.y.size), confidence=VALUE_LEVEL, **values), []

@@ -46,6 +46,7 @@ from dmocli.report import write_report
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
+from dmocli.shift.value import expected_value, value_at_rate
 from dmocli.use.history import Cut, model_sha256, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
@@ -56,6 +57,7 @@ from dmocli.use.results.monitor import (
     CovariateShiftEstimate,
     DriftEntry,
     DriftMap,
+    ExpectedValueEstimate,
     LabelShiftEstimate,
     MonitorGate,
     MonitorGateFailed,
@@ -112,8 +114,11 @@ def monitor(
     read = read_sections(model, data, chunk_col=chunk_col, chunk_size=chunk_size, engine=engine, periods=periods)
     seen = TrainingRowsFound.of(model.training_rows, read.hashes)
     seen_warnings = training_rows_warnings(seen, sources.describe(data), gated=gate and not allow_train_rows)
-    overall = _section(model, curve, read.whole, confidence)
-    chunks = [ChunkSection(chunk=c.name, section=_section(model, curve, c, confidence)) for c in read.chunks]
+    overall = _section(model, curve, read.whole, confidence=confidence, reference=reference)
+    chunks = [
+        ChunkSection(chunk=c.name, section=_section(model, curve, c, confidence=confidence, reference=reference))
+        for c in read.chunks
+    ]
     reasons = _reasons(overall, chunks, model, reference)
     result = MonitorResult(
         envelope=Envelope.of("monitor"),
@@ -158,7 +163,9 @@ def reference_rate(model: DmoModel, curve: HeldOutCurve, confidence: float) -> R
     return ReferenceRate(source="adapted", rate=adapted["new_rate"], interval=None if kept is None else list(kept))
 
 
-def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence: float) -> MonitorSection:
+def _section(
+    model: DmoModel, curve: HeldOutCurve, section: Section, *, confidence: float, reference: ReferenceRate
+) -> MonitorSection:
     """One section's estimates, realized figures (labeled rows) and drift (a model file with a drift profile)."""
     logits = np.concatenate(section.logits).astype(np.float32)
     labels = np.concatenate(section.labels)
@@ -185,6 +192,7 @@ def _section(model: DmoModel, curve: HeldOutCurve, section: Section, confidence:
         drift=drift,
         drift_reasons=reasons,
         drift_map=drift_map,
+        value=_expected_value(model, curve, out, reference=reference, confidence=confidence),
     )
 
 
@@ -244,6 +252,35 @@ def label_shift_section(
     return RateSection(
         rows=int(logits.size), too_small=rate.too_few_rows, positive_rate=positive_rate, label_shift=label_shift
     )
+
+
+def _expected_value(
+    model: DmoModel, curve: HeldOutCurve, out: RateSection, *, reference: ReferenceRate, confidence: float
+) -> ExpectedValueEstimate | None:
+    """A model with a gain matrix: the value per row expected on the section at its estimated rate, with the rate's
+    interval carried through, and at the reference rate (shift/value.py); None for any other model."""
+    if curve.gain is None or curve.gains is None:
+        return None
+    rate, cut = out.positive_rate, _value_cut(model)
+    interval = rate.interval if rate.interval and None not in rate.interval else [rate.estimate, rate.estimate]
+    value = expected_value(curve, cut, rate.estimate, (interval[0], interval[1]), rows=out.rows, confidence=confidence)
+    return ExpectedValueEstimate(
+        gain=curve.gain.text,
+        rate=value.rate,
+        per_row=value.per_row,
+        per_row_interval=list(value.per_row_interval),
+        total=value.total,
+        total_interval=list(value.total_interval),
+        confidence=confidence,
+        reference_rate=reference.rate,
+        per_row_at_reference=value_at_rate(curve, cut, reference.rate),
+    )
+
+
+def _value_cut(model: DmoModel) -> float:
+    """The threshold on the held-out curve's scale, where the value is read (`_curve_cut`)."""
+    cut = _curve_cut(model)
+    return model.threshold if cut is None else cut
 
 
 def _curve_cut(model: DmoModel) -> float | None:

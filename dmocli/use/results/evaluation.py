@@ -5,12 +5,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dmocli.errors import UnreachableTarget
+from dmocli.operating_point.gain import ValueAt
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, MulticlassSplit, ReportRecord, inlined, omitted
 from dmocli.report_figures import ScoreFigures
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields, outlook_lines
 from dmocli.use.verdicts import Gate, gate_line
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionValue(ReportRecord):
+    """The value one decision realizes on DATA's labeled rows: per row and in total, each with its normal interval
+    (operating_point/gain.py ValueAt: the mean of rows like these, at VALUE_LEVEL), and the rows it flags.
+    `threshold` is the logit cut, None for flagging nothing."""
+
+    threshold: float | None
+    per_row: float
+    per_row_interval: list[float]
+    total: float
+    total_interval: list[float]
+    flagged: int
+
+    @classmethod
+    def of(cls, values: np.ndarray, flagged: np.ndarray, threshold: float | None) -> DecisionValue:
+        """From each row's realized value (RowGains.realized) under the decision `flagged`."""
+        figures = ValueAt.of(float(values.sum()), float(np.square(values).sum()), values.size, int(flagged.sum()))
+        return cls(threshold=threshold, **figures.to_dict())
+
+
+@dataclass(frozen=True, kw_only=True)
+class RealizedValue(ReportRecord):
+    """The value DATA's labeled rows realize under the model's gain matrix (its `info["gain"]`, `--problem value`):
+    at the model's threshold, at the default cut (logit 0: probability 0.5 of the model's own sigmoid) and flagging
+    nothing, so a report says what the threshold is worth against doing without it."""
+
+    gain: str
+    rows: int
+    confidence: float
+    at_threshold: DecisionValue
+    default_cut: DecisionValue
+    flag_nothing: DecisionValue
+
+    def line(self) -> str:
+        at, (low, high) = self.at_threshold, self.at_threshold.per_row_interval
+        return (
+            f"value per row: {at.per_row:.4g} [{low:.4g}, {high:.4g}] (total {at.total:.6g} on {self.rows} rows); "
+            f"default cut {self.default_cut.per_row:.4g}; flag nothing {self.flag_nothing.per_row:.4g}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +81,7 @@ class EvaluateResult(ReportRecord):
     splits: dict[str, BinarySplit | MulticlassSplit]
     figures: ScoreFigures | None = omitted()  # a binary split's curve, reliability and histogram: the page's data
     gate: Gate | None = omitted()  # --gate or --gate-confidence only
+    value: RealizedValue | None = omitted()  # a model with a gain matrix, on DATA with its columns
     wall_seconds: float | None = omitted()
 
     @property
@@ -52,6 +97,8 @@ class EvaluateResult(ReportRecord):
         lines = [split.summary_line("data", self.problem.constrained)]
         if isinstance(split, BinarySplit) and self.confidence is None:
             lines += outlook_lines(split, self.problem, None)
+        if self.value is not None:
+            lines.append(self.value.line())
         if self.gate is not None and self.gate.passed is not None:  # else a warning said why nothing was checked
             lines.append(gate_line(self.gate, self.data))
         return lines

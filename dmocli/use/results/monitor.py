@@ -177,6 +177,32 @@ class DriftMap(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ExpectedValueEstimate(ReportRecord):
+    """A model trained with --problem value (its gain matrix `gain`): the value per row its threshold is expected to
+    bring on the section's rows at their estimated positive rate, from the held-out curve's gains (shift/value.py),
+    and in total on them, each interval holding the rate's and the held-out class means' (two-sided at
+    `confidence`); beside it, the value per row at the reference rate (at the training rate: the held-out rows'
+    own), which the estimate is read against."""
+
+    gain: str
+    rate: float
+    per_row: float
+    per_row_interval: list[float]
+    total: float
+    total_interval: list[float]
+    confidence: float
+    reference_rate: float
+    per_row_at_reference: float
+
+    def line(self) -> str:
+        low, high = self.per_row_interval
+        return (
+            f"  expected value per row: {self.per_row:.4g} [{low:.4g}, {high:.4g}] (total {self.total:.6g}); "
+            f"{self.per_row_at_reference:.4g} at the reference rate {self.reference_rate:.4f}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class MonitorSection(ReportRecord):
     """All of NEW, or one chunk: its rows, the estimates, the realized figures where it has labels, its drift."""
 
@@ -190,6 +216,7 @@ class MonitorSection(ReportRecord):
     drift: list[DriftEntry] | None = omitted()  # a model file with a drift profile only
     drift_reasons: list[str] | None = omitted()
     drift_map: DriftMap | None = omitted()  # every feature's PSI: drift lists the most drifted only
+    value: ExpectedValueEstimate | None = omitted()  # a model with a gain matrix (--problem value) only
 
     def lines(self, reference: ReferenceRate) -> list[str]:
         rate = self.positive_rate
@@ -207,6 +234,8 @@ class MonitorSection(ReportRecord):
                 f"  too small to say anything: {self.rows} row(s) cannot tell a positive rate from the training "
                 f"rate (at least {rate.rows_needed} needed); not gated",
             )
+        if self.value is not None:
+            lines.append(self.value.line())
         if not self.assumptions.agree:
             lines.append(f"  {self.assumptions.note}")
         if self.realized is not None:
