@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dmocli.data import sources
+from dmocli.heldout_figures import FiguresSection, HeldOutFigures, ImportanceSection, top_importance
 from dmocli.models.architecture import Architecture
 from dmocli.models.decision import Decision
 from dmocli.models.modelfile import DmoModel
@@ -29,7 +30,7 @@ from dmocli.operating_point.search import OperatingPoint
 from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report
 from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, settle_classes
-from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble
+from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble, extended
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
 from dmocli.pipelines.thresholding import Asked, FitDetails, Settled, problem_fields, settle_threshold
 from dmocli.prep.drift_counting import ProfileBuilder
@@ -91,6 +92,7 @@ def conclude(
     if settlement.settled.refusal is not None:
         refuse_with_report(settlement.settled.refusal, report, report_path, started)
     model = _model(run, opts, settlement, report)
+    report = extended(report, ImportanceSection(importance=top_importance(model)))  # the page's: needs the model
     return finish(model, report, output=output, report_path=report_path, started=started)
 
 
@@ -181,6 +183,7 @@ def _report(
             online=run.online, solver_trace=run.solver_trace, fit_seconds=run.fit_seconds, path_fields=run.after_fields
         ),
         *settlement.cv,
+        FiguresSection(figures=_heldout_figures(settlement)),
         solver=run.solver,
         **settlement.fields,
         confidence=opts.confidence,
@@ -198,6 +201,14 @@ def _report(
         warnings=[*run.warnings, *settled.warnings, *run.solver_warnings],
         model=None if output is None or settled.refusal is not None else str(output),  # none written on a refusal
     )
+
+
+def _heldout_figures(settlement: _Settlement) -> HeldOutFigures | None:
+    """What the training page draws of the held-out rows (heldout_figures.py), from the curve the model keeps."""
+    if settlement.heldout is None:
+        return None
+    calibration = settlement.settled.calibration
+    return HeldOutFigures.of_curve(settlement.heldout, calibration if isinstance(calibration, Calibration) else None)
 
 
 def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: dict[str, Any]) -> DmoModel:

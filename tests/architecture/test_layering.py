@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dmocli.operating_point",),
     ("dmocli.shift",),  # the shift maths: operating_point below it, never prep or above
     ("dmocli.prep",),
-    ("dmocli.models", "dmocli.report", "dmocli.report_figures"),
+    ("dmocli.models", "dmocli.report", "dmocli.report_figures", "dmocli.heldout_figures"),
     ("dmocli.engines",),
     ("dmocli.scoring",),
     ("dmocli.solvers", "dmocli.extract"),
