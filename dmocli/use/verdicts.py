@@ -58,6 +58,11 @@ RETRAIN_ON_NEW = (
     "retrain on rows like NEW's for the drifted feature(s): a threshold moved for a new rate leaves a feature's "
     "drift as it is"
 )
+# The alert budget exceeded: the threshold flags more of the new rows than the team can review.
+ALERTS_ADVICE = (
+    "re-target within the budget on recent rows (dmo threshold MODEL DATA, or on the curve MODEL keeps: dmo threshold "
+    "MODEL --max-alert-rate R) or raise the budget"
+)
 EVALUATE_ADVICE = "re-fit the threshold on recent labeled rows (dmo threshold) or retrain"
 
 
@@ -225,8 +230,8 @@ class ReferenceRate(ReportRecord):
 
 @dataclass(frozen=True)
 class Reason:
-    """One reason the monitor gate fails: what it is about (`kind`: threshold, target (precision), recall, rate or
-    feature, whose advice differs), where (all rows, a chunk), and the line the report lists."""
+    """One reason the monitor gate fails: what it is about (`kind`: threshold, target (precision), recall, rate,
+    feature or alerts, whose advice differs), where (all rows, a chunk), and the line the report lists."""
 
     kind: str
     text: str
@@ -244,6 +249,7 @@ ADVICE = {
     "recall": REFIT_LABELED,
     "rate": MOVE_THRESHOLD,
     "feature": RETRAIN_ON_NEW,
+    "alerts": ALERTS_ADVICE,
 }
 
 
@@ -267,6 +273,16 @@ class SectionFigures(Protocol):
     positive_rate: RateFigures
     label_shift: ExpectedFigures
     drift_reasons: list[str] | None
+    alerts: AlertFigures | None
+
+
+class AlertFigures(Protocol):
+    """What the gate reads of a section's alerts against the model's alert budget (AlertsEstimate)."""
+
+    flagged_share: float
+    share_interval: list[float]
+    max_alert_rate: float
+    exceeded: bool
 
 
 def above_its_scores(threshold: float, highest_own: float | None) -> list[Reason]:
@@ -291,6 +307,14 @@ def section_reasons(
     if section.too_small:
         return []
     reasons = [Reason("feature", text, where) for text in section.drift_reasons or []]
+    alerts = section.alerts
+    if alerts is not None and alerts.exceeded:  # observed on the section's own rows, whatever the labels
+        low, high = alerts.share_interval
+        text = (
+            f"the threshold flags {alerts.flagged_share:.2%} of rows (interval [{low:.2%}, {high:.2%}]), over the "
+            f"alert budget of {alerts.max_alert_rate:.2%}"
+        )
+        reasons.insert(0, Reason("alerts", text, where))
     rate = section.positive_rate
     if problem is not None and problem.kind in RATE_DEPENDENT:
         reasons[:0] = [Reason("rate", text, where) for text in rate_drift(rate.estimate, rate.interval, reference)]

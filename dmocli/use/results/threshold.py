@@ -83,6 +83,7 @@ class RefitResult(ReportRecord):
     threshold: float
     splits: dict[str, BinarySplit]
     value: dict[str, Any] | None = omitted()  # --problem value: the value section (pipelines/value_report.py)
+    alert_budget: dict[str, Any] | None = omitted()  # an alert budget's section (operating_point/alert_budget.py)
     wall_seconds: float | None = omitted()
 
     @classmethod
@@ -97,6 +98,10 @@ class RefitResult(ReportRecord):
         lines = [f"model: {self.fields.output}  threshold (logit): {self.threshold:.6g}", self.fields.problem_line()]
         lines += [split.summary_line(name, problem.constrained) for name, split in self.splits.items()]
         lines += value_lines(self.value)
+        if self.alert_budget is not None:
+            from dmocli.operating_point.alert_budget import summary_line  # scipy on use: dmo --help reads none
+
+            lines.append(summary_line(self.alert_budget))
         if self.fields.confidence is None and "data" in self.splits:
             lines += outlook_lines(self.splits["data"], problem, math.inf)
         return lines + self.fields.dropped_lines()
