@@ -7,10 +7,13 @@ operating_point/review_band.py does the maths, this module the report section an
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from dmocli.errors import UnreachableTarget, option_hint
+from dmocli.errors import DmoError, UnreachableTarget, option_hint
+from dmocli.models.decision import Decision
+from dmocli.models.modelfile import DmoModel
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.review_band import (
     BAND_PROBLEMS,
@@ -21,6 +24,7 @@ from dmocli.operating_point.review_band import (
     why_empty,
 )
 
+BAND_INFO = "review_band"  # the model file's info entry of the band (its lower cut is the header's)
 BAND_RULE = "logit >= threshold: positive; review_threshold <= logit < threshold: review; else negative"
 
 
@@ -67,7 +71,7 @@ class BandOutcome:
 
     def info(self) -> dict[str, Any]:
         """The model file's `info.review_band`."""
-        return {"review_band": self.band.info()}
+        return {BAND_INFO: self.band.info()}
 
 
 def settle_band(
@@ -104,3 +108,59 @@ def band_problem_refusal(kind: str) -> str | None:
         f"--review-budget sets a review band under an automatic cut that meets a target; the problem here is {kind}: "
         "give --problem fpor --target A (or frop)"
     )
+
+
+def without_band(decision: Decision) -> Decision:
+    """`decision` with no review band: no lower cut, no `info.review_band` (a decision that moved its automatic cut
+    without placing a band under the new one)."""
+    info = {key: value for key, value in decision.info.items() if key != BAND_INFO}
+    return dataclasses.replace(decision, review_threshold=None, info=info)
+
+
+def band_dropped(decision: Decision, why: str) -> tuple[str, ...]:
+    """The warning that a model's review band was dropped, and `why` (nothing where it had none)."""
+    if decision.review_threshold is None:
+        return ()
+    return (f"the review band is dropped: {why}; give it again with dmo threshold MODEL --review-budget R",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BandAsked:
+    """What a re-fit asks of the band: `--review-budget` (None: the budget the model's band had, if any), and the
+    certificate the new threshold carries, which the band's share is certified at too."""
+
+    budget: float | None
+    confidence: float | None
+    next_rows: int | None
+    allow_infeasible: bool
+
+
+def rebanded(
+    model: DmoModel, curve: HeldOutCurve, problem: str, asked: BandAsked
+) -> tuple[DmoModel, BandOutcome | None, tuple[str, ...]]:
+    """`model` (its threshold just moved on `curve`, its decision still holding the old band, if any) with the band
+    under its new threshold: for `--review-budget`, else at the old band's budget; none where neither asks for one.
+    A budget given for a problem with no target is refused (exit 2); an old band under one is dropped, with a
+    warning."""
+    stored = model.info.get(BAND_INFO)
+    budget = asked.budget if asked.budget is not None else None if stored is None else stored["budget"]
+    plain = model.with_decision(without_band(model.decision))
+    if budget is None:
+        return plain, None, ()
+    why = band_problem_refusal(problem)
+    if why is not None:
+        if asked.budget is not None:
+            raise DmoError(why)
+        return plain, None, band_dropped(model.decision, f"the problem {problem} has no target to sit beside")
+    outcome = settle_band(
+        curve,
+        model.threshold,
+        budget,
+        confidence=asked.confidence,
+        next_rows=asked.next_rows,
+        allow_infeasible=asked.allow_infeasible,
+    )
+    decision = dataclasses.replace(
+        plain.decision, review_threshold=outcome.band.lower, info={**plain.decision.info, **outcome.info()}
+    )
+    return model.with_decision(decision), outcome, outcome.warnings

@@ -35,6 +35,7 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval, fewest_passing
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.options import check_given
+from dmocli.pipelines.review_banding import band_dropped, without_band
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, model_summary
@@ -108,7 +109,7 @@ def adapt_to_rate(
         "adapted": {k: section[k] for k in INFO_KEYS},
         "summary": model_summary({"data": split}),  # at the new threshold (training's place kept)
     }
-    moved = model.with_decision(dataclasses.replace(model.decision, threshold=threshold, info=info))
+    moved = model.with_decision(without_band(dataclasses.replace(model.decision, threshold=threshold, info=info)))
     report = threshold_envelope(
         moved,
         model_path,
@@ -124,7 +125,9 @@ def adapt_to_rate(
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=([adapted.note] if adapted.note else []) + _scale_warnings(moved, carried["carried"], logits),
+        warnings=([adapted.note] if adapted.note else [])
+        + _scale_warnings(moved, carried["carried"], logits)
+        + list(band_dropped(model.decision, "--adapt and --prior move the automatic cut alone")),
         splits={"data": split},
     )
     refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None

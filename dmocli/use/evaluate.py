@@ -39,6 +39,7 @@ from dmocli.report_figures import ScoreFigures
 from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
 from dmocli.use.history import model_sha256, record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
+from dmocli.use.results.band import RealizedBand
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import DecisionValue, EvaluateResult, GateFailed, RealizedValue
 from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_gate
@@ -248,6 +249,7 @@ def _evaluation_result(
         figures=ScoreFigures.of(scored.logits, scored.y, model.calibration) if binary else None,
         gate=verdict,
         value=value,
+        review_band=RealizedBand.of(model, scored.logits, scored.y),
     )
 
 

@@ -12,6 +12,7 @@ from dmocli.operating_point.gain import ValueAt
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, MulticlassSplit, ReportRecord, inlined, omitted
 from dmocli.report_figures import ScoreFigures
+from dmocli.use.results.band import RealizedBand
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields, outlook_lines
 from dmocli.use.verdicts import Gate, gate_line
 
@@ -82,6 +83,7 @@ class EvaluateResult(ReportRecord):
     figures: ScoreFigures | None = omitted()  # a binary split's curve, reliability and histogram: the page's data
     gate: Gate | None = omitted()  # --gate or --gate-confidence only
     value: RealizedValue | None = omitted()  # a model with a gain matrix, on DATA with its columns
+    review_band: RealizedBand | None = omitted()  # a model with a review band: the band on DATA's labeled rows
     wall_seconds: float | None = omitted()
 
     @property
@@ -99,6 +101,8 @@ class EvaluateResult(ReportRecord):
             lines += outlook_lines(split, self.problem, None)
         if self.value is not None:
             lines.append(self.value.line())
+        if self.review_band is not None:
+            lines.append(self.review_band.line())
         if self.gate is not None and self.gate.passed is not None:  # else a warning said why nothing was checked
             lines.append(gate_line(self.gate, self.data))
         return lines
