@@ -90,6 +90,20 @@ def test_evaluate_of_a_model_without_a_gain_has_no_value_key(tmp_path: Path) -> 
     assert result.value is None and "value" not in result.to_dict()
 
 
+def test_evaluate_of_data_without_the_amounts_warns_and_keeps_no_value(tmp_path: Path) -> None:
+    """A gain column that is not a feature (`--drop amount`): DATA without it is evaluated, with a warning naming
+    the column instead of a value; DATA with it gets its value."""
+    transactions(1000, 5).to_parquet(tmp_path / "t.parquet")
+    transactions(600, 6).to_parquet(tmp_path / "fresh.parquet")
+    transactions(600, 6).drop(columns="amount").to_parquet(tmp_path / "no_amount.parquet")
+    opts = TrainOptions(problem="value", gain=GAIN, drop=("amount",), val_frac=0.3, seed=0)
+    train(tmp_path / "t.parquet", opts, output=tmp_path / "m.st")
+    result = evaluation(tmp_path / "m.st", tmp_path / "no_amount.parquet")
+    assert result.value is None and "value" not in result.to_dict()
+    assert [w for w in result.warnings if "no column 'amount' the gain matrix reads" in w]
+    assert evaluation(tmp_path / "m.st", tmp_path / "fresh.parquet").value is not None
+
+
 def test_evaluate_refuses_a_negative_loss_in_one_line(trained: Path, tmp_path: Path) -> None:
     """`fn=-amount` counts the amount as a loss: a negative one is refused, naming the column and the rows."""
     frame = pd.read_parquet(trained / "holdout.parquet")
