@@ -9,6 +9,7 @@ and scoring it never imports torch; an mlp builds its torch layers on first use.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -225,7 +226,9 @@ class DmoModel:
             },
         }
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path) -> str:
+        """Write the model file atomically; returns the sha256 of its bytes (the identity a history and a page
+        name it by)."""
         if isinstance(self.network, (dict, StoredNetwork)):
             state = self.network if isinstance(self.network, dict) else self.network.state
             tensors = {k: np.ascontiguousarray(v) for k, v in state.items()}
@@ -240,10 +243,21 @@ class DmoModel:
         meta = json.dumps(self.metadata(), default=_json_default)
         with atomic_path(path) as tmp:
             if is_special(tmp):  # save_file replaces the path it is given, which would replace /dev/null itself
+                written = save(tensors, metadata={METADATA_KEY: meta})
                 with reader_gone_is_an_error(path), open(tmp, "wb") as out:
-                    out.write(save(tensors, metadata={METADATA_KEY: meta}))
-            else:
-                save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
+                    out.write(written)
+                return hashlib.sha256(written).hexdigest()
+            save_file(tensors, str(tmp), metadata={METADATA_KEY: meta})
+            return file_sha256(tmp)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (a model file may be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _json_default(value: Any) -> Any:

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure as PlotFigure
 from dmocli.pages.svg import svg_text
 
 KINDS = ("training", "evaluation", "monitoring")
+LONG_TABLE = 25  # rows beyond which a table scrolls in a box of its own (printed whole), so the figures stay close
 MISSING_CELL = "—"  # a figure not measured (no labels, too few rows): shown as a dash, never as 0
 
 STYLE = """
@@ -36,10 +37,12 @@ figcaption{font-weight:600;font-size:.95rem;margin-top:.2rem}
 table.numbers{border-collapse:collapse;font-size:.8rem;margin:.3rem 0 1.2rem;font-variant-numeric:tabular-nums}
 table.numbers caption{text-align:left;font-weight:600;padding:.2rem 0;caption-side:top}
 table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:right}
-table.numbers th{background:#eef2f7}table.numbers td:first-child,table.numbers th:first-child{text-align:left}
+table.numbers th{background:#eef2f7}table.long{display:block;max-height:24rem;overflow:auto;width:max-content;
+max-width:100%}table.long thead th{position:sticky;top:0}
+table.numbers td:first-child,table.numbers th:first-child{text-align:left}
 details{margin:.3rem 0 1rem}summary{cursor:pointer;font-size:.9rem;color:#1f4e79}
 p.met{color:#1a6b2a;font-weight:600}p.missed{color:#a4161a;font-weight:600}p.note{color:#555;font-size:.9rem}
-@media print{nav{display:none}details{display:block}}
+@media print{nav{display:none}details{display:block}table.long{max-height:none;overflow:visible}}
 """
 
 
@@ -56,11 +59,12 @@ class Table:
     def html(self) -> str:
         """`<table class="numbers">` with its caption and column headings (`<th scope="col">`)."""
         head = "".join(f'<th scope="col">{_text(column)}</th>' for column in self.columns)
+        kind = "numbers long" if len(self.rows) > LONG_TABLE else "numbers"
         body = "".join(
             "<tr>" + "".join(f"<td>{_text(cell_text(cell))}</td>" for cell in row) + "</tr>\n" for row in self.rows
         )
         return (
-            f'<table class="numbers"><caption>{_text(self.caption)}</caption>\n'
+            f'<table class="{kind}"><caption>{_text(self.caption)}</caption>\n'
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>\n"
         )
 

@@ -4,6 +4,7 @@ set: by training (`training_info`) or moved by `dmo threshold` (`retargeted_info
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -89,10 +90,14 @@ def stamp(report: dict[str, Any], started: float) -> dict[str, Any]:
 def finish(
     model: DmoModel, report: dict[str, Any], *, output: Path | None, report_path: str | Path | None, started: float
 ) -> tuple[DmoModel, dict[str, Any]]:
-    """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report."""
+    """Last step of every train path: stamp the wall time, write the model (unless output is None), then the report,
+    which then names the model file by the sha256 of its bytes and when it was written (UTC): the training page's
+    header, drawn from the report alone."""
     text = dumps(stamp(report, started))  # first: a report that cannot be written must not leave a model behind
     if output is not None:
-        model.save(output)
+        report["model_sha256"] = model.save(output)
+        report["written_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        text = dumps(report)
     if report_path is not None:
         outputs.write_text(report_path, text)
     return model, report
