@@ -50,6 +50,8 @@ DOCUMENT_FACTS = """async () => {
     lang: document.documentElement.lang,
     title: document.title,
     header: (document.querySelector('header') || {}).innerText || '',
+    header_pairs: [...document.querySelectorAll('header dt')].map(
+        dt => [dt.textContent.trim(), ((dt.nextElementSibling || {}).textContent || '').trim()]),
     main: (document.querySelector('main') || document.body).innerText,
     verdicts: document.querySelectorAll('p.met, p.missed').length,
     figures: [...document.querySelectorAll('figure.plot')].map(f => {
