@@ -87,7 +87,8 @@ def _monitor_report(path: Path) -> Mapping[str, Any]:
         raise DmoError(f"{path} is not complete JSON ({exc.msg} at line {exc.lineno}); give the whole report") from None
     command = report.get("command") if isinstance(report, dict) else None
     if command != "monitor":
-        raise DmoError(f"{path} is {'a ' + str(command) if command else 'not a dmo'} report, not a monitor report")
+        what = f"the report of dmo {command}" if command else "not a dmo report"
+        raise DmoError(f"{path} is {what}, not of dmo monitor: give monitor reports (--report of dmo monitor)")
     return report
 
 
