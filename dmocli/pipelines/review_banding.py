@@ -74,6 +74,23 @@ class BandOutcome:
         return {BAND_INFO: self.band.info()}
 
 
+def summary_line(section: dict[str, Any]) -> str:
+    """The report's `review_band` as one line: where the band starts, the share it holds against the budget (and
+    its certified bound), and what the review rows hold."""
+    review = section["classes"]["review"]
+    text = (
+        f"review band: logit {section['review_threshold']:.6g} up to the threshold, {section['volume']:.4f} of the "
+        f"held-out rows (budget {section['budget']:g}"
+    )
+    if section["volume_bound"] is not None:
+        about = "" if section["next_rows"] is None else f" on the next {section['next_rows']:,} rows"
+        text += f"; certified <= {section['volume_bound']:.4f}{about} at {section['confidence']:g}"
+    precision, recall = review.get("precision"), review.get("recall")
+    if precision is not None and recall is not None:
+        text += f"); review precision {precision:.4f}, recall {recall:.4f}"
+    return text + ("" if precision is not None and recall is not None else ")")
+
+
 def settle_band(
     curve: HeldOutCurve,
     threshold: float,

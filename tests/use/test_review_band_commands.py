@@ -127,6 +127,9 @@ def test_threshold_keeps_the_band_and_re_targets_it(banded, tmp_path, dmo):
     assert dmo("threshold", banded["model"], "--review-budget", "0.3", "-o", wider, "--report", report)[0] == 0
     assert load_model(wider).review_threshold < before.review_threshold
     assert json.loads(report.read_text())["review_band"]["budget"] == 0.3
+    code, out, _ = dmo("threshold", banded["model"], "--review-budget", "0.3", "-o", wider, "--json")
+    assert code == 0 and json.loads(out)["review_band"] == json.loads(report.read_text())["review_band"]
+    assert "review band: logit" in dmo("threshold", banded["model"], "-o", wider)[1]
     added = tmp_path / "added.dmo.safetensors"
     assert dmo("threshold", banded["plain"], "--review-budget", "0.1", "-o", added)[0] == 0
     assert load_model(added).review_threshold is not None

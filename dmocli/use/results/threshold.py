@@ -84,6 +84,7 @@ class RefitResult(ReportRecord):
     splits: dict[str, BinarySplit]
     value: dict[str, Any] | None = omitted()  # --problem value: the value section (pipelines/value_report.py)
     alert_budget: dict[str, Any] | None = omitted()  # an alert budget's section (operating_point/alert_budget.py)
+    review_band: dict[str, Any] | None = omitted()  # a review band's section (pipelines/review_banding.py)
     wall_seconds: float | None = omitted()
 
     @classmethod
@@ -102,6 +103,10 @@ class RefitResult(ReportRecord):
             from dmocli.operating_point.alert_budget import summary_line  # scipy on use: dmo --help reads none
 
             lines.append(summary_line(self.alert_budget))
+        if self.review_band is not None:
+            from dmocli.pipelines.review_banding import summary_line as band_line
+
+            lines.append(band_line(self.review_band))
         if self.fields.confidence is None and "data" in self.splits:
             lines += outlook_lines(self.splits["data"], problem, math.inf)
         return lines + self.fields.dropped_lines()
