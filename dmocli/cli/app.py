@@ -8,7 +8,19 @@ from typing import Optional
 
 import typer
 
-from dmocli.cli.commands import check, evaluate, extract, info, monitor, predict, solvers, subsample, threshold, train
+from dmocli.cli.commands import (
+    check,
+    evaluate,
+    extract,
+    info,
+    monitor,
+    predict,
+    report,
+    solvers,
+    subsample,
+    threshold,
+    train,
+)
 from dmocli.cli.output import out
 
 app = typer.Typer(
@@ -62,5 +74,6 @@ for command in (
     extract.extract,
     solvers.solvers,
     info.info,
+    report.report,
 ):
     app.command()(command)

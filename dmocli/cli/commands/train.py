@@ -30,6 +30,9 @@ def train(
         None, "--output", "-o", help="Model file to write (default: DATA's name + .dmo.safetensors)."
     ),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Write the training page here: one self-contained HTML file (docs/pages.md)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report to stdout."),
 ) -> None:
     """Train a classifier and fit its threshold for the chosen operating point.
@@ -42,10 +45,14 @@ def train(
     from dmocli.pipelines.train import train as run_train
 
     opts = options
+    if html is not None:
+        _check_page(html, {"-o": output, "--report": report}, {"DATA": data, "--val": opts.val})
     with report_on_refusal(as_json and not torchrun.secondary()):
         _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
+    if html is not None:
+        _page(html, result)
     header = [f"model: {result['model']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
@@ -67,6 +74,27 @@ def train(
     lines += split_lines(result) + outlook
     lines += _infeasible_note(result)
     emit(result, as_json, lines)
+
+
+def _check_page(html: Path, outputs: dict[str, Path | None], inputs: dict[str, Any]) -> None:
+    """--html: an .html name, writable, and none of the other paths, refused before any data is read."""
+    from dmocli.data.outputs import check_outputs
+    from dmocli.pages.write import refuse_misnamed_page
+
+    check_outputs({"--html": html, **outputs}, inputs)
+    refuse_misnamed_page(html, "--html")
+
+
+def _page(html: Path, report: dict[str, Any]) -> None:
+    """--html: the training page of the report as written to JSON and read back, so `dmo report` on that JSON
+    draws the same bytes; renamed into place with the model and the report (data/outputs.py outputs_together)."""
+    import json
+
+    from dmocli.pages.training import training_page
+    from dmocli.pages.write import write_page
+    from dmocli.report import dumps
+
+    write_page(training_page(json.loads(dumps(report)), None, model_sha256=None), html)
 
 
 def _model_choice_line(report: dict[str, Any]) -> list[str]:

@@ -1,0 +1,78 @@
+"""`dmo report INPUT...`: what each input is, and the page it makes.
+
+- a train report JSON: the training page, from the report alone (pages/training.py);
+- an evaluate report JSON: the evaluation page (pages/evaluation.py);
+- one or more monitor report JSONs, in time order, or one monitoring history (.parquet): the monitoring page
+  (pages/monitoring.py's monitoring_input, which refuses reports of different model files);
+- anything else is read as a model file: the training page from what the file keeps (its held-out curve, its
+  importance), headed by the sha256 of its bytes and when it was written (its modification time, as `dmo info`
+  says: the file stores no date).
+
+A report of another command, a truncated or non-JSON file, a file that is no model: one line naming the input and
+what `dmo report` takes (DmoError, exit 2), before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dmocli.errors import DmoError
+from dmocli.models.modelfile import file_sha256, load_model
+from dmocli.pages.evaluation import evaluation_page
+from dmocli.pages.monitoring import monitoring_input, monitoring_page, of_reports
+from dmocli.pages.training import training_page
+
+TAKES = "train, evaluate or monitor report JSONs, a model file or a monitoring history (.parquet)"
+
+
+def page_for(paths: Sequence[str | Path]) -> str:
+    """The page of INPUT... (the module docstring says which)."""
+    inputs = [Path(path) for path in paths]
+    if not inputs:
+        raise DmoError(f"dmo report needs an input: {TAKES}")
+    missing = [str(path) for path in inputs if not path.exists()]
+    if missing:
+        raise DmoError(f"no such file: {', '.join(missing)}; give {TAKES}")
+    if len(inputs) > 1 or inputs[0].suffix.lower() == ".parquet":
+        return monitoring_page(monitoring_input(inputs))
+    path = inputs[0]
+    if path.suffix.lower() == ".json":
+        return _report_page(path, read_report(path))
+    return _model_page(path)
+
+
+def read_report(path: Path) -> Mapping[str, Any]:
+    """A dmo report read whole: a file that is not JSON, or is cut short, or is JSON but no dmo report, refused."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DmoError(f"{path} cannot be read as text ({exc.__class__.__name__}); give {TAKES}") from None
+    except json.JSONDecodeError as exc:
+        raise DmoError(
+            f"{path} is not complete JSON ({exc.msg} at line {exc.lineno}); give the whole report a dmo command wrote"
+        ) from None
+    if not isinstance(report, dict) or not isinstance(report.get("command"), str):
+        raise DmoError(f"{path} is JSON but not a dmo report (no `command`); give {TAKES}")
+    return report
+
+
+def _report_page(path: Path, report: Mapping[str, Any]) -> str:
+    command = report["command"]
+    if command == "train":
+        return training_page(report, None, model_sha256=None)
+    if command == "evaluate":
+        return evaluation_page(report)
+    if command == "monitor":
+        return monitoring_page(of_reports([report]))
+    raise DmoError(f"{path} is the report of dmo {command}, which has no page; give {TAKES}")
+
+
+def _model_page(path: Path) -> str:
+    model = load_model(path)  # not a model file: its one-line DmoError
+    written = datetime.datetime.fromtimestamp(path.stat().st_mtime, tz=datetime.timezone.utc)
+    facts = {"model": str(path), "written_at": written.isoformat(timespec="seconds")}
+    return training_page(facts, model, model_sha256=file_sha256(path))
