@@ -56,6 +56,13 @@ class ValueSection:
         }
 
 
+def default_cut(scores: np.ndarray, calibration: Calibration | None) -> tuple[np.ndarray, str]:
+    """The rows the model's default cut flags (calibrated probability at least DEFAULT_PROBABILITY), and how it
+    was read: training's held-out rows here, `dmo evaluate`'s labeled rows (use/evaluate.py)."""
+    rule = "calibrated probability >= 0.5" if calibration is not None else "sigmoid(logit) >= 0.5"
+    return probability(scores, calibration) >= DEFAULT_PROBABILITY, rule
+
+
 def value_section(curve: HeldOutCurve, threshold: float, calibration: Calibration | None) -> ValueSection | None:
     """The section of a curve that keeps gains (None for one without: no --problem value)."""
     gains = curve.gains
@@ -68,8 +75,7 @@ def value_section(curve: HeldOutCurve, threshold: float, calibration: Calibratio
         total, squares = value_where(gains, flagged)
         return ValueAt.of(total, squares, rows, int(counts[flagged].sum()))
 
-    default = probability(curve.scores, calibration) >= DEFAULT_PROBABILITY
-    rule = "calibrated probability >= 0.5" if calibration is not None else "sigmoid(logit) >= 0.5"
+    default, rule = default_cut(curve.scores, calibration)
     return ValueSection(
         gain=curve.gain.text,
         split=curve.split,

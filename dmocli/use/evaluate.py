@@ -21,6 +21,7 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.gain import VALUE_LEVEL, GainMatrix
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
+from dmocli.pipelines.value_report import default_cut
 from dmocli.prep.columns import refuse_problems
 from dmocli.prep.drift import DEFAULT_MAX_UNSEEN, check_max_unseen, drift_problems, drift_warnings
 from dmocli.prep.features import LevelCounts
@@ -261,8 +262,9 @@ def _gain(model: DmoModel) -> GainMatrix | None:
 
 def _realized_value(model: DmoModel, scored: _Scored, described: str) -> tuple[RealizedValue | None, list[str]]:
     """The value DATA's labeled rows realize under the model's gain matrix, at its threshold, at the default cut
-    (logit 0) and flagging nothing; none for a model without one (the report keeps no `value` key), and a warning
-    instead where DATA lacks a column the matrix reads (its labels alone cannot say what a row is worth)."""
+    (calibrated probability 0.5, as training reports it) and flagging nothing; none for a model without one (the
+    report keeps no `value` key), and a warning instead where DATA lacks a column the matrix reads (its labels alone
+    cannot say what a row is worth)."""
     gain = _gain(model)
     if gain is None:
         return None, []
@@ -271,13 +273,18 @@ def _realized_value(model: DmoModel, scored: _Scored, described: str) -> tuple[R
         names = ", ".join(f"'{name}'" for name in missing)
         return None, [f"{described} has no column {names} the gain matrix reads: no realized value; add it to DATA"]
     gains = gain.row_gains(scored.amounts or {}, scored.y.size)
-    decisions = {
-        "at_threshold": (model.threshold, scored.logits >= model.threshold),
-        "default_cut": (0.0, scored.logits >= 0.0),
-        "flag_nothing": (None, np.zeros(scored.y.size, dtype=bool)),
-    }
-    values = {
-        name: DecisionValue.of(gains.realized(scored.y, flagged), flagged, threshold)
-        for name, (threshold, flagged) in decisions.items()
-    }
-    return RealizedValue(gain=gain.text, rows=int(scored.y.size), confidence=VALUE_LEVEL, **values), []
+    at = scored.logits >= model.threshold
+    (default, rule), nothing = default_cut(scored.logits, model.calibration), np.zeros(scored.y.size, dtype=bool)
+    at_threshold = DecisionValue.of(gains.realized(scored.y, at), at)
+    at_default_cut = DecisionValue.of(gains.realized(scored.y, default), default, rule)
+    flag_nothing = DecisionValue.of(gains.realized(scored.y, nothing), nothing)
+    return RealizedValue(
+        gain=gain.text,
+        rows=int(scored.y.size),
+        level=VALUE_LEVEL,
+        at_threshold=at_threshold,
+        at_default_cut=at_default_cut,
+        flag_nothing=flag_nothing,
+        over_default_cut=at_threshold.total - at_default_cut.total,
+        over_flag_nothing=at_threshold.total - flag_nothing.total,
+    ), []

@@ -21,6 +21,7 @@ from conftest import make_binary_frame
 from dmocli import TrainOptions, report_schema, train
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import load_model
+from dmocli.operating_point.calibration import probability
 from dmocli.use.evaluate import evaluation
 from dmocli.use.monitor import monitor
 
@@ -65,7 +66,6 @@ def test_evaluate_counts_the_realized_value_by_hand(trained: Path) -> None:
     value = result.value
     assert value is not None and value.gain == GAIN and value.rows == labels.size
     at = hand_value(labels, logits >= threshold, amount)
-    assert value.at_threshold.threshold == threshold
     assert value.at_threshold.total == pytest.approx(at.sum(), rel=1e-12)
     assert value.at_threshold.per_row == pytest.approx(at.mean(), rel=1e-12)
     assert value.at_threshold.flagged == int((logits >= threshold).sum())
@@ -74,8 +74,11 @@ def test_evaluate_counts_the_realized_value_by_hand(trained: Path) -> None:
     assert (low, high) == pytest.approx((at.mean() - half, at.mean() + half), rel=1e-9)
     nothing = hand_value(labels, np.zeros(labels.size, bool), amount)
     assert value.flag_nothing.total == pytest.approx(nothing.sum(), rel=1e-12) and value.flag_nothing.flagged == 0
-    default = hand_value(labels, logits >= 0.0, amount)
-    assert value.default_cut.total == pytest.approx(default.sum(), rel=1e-12)
+    model = load_model(trained / "m.st")
+    default = hand_value(labels, probability(logits, model.calibration) >= 0.5, amount)
+    assert value.at_default_cut.total == pytest.approx(default.sum(), rel=1e-12)
+    assert value.at_default_cut.rule == "calibrated probability >= 0.5"
+    assert value.over_flag_nothing == pytest.approx(at.sum() - nothing.sum(), rel=1e-9)
     # the threshold was chosen for this matrix: on fresh rows it beats flagging nothing by a wide margin
     assert value.at_threshold.per_row > value.flag_nothing.per_row
     report = json.loads(json.dumps(result.to_dict()))

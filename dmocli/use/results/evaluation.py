@@ -20,41 +20,44 @@ from dmocli.use.verdicts import Gate, gate_line
 @dataclass(frozen=True, kw_only=True)
 class DecisionValue(ReportRecord):
     """The value one decision realizes on DATA's labeled rows: per row and in total, each with its normal interval
-    (operating_point/gain.py ValueAt: the mean of rows like these, at VALUE_LEVEL), and the rows it flags.
-    `threshold` is the logit cut, None for flagging nothing."""
+    (operating_point/gain.py ValueAt: the mean of rows like these, at VALUE_LEVEL), and the rows it flags; the
+    default cut's `rule` too, as the train report's `value` section says it (pipelines/value_report.py)."""
 
-    threshold: float | None
     per_row: float
     per_row_interval: list[float]
     total: float
     total_interval: list[float]
     flagged: int
+    rule: str | None = omitted()
 
     @classmethod
-    def of(cls, values: np.ndarray, flagged: np.ndarray, threshold: float | None) -> DecisionValue:
+    def of(cls, values: np.ndarray, flagged: np.ndarray, rule: str | None = None) -> DecisionValue:
         """From each row's realized value (RowGains.realized) under the decision `flagged`."""
         figures = ValueAt.of(float(values.sum()), float(np.square(values).sum()), values.size, int(flagged.sum()))
-        return cls(threshold=threshold, **figures.to_dict())
+        return cls(**figures.to_dict(), rule=rule)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RealizedValue(ReportRecord):
-    """The value DATA's labeled rows realize under the model's gain matrix (its `info["gain"]`, `--problem value`):
-    at the model's threshold, at the default cut (logit 0: probability 0.5 of the model's own sigmoid) and flagging
-    nothing, so a report says what the threshold is worth against doing without it."""
+    """The value DATA's labeled rows realize under the gain matrix a `--problem value` model's threshold maximized:
+    at the threshold, at the model's default cut (calibrated probability 0.5) and flagging nothing, and what the
+    threshold brings over each, in the train report's `value` section's terms (pipelines/value_report.py), so the
+    two read alike: what training expected on its held-out rows, what DATA realized. `level`: the intervals'."""
 
     gain: str
     rows: int
-    confidence: float
+    level: float
     at_threshold: DecisionValue
-    default_cut: DecisionValue
+    at_default_cut: DecisionValue
     flag_nothing: DecisionValue
+    over_default_cut: float
+    over_flag_nothing: float
 
     def line(self) -> str:
         at, (low, high) = self.at_threshold, self.at_threshold.per_row_interval
         return (
             f"value per row: {at.per_row:.4g} [{low:.4g}, {high:.4g}] (total {at.total:.6g} on {self.rows} rows); "
-            f"default cut {self.default_cut.per_row:.4g}; flag nothing {self.flag_nothing.per_row:.4g}"
+            f"default cut {self.at_default_cut.per_row:.4g}; flag nothing {self.flag_nothing.per_row:.4g}"
         )
 
 
