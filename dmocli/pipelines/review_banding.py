@@ -134,11 +134,14 @@ def without_band(decision: Decision) -> Decision:
     return dataclasses.replace(decision, review_threshold=None, info=info)
 
 
-def band_dropped(decision: Decision, why: str) -> tuple[str, ...]:
+MOVED_ALONE = "--adapt and --prior move the automatic cut alone"  # why a band is dropped by a new positive rate
+
+
+def band_dropped(decision: Decision, why: str) -> list[str]:
     """The warning that a model's review band was dropped, and `why` (nothing where it had none)."""
     if decision.review_threshold is None:
-        return ()
-    return (f"the review band is dropped: {why}; give it again with dmo threshold MODEL --review-budget R",)
+        return []
+    return [f"the review band is dropped: {why}; give it again with dmo threshold MODEL --review-budget R"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,7 +171,7 @@ def rebanded(
     if why is not None:
         if asked.budget is not None:
             raise DmoError(why)
-        return plain, None, band_dropped(model.decision, f"the problem {problem} has no target to sit beside")
+        return plain, None, tuple(band_dropped(model.decision, f"the problem {problem} has no target to sit beside"))
     outcome = settle_band(
         curve,
         model.threshold,

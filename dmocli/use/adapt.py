@@ -35,7 +35,7 @@ from dmocli.models.modelfile import DmoModel, load_model
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval, fewest_passing
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.options import check_given
-from dmocli.pipelines.review_banding import band_dropped, without_band
+from dmocli.pipelines.review_banding import MOVED_ALONE, band_dropped, without_band
 from dmocli.pipelines.saving import finish_threshold, threshold_envelope
 from dmocli.pipelines.thresholding import certified_rows
 from dmocli.report import binary_split_report, model_summary
@@ -125,15 +125,19 @@ def adapt_to_rate(
         unlabeled_rows=0,
         feasible=adapted.feasible,
         adapted=section,
-        warnings=([adapted.note] if adapted.note else [])
-        + _scale_warnings(moved, carried["carried"], logits)
-        + list(band_dropped(model.decision, "--adapt and --prior move the automatic cut alone")),
+        warnings=_notes(adapted, model) + _scale_warnings(moved, carried["carried"], logits),
         splits={"data": split},
     )
     refusal = _unreachable(model, adapted, confidence=confidence, source=source) if not allow_infeasible else None
     refusal = with_way_out(refusal, recertify)
     written = finish_threshold(moved, report, output=output, report_path=report_path, started=started, refusal=refusal)
     return AdaptResult.of(written)
+
+
+def _notes(adapted: AdaptedThreshold, model: DmoModel) -> list[str]:
+    """The adapted point's own note, and the review band the model had, dropped: a new rate moves the automatic
+    cut alone."""
+    return ([adapted.note] if adapted.note else []) + band_dropped(model.decision, MOVED_ALONE)
 
 
 def _adaptable(model_path: str | Path) -> tuple[DmoModel, HeldOutCurve]:
