@@ -56,6 +56,7 @@ def facts(report: Mapping[str, Any], model_sha256: str | None) -> dict[str, str]
         "model file": str(report["model"]),
         "model sha256": model_sha256 or report.get("model_sha256") or "not known (a model object was evaluated)",
         "data": str(report["data"]),
+        "made": "not recorded: an evaluate report keeps no date (the page adds none: same report, same page)",
         "operating point": _problem_words(report),
         "dmo version": str(report["dmocli_version"]),
         "report schema": str(report["schema_version"]),

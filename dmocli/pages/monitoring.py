@@ -64,6 +64,7 @@ class Monitoring:
     training_rate: float | None
     source: str
     periods: Sequence[Period]
+    made: str = "not recorded: a monitor report keeps no date (the page adds none: same report, same page)"
 
 
 def monitoring_input(paths: Sequence[str | Path]) -> Monitoring:
@@ -165,7 +166,8 @@ def of_history(rows: Sequence[Mapping[str, Any]], path: str) -> Monitoring:
         problem=None,
         target=None,
         training_rate=None,
-        source=f"history {path} (last written {max(row['written_at'] for row in rows).isoformat()})",
+        source=f"history {path}",
+        made=f"history last written {max(row['written_at'] for row in rows).isoformat()}",
         periods=[_history_period(row, _period_name(row, cuts)) for row in rows],
     )
 
@@ -234,6 +236,7 @@ def _facts(monitoring: Monitoring) -> dict[str, str]:
         "model file": monitoring.model,
         "model sha256": monitoring.model_sha256 or "not known",
         "from": monitoring.source,
+        "made": monitoring.made,
         "periods": str(len(monitoring.periods)),
         "dmo version": monitoring.dmo_version,
     }
