@@ -52,6 +52,8 @@ def test_the_runs_page_is_the_page_of_its_report_and_the_same_run_after_run(bina
     _, report, page = _evaluate(dmo, binary, "holdout.parquet", "first")
     _, again, second = _evaluate(dmo, binary, "holdout.parquet", "second")
     assert page == evaluation_page(report)  # what dmo report draws from the JSON alone
+    code, _, err = dmo("report", binary / "first.json", "-o", binary / "later.html")
+    assert code == 0 and (binary / "later.html").read_text(encoding="utf-8") == page, err
     assert page == second  # a second run: the same bytes (no clock, no random ids)
     assert report["model_sha256"] == model_sha256(binary / "m.st") and report["model_sha256"] in page
     assert report["figures"] == again["figures"]
@@ -108,6 +110,8 @@ def test_an_unwritable_page_is_refused_before_data_is_read(binary: Path, dmo) ->
     assert code == 2 and err.count("\n") == 1 and "no" in err
     code, _, err = dmo("evaluate", binary / "m.st", binary / "holdout.parquet", "--html", binary / "holdout.parquet")
     assert code == 2 and "the same file" in err
+    code, _, err = dmo("evaluate", binary / "m.st", binary / "holdout.parquet", "--html", binary / "page.txt")
+    assert code == 2 and ".html" in err and not (binary / "page.txt").exists()
 
 
 def test_a_multiclass_model_gets_per_class_figures(tmp_path: Path, dmo) -> None:

@@ -72,12 +72,16 @@ def test_the_runs_page_is_the_page_of_its_report_and_of_its_history(run: Path, d
     report, page = _monitor(dmo, run, "first", "--history", run / "h.parquet")
     _, second = _monitor(dmo, run, "second")
     assert page == monitoring_page(monitoring_input([run / "first.json"]))  # what dmo report draws from the JSON
+    code, _, err = dmo("report", run / "first.json", "-o", run / "later.html")
+    assert code == 0 and (run / "later.html").read_text(encoding="utf-8") == page, err
     assert page == second  # run after run: the same bytes
     assert report["model_sha256"] == model_sha256(run / "m.st") and report["model_sha256"] in page
     code, _, err = dmo("monitor", run / "m.st", "--history", run / "h.parquet", "--html", run / "history.html")
     assert code == 0, err
     from_history = monitoring_input([run / "h.parquet"])
     assert (run / "history.html").read_text(encoding="utf-8") == monitoring_page(from_history)
+    code, _, err = dmo("report", run / "h.parquet", "-o", run / "history_later.html")
+    assert code == 0 and (run / "history_later.html").read_text(encoding="utf-8") == monitoring_page(from_history)
     from_report = of_reports([report])
     for kept, reported in zip(from_history.periods, from_report.periods, strict=True):
         assert kept.name == reported.name and dict(kept.psi) == dict(reported.psi)

@@ -36,10 +36,13 @@ def evaluate(
     Example: dmo evaluate fraud.safetensors holdout.csv --gate --gate-confidence 0.95
     """
     from dmocli.data.outputs import check_outputs
+    from dmocli.pages.write import refuse_misnamed_page
     from dmocli.use.evaluate import evaluation
     from dmocli.use.results.evaluation import GateFailed
 
-    check_outputs({"--html": html}, {})  # a page that cannot be written is refused before DATA is read
+    if html is not None:  # a page that cannot be written, or not under an .html name, is refused before DATA is read
+        check_outputs({"--html": html}, {})
+        refuse_misnamed_page(html, "--html")
     try:
         result = evaluation(
             model,

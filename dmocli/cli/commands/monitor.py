@@ -40,11 +40,14 @@ def monitor(
     Example: dmo monitor fraud.safetensors march.parquet --gate --time-col created_at --every week --history h.parquet
     """
     from dmocli.data.outputs import check_outputs
+    from dmocli.pages.write import refuse_misnamed_page
     from dmocli.use import history
     from dmocli.use.monitor import monitor as run_monitor
     from dmocli.use.results.monitor import MonitorGateFailed
 
-    check_outputs({"--html": html}, {})  # a page that cannot be written is refused before NEW is read
+    if html is not None:  # a page that cannot be written, or not under an .html name, is refused before NEW is read
+        check_outputs({"--html": html}, {})
+        refuse_misnamed_page(html, "--html")
     if data is None:  # the history's table, periods in order, estimated beside realized
         shown = history.shown(options.history, model)
         if html is not None:
