@@ -203,7 +203,9 @@ class ColumnSums:
     neg_sq: np.ndarray
 
     @classmethod
-    def of_rows(cls, columns: tuple[str, ...], values: np.ndarray, labels: np.ndarray, index: np.ndarray, k: int):
+    def of_rows(
+        cls, columns: tuple[str, ...], values: np.ndarray, labels: np.ndarray, index: np.ndarray, *, k: int
+    ) -> "ColumnSums":
         """The sums of `values` ((rows, columns)) over rows grouped by `index` (each row's distinct score, 0..k-1)."""
         values = np.asarray(values, dtype=np.float64).reshape(len(labels), len(columns))
         positive = np.asarray(labels) == 1

@@ -102,7 +102,7 @@ class HeldOutCurve:
         negatives = np.bincount(index, minlength=distinct.size) - positives
         sums = None
         if gain is not None:
-            sums = ColumnSums.of_rows(gain.columns, gain_values, labels, index.reshape(-1), distinct.size)
+            sums = ColumnSums.of_rows(gain.columns, gain_values, labels, index.reshape(-1), k=distinct.size)
         exact = distinct.size <= max_points
         if not exact:
             distinct, positives, negatives, starts = _merged(distinct, positives, negatives, max_points)

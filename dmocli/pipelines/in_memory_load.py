@@ -57,6 +57,13 @@ def gain_values(table: pa.Table, gain: GainMatrix, labels: np.ndarray, *, where:
     return values
 
 
+def _add_gains(prepared: Prepared, table: pa.Table, opts: TrainOptions, *, where: str) -> None:
+    """--problem value: the gain columns of `table`'s rows into `prepared.extra`, where each row's follow it through
+    every split (--val-frac, --cv with --val pooled, --time-col blocks); nothing for another problem."""
+    if opts.problem == "value":
+        prepared.extra[GAIN_VALUES] = gain_values(table, GainMatrix.parse(opts.gain), prepared.y, where=where)
+
+
 NOT_PARQUET = (
     "training under torchrun reads each process's rows from parquet row groups; convert DATA to parquet "
     "(a file or a directory of files)"
@@ -159,8 +166,7 @@ def load(
     warnings, profile = read.warnings, read.profile
     del read  # `table` is dropped below, once its features are prepared
     full = prepare(table, pre, labels)
-    if problem is not None and problem.kind == "value":  # each row's gain columns follow it through every split
-        full.extra[GAIN_VALUES] = gain_values(table, GainMatrix.parse(opts.gain), full.y, where="DATA")
+    _add_gains(full, table, opts, where="DATA")
     if "offsets" in full.extra and not solver.uses_offsets:
         raise DmoError(
             f"DATA is a `dmo subsample` file (log_accept_* columns) and solver {solver.name} cannot use "
@@ -201,11 +207,7 @@ def load(
         val_table = reading.read_table(opts.val, text_columns=pre.text_columns)  # a CSV's levels stay text
         val_all = _prepared_val(val_table, pre, labels, opts)
         val_unlabeled = int((val_all.y < 0).sum())
-        if problem is not None and problem.kind == "value":
-            where = f"--val {opts.val}"
-            val_all.extra[GAIN_VALUES] = gain_values(
-                pre.derived(val_table), GainMatrix.parse(opts.gain), val_all.y, where=where
-            )
+        _add_gains(val_all, pre.derived(val_table), opts, where=f"--val {opts.val}")
         if times is not None:  # --val is the later period the threshold is fitted on
             where, rows = f"--val {opts.val}", np.flatnonzero(val_all.y >= 0)
             val_times = read_times(val_table, times.column, rows, where=where, order=times.order)
