@@ -17,7 +17,7 @@ def table(tmp_path_factory):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--max-alerts", "5"], "--max-alerts N counts the alerts of a period: give --per-rows M with it"),
+        (["--max-alerts", "5"], "--max-alerts N counts a period's alerts: give --per-rows M"),
         (["--per-rows", "100"], "--per-rows M is the period of --max-alerts N"),
         (["--max-alert-rate", "0"], "--max-alert-rate 0.0 is a share of rows: give one in (0, 1]"),
         (["--max-alert-rate", "1.5"], "--max-alert-rate 1.5 is a share of rows"),
