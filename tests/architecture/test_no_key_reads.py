@@ -18,7 +18,7 @@ import pytest
 
 COMMANDS = Path(__file__).resolve().parents[2] / "dmocli" / "cli" / "commands"
 
-TYPED = ["info.py", "evaluate.py", "monitor.py", "threshold.py", "predict.py", "shared.py"]
+TYPED = ["info.py", "evaluate.py", "monitor.py", "threshold.py", "predict.py", "shared.py", "report.py"]
 PENDING = {
     "train.py": "pending issue 49 phase 2: dmo train's conclude still returns its report as a dict",
     "subsample.py": "pending issue 49 phase 2: dmo subsample still returns its report as a dict",
