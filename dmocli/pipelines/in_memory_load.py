@@ -13,10 +13,10 @@ import pyarrow as pa
 
 from dmocli.data import reading, sources
 from dmocli.errors import DmoError
-from dmocli.operating_point.gain import GainMatrix, check_amounts
+from dmocli.operating_point.gain import GainMatrix
 from dmocli.operating_point.problems import Problem
 from dmocli.options import CV_AUTO, TrainOptions
-from dmocli.pipelines.check import solved_problem, survey, unlabeled_problem
+from dmocli.pipelines.check import gain_values, solved_problem, survey, unlabeled_problem
 from dmocli.pipelines.cv_auto import SPLIT_FRAC, CvRule, decide
 from dmocli.pipelines.time_blocks import check_val_follows
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, plan_columns
@@ -33,28 +33,6 @@ if TYPE_CHECKING:
 
 
 GAIN_VALUES = "gain_values"  # Prepared.extra: --problem value's gain columns, (rows, columns) float64
-
-
-def gain_values(table: pa.Table, gain: GainMatrix, labels: np.ndarray, *, where: str) -> np.ndarray:
-    """The columns `gain` names, as float64 (rows, columns) in `gain.columns` order; a column `where` lacks, or one
-    that is not numeric, is one DmoError, and so is a labeled row's missing or negative amount (gain.check_amounts).
-    An unlabeled row's amount is not read by any decision: it may be missing."""
-    missing = [name for name in gain.columns if name not in table.schema.names]
-    if missing:
-        raise DmoError(f"--gain names column(s) {', '.join(missing)}, which {where} lacks; give it the column(s)")
-    values = np.empty((table.num_rows, len(gain.columns)), dtype=np.float64)
-    labeled = labels >= 0
-    for i, name in enumerate(gain.columns):
-        column = table.column(name)
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-            raise DmoError(
-                f"--gain column {name!r} of {where} is {column.type}, not numbers; give amounts as numbers "
-                "(--parse-numbers reads '$1,234.50')"
-            )
-        values[:, i] = column.to_numpy(zero_copy_only=False).astype(np.float64)
-        losses = any(cell.loss and cell.column == name for cell in gain.cells)
-        check_amounts(name, values[labeled, i], losses=losses)
-    return values
 
 
 def _add_gains(prepared: Prepared, table: pa.Table, opts: TrainOptions, *, where: str) -> None:

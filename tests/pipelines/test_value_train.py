@@ -163,3 +163,10 @@ def test_bad_amounts_and_multi_class_labels_are_refused_naming_the_fix(dmo, tmp_
     transactions(300, 3).drop(columns="created_at").assign(label=lambda f: np.arange(len(f)) % 3).to_parquet(classes)
     status, _, err = dmo("train", classes, "--problem", "value", "--gain", FRAUD, "-o", tmp_path / "m.safetensors")
     assert status == 2 and "applies to binary labels; give --positive CLASS" in err
+
+
+def test_check_reads_the_gain_columns_as_train_does(dmo, files, tmp_path: Path) -> None:
+    status, out, _ = dmo("check", files["train"], "--problem", "value", "--gain", FRAUD)
+    assert status == 0 and "problem value" in out
+    status, out, err = dmo("check", files["train"], "--problem", "value", "--gain", "fn=-amount,fp=-fee")
+    assert status == 2 and "--gain names column(s) fee, which DATA lacks" in out + err
