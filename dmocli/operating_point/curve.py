@@ -91,8 +91,8 @@ class ScoreCurve:
         n_pos = int(tp[-1])
         values = s[last_of_group]
         summed = None
-        if gains is not None:  # each row's distinct score, counted from the highest
-            index = values.size - 1 - np.searchsorted(values[::-1], scores.astype(np.float64))
+        if gains is not None:  # each row's distinct score, counted from the highest (the same distinct values)
+            index = values.size - 1 - np.unique(scores, return_inverse=True)[1].reshape(-1)
             summed = CurveGains.of_rows(gains, labels, index, values.size)
         return cls(values, tp, fp, n_pos, int(s.size - n_pos), scores.dtype.type, summed)
 

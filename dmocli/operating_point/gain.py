@@ -245,12 +245,14 @@ class CurveGains:
     def of_rows(cls, gains: RowGains, labels: np.ndarray, index: np.ndarray, k: int) -> "CurveGains":
         """The sums of rows' gains grouped by `index` (each row's distinct score, 0..k-1)."""
         positive = np.asarray(labels) == 1
+        masks = {True: positive, False: ~positive}
+        indices = {True: index[positive], False: index[~positive]}
         sums = {}
         for name in CELLS:
-            mask = positive if name in ("tp", "fn") else ~positive
-            row = getattr(gains, name)[mask]
-            sums[name] = np.bincount(index[mask], row, k)
-            sums[f"{name}_sq"] = np.bincount(index[mask], row * row, k)
+            of_positives = name in ("tp", "fn")
+            row = getattr(gains, name)[masks[of_positives]]
+            sums[name] = np.bincount(indices[of_positives], row, k)
+            sums[f"{name}_sq"] = np.bincount(indices[of_positives], row * row, k)
         return cls(**sums)
 
 
