@@ -79,6 +79,7 @@ DOCUMENT_FACTS = """async () => {
     scripts: document.scripts.length,
     scroll_width: document.documentElement.scrollWidth,
     view_width: window.innerWidth,
+    column: (() => { const r = document.body.getBoundingClientRect(); return [r.left, r.width]; })(),
     load_ms: (performance.getEntriesByType('navigation')[0] || {}).loadEventEnd || 0,
   };
 }"""
