@@ -129,9 +129,13 @@ def numbers_tables(sight: Sight, kind: str) -> list[str]:
 
 
 def key_elements(sight: Sight, kind: str) -> list[str]:
+    """Training and evaluation: the operating point's marker drawn (an evaluation also says whether the target was
+    met); monitoring: every week of the stream named and the drift heat map (figure `drift`) drawn."""
     facts = sight.facts
     if kind == "monitoring":
-        return [f"week {week} is not on the page" for week in week_names() if week not in facts["main"]]
+        problems = [f"week {week} is not on the page" for week in week_names() if week not in facts["main"]]
+        drift = [figure for figure in facts["figures"] if figure["id"] == "drift"]
+        return problems + ([] if drift else [f"no drift heat map among {[f['id'] for f in facts['figures']]}"])
     marker = facts["marker"]
     problems = [] if marker and min(marker) > 0 else [f"the operating point's marker is {marker}"]
     if kind == "evaluation" and facts["verdicts"] == 0:
