@@ -170,7 +170,8 @@ def test_debug_shows_traceback(tmp_path):
 
 
 def test_unknown_problem_lists_every_problem_train_takes(binary_parquet):
-    assert_clean_failure(run_dmo("train", binary_parquet, "--problem", "bogus"), 2, "fpor, frop, ofbs, value or multiclass")
+    listed = "fpor, frop, ofbs, value or multiclass"
+    assert_clean_failure(run_dmo("train", binary_parquet, "--problem", "bogus"), 2, listed)
 
 
 # ---- messy data and paths found by a fuzzing pass --------------------------------------------------------
