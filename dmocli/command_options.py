@@ -18,10 +18,14 @@ from dmocli.constraints import Exclusive, Interval, Matches, OneOf, Requires, Ru
 from dmocli.options import (
     AT_LEAST_ONE,
     CONFIDENCE,
+    GAIN_RULES,
     NEW_ROWS,
     NEW_ROWS_NEED_CONFIDENCE,
+    REVIEW_BUDGET,
     SEED,
     TARGET,
+    alert_budget_option,
+    alert_budget_rules,
     option,
     problem_kind,
     read_new_rows,
@@ -121,8 +125,15 @@ class ThresholdOptions:
         None,
         "--problem",
         "-p",
-        constraint=OneOf(("fpor", "frop", "ofbs")),
-        help="fpor, frop or ofbs (any case). Default: the problem, target and --confidence stored in MODEL.",
+        constraint=OneOf(("fpor", "frop", "ofbs", "value")),
+        help="fpor, frop, ofbs or value (any case). Default: the problem, target and --confidence stored in MODEL.",
+    )
+    gain: str | None = option(
+        None,
+        "--gain",
+        metavar="CELLS",
+        help="With --problem value: what each decision is worth, over the gain columns MODEL's held-out curve keeps "
+        "(default: the gain it was trained with), e.g. 'tp=50,fp=-5,fn=-amount,tn=0.02*amount'.",
     )
     target: float | None = option(None, "--target", "-a", constraint=TARGET, help="Target in (0,1) for fpor/frop.")
     beta: float | None = option(
@@ -155,7 +166,18 @@ class ThresholdOptions:
         help="Drop MODEL's --confidence certificate instead of certifying the new threshold at its confidence (the "
         "default for a certified model); the report and dmo info say it was dropped.",
     )
+    max_alert_rate: float | None = alert_budget_option("max_alert_rate")
+    max_alerts: int | None = alert_budget_option("max_alerts")
+    per_rows: int | None = alert_budget_option("per_rows")
     allow_infeasible: bool = option(False, "--allow-infeasible", help="Keep the closest threshold when unreachable.")
+    review_budget: float | None = option(
+        None,
+        "--review-budget",
+        metavar="R",
+        constraint=REVIEW_BUDGET,
+        help="A review band under the new cut within this share of the rows (fpor/frop; default: MODEL's own "
+        "budget, where it has a band).",
+    )
     allow_train_rows: bool = option(
         False,
         "--allow-train-rows",
@@ -201,6 +223,18 @@ class ThresholdOptions:
             ("no_confidence",),
             ("confidence", "new_rows"),
             "--no-confidence drops the certificate: leave out --confidence and --new-rows, which ask for one",
+        ),
+        *GAIN_RULES,
+        *alert_budget_rules(*RATE_SOURCES),
+        Exclusive(
+            RATE_SOURCES,
+            ("max_alert_rate", "max_alerts", "per_rows"),
+            "--adapt and --prior keep MODEL's operating point at a new rate: re-target an alert budget without them",
+        ),
+        Exclusive(
+            RATE_SOURCES,
+            ("review_budget",),
+            "--adapt and --prior move the automatic cut alone: give --review-budget on a re-target, without them",
         ),
     )
 
@@ -276,6 +310,13 @@ class PredictOptions:
     )
     strict: bool = strict_option()
     max_unseen: float | None = max_unseen_option()
+    decision_names: str | None = option(
+        None,
+        "--decision-names",
+        metavar="POS,REVIEW,NEG",
+        help="A model with a review band: the names its decision column writes for the automatic positives, the "
+        "review band and the rest (default positive,review,negative).",
+    )
     engine: str = engine_option()
     scheduler: str | None = scheduler_option()
     workers: int = workers_option()

@@ -24,12 +24,16 @@ from typing import Any, ClassVar
 from dmocli.constraints import (
     AllOf,
     AnyOf,
+    Chosen,
     Constraint,
     Except,
+    Exclusive,
+    Given,
     Interval,
     OneOf,
     Requires,
     Rule,
+    When,
     failure,
     from_flat_keys,
 )
@@ -38,7 +42,7 @@ from dmocli.errors import DmoError
 
 MAX_SEED = 2**63 - 1  # numpy's and torch's generators take seeds in [0, 2^63)
 
-PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "multiclass")
+PROBLEM_CHOICES = ("fpor", "frop", "ofbs", "value", "multiclass")
 MODEL_CHOICES = ("linear", "mlp", "gbdt")  # the kinds a model file holds (architecture.kind)
 MODEL_AUTO = "auto"  # --model auto: not a kind but a choice between AUTO_CANDIDATES (pipelines/model_choice.py)
 AUTO_CANDIDATES = ("linear", "gbdt")  # in order of simplicity: a tie goes to the first
@@ -48,6 +52,25 @@ NEW_ROWS_WITHOUT_CONFIDENCE = "--new-rows says which sample --confidence is abou
 # The rule behind that message, declared once: TrainOptions lists it, ThresholdOptions under --adapt/--prior, and
 # check_new_rows applies it where a confidence comes from a model file.
 NEW_ROWS_NEED_CONFIDENCE = Requires(("new_rows",), "confidence", NEW_ROWS_WITHOUT_CONFIDENCE)
+# --problem value weighs each row by --gain (operating_point/gain.py), which no other problem takes: train's and
+# threshold's declarations list both rules.
+GAIN_RULES = (
+    Chosen(
+        "problem",
+        ("value",),
+        Requires(
+            ("problem",),
+            "gain",
+            "--problem value needs --gain, what each decision is worth: e.g. --gain 'tp=50,fp=-5,fn=-amount,tn=0'",
+        ),
+    ),
+    Chosen(
+        "problem",
+        ("value",),
+        Given(("gain",), "--gain weighs the decisions of --problem value: give --problem value, or leave --gain out"),
+        chosen=False,
+    ),
+)
 
 
 MAX_NEW_ROWS = 10**9  # beyond it the test over every count of the new sample takes minutes (docs/operating-points.md)
@@ -59,6 +82,16 @@ AT_LEAST_ONE = Interval(int, 1, None)
 POSITIVE = Interval(float, 0, None, closed="neither")
 SEED = Interval(int, 0, MAX_SEED)
 TARGET = Interval(float, 0, 1, closed="neither", message="is outside (0, 1); give a value such as 0.8")
+# --review-budget (train and threshold): the share of rows a review band may send to people (review_band.py).
+REVIEW_BUDGET = Interval(
+    float, 0, 1, closed="neither", message="is a share of rows: give a number strictly between 0 and 1 (e.g. 0.05)"
+)
+REVIEW_BUDGET_NEEDS_TARGET = Requires(
+    ("review_budget",),
+    "target",
+    "--review-budget sets a review band under an automatic cut that meets a target: give --problem fpor --target A "
+    "(or frop)",
+)
 # Every confidence level (train's and threshold's certificate, evaluate's gate, monitor's intervals): below 0.5 a
 # lower bound would loosen the target, an upper bound fail models that meet it, an interval hold less than half.
 CONFIDENCE = Interval(float, 0.5, 1, closed="left", message="must be in [0.5, 1), e.g. 0.95")
@@ -109,6 +142,47 @@ def option(
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+# The alert budget of train and threshold (operating_point/alert_budget.py): a share of rows, or N alerts per M rows.
+def alert_budget_rules(*excluding: str) -> tuple[Rule, ...]:
+    """A rate or N alerts per M rows, not both; N and M together. `excluding`: options that refuse a budget (a
+    command's own rule says so), beside which N and M are not asked for each other, so each combination breaks
+    one rule and gets one line."""
+    alone = ("max_alert_rate", *excluding)
+    return (
+        Exclusive(
+            ("max_alert_rate",),
+            ("max_alerts", "per_rows"),
+            "give --max-alert-rate R or --max-alerts N --per-rows M, not both (a rate's period is --new-rows M)",
+        ),
+        When(
+            alone,
+            Requires(("max_alerts",), "per_rows", "--max-alerts N counts a period's alerts: give --per-rows M"),
+            given=False,
+        ),
+        When(
+            alone,
+            Requires(("per_rows",), "max_alerts", "--per-rows M is the period of --max-alerts N: give both"),
+            given=False,
+        ),
+    )
+
+
+ALERT_RATE = Interval(float, 0, 1, closed="right", message="is a share of rows: give one in (0, 1], e.g. 0.02")
+ALERT_BUDGET_HELP = {
+    "max_alert_rate": "Alert budget: flag at most this share of rows (alone: the most recall within it; beside "
+    "--problem: the best cut within both; with --confidence, certified for --new-rows or the population).",
+    "max_alerts": "Alert budget: at most N alerts per --per-rows M rows (with --confidence: certified for the next M).",
+    "per_rows": "The period of --max-alerts N, in rows.",
+}
+
+
+def alert_budget_option(name: str) -> Any:
+    """--max-alert-rate R, --max-alerts N or --per-rows M, declared once for train and threshold."""
+    flag, metavar = "--" + name.replace("_", "-"), {"max_alert_rate": "R", "max_alerts": "N", "per_rows": "M"}[name]
+    constraint = ALERT_RATE if name == "max_alert_rate" else AT_LEAST_ONE
+    return option(None, flag, metavar=metavar, constraint=constraint, help=ALERT_BUDGET_HELP[name])
 
 
 def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | None:
@@ -187,7 +261,16 @@ class TrainOptions:
         estimator=True,
         constraint=OneOf(PROBLEM_CHOICES),
         help="fpor: max recall s.t. precision >= target; frop: max precision s.t. recall >= target; ofbs: max "
-        "F-beta; multiclass: K-class training (default: ofbs for binary labels, multiclass otherwise)",
+        "F-beta; value: max the expected value of --gain (binary labels); multiclass: K-class training (default: "
+        "ofbs for binary labels, multiclass otherwise)",
+    )
+    gain: str | None = option(
+        None,
+        "--gain",
+        metavar="CELLS",
+        help="With --problem value: what each decision is worth, e.g. 'tp=50,fp=-5,fn=-amount,tn=0.02*amount'; each "
+        "cell a number, a column, -column (a loss: the column must not be negative) or number*column; a cell left "
+        "out is 0 (docs/operating-points.md#value).",
     )
     target: float | None = option(
         None,
@@ -355,6 +438,18 @@ class TrainOptions:
         "test split, a day of traffic), which a small sample makes stricter. Default: inf, the population value "
         "(docs/operating-points.md).",
     )
+    review_budget: float | None = option(
+        None,
+        "--review-budget",
+        metavar="R",
+        constraint=REVIEW_BUDGET,
+        help="Beside --problem fpor|frop --target A: a review band under the automatic cut, as low as keeps it within "
+        "this share of the rows (with --confidence, its share's upper bound); predict writes a decision column "
+        "positive/review/negative (docs/operating-points.md#review-band).",
+    )
+    max_alert_rate: float | None = alert_budget_option("max_alert_rate")
+    max_alerts: int | None = alert_budget_option("max_alerts")
+    per_rows: int | None = alert_budget_option("per_rows")
     adjust: bool | None = option(
         None,
         "--adjust/--no-adjust",
@@ -399,7 +494,12 @@ class TrainOptions:
         2, "--workers", constraint=AT_LEAST_ONE, help="Worker processes of the local Dask cluster (--engine dask)."
     )
 
-    RULES: ClassVar[tuple[Rule, ...]] = (NEW_ROWS_NEED_CONFIDENCE,)
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        NEW_ROWS_NEED_CONFIDENCE,
+        REVIEW_BUDGET_NEEDS_TARGET,
+        *alert_budget_rules(),
+        *GAIN_RULES,
+    )
 
     def __post_init__(self) -> None:
         self.problem = problem_kind(self.problem)

@@ -1,8 +1,10 @@
-"""The three operating-point problems, evaluated on confusion counts.
+"""The operating-point problems, evaluated on confusion counts.
 
 One definition serves threshold search, evaluation, reports and the solvers:
-FPOR (max recall s.t. precision >= a), FROP (max precision s.t. recall >= a)
-and OFBS (max F-beta).
+FPOR (max recall s.t. precision >= a), FROP (max precision s.t. recall >= a),
+OFBS (max F-beta) and VALUE (max the expected value of a gain matrix with per-row
+amounts, operating_point/gain.py: its objective needs the rows' gains, not counts,
+so the search computes it from the curve's gains, and a solver trains as for OFBS).
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import numpy as np
 from dmocli.errors import DmoError
 from dmocli.options import target_problem
 
-ProblemKind = Literal["fpor", "frop", "ofbs"]
+ProblemKind = Literal["fpor", "frop", "ofbs", "value", "alerts"]
 OFBS_HAS_NO_BOUND = (
     "--confidence bounds the constrained metric of fpor/frop (give --problem fpor|frop --target A); "
     "ofbs, the problem here, has none"
 )
-PROBLEMS: tuple[str, ...] = ("fpor", "frop", "ofbs")
+PROBLEMS: tuple[str, ...] = ("fpor", "frop", "ofbs", "value", "alerts")  # alerts: an alert budget alone
+VALUE_HAS_NO_BOUND = (
+    "--confidence bounds the constrained metric of fpor/frop; --problem value maximizes the expected value, whose "
+    "interval the report gives (leave --confidence out)"
+)
 
 
 def safe_div(num, den):
@@ -65,13 +71,15 @@ class Problem:
             raise DmoError("--target applies to fpor/frop; --problem ofbs maximizes F-beta (choose beta with --beta)")
         if kind == "ofbs" and confidence is not None:
             raise DmoError(OFBS_HAS_NO_BOUND)
+        if kind == "value":
+            _refuse_value_options(target, beta, confidence)
         return cls(kind, target, beta)
 
     def __post_init__(self) -> None:
         if isinstance(self.kind, str):  # `FPOR` as the README and papers write it
             object.__setattr__(self, "kind", self.kind.lower())
         if self.kind not in PROBLEMS:
-            raise DmoError(f"--problem {self.kind!r} is not known (use fpor, frop or ofbs)")
+            raise DmoError(f"--problem {self.kind!r} is not known (use fpor, frop, ofbs or value)")
         if self.kind in ("fpor", "frop"):
             if self.target is None:
                 raise DmoError(f"--problem {self.kind} needs --target A with 0 < A < 1")
@@ -83,14 +91,24 @@ class Problem:
 
     @property
     def objective_name(self) -> str:
-        return {"fpor": "recall", "frop": "precision", "ofbs": "f_beta"}[self.kind]
+        return {"fpor": "recall", "frop": "precision", "ofbs": "f_beta", "value": "value", "alerts": "recall"}[
+            self.kind
+        ]
 
     @property
     def constraint_name(self) -> str | None:
-        return {"fpor": "precision", "frop": "recall", "ofbs": None}[self.kind]
+        return {"fpor": "precision", "frop": "recall", "ofbs": None, "value": None, "alerts": None}[self.kind]
+
+    @property
+    def trained_as(self) -> "Problem":
+        """The problem a solver trains for: value's gains decide the cut, not the loss, so the model family trains
+        as it does for OFBS (F1), as it does for alerts, whose budget decides the cut; every other problem as itself."""
+        return Problem("ofbs") if self.kind in ("value", "alerts") else self
 
     def objective(self, tp, fp, n_pos):
-        if self.kind == "fpor":
+        if self.kind == "value":
+            raise DmoError("the value of a cut needs the rows' gains (--gain), not counts alone")
+        if self.kind in ("fpor", "alerts"):  # alerts: the most recall within the alert budget (alert_budget.py)
             return recall(tp, n_pos)
         if self.kind == "frop":
             return precision(tp, fp)
@@ -115,7 +133,21 @@ class Problem:
             return f"max recall s.t. precision >= {self.target:g}"
         if self.kind == "frop":
             return f"max precision s.t. recall >= {self.target:g}"
+        if self.kind == "value":
+            return "max expected value"
+        if self.kind == "alerts":
+            return "max recall within the alert budget"
         return f"max F{self.beta:g}"
 
     def to_dict(self) -> dict:
         return {"problem": self.kind, "target": self.target, "beta": self.beta}
+
+
+def _refuse_value_options(target: float | None, beta: float, confidence: float | None) -> None:
+    """--problem value has no target, F-beta or bound: each given is refused, not ignored."""
+    if target is not None:
+        raise DmoError("--target applies to fpor/frop; --problem value maximizes the expected value of --gain")
+    if beta != 1.0:
+        raise DmoError("--beta weighs F-beta; --problem value maximizes the expected value of --gain (leave it out)")
+    if confidence is not None:
+        raise DmoError(VALUE_HAS_NO_BOUND)

@@ -11,12 +11,14 @@ does (new_sample.py's exchangeable test decides which cuts are certified).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.operating_point.alert_budget import AlertBudget
 from dmocli.operating_point.bounds import (
     clopper_pearson_interval,
     clopper_pearson_lower,
@@ -26,6 +28,7 @@ from dmocli.operating_point.bounds import (
     fixed_sequence_starts,
 )
 from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.gain import value_at_cuts
 from dmocli.operating_point.new_sample import (
     SEQUENCES,
     exchangeable_level,
@@ -36,7 +39,7 @@ from dmocli.operating_point.new_sample import (
     passes,
     sequence_start_rates,
 )
-from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem, f_beta, precision, recall
+from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, VALUE_HAS_NO_BOUND, Problem, f_beta, precision, recall
 from dmocli.options import POPULATION, check_confidence, check_new_rows, read_new_rows
 
 
@@ -74,13 +77,14 @@ def search(
     confidence: float | None = None,
     *,
     new_rows: int | float | str | None = None,
+    budget: AlertBudget | None = None,
 ) -> OperatingPoint:
     """Best cut for `problem` on (scores, labels); infeasible -> the closest cut, feasible=False. With a
     `confidence`, the certificate is of the population value, or with `new_rows` N of the value measured on N
-    new rows (inf, or "inf": the population value)."""
+    new rows (inf, or "inf": the population value). With a `budget`, only cuts within it (alert_budget.py)."""
     check_confidence(confidence)
     curve = ScoreCurve.from_scores(scores, labels)
-    return search_curve(curve, problem, confidence, new_rows)
+    return search_curve(curve, problem, confidence, new_rows, budget=budget)
 
 
 def _best_index(objective: np.ndarray, tie_break: np.ndarray) -> int:
@@ -93,7 +97,12 @@ def _best_index(objective: np.ndarray, tie_break: np.ndarray) -> int:
 
 
 def search_curve(
-    curve: ScoreCurve, problem: Problem, confidence: float | None = None, new_rows: int | float | None = None
+    curve: ScoreCurve,
+    problem: Problem,
+    confidence: float | None = None,
+    new_rows: int | float | None = None,
+    *,
+    budget: AlertBudget | None = None,
 ) -> OperatingPoint:
     """search() on a curve already built: the best admissible cut among every distinct one (see search)."""
     n_pos = curve.n_pos
@@ -102,19 +111,23 @@ def search_curve(
     check_new_rows(new_rows, confidence)
     new_rows = read_new_rows(new_rows)
     new_rows = None if new_rows == POPULATION else new_rows  # the population value: no new sample
-    if confidence is not None and problem.kind == "ofbs":
-        raise DmoError(OFBS_HAS_NO_BOUND)
+    if confidence is not None and problem.kind in ("ofbs", "value") and budget is None:  # a budget's bound is one
+        raise DmoError(OFBS_HAS_NO_BOUND if problem.kind == "ofbs" else VALUE_HAS_NO_BOUND)
     # Candidate cuts: the empty cut (index -1) plus every distinct score.
     tp = np.concatenate(([0], curve.tp))
     fp = np.concatenate(([0], curve.fp))
-    objective = np.asarray(problem.objective(tp, fp, n_pos), dtype=np.float64)
+    objective = _objective(curve, problem, tp=tp, fp=fp)
     constrained = problem.constrained_metric(tp, fp, n_pos)
     cuts = _Admissible(np.zeros(0), np.zeros(0, dtype=bool))  # unconstrained: no bound, no certificate
     if constrained is not None:
         cuts = _admissible(
             curve, problem, tp=tp, fp=fp, constrained=constrained, confidence=confidence, new_rows=new_rows
         )
+    if budget is not None:
+        cuts = _within_budget(cuts, budget, flagged=tp + fp, confidence=confidence, new_rows=new_rows)
+    if constrained is not None or budget is not None:
         best, feasible, best_achievable = _chosen(problem, objective, tp=tp, cuts=cuts)
+        best_achievable = best_achievable if constrained is not None else None
     else:
         best = int(np.argmax(objective))
         feasible = None
@@ -149,10 +162,19 @@ def search_curve(
                 new_rows=new_rows,
                 n_neg=curve.n_neg,
             )
-            if feasible is False and confidence
+            if feasible is False and confidence and constrained is not None
             else {}
         ),
     )
+
+
+def _objective(curve: ScoreCurve, problem: Problem, *, tp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """The objective at every cut (the empty cut first): value's expected value per row from the curve's gains
+    (gain.value_at_cuts; its argmax takes the first best, the highest threshold, on ties), else the problem's metric
+    of the counts."""
+    if problem.kind == "value":
+        return value_at_cuts(curve) / (curve.n_pos + curve.n_neg)
+    return np.asarray(problem.objective(tp, fp, curve.n_pos), dtype=np.float64)
 
 
 @dataclass
@@ -215,6 +237,25 @@ def _admissible(
     )
     ok = tp >= (least if least is not None else n_pos + 1)
     return _Admissible(bound, ok, bound, certificate, _constant_rate(least, n_pos))
+
+
+def _within_budget(
+    cuts: _Admissible, budget: AlertBudget, *, flagged: np.ndarray, confidence: float | None, new_rows: int | None
+) -> _Admissible:
+    """The cuts that also keep within an alert budget (certified with a confidence: alert_budget.py). Without a
+    constraint of its own the problem may choose any cut that flags a row and keeps within it, and the closest
+    (and a tie) is the one flagging fewest rows; with one, the budget narrows the cuts the constraint admits."""
+    rows = int(flagged[-1])
+    within = budget.admissible(flagged, rows, confidence=confidence, next_rows=budget.period(new_rows))
+    if cuts.ok.size:
+        return dataclasses.replace(cuts, ok=cuts.ok & within)
+    fewest = np.where(flagged > 0, -flagged.astype(np.float64), -np.inf)
+    certificate = None
+    if confidence is not None:
+        period = budget.period(new_rows)
+        about = "the population's flagged share" if period is None else f"the alerts of the next {period:,} rows"
+        certificate = f"{about} within the alert budget (exact, monotone in the threshold: no selection effect; docs)"
+    return _Admissible(fewest, within & (flagged > 0), certificate=certificate)
 
 
 def _chosen(problem: Problem, objective: np.ndarray, *, tp: np.ndarray, cuts: _Admissible) -> tuple[int, bool, float]:

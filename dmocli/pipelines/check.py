@@ -7,12 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from dmocli.data import reading, sources
 from dmocli.errors import DmoError
+from dmocli.operating_point.gain import GainMatrix, check_amounts
 from dmocli.operating_point.problems import Problem
 from dmocli.options import TrainOptions, option_errors, refuse
+from dmocli.pipelines.review_banding import band_problem_refusal
 from dmocli.pipelines.time_blocks import shuffled_time_warning, time_problems
 from dmocli.prep.columns import ColumnPlan, case_variant_warning, survey_columns, text_column_warning
 from dmocli.prep.derive import Derivation
@@ -49,15 +52,28 @@ class Survey:
 def resolve_problem(opts: TrainOptions, n_classes: int) -> Problem | None:
     """The binary problem to solve, or None for multi-class (the default for a label of over two classes
     without --positive, and fpor/frop/ofbs on such a label: per-class offsets, pipelines/multiclass.py)."""
-    kind = opts.problem
+    kind, budget = opts.problem, opts.max_alert_rate is not None or opts.max_alerts is not None
     if kind is None:
-        kind = "ofbs" if (n_classes <= 2 or opts.positive is not None) else "multiclass"
+        kind = ("alerts" if budget else "ofbs") if (n_classes <= 2 or opts.positive is not None) else "multiclass"
+    if budget and (kind == "multiclass" or (n_classes > 2 and opts.positive is None)):
+        raise DmoError(
+            "an alert budget bounds a binary model's threshold: give --positive CLASS, or leave the budget out"
+        )
     if kind == "multiclass":
         refuse(multiclass_conflicts(opts))
         return None
+    if kind == "value" and n_classes > 2 and opts.positive is None:
+        raise DmoError(
+            "--problem value weighs a binary decision (flag or not) and applies to binary labels; give --positive "
+            "CLASS (one class against the rest)"
+        )
     if n_classes > 2 and opts.positive is None:  # a multi-class operating point: pipelines/multiclass.py checks it
         return None
-    return Problem.from_options(kind, opts.target, opts.beta, opts.confidence)
+    if kind == "alerts" and opts.target is not None:
+        raise DmoError("--target applies to fpor/frop; an alert budget alone maximizes recall within it")
+    # beside a budget, --confidence certifies it where the problem has no metric of its own to bound
+    confidence = opts.confidence if not budget or kind in ("fpor", "frop") else None
+    return Problem.from_options(kind, opts.target, opts.beta, confidence)
 
 
 def multiclass_conflicts(opts: TrainOptions) -> list[str]:
@@ -82,9 +98,16 @@ def multiclass_conflicts(opts: TrainOptions) -> list[str]:
 def solved_problem(opts: TrainOptions, n_classes: int, solver: Solver) -> Problem | None:
     """resolve_problem, refused when the solver does not solve it."""
     problem = resolve_problem(opts, n_classes)
+    if opts.review_budget is not None and problem is None:
+        raise DmoError(
+            "--review-budget splits a binary model's one score in three; a multi-class model has none: leave it out "
+            "(or give --positive CLASS for one class against the rest)"
+        )
+    if opts.review_budget is not None and band_problem_refusal(problem.kind) is not None:
+        raise DmoError(band_problem_refusal(problem.kind))
     if problem is None and not solver.multiclass:
         raise DmoError(f"solver {solver.name} is binary; give --problem fpor|frop|ofbs (and --positive for >2 classes)")
-    if problem is not None and problem.kind not in solver.problems:
+    if problem is not None and problem.trained_as.kind not in solver.problems:
         raise DmoError(
             f"solver {solver.name} does not solve --problem {problem.kind} (it solves: {', '.join(solver.problems)})"
         )
@@ -110,6 +133,7 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
     if opts.label_col in table.schema.names:
         labels, problem, found, warnings = survey_labels(table.column(opts.label_col), opts, solver)
         problems += found
+        problems += _gain_problems(table, opts, labels)
     trees = opts.model == "gbdt"  # one feature of level indices per text column, not one per level
     pre, found = Preprocessor.survey(
         table.to_batches(), plan, impute=effective_impute(opts), categorical_codes=trees, fold_case=opts.fold_case
@@ -123,6 +147,39 @@ def survey(table: pa.Table, opts: TrainOptions, solver: Solver) -> Survey:
         warnings += [w for w in (wide, case_variant_warning(name, case_variant_groups(levels))) if w]
     warnings = derive.warnings() + warnings  # first: date parts dropped as constant in every row
     return Survey(table.num_rows, plan, labels, problem, pre, problems, warnings, table)
+
+
+def gain_values(table: pa.Table, gain: GainMatrix, labels: np.ndarray, *, where: str) -> np.ndarray:
+    """The columns `gain` names, as float64 (rows, columns) in `gain.columns` order; a column `where` lacks, or one
+    that is not numeric, is one DmoError, and so is a labeled row's missing or negative amount (gain.check_amounts).
+    An unlabeled row's amount is not read by any decision: it may be missing."""
+    missing = [name for name in gain.columns if name not in table.schema.names]
+    if missing:
+        raise DmoError(f"--gain names column(s) {', '.join(missing)}, which {where} lacks; give it the column(s)")
+    values = np.empty((table.num_rows, len(gain.columns)), dtype=np.float64)
+    labeled = labels >= 0
+    for i, name in enumerate(gain.columns):
+        column = table.column(name)
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+            raise DmoError(
+                f"--gain column {name!r} of {where} is {column.type}, not numbers; give amounts as numbers "
+                "(--parse-numbers reads '$1,234.50')"
+            )
+        values[:, i] = column.to_numpy(zero_copy_only=False).astype(np.float64)
+        losses = any(cell.loss and cell.column == name for cell in gain.cells)
+        check_amounts(name, values[labeled, i], losses=losses)
+    return values
+
+
+def _gain_problems(table: pa.Table, opts: TrainOptions, labels: LabelSpec | None) -> list[str]:
+    """--problem value's gain columns of DATA, read as train reads them (gain_values): what is wrong, in one line."""
+    if opts.problem != "value" or labels is None:
+        return []
+    try:
+        gain_values(table, GainMatrix.parse(opts.gain), labels.encode(table.column(opts.label_col)), where="DATA")
+    except DmoError as exc:
+        return [str(exc)]
+    return []
 
 
 def survey_derivation(

@@ -11,6 +11,7 @@ of the report or the model file is added here, once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from dmocli.heldout_figures import FiguresSection, HeldOutFigures, ImportanceSec
 from dmocli.models.architecture import Architecture
 from dmocli.models.decision import Decision
 from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.alert_budget import AlertBudget
 from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.class_offsets import ClassProblem
+from dmocli.operating_point.gain import GainMatrix, RowGains
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.problems import Problem
 from dmocli.operating_point.search import OperatingPoint
@@ -31,8 +34,9 @@ from dmocli.options import TrainOptions
 from dmocli.pipelines.cross_fit import CrossFitted, cv_report
 from dmocli.pipelines.multiclass import SettledClasses, multiclass_cv_report, settle_classes
 from dmocli.pipelines.report_parts import BinaryCvSection, MulticlassCvSection, TrainingRunSection, assemble, extended
+from dmocli.pipelines.review_banding import BandOutcome, settle_band
 from dmocli.pipelines.saving import finish, refuse_with_report, training_info
-from dmocli.pipelines.thresholding import Asked, FitDetails, Settled, problem_fields, settle_threshold
+from dmocli.pipelines.thresholding import Asked, FitDetails, Settled, certified_rows, problem_fields, settle_threshold
 from dmocli.prep.drift_counting import ProfileBuilder
 from dmocli.prep.features import LevelCounts, Preprocessor
 from dmocli.prep.labels import LabelSpec
@@ -73,6 +77,8 @@ class FittedRun:
     training_rows: np.ndarray | None = None  # the sketch of the training rows (prep/row_fingerprint.py)
     online: dict[str, Any] | None = None  # a streaming solver's own progressive figures: the model's summary
     class_problem: ClassProblem | None = None  # a multi-class operating point (class offsets); None: arg-max
+    gain: GainMatrix | None = None  # --problem value: the gain matrix ...
+    gain_values: dict[str, np.ndarray] | None = None  # ... and its columns' values of each split's rows, as `truth`
 
 
 def conclude(
@@ -109,6 +115,7 @@ class _Settlement:
     cv: tuple[BinaryCvSection | MulticlassCvSection, ...]  # the report's `cv` section, when --cv cross-fitted
     class_offsets: np.ndarray | None = None  # a multi-class operating point's offsets, for the model file
     class_problem: ClassProblem | None = None  # and its problem
+    band: BandOutcome | None = None  # the review band under the threshold, where --review-budget asked for one
 
 
 def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Settlement:
@@ -119,7 +126,11 @@ def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Set
         run.logits,
         run.truth,
         Asked(
-            problem=problem, confidence=opts.confidence, new_rows=opts.new_rows, allow_infeasible=opts.allow_infeasible
+            problem=problem,
+            confidence=opts.confidence,
+            new_rows=opts.new_rows,
+            allow_infeasible=opts.allow_infeasible,
+            budget=asked_budget(opts),
         ),
         FitDetails(
             own=run.own_threshold,
@@ -128,18 +139,29 @@ def _settle_binary(run: FittedRun, opts: TrainOptions, problem: Problem) -> _Set
             calibrate=run.calibrate,
             calibration=run.calibration,
             held_out_rows=None if crossed is None else int(np.bincount(crossed.folds).min()),
+            gain=run.gain,
+            gain_values=run.gain_values,
         ),
     )
     searched = settled.operating_point  # --cv always searches the out-of-fold scores
+    band = _band(opts, settled)
+    if band is not None:
+        refusal = settled.refusal or band.refusal  # an unreachable target is said first
+        settled = dataclasses.replace(settled, warnings=(*settled.warnings, *band.warnings), refusal=refusal)
     return _Settlement(
         settled=settled,
+        band=band,
         threshold=settled.threshold,
         heldout=settled.heldout,
         heldout_scores=settled.heldout_scores,
         fields=problem_fields(problem),
         cv=()
         if crossed is None or searched is None
-        else (_cv_section(crossed, opts, problem, searched.point, oof_threshold=settled.oof_threshold),),
+        else (
+            _cv_section(
+                crossed, opts, problem, searched.point, oof_threshold=settled.oof_threshold, gains=_cv_gains(run)
+            ),
+        ),
     )
 
 
@@ -183,6 +205,7 @@ def _report(
             online=run.online, solver_trace=run.solver_trace, fit_seconds=run.fit_seconds, path_fields=run.after_fields
         ),
         *settlement.cv,
+        *(() if settlement.band is None else (settlement.band.section,)),
         FiguresSection(figures=_heldout_figures(settlement)),
         solver=run.solver,
         **settlement.fields,
@@ -223,6 +246,7 @@ def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: 
         solver=run.solver,
         decision=Decision(
             threshold=settlement.threshold,
+            review_threshold=None if settlement.band is None else settlement.band.band.lower,
             problem=run.problem,
             class_offsets=settlement.class_offsets,
             class_problem=settlement.class_problem,
@@ -234,11 +258,33 @@ def _model(run: FittedRun, opts: TrainOptions, settlement: _Settlement, report: 
                 calibration=settlement.settled.calibration,
                 summary=_summary(run, report),
                 **run.info_fields,
-            ),
+            )
+            | ({} if settlement.band is None else settlement.band.info())
+            | ({} if asked_budget(opts) is None else {"alert_budget": asked_budget(opts).info()}),
         ),
         training_rows=run.training_rows,
         profile=_finished_profile(run.profile, settlement.heldout_scores),
     )
+
+
+def _band(opts: TrainOptions, settled: Settled) -> BandOutcome | None:
+    """The review band under the settled threshold on the held-out curve, where --review-budget asks for one (at
+    --confidence, as the threshold is certified)."""
+    if opts.review_budget is None or settled.heldout is None:
+        return None
+    return settle_band(
+        settled.heldout,
+        settled.threshold,
+        opts.review_budget,
+        confidence=opts.confidence,
+        next_rows=certified_rows(opts.new_rows, opts.confidence),
+        allow_infeasible=opts.allow_infeasible,
+    )
+
+
+def asked_budget(opts: TrainOptions) -> AlertBudget | None:
+    """The alert budget train's options ask for (None: none); its N <= M was checked with the options."""
+    return AlertBudget.asked(opts.max_alert_rate, opts.max_alerts, opts.per_rows)
 
 
 def _carry_to(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -247,13 +293,27 @@ def _carry_to(opts: TrainOptions, crossed: CrossFitted | None, logits: dict[str,
     return logits["train"] if crossed is not None and crossed.carries_by_rank(opts.cv_transfer) else None
 
 
+def _cv_gains(run: FittedRun) -> RowGains | None:
+    """--problem value's gains of the out-of-fold rows, for each fold's own operating point (None without)."""
+    if run.gain is None or run.gain_values is None:
+        return None
+    values = run.gain_values["cv"]
+    return run.gain.row_gains({name: values[:, i] for i, name in enumerate(run.gain.columns)}, values.shape[0])
+
+
 def _cv_section(
-    crossed: CrossFitted, opts: TrainOptions, problem: Problem, point: OperatingPoint, *, oof_threshold: float | None
+    crossed: CrossFitted,
+    opts: TrainOptions,
+    problem: Problem,
+    point: OperatingPoint,
+    *,
+    oof_threshold: float | None,
+    gains: RowGains | None = None,
 ) -> BinaryCvSection:
     """The report's `cv` section of a binary model: each fold's own operating point on its out-of-fold scores, and
     the pooled out-of-fold `point` carried to the saved model."""
     return BinaryCvSection(
-        folds=cv_report(crossed, problem, opts.confidence, point.new_rows),
+        folds=cv_report(crossed, problem, opts.confidence, point.new_rows, gains=gains),
         transfer=opts.cv_transfer,
         pooled_val=opts.val is not None,
         oof_threshold=point.threshold if oof_threshold is None else oof_threshold,

@@ -17,14 +17,18 @@ from typing import Any
 import numpy as np
 
 from dmocli.errors import UnreachableTarget, option_hint
+from dmocli.operating_point.alert_budget import AlertBudget, BudgetReport, budget_refusal
 from dmocli.operating_point.bounds import fixed_sequence_level
 from dmocli.operating_point.calibration import Calibration, fit_platt
+from dmocli.operating_point.curve import ScoreCurve
+from dmocli.operating_point.gain import GainMatrix, RowGains
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import OperatingPoint, search
+from dmocli.operating_point.search import OperatingPoint, search, search_curve
 from dmocli.options import POPULATION, read_new_rows
 from dmocli.pipelines.report_parts import CalibrationSection, OperatingPointSection, ReportPart, SplitsSection
+from dmocli.pipelines.value_report import ValueSection, value_section
 from dmocli.report import binary_split_report, empty_prediction_warnings, multiclass_split_report
 from dmocli.shift.carry import carried_by_rank
 
@@ -65,12 +69,25 @@ def fit_threshold(
     confidence: float | None,
     where: str,
     new_rows: int | None = None,
+    budget: AlertBudget | None = None,
+    gains: RowGains | None = None,
 ) -> tuple[OperatingPoint, str | None]:
     """The exact operating point on (scores, labels), and why the target is out of reach when it is (else None).
-    `where` names the data in that message ("the val split")."""
-    point = search(scores, labels, problem, confidence, new_rows=new_rows)
+    `where` names the data in that message ("the val split"). With an alert `budget`, only cuts within it."""
+    if gains is not None:  # --problem value: the curve sums each row's gains at its score (operating_point/gain.py)
+        curve = ScoreCurve.from_scores(scores, labels, gains=gains)
+        point = search_curve(curve, problem, confidence, new_rows, budget=budget)
+    else:
+        point = search(scores, labels, problem, confidence, new_rows=new_rows, budget=budget)
     if point.feasible is not False:
         return point, None
+    if budget is not None:
+        alone = search(scores, labels, problem, confidence, new_rows=new_rows) if problem.constraint_name else point
+        if alone is point or alone.feasible:  # the budget is what no cut meets: the target alone's cut is the nearest
+            flagged = alone.tp + alone.fp
+            rows = alone.tp + alone.fp + alone.tn + alone.fn
+            text = budget_refusal(budget, flagged, rows, confidence=confidence, new_rows=new_rows, where=where)
+            return point, text
     population = search(scores, labels, problem, confidence) if new_rows is not None else None
     return point, unreachable_text(point, problem, confidence=confidence, where=where, population=population)
 
@@ -213,12 +230,17 @@ class Settled:
     heldout: HeldOutCurve | None = None  # the curve of the scores the threshold was searched on, for the model file
     heldout_scores: np.ndarray | None = None  # those scores themselves, for the model file's drift profile
     oof_threshold: float | None = None  # with --cv: the searched cut on the out-of-fold scores' own scale
+    alert_budget: BudgetReport | None = None  # the alert budget's section, where one was asked
+    value: ValueSection | None = None  # --problem value: the value at the threshold, the default cut, nothing
 
     def parts(self) -> tuple[ReportPart, ...]:
-        """The report's sections of the operating point: the search (if one ran), the splits, the probability map."""
+        """The report's sections of the operating point: the search (if one ran), the splits, the probability map,
+        the alert budget."""
         searched = () if self.operating_point is None else (self.operating_point,)
         splits = () if self.splits is None else (self.splits,)
-        return (*searched, *splits, CalibrationSection(calibration=self.calibration))
+        budget = () if self.alert_budget is None else (self.alert_budget,)
+        value = () if self.value is None else (self.value,)
+        return (*searched, *splits, CalibrationSection(calibration=self.calibration), *budget, *value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +252,7 @@ class Asked:
     confidence: float | None = None
     new_rows: int | float | None = None
     allow_infeasible: bool = False
+    budget: AlertBudget | None = None  # --max-alert-rate / --max-alerts: only cuts within it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,6 +269,16 @@ class FitDetails:
     calibrate: bool = True
     calibration: Calibration | None = None
     held_out_rows: int | None = None
+    gain: GainMatrix | None = None  # --problem value: the gain matrix, and its columns' values per split
+    gain_values: dict[str, np.ndarray] | None = None  # ((rows, columns) in gain.columns order, rows as `truth`'s)
+
+    def row_gains(self, split: str) -> RowGains | None:
+        """The gains of the rows of `split` (None without --gain)."""
+        if self.gain is None or self.gain_values is None:
+            return None
+        values = self.gain_values[split]
+        columns = {name: values[:, i] for i, name in enumerate(self.gain.columns)}
+        return self.gain.row_gains(columns, values.shape[0])
 
 
 def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_infeasible: bool) -> Settled:
@@ -258,6 +291,8 @@ def judge_reachability(point: OperatingPoint, unreachable: str | None, allow_inf
     allow = option_hint("--allow-infeasible", "allow_infeasible=True")
     if point.new_rows is not None and point.required_rate is None:  # a lower target would not pass either;
         fix = "add labeled rows"  # the message already names a larger --new-rows
+    elif point.best_achievable is None:  # an alert budget alone: no target to lower (its message names a larger one)
+        fix = "add labeled rows"
     else:
         fix = f"lower {option_hint('--target', 'target')}, add labeled rows"
     refusal = UnreachableTarget(
@@ -299,7 +334,7 @@ def settle_threshold(
         before = split_reports(fitted, truth, fit.own, problem=problem, classes=[], calibration=calibration)
     flags_none = False
     if fit.adjust or fit.own is None:  # searched on the same scores the probability map is fitted on
-        settled, flags_none = _searched(logits, truth, held_out, asked)
+        settled, flags_none = _searched(logits, truth, held_out, asked, gains=fit.row_gains(held_out))
         point = settled.operating_point.point
         if oof is not None:
             cut = point.threshold if fit.carry_to is None else oof_cut(oof, logits["cv"], point.threshold)
@@ -323,6 +358,7 @@ def settle_threshold(
         # carried scores are the model's scores of the rows it was fitted on, ordered as the out-of-fold ones: no
         # reference for the drift of its scores on new rows
         heldout_scores=None if heldout is None or heldout.carried else logits[held_out],
+        value=None if heldout is None else value_section(heldout, settled.threshold, calibration),
     )
 
 
@@ -341,11 +377,18 @@ def _heldout_curve(
         certified_rows=fit.held_out_rows or int(truth[held_out].size),
         carried=held_out == "cv" and carried,
         highest_own=_highest_own(logits, held_out, carried=carried),
+        gain=fit.gain,
+        gain_values=None if fit.gain_values is None else fit.gain_values[held_out],
     )
 
 
 def _searched(
-    logits: dict[str, np.ndarray], truth: dict[str, np.ndarray], split: str, asked: Asked
+    logits: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+    split: str,
+    asked: Asked,
+    *,
+    gains: RowGains | None = None,
 ) -> tuple[Settled, bool]:
     """The exact search on the held-out `split` and what follows from it (a refusal, or with `allow_infeasible` a
     warning, where the target is out of reach; the warnings on the split searched), and whether its cut flags none
@@ -353,7 +396,14 @@ def _searched(
     where = "the out-of-fold scores" if split == "cv" else f"the {split} split"
     sample = certified_rows(asked.new_rows, asked.confidence)
     point, unreachable = fit_threshold(
-        logits[split], truth[split], asked.problem, confidence=asked.confidence, where=where, new_rows=sample
+        logits[split],
+        truth[split],
+        asked.problem,
+        confidence=asked.confidence,
+        where=where,
+        new_rows=sample,
+        budget=asked.budget,
+        gains=gains,
     )
     flags_none = flags_none_of_its_rows(point, logits.get("train"), where=where)
     if flags_none is not None:
@@ -363,8 +413,14 @@ def _searched(
     if split == "val" and np.count_nonzero(truth[split] == 1) < FEW_VALIDATION_POSITIVES:
         warnings.append(few_validation_positives(int(np.count_nonzero(truth[split] == 1))))
     section = OperatingPointSection(point=point, split=split)
+    budget = None
+    if asked.budget is not None:
+        rows = point.tp + point.fp + point.tn + point.fn
+        budget = BudgetReport(
+            budget=asked.budget, flagged=point.tp + point.fp, rows=rows, confidence=asked.confidence, new_rows=sample
+        )
     return dataclasses.replace(
-        settled, warnings=(*settled.warnings, *warnings), operating_point=section
+        settled, warnings=(*settled.warnings, *warnings), operating_point=section, alert_budget=budget
     ), flags_none is not None
 
 

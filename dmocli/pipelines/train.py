@@ -16,6 +16,8 @@ from dmocli.engines import torchrun
 from dmocli.engines.choice import ENGINES
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel
+from dmocli.operating_point.alert_budget import AlertBudget
+from dmocli.operating_point.gain import GainMatrix
 from dmocli.options import (
     AUTO_CANDIDATES,
     MODEL_AUTO,
@@ -145,6 +147,10 @@ def check_options(opts: TrainOptions) -> tuple[Solver, SolverParams]:
     auto = opts.model == MODEL_AUTO
     problems += auto_problems(opts, solver) if auto else _capability_problems(opts, solver)
     problems += _problem_kind_problems(opts, solver)
+    try:  # an alert budget's N <= M, which no rule between options says
+        AlertBudget.asked(opts.max_alert_rate, opts.max_alerts, opts.per_rows)
+    except DmoError as exc:
+        problems.append(str(exc))
     params = None
     try:
         params = solver.parse_params(_solver_params(opts, solver))
@@ -192,11 +198,34 @@ def _problem_kind_problems(opts: TrainOptions, solver: Solver) -> list[str]:
             f"solver {solver.name} learns one class against the rest (for --problem multiclass use "
             f"--solver {choice_list(multiclass)})"
         ]
+    if opts.problem == "value":  # trained as ofbs: the gains decide the cut (problems.Problem.trained_as)
+        return _value_problems(opts, solver)
     if opts.problem in PROBLEM_CHOICES and opts.problem != "multiclass" and opts.problem not in solver.problems:
         return [
             f"solver {solver.name} does not solve --problem {opts.problem} (it solves: {', '.join(solver.problems)})"
         ]
     return []
+
+
+def _value_problems(opts: TrainOptions, solver: Solver) -> list[str]:
+    """--problem value: its --gain read, and the paths that carry no per-row gains refused (the streaming solvers,
+    Dask, torchrun, --model auto, which chooses on F-beta or the target's metric); the solver trains as for ofbs."""
+    problems = []
+    if opts.gain is not None:
+        try:
+            GainMatrix.parse(opts.gain)
+        except DmoError as exc:
+            problems.append(str(exc))
+    if "ofbs" not in solver.problems:
+        problems.append(f"solver {solver.name} does not solve --problem value (it trains for ofbs, which it does not)")
+    elif isinstance(solver, StreamingSolver) or opts.engine == "dask" or torchrun.launched():
+        problems.append(
+            "--problem value reads each held-out row's gains in one process, in memory; choose an in-memory solver "
+            "(e.g. --solver wce) without --engine dask or torchrun"
+        )
+    if opts.model == MODEL_AUTO:
+        problems.append("--model auto chooses on F-beta or the target's metric, not on value: choose --model")
+    return problems
 
 
 def _param_scope_problems(opts: TrainOptions, params: SolverParams) -> list[str]:

@@ -19,12 +19,15 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError, option_hint
 from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.alert_budget import AlertBudget, BudgetReport
 from dmocli.operating_point.calibration import fit_platt
-from dmocli.operating_point.heldout import HeldOutCurve
+from dmocli.operating_point.gain import GainMatrix
+from dmocli.operating_point.heldout import NO_GAINS, HeldOutCurve
 from dmocli.operating_point.problems import Problem
-from dmocli.operating_point.search import OperatingPoint
+from dmocli.operating_point.search import OperatingPoint, search_curve
 from dmocli.options import POPULATION, check_new_rows
 from dmocli.pipelines.report_parts import OperatingPointSection, SplitsSection
+from dmocli.pipelines.review_banding import BandAsked, rebanded
 from dmocli.pipelines.saving import finish_threshold, retargeted_info, threshold_envelope
 from dmocli.pipelines.thresholding import (
     OPTIMISTIC,
@@ -34,6 +37,7 @@ from dmocli.pipelines.thresholding import (
     judge_reachability,
     split_reports,
 )
+from dmocli.pipelines.value_report import ValueSection, value_section
 from dmocli.prep.row_fingerprint import share_of_sketched_rows
 from dmocli.report import empty_prediction_warnings, unlabeled_warning
 from dmocli.scoring.accumulators import labeled_scores
@@ -133,6 +137,9 @@ def refit(
     engine: EngineChoice = LOCAL,
     new_rows: int | float | str | None = None,
     allow_train_rows: bool = False,
+    gain: str | None = None,
+    budget: AlertBudget | None = None,
+    review_budget: float | None = None,
 ) -> RefitResult | ClassRefitResult:
     """`refit_threshold`'s work, its result typed: a binary model's threshold (a multi-class model's class offsets:
     use/class_refit.py) searched on DATA or on the held-out curve, written as a new model file."""
@@ -156,8 +163,9 @@ def refit(
             engine=engine,
             started=started,
         )
-    search = _search_asked(model, problem, confidence, new_rows, no_confidence=no_confidence)
-    labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows)
+    search = _search_asked(model, problem, confidence, new_rows, no_confidence=no_confidence, budget=budget)
+    valued = Valued(asked=search.problem.kind == "value", gain=gain)
+    labeled = _labeled_scores(model, model_path, data, engine=engine, allow_train_rows=allow_train_rows, value=valued)
     new_rows = certified_rows(search.new_rows, search.confidence, model.decision.certificate.new_rows)
     point, unreachable = _searched_point(labeled, search, new_rows=new_rows, on_heldout=data is None)
     settled = judge_reachability(point, unreachable, allow_infeasible)
@@ -166,11 +174,18 @@ def refit(
     retargeted, splits = _retarget(
         model, labeled, point, search=search, new_rows=new_rows, refit_calibration=data is not None
     )
+    review = BandAsked(
+        budget=review_budget, confidence=search.confidence, next_rows=new_rows, allow_infeasible=allow_infeasible
+    )
+    retargeted, band, band_warnings = rebanded(retargeted, labeled.curve, search.problem.kind, review)
     report = threshold_envelope(
         retargeted,
         model_path,
         OperatingPointSection(point=point),
         SplitsSection(threshold=point.threshold, splits=splits),
+        *_value_part(labeled.curve, point.threshold, retargeted),
+        *_budget_report(search, point, new_rows),
+        *(() if band is None else (band.section,)),
         data=labeled.fitted_on,
         engine=engine.name,
         output=output,
@@ -181,10 +196,10 @@ def refit(
         previous_threshold=model.threshold,
         unlabeled_rows=labeled.unlabeled,
         warnings=(unlabeled_warning(labeled.unlabeled, data) if data is not None else [])
-        + [*settled.warnings, *optimistic, *off_scale]
+        + [*settled.warnings, *optimistic, *off_scale, *band_warnings]
         + empty_prediction_warnings(splits),
     )
-    refusal = with_way_out(settled.refusal, search.certificate)
+    refusal = with_way_out(settled.refusal, search.certificate) or (band.refusal if band else None)
     written = finish_threshold(
         retargeted, report, output=output, report_path=report_path, started=started, refusal=refusal
     )
@@ -200,6 +215,7 @@ class _Search:
     confidence: float | None
     new_rows: int | float | str | None
     certificate: Recertified  # MODEL's certificate kept at its confidence, another asked for, or dropped
+    budget: AlertBudget | None = None  # the alert budget the cut must keep within (None: none)
 
 
 def _search_asked(
@@ -209,19 +225,52 @@ def _search_asked(
     new_rows: int | float | str | None,
     *,
     no_confidence: bool,
+    budget: AlertBudget | None = None,
 ) -> _Search:
     """The problem to search: the one given, or the model's own. Its certificate: the confidence given, else the
     model's (and its --new-rows, or the population), since the new threshold must not leave a file whose info
     claims a certificate it lost; `no_confidence` (or a problem with no bound: ofbs) drops it (use/recertify.py)."""
+    problem, budget = _budget_asked(model, problem, budget)
     source = "option" if problem is not None else "model"
     if problem is None:
         problem = model.problem or Problem("ofbs")  # a binary model always stores one; ofbs is train's default
     certificate = model.decision.certificate
-    kept = recertified(certificate, confidence, no_confidence=no_confidence, bounded=problem.kind != "ofbs")
+    bounded = problem.kind not in UNBOUNDED or budget is not None  # a budget's share is bounded whatever the problem
+    kept = recertified(certificate, confidence, no_confidence=no_confidence, bounded=bounded)
     if kept.inherited and new_rows is None:  # the model's own certificate (no new_rows: the population)
         new_rows = certificate.new_rows or POPULATION
     check_new_rows(new_rows, kept.confidence)  # --new-rows alone changes the sample of the model's own certificate
-    return _Search(problem=problem, source=source, confidence=kept.confidence, new_rows=new_rows, certificate=kept)
+    return _Search(
+        problem=problem, source=source, confidence=kept.confidence, new_rows=new_rows, certificate=kept, budget=budget
+    )
+
+
+def _budget_asked(
+    model: DmoModel, problem: Problem | None, budget: AlertBudget | None
+) -> tuple[Problem | None, AlertBudget | None]:
+    """The problem and alert budget a re-fit searches for: a budget given replaces MODEL's, and without --problem
+    a model of no constraint of its own (ofbs, as train's default, or a budget alone) then takes the most recall
+    within it, as `dmo train --max-alert-rate` does; without a budget, MODEL's own is kept for its own problem and
+    dropped for a --problem given."""
+    if budget is not None:
+        alone = problem is None and model.problem is not None and model.problem.kind in ("ofbs", "alerts")
+        return (Problem("alerts") if alone else problem), budget
+    if problem is not None:
+        return problem, None
+    try:
+        return None, AlertBudget.from_info(model.info.get("alert_budget"))
+    except ValueError as exc:
+        raise DmoError(f"the model file's alert budget cannot be read ({exc}); retrain it") from exc
+
+
+def _budget_report(search: _Search, point: OperatingPoint, new_rows: int | None) -> tuple[BudgetReport, ...]:
+    """The threshold report's `alert_budget` section at the new cut (none without a budget)."""
+    if search.budget is None:
+        return ()
+    rows, flagged = point.tp + point.fp + point.tn + point.fn, point.tp + point.fp
+    return (
+        BudgetReport(budget=search.budget, flagged=flagged, rows=rows, confidence=search.confidence, new_rows=new_rows),
+    )
 
 
 def _searched_point(
@@ -231,18 +280,57 @@ def _searched_point(
     curve the model file keeps (`on_heldout`), a cut above every score the model gives its training rows (the
     curve's `highest_own`) flags none of them: not feasible, whatever the curve's rows say there
     (thresholding.above_its_highest_score)."""
-    point, unreachable = fit_threshold(
-        labeled.logits,
-        labeled.y,
-        search.problem,
-        confidence=search.confidence,
-        where=labeled.fitted_on,
-        new_rows=new_rows,
-    )
+    if search.problem.kind == "value":  # the curve's gains at each score: its rows alone do not carry them
+        point, unreachable = search_curve(labeled.curve.score_curve(), search.problem, budget=search.budget), None
+    else:
+        point, unreachable = fit_threshold(
+            labeled.logits,
+            labeled.y,
+            search.problem,
+            confidence=search.confidence,
+            where=labeled.fitted_on,
+            new_rows=new_rows,
+            budget=search.budget,
+        )
     beyond = above_its_highest_score(point, labeled.curve.highest_own, where=labeled.fitted_on) if on_heldout else None
     if beyond is not None:
         return dataclasses.replace(point, feasible=False), beyond
     return point, unreachable
+
+
+UNBOUNDED = ("ofbs", "value")  # problems with no constrained metric: a certificate of the model's is dropped
+
+
+def _with_budget(info: dict[str, Any], budget: AlertBudget | None) -> dict[str, Any]:
+    """The new file's info with the alert budget its cut keeps within (none: MODEL's entry dropped)."""
+    kept = {key: value for key, value in info.items() if key != "alert_budget"}
+    return kept if budget is None else {**kept, "alert_budget": budget.info()}
+
+
+@dataclass(frozen=True)
+class Valued:
+    """Whether a re-fit searches --problem value (`asked`), and the `gain` it weighs the stored curve by (None: the
+    gain the model was trained with)."""
+
+    asked: bool = False
+    gain: str | None = None
+
+    def weighed(self, curve: HeldOutCurve) -> HeldOutCurve:
+        """The curve weighed by `gain` (over the columns whose sums it keeps) or its own gain where value is asked; a
+        curve without gains refused (HeldOutCurve.with_gain); as it is otherwise."""
+        if not self.asked:
+            return curve
+        if self.gain is not None:
+            return curve.with_gain(GainMatrix.parse(self.gain))
+        if curve.gains is None:
+            raise DmoError(NO_GAINS)
+        return curve
+
+
+def _value_part(curve: HeldOutCurve, threshold: float, model: DmoModel) -> tuple[ValueSection, ...]:
+    """The report's `value` section of a curve weighed by a gain matrix (none for one that is not)."""
+    section = value_section(curve, threshold, model.calibration) if curve.gain is not None else None
+    return () if section is None else (section,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,11 +351,18 @@ def _labeled_scores(
     *,
     engine: EngineChoice,
     allow_train_rows: bool,
+    value: Valued = Valued(),
 ) -> _Labeled:
     """DATA's logits and labels (refused where DATA is mostly the training rows, unless allowed), or without DATA
-    the rows of the held-out curve the model file keeps, so re-targeting needs no new labels."""
+    the rows of the held-out curve the model file keeps, so re-targeting needs no new labels; for --problem value,
+    that curve weighed by its gain (`value.weighed`; DATA, whose rows' amounts no re-fit reads, is refused)."""
+    if value.asked and data is not None:
+        raise DmoError(
+            "--problem value re-targets on the held-out curve MODEL keeps, with its gain columns' sums; leave DATA "
+            "out (a new threshold on new rows' amounts needs a retrain with --val)"
+        )
     if data is None:
-        curve = model.stored_heldout(model_path)
+        curve = value.weighed(model.stored_heldout(model_path))
         logits, y = curve.rows()
         where = f"the held-out {heldout_name(model, curve.split)} stored in {model_path}"
         return _Labeled(logits=logits, y=y, curve=curve, unlabeled=0, fitted_on=where)
@@ -320,6 +415,6 @@ def _retarget(
         threshold=point.threshold,
         problem=search.problem,
         heldout=labeled.curve,
-        info=noted(info, search.certificate.dropped),
+        info=_with_budget(noted(info, search.certificate.dropped), search.budget),
     )
     return model.with_decision(decision), splits

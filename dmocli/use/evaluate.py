@@ -35,6 +35,7 @@ from dmocli.report import (
     plot_pr_curve,
     unlabeled_warning,
     write_report,
+    written_now,
 )
 from dmocli.report_figures import ScoreFigures
 from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
@@ -137,6 +138,7 @@ def evaluation(
     if history is not None:
         scores = (scored.logits, scored.y)
         record_evaluate(history, model, model_path, scores, data=data, time_col=time_col, every=every, engine=engine)
+    result = replace(result, written_at=written_now())  # a refused gate's report is written too
     if verdict is not None and verdict.passed is False:
         refuse_with_report(GateFailed(result), result.to_dict(), report_path, started)
     result = replace(result, wall_seconds=time.perf_counter() - started)  # the run's time, once all else is done

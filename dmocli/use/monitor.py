@@ -36,21 +36,24 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.alert_budget import AlertBudget, period_alerts
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import probability
 from dmocli.operating_point.heldout import HeldOutCurve
 from dmocli.pipelines.saving import refuse_with_report
 from dmocli.prep.periods import Periods
 from dmocli.prep.row_fingerprint import TrainingRowsFound, training_rows_warnings
-from dmocli.report import write_report
+from dmocli.report import write_report, written_now
 from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.shift.value import expected_value, value_at_rate
 from dmocli.use.history import Cut, model_sha256, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
+from dmocli.use.results.band import ReviewVolume
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.results.monitor import (
+    AlertsEstimate,
     Assumptions,
     ChunkBy,
     ChunkSection,
@@ -141,7 +144,7 @@ def monitor(
         chunks=chunks or None,
         gate=MonitorGate(asked=gate, passed=not reasons, reasons=[reason.shown() for reason in reasons]),
     )
-    result = replace(result, wall_seconds=time.perf_counter() - started)
+    result = replace(result, written_at=written_now(), wall_seconds=time.perf_counter() - started)
     if history is not None:
         record_monitor(history, result, model_path, Cut.of(every=every, chunk_col=chunk_col))
     if gate and reasons:
@@ -193,7 +196,22 @@ def _section(
         drift_reasons=reasons,
         drift_map=drift_map,
         value=_expected_value(model, curve, out, reference=reference, confidence=confidence),
+        alerts=_alerts(model, logits, confidence),
+        review_volume=ReviewVolume.of(model, logits),
     )
+
+
+def _alerts(model: DmoModel, logits: np.ndarray, confidence: float) -> AlertsEstimate | None:
+    """A model trained within an alert budget: the alerts its threshold raises on the section's own rows against the
+    budget (operating_point/alert_budget.py:period_alerts); None for any other model."""
+    try:
+        budget = AlertBudget.from_info(model.info.get("alert_budget"))
+    except ValueError as exc:
+        raise DmoError(f"the model file's alert budget cannot be read ({exc}); retrain it") from exc
+    if budget is None:
+        return None
+    flagged = int(np.count_nonzero(logits >= np.float32(model.threshold)))
+    return AlertsEstimate(**period_alerts(budget, flagged, int(logits.size), confidence=confidence))
 
 
 def _drift(
@@ -221,6 +239,7 @@ class RateSection:
     positive_rate: PositiveRate
     label_shift: LabelShiftEstimate
     drift_reasons: list[str] | None = None
+    alerts: AlertsEstimate | None = None  # never: the scores alone of bench/monitor_coverage.py carry no budget
 
 
 def label_shift_section(

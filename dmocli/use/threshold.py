@@ -19,6 +19,7 @@ from dmocli.command_options import ThresholdOptions
 from dmocli.data import sources
 from dmocli.engines.choice import EngineChoice
 from dmocli.errors import DmoError
+from dmocli.operating_point.alert_budget import AlertBudget
 from dmocli.operating_point.problems import Problem
 from dmocli.options import option_errors, refuse
 from dmocli.use.adapt import adapt_to_rate
@@ -53,11 +54,14 @@ def threshold(
             report_path=report_path,
             new_rows=opts.new_rows,
         )
-    asked = None
+    asked, budget = None, None
     try:
+        budget = AlertBudget.asked(opts.max_alert_rate, opts.max_alerts, opts.per_rows)
         if opts.problem is not None:
             beta = 1.0 if opts.beta is None else opts.beta
-            asked = Problem.from_options(opts.problem, opts.target, beta, opts.confidence)
+            # beside a budget, --confidence certifies it where the problem has no metric of its own to bound
+            bounds = budget is None or opts.problem in ("fpor", "frop")
+            asked = Problem.from_options(opts.problem, opts.target, beta, opts.confidence if bounds else None)
     except DmoError as exc:
         problems.append(str(exc))
     refuse(list(dict.fromkeys(problems)))  # the Problem repeats a declared refusal word for word: once is enough
@@ -75,4 +79,7 @@ def threshold(
         engine=EngineChoice(opts.engine, opts.scheduler, opts.workers),
         new_rows=opts.new_rows,
         allow_train_rows=opts.allow_train_rows,
+        gain=opts.gain,
+        budget=budget,
+        review_budget=opts.review_budget,
     )

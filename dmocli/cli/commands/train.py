@@ -12,7 +12,7 @@ import typer
 
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit, report_on_refusal
-from dmocli.cli.report_lines import outlook_line, split_lines
+from dmocli.cli.report_lines import outlook_line, split_lines, value_line
 from dmocli.engines import torchrun
 from dmocli.options import TrainOptions
 
@@ -70,8 +70,8 @@ def train(
     outlook = outlook_line(result, split, math.inf)  # the population's value, as --confidence certifies by default
     lines = header + _model_choice_line(result) + _rounds_rule_line(result) + _cv_rule_line(result)
     lines += _time_blocks_lines(result)
-    lines += _certificate_line(result)
-    lines += split_lines(result) + outlook
+    lines += _certificate_line(result) + _alert_budget_line(result) + _review_band_line(result)
+    lines += split_lines(result) + outlook + value_line(result)
     lines += _infeasible_note(result)
     emit(result, as_json, lines)
 
@@ -137,8 +137,8 @@ def _time_blocks_lines(report: dict[str, Any]) -> list[str]:
 def _certificate_line(report: dict[str, Any]) -> list[str]:
     """What a --confidence certificate promises, in one line: on how many new rows, or of the population value."""
     point = report.get("operating_point") or {}
-    if not point.get("certificate") or not point.get("feasible"):
-        return []
+    if not point.get("certificate") or not point.get("feasible") or report["problem"] not in ("fpor", "frop"):
+        return []  # an alert budget's certificate has its own line (_alert_budget_line)
     metric = {"fpor": "precision", "frop": "recall"}[report["problem"]]
     # --model auto: the chosen candidate's certificate holds at the level asked, each candidate's at a higher one
     level = (report.get("model_selection") or {}).get("confidence") or report["confidence"]
@@ -153,6 +153,24 @@ def _certificate_line(report: dict[str, Any]) -> list[str]:
         f"certified: {metric} {where} >= {report['target']:g} with probability {level:g} "
         f"({change}; docs/operating-points.md)"
     ]
+
+
+def _alert_budget_line(report: dict[str, Any]) -> list[str]:
+    """--max-alert-rate / --max-alerts: the share flagged, its certified bound and the alerts a period brings."""
+    if "alert_budget" not in report:
+        return []
+    from dmocli.operating_point.alert_budget import summary_line
+
+    return [summary_line(report["alert_budget"])]
+
+
+def _review_band_line(report: dict[str, Any]) -> list[str]:
+    """--review-budget: the band's lower cut, its share against the budget and what its rows hold."""
+    if "review_band" not in report:
+        return []
+    from dmocli.pipelines.review_banding import summary_line
+
+    return [summary_line(report["review_band"])]
 
 
 def _infeasible_note(report: dict[str, Any]) -> list[str]:

@@ -87,6 +87,7 @@ class EvaluateResult(ReportRecord):
     gate: Gate | None = omitted()  # --gate or --gate-confidence only
     value: RealizedValue | None = omitted()  # a model with a gain matrix, on DATA with its columns
     review_band: RealizedBand | None = omitted()  # a model with a review band: the band on DATA's labeled rows
+    written_at: str | None = omitted()  # when the report was written (report.written_now): the page's date
     wall_seconds: float | None = omitted()
 
     @property

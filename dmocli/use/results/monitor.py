@@ -13,6 +13,7 @@ from dmocli.errors import UnreachableTarget
 from dmocli.prep.row_fingerprint import TrainingRowsFound
 from dmocli.report import BinarySplit, ReportRecord, binary_split, inlined, omitted
 from dmocli.shift.drift_stats import FeatureDrift
+from dmocli.use.results.band import ReviewVolume
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
 from dmocli.use.verdicts import ReferenceRate
 
@@ -203,6 +204,35 @@ class ExpectedValueEstimate(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlertsEstimate(ReportRecord):
+    """A model trained within an alert budget: the share of the section's own rows its threshold flags (observed,
+    no label needed) with its interval at the monitor's confidence, the alerts a period of `period_rows` brings at
+    that share against the budget's, and whether the rows exceed the budget beyond chance (`exceeded`: the
+    share's one-sided lower bound above the budget; operating_point/alert_budget.py:period_alerts)."""
+
+    max_alert_rate: float
+    max_alerts: int | None
+    per_rows: int | None
+    rows: int
+    flagged: int
+    flagged_share: float
+    share_interval: list[float]
+    period_rows: int
+    expected_alerts: float
+    alerts_interval: list[float]
+    budget_alerts: int
+    exceeded: bool
+
+    def line(self) -> str:
+        low, high = self.alerts_interval
+        over = "  EXCEEDS the budget" if self.exceeded else ""
+        return (
+            f"  alerts: {self.flagged_share:.2%} of rows flagged; expected {self.expected_alerts:,.1f} [{low:,.1f}, "
+            f"{high:,.1f}] per {self.period_rows:,} rows against a budget of {self.budget_alerts:,}{over}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class MonitorSection(ReportRecord):
     """All of NEW, or one chunk: its rows, the estimates, the realized figures where it has labels, its drift."""
 
@@ -217,6 +247,8 @@ class MonitorSection(ReportRecord):
     drift_reasons: list[str] | None = omitted()
     drift_map: DriftMap | None = omitted()  # every feature's PSI: drift lists the most drifted only
     value: ExpectedValueEstimate | None = omitted()  # a model with a gain matrix (--problem value) only
+    alerts: AlertsEstimate | None = omitted()  # a model trained within an alert budget only
+    review_volume: ReviewVolume | None = omitted()  # a model with a review band only: its share of the rows
 
     def lines(self, reference: ReferenceRate) -> list[str]:
         rate = self.positive_rate
@@ -236,6 +268,10 @@ class MonitorSection(ReportRecord):
             )
         if self.value is not None:
             lines.append(self.value.line())
+        if self.alerts is not None:
+            lines.append(self.alerts.line())
+        if self.review_volume is not None:
+            lines.append(self.review_volume.line())
         if not self.assumptions.agree:
             lines.append(f"  {self.assumptions.note}")
         if self.realized is not None:
@@ -300,6 +336,7 @@ class MonitorResult(ReportRecord):
     chunk_by: ChunkBy | None = omitted()
     chunks: list[ChunkSection] | None = omitted()
     gate: MonitorGate
+    written_at: str | None = omitted()  # when the report was written (report.written_now): the page's date
     wall_seconds: float | None = omitted()
 
     def lines(self) -> list[str]:
