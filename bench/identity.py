@@ -110,6 +110,8 @@ IGNORED_KEYS: dict[str, str] = {
     "warm_start_seconds": "wall-clock time of ero's warm start",
     "extract_seconds": "wall-clock time of dmo extract (not run here; listed for completeness)",
     "rows_per_second": "rows over a wall-clock time (the streaming solvers' online section, dmo subsample)",
+    "written_at": "when a train, evaluate or monitor report was written (UTC; report.written_now): the date its page "
+    "states",
 }
 # Keys dropped at one place only (a dotted path from the top of the JSON).
 IGNORED_PATHS: dict[str, str] = {

@@ -7,6 +7,7 @@ removed or changes type, so a CI script can check the one number it was written 
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import platform
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
 SCHEMA_VERSION = "1.8"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+
+
+def written_now() -> str:
+    """When a report is written, as its `written_at` keeps it: UTC, ISO 8601, to the second. The one clock a
+    report carries, so the page drawn from it says when its input was made (never the clock at render time), and
+    anything comparing two reports' bytes drops this key."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def omitted(default: Any = None) -> Any:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dmocli.errors import DmoError
+from dmocli.models.stored_network import LinearLayer
 from dmocli.prep.features import Preprocessor
 
 if TYPE_CHECKING:
@@ -124,8 +125,10 @@ def column_groups(pre: Preprocessor) -> np.ndarray:
 def contributions(model: DmoModel, features: np.ndarray) -> Contributions:
     """The contributions of encoded rows (the preprocessor's output) to the model's logits of them."""
     features = np.ascontiguousarray(features, dtype=np.float32)
-    network = model.module()
-    members = list(getattr(network, "members", [network]))
+    if model.architecture.kind == "mlp":
+        model.module()  # integrated gradients need torch layers; a linear or gbdt model's stored members do not
+    members = model.members()
+    network = model.network  # the ensemble's probability map, stored or torch's: `_ensemble` takes either
     logits = model.logits_of_features(features)
     # multi-class: the class decided on (offsets applied), which the plain arg-max of the logits is not when an
     # offset moves the decision
@@ -148,11 +151,21 @@ def _member(model: DmoModel, member: Any, features: np.ndarray, target: np.ndarr
     if kind == "gbdt":
         return _tree_contributions(member, features, target, model.preprocessor.feature_types)
     if kind == "linear":
-        layer = member[0]
-        weight = layer.weight.detach().double().cpu().numpy()[target]  # (n, d): the explained logit's row
-        bias = layer.bias.detach().double().cpu().numpy()[target]
-        return weight * features, bias
+        weight, bias = linear_weights(member)
+        return weight[target] * features, bias[target]  # (n, d): the explained logit's row
     return _integrated_gradients(member, features, target)
+
+
+def linear_weights(member: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A linear member's weight (k, d) and bias (k,) in float64: a loaded file's numpy layer (stored_network's
+    LinearLayer) or a trained torch one (an nn.Sequential whose first layer is the nn.Linear)."""
+    layer = member if isinstance(member, LinearLayer) else member[0]
+    return as_array(layer.weight).astype(np.float64), as_array(layer.bias).astype(np.float64)
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A stored numpy array as it is, a torch tensor (a trained network's) copied out to numpy."""
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
 def _tree_contributions(
@@ -206,7 +219,7 @@ def _ensemble(parts: list[tuple[np.ndarray, np.ndarray]], member_map: Any) -> tu
     biases = np.stack([bias for _, bias in parts])  # (K, n)
     if member_map is None:  # the logits' mean: linear, each member weighs 1/K
         return contributions.mean(axis=0), biases.mean(axis=0)
-    slope, intercept = (float(v) for v in member_map.detach().cpu().numpy())
+    slope, intercept = (float(v) for v in as_array(member_map))
     logits = biases + contributions.sum(axis=2)  # each member's logit, (K, n)
     nodes, node_weights = np.polynomial.legendre.leggauss(PATH_NODES)
     nodes, node_weights = (nodes + 1) / 2, node_weights / 2  # on [0, 1]

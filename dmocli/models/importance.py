@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dmocli.models.explain import METHODS, column_groups, contributions, explained_columns
+from dmocli.models.explain import METHODS, column_groups, contributions, explained_columns, linear_weights
 from dmocli.models.modelfile import DmoModel
 
 REFERENCE_ROWS = 2000
@@ -62,16 +62,11 @@ def feature_importance(model: DmoModel) -> dict[str, Any]:
     return {"method": method, "columns": entries}
 
 
-def _members(model: DmoModel) -> list[Any]:
-    network = model.module()
-    return list(getattr(network, "members", [network]))
-
-
 def _total_gain(model: DmoModel) -> np.ndarray:
     """Per feature column, the members' mean total gain, one-hot levels added."""
     groups = column_groups(model.preprocessor)
     gain = np.zeros(len(explained_columns(model.preprocessor)))
-    members = _members(model)
+    members = model.members()
     for member in members:
         scores = member.xgb_booster().get_score(importance_type="total_gain")
         for name, value in scores.items():
@@ -86,7 +81,7 @@ def _mean_contribution(model: DmoModel, sample: pa.Table) -> np.ndarray:
 
 def _add_coefficients(model: DmoModel, entries: list[dict[str, Any]]) -> None:
     """Each entry's coefficients (module docstring); a multi-class model's are lists in class order."""
-    weight = np.mean([member[0].weight.detach().double().cpu().numpy() for member in _members(model)], axis=0)
+    weight = np.mean([linear_weights(member)[0] for member in model.members()], axis=0)
     pre = model.preprocessor
 
     def value(column: int) -> float | list[float]:

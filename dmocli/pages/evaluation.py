@@ -51,16 +51,23 @@ def evaluation_page(report: Mapping[str, Any], *, model_sha256: str | None = Non
 
 
 def facts(report: Mapping[str, Any], model_sha256: str | None) -> dict[str, str]:
-    """The header: what was evaluated, on what, by which dmo (the report carries no time; the page adds none)."""
+    """The header: what was evaluated, on what, by which dmo, and when the report was written (its `written_at`;
+    the page adds no date of its own)."""
     return {
         "model file": str(report["model"]),
         "model sha256": model_sha256 or report.get("model_sha256") or "not known (a model object was evaluated)",
         "data": str(report["data"]),
-        "made": "not recorded: an evaluate report keeps no date (the page adds none: same report, same page)",
+        "made": report_written(report),
         "operating point": _problem_words(report),
         "dmo version": str(report["dmocli_version"]),
         "report schema": str(report["schema_version"]),
     }
+
+
+def report_written(report: Mapping[str, Any]) -> str:
+    """When an evaluate or monitor report was written, from its `written_at` (a report of an older dmo has none)."""
+    written = report.get("written_at")
+    return f"report written {written}" if written else "not recorded: the report keeps no date (an older dmo's)"
 
 
 def _problem_words(report: Mapping[str, Any]) -> str:

@@ -5,8 +5,8 @@
 - one or more monitor report JSONs, in time order, or one monitoring history (.parquet): the monitoring page
   (pages/monitoring.py's monitoring_input, which refuses reports of different model files);
 - anything else is read as a model file: the training page from what the file keeps (its held-out curve, its
-  importance), headed by the sha256 of its bytes and when it was written (its modification time, as `dmo info`
-  says: the file stores no date).
+  importance), headed by the sha256 of its bytes; it says the file keeps no date (model files are byte-reproducible
+  on purpose) rather than read the file's modification time, which a copy or a checkout changes.
 
 A report of another command, a truncated or non-JSON file, a file that is no model: one line naming the input and
 what `dmo report` takes (DmoError, exit 2), before anything is written.
@@ -14,7 +14,6 @@ what `dmo report` takes (DmoError, exit 2), before anything is written.
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -73,6 +72,4 @@ def _report_page(path: Path, report: Mapping[str, Any]) -> str:
 
 def _model_page(path: Path) -> str:
     model = load_model(path)  # not a model file: its one-line DmoError
-    written = datetime.datetime.fromtimestamp(path.stat().st_mtime, tz=datetime.timezone.utc)
-    facts = {"model": str(path), "written_at": written.isoformat(timespec="seconds")}
-    return training_page(facts, model, model_sha256=file_sha256(path))
+    return training_page({"model": str(path)}, model, model_sha256=file_sha256(path))

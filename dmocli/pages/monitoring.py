@@ -10,6 +10,7 @@ verdict with every reason. Each figure's numbers are in the table under it.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class Monitoring:
     training_rate: float | None
     source: str
     periods: Sequence[Period]
-    made: str = "not recorded: a monitor report keeps no date (the page adds none: same report, same page)"
+    made: str  # when the input was written: the reports' `written_at`, the history's last row's (never the clock)
 
 
 def monitoring_input(paths: Sequence[str | Path]) -> Monitoring:
@@ -119,8 +120,20 @@ def of_reports(reports: Sequence[Mapping[str, Any]]) -> Monitoring:
         target=first.get("target"),
         training_rate=first.get("training_rate"),
         source=("monitor reports of " if len(reports) > 1 else "monitor report of ") + ", ".join(data),
+        made=_reports_written([report.get("written_at") for report in reports]),
         periods=periods,
     )
+
+
+def _reports_written(written: Sequence[str | None]) -> str:
+    """When the reports were written, from their `written_at` (a report of an older dmo has none)."""
+    known = sorted(str(value) for value in written if value)
+    if not known:
+        return "not recorded: the report keeps no date (an older dmo's)"
+    if len(written) == 1:
+        return f"report written {known[0]}"
+    missing = "" if len(known) == len(written) else f"; {len(written) - len(known)} keep no date"
+    return f"{len(written)} reports written from {known[0]} to {known[-1]}{missing}"
 
 
 def _report_period(section: Mapping[str, Any], name: str, reference: float, reasons: list[str]) -> Period:
@@ -167,9 +180,14 @@ def of_history(rows: Sequence[Mapping[str, Any]], path: str) -> Monitoring:
         target=None,
         training_rate=None,
         source=f"history {path}",
-        made=f"history last written {max(row['written_at'] for row in rows).isoformat()}",
+        made=f"history last written {_utc_seconds(max(row['written_at'] for row in rows))}",
         periods=[_history_period(row, _period_name(row, cuts)) for row in rows],
     )
+
+
+def _utc_seconds(moment: datetime.datetime) -> str:
+    """A history's time of writing as a report's `written_at` reads: UTC, ISO 8601, to the second."""
+    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _period_name(row: Mapping[str, Any], cuts: int) -> str:

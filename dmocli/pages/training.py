@@ -41,7 +41,8 @@ def training_page(report: Mapping[str, Any], model: DmoModel | None, *, model_sh
     was written: `model_facts`)."""
     if model is not None:
         report = {**model_facts(model), **report}
-    page = Page(f"Training of {report.get('model') or 'a model'}", kind="training", facts=_facts(report, model_sha256))
+    facts = _facts(report, model_sha256, from_model=model is not None)
+    page = Page(f"Training of {report.get('model') or 'a model'}", kind="training", facts=facts)
     split_name = _operating_split(report)
     split = (report.get("splits") or {}).get(split_name)
     if "class_operating_point" in report or (split is not None and "per_class" in split):
@@ -121,16 +122,25 @@ def _operating_split(report: Mapping[str, Any]) -> str:
     return next((name for name in ("cv", "val", "train") if name in splits), "train")
 
 
-def _facts(report: Mapping[str, Any], model_sha256: str | None) -> dict[str, str]:
-    written = report.get("written_at")
+def _facts(report: Mapping[str, Any], model_sha256: str | None, *, from_model: bool) -> dict[str, str]:
     return {
         "model file": str(report.get("model") or "none written"),
         "model sha256": model_sha256 or str(report.get("model_sha256") or "not known (no model file was written)"),
-        "made": f"model file written {written}" if written else "not recorded (no model file was written)",
+        "made": made_words(report, from_model=from_model),
         "dmo version": str(report.get("dmocli_version")),
         "data": str(report.get("data") or "not in a model file"),
         "operating point": problem_words(report),
     }
+
+
+def made_words(report: Mapping[str, Any], *, from_model: bool) -> str:
+    """When the page's input was written, from the input alone (never the render clock, never a file's mtime): a
+    train report's `written_at`, the model file's time of writing; a model file keeps no date (its bytes are the
+    same for the same training: a date inside would break that), so its page says so."""
+    if from_model:
+        return "not kept: a model file stores no date (its bytes are reproducible); the train report's written_at has it"
+    written = report.get("written_at")
+    return f"model file and report written {written}" if written else "not recorded (no model file was written)"
 
 
 def problem_words(report: Mapping[str, Any]) -> str:

@@ -4,7 +4,6 @@ set: by training (`training_info`) or moved by `dmo threshold` (`retargeted_info
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +16,7 @@ from dmocli.operating_point.calibration import Calibration
 from dmocli.operating_point.multiclass_calibration import MulticlassCalibration
 from dmocli.options import POPULATION, TrainOptions
 from dmocli.pipelines.report_parts import ReportPart, assemble
-from dmocli.report import dumps, failure, label_fields, model_summary
+from dmocli.report import dumps, failure, label_fields, model_summary, written_now
 
 
 def training_info(
@@ -96,7 +95,7 @@ def finish(
     text = dumps(stamp(report, started))  # first: a report that cannot be written must not leave a model behind
     if output is not None:
         report["model_sha256"] = model.save(output)
-        report["written_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        report["written_at"] = written_now()
         text = dumps(report)
     if report_path is not None:
         outputs.write_text(report_path, text)

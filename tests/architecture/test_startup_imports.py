@@ -94,6 +94,9 @@ COMMANDS = {
     "evaluate gbdt": lambda p: ["evaluate", p["gbdt"], p["binary"]],
     "monitor linear": lambda p: ["monitor", p["linear"], p["binary"]],
     "monitor gbdt": lambda p: ["monitor", p["gbdt"], p["binary"]],
+    "report linear": lambda p: ["report", p["linear"], "-o", "linear.html"],  # its importance and explanation
+    "report gbdt": lambda p: ["report", p["gbdt"], "-o", "gbdt.html"],
+    "info linear --features": lambda p: ["info", p["linear"], "--features"],
 }
 
 

@@ -24,7 +24,7 @@ from dmocli.use.monitor import monitor
 
 pytest.importorskip("distributed")
 
-VOLATILE = {"wall_seconds", "engine", "created", "dmocli_version", "timestamp"}
+VOLATILE = {"wall_seconds", "written_at", "engine", "created", "dmocli_version", "timestamp"}
 
 
 def _with_colour(frame: pd.DataFrame, seed: int) -> pd.DataFrame:

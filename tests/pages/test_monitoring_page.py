@@ -70,15 +70,18 @@ def _monitor(dmo, root: Path, name: str, *more: str) -> tuple[dict, str]:
 
 def test_the_runs_page_is_the_page_of_its_report_and_of_its_history(run: Path, dmo) -> None:
     report, page = _monitor(dmo, run, "first", "--history", run / "h.parquet")
-    _, second = _monitor(dmo, run, "second")
+    again, second = _monitor(dmo, run, "second")
     assert page == monitoring_page(monitoring_input([run / "first.json"]))  # what dmo report draws from the JSON
     code, _, err = dmo("report", run / "first.json", "-o", run / "later.html")
     assert code == 0 and (run / "later.html").read_text(encoding="utf-8") == page, err
-    assert page == second  # run after run: the same bytes
+    # run after run: the same bytes but the report's time of writing (the one date on the page, never the clock's)
+    assert f"report written {report['written_at']}" in page.split("</header>")[0]
+    assert page == second.replace(again["written_at"], report["written_at"])
     assert report["model_sha256"] == model_sha256(run / "m.st") and report["model_sha256"] in page
     code, _, err = dmo("monitor", run / "m.st", "--history", run / "h.parquet", "--html", run / "history.html")
     assert code == 0, err
     from_history = monitoring_input([run / "h.parquet"])
+    assert from_history.made == f"history last written {report['written_at']}"  # its last write: this run's
     assert (run / "history.html").read_text(encoding="utf-8") == monitoring_page(from_history)
     code, _, err = dmo("report", run / "h.parquet", "-o", run / "history_later.html")
     assert code == 0 and (run / "history_later.html").read_text(encoding="utf-8") == monitoring_page(from_history)

@@ -8,6 +8,7 @@ floors on the page."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -105,12 +106,16 @@ def test_the_same_inputs_give_the_same_bytes(trained: Path, dmo) -> None:
     assert (trained / "model-1.html").read_bytes() == (trained / "model-2.html").read_bytes()
 
 
-def test_the_page_of_a_model_file_has_its_figures_hash_and_date(trained: Path, dmo) -> None:
+def test_the_page_of_a_model_file_has_its_figures_and_hash_and_says_it_keeps_no_date(trained: Path, dmo) -> None:
+    """A model file stores no date (its bytes are reproducible): the page says so, and reads no modification time
+    (a copy made later, or a checkout, would change it)."""
+    os.utime(trained / "m.safetensors", (0, 0))  # 1970: a page that read the mtime would show it
     code, _, err = dmo("report", trained / "m.safetensors", "-o", trained / "model.html")
     assert code == 0, err
     page = (trained / "model.html").read_text(encoding="utf-8")
     header = page.split("</header>")[0]
-    assert file_sha256(trained / "m.safetensors") in header and re.search(r"written 20\d\d-\d\d-\d\dT", header)
+    assert file_sha256(trained / "m.safetensors") in header and "a model file stores no date" in header
+    assert "1970" not in header and not re.search(r"20\d\d-\d\d-\d\dT", header)
     assert 'id="operating-point"' in page and 'id="pr-curve"' in page and 'id="importance"' in page
     assert 'id="certificate-bound"' not in page  # the file keeps whether it is certified, not the bound
 

@@ -40,6 +40,7 @@ LOOSER = {
     "keys (pipelines/saving.py:refuse_with_report); every report written has it, as the schema requires",
     ("monitor", "wall_seconds"): "None only until the run is timed, last; every report written has it",
 }
+STAMPS = {"wall_seconds", "written_at"}  # a run's time and when its report was written: never equal run to run
 FAILURE_KEYS = {"message", "error"}  # a failed run's keys (report.failure), added to its report, never a result's
 PYTHON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 
@@ -193,8 +194,8 @@ def test_real_results_validate_and_are_what_the_commands_print(trained: Path, dm
     assert result.gate is not None and result.to_dict()["gate"]["passed"] is result.gate.passed
     code, out, _ = dmo("evaluate", model, holdout, "--gate", "--json")
     printed = json.loads(out)
-    assert {k: v for k, v in printed.items() if k != "wall_seconds"} == {
-        k: v for k, v in json.loads(json.dumps(result.to_dict())).items() if k != "wall_seconds"
+    assert {k: v for k, v in printed.items() if k not in STAMPS} == {
+        k: v for k, v in json.loads(json.dumps(result.to_dict())).items() if k not in STAMPS
     }
     code, out, _ = dmo("evaluate", model, holdout, "--gate")
     assert out.splitlines() == result.lines() and code == 0
@@ -217,8 +218,8 @@ def test_a_monitor_result_validates_and_is_what_the_command_prints(trained: Path
     assert report["reference_rate"] == {"source": "training", "rate": result.training_rate, "interval": ANY_PAIR}
     code, out, _ = dmo("monitor", model, new, "--chunk-col", "week", "--json")
     printed = json.loads(out)
-    assert {k: v for k, v in printed.items() if k != "wall_seconds"} == {
-        k: v for k, v in json.loads(json.dumps(report)).items() if k != "wall_seconds"
+    assert {k: v for k, v in printed.items() if k not in STAMPS} == {
+        k: v for k, v in json.loads(json.dumps(report)).items() if k not in STAMPS
     }
     code, out, _ = dmo("monitor", model, new, "--chunk-col", "week")
     assert out.splitlines() == result.lines() and code == 0
@@ -251,8 +252,8 @@ def test_a_predict_result_validates_and_is_what_the_command_prints(trained: Path
 
 
 def _untimed(report: dict[str, Any]) -> dict[str, Any]:
-    """A report as JSON reads it back, without its run time."""
-    return {key: value for key, value in json.loads(json.dumps(report)).items() if key != "wall_seconds"}
+    """A report as JSON reads it back, without its run time and time of writing."""
+    return {key: value for key, value in json.loads(json.dumps(report)).items() if key not in STAMPS}
 
 
 class _Pair:
