@@ -178,11 +178,12 @@ ALERT_BUDGET_HELP = {
 }
 
 
-def alert_budget_option(name: str) -> Any:
-    """--max-alert-rate R, --max-alerts N or --per-rows M, declared once for train and threshold."""
+def alert_budget_option(name: str, *, estimator: bool = False) -> Any:
+    """--max-alert-rate R, --max-alerts N or --per-rows M, declared once for train and threshold (`estimator`:
+    train's, a DmoClassifier parameter too)."""
     flag, metavar = "--" + name.replace("_", "-"), {"max_alert_rate": "R", "max_alerts": "N", "per_rows": "M"}[name]
     constraint = ALERT_RATE if name == "max_alert_rate" else AT_LEAST_ONE
-    return option(None, flag, metavar=metavar, constraint=constraint, help=ALERT_BUDGET_HELP[name])
+    return option(None, flag, metavar=metavar, estimator=estimator, constraint=constraint, help=ALERT_BUDGET_HELP[name])
 
 
 def check_value(label: str, value: Any, declared: Mapping[str, Any]) -> str | None:
@@ -268,6 +269,7 @@ class TrainOptions:
         None,
         "--gain",
         metavar="CELLS",
+        estimator=True,
         help="With --problem value: what each decision is worth, e.g. 'tp=50,fp=-5,fn=-amount,tn=0.02*amount'; each "
         "cell a number, a column, -column (a loss: the column must not be negative) or number*column; a cell left "
         "out is 0 (docs/operating-points.md#value).",
@@ -442,14 +444,15 @@ class TrainOptions:
         None,
         "--review-budget",
         metavar="R",
+        estimator=True,
         constraint=REVIEW_BUDGET,
         help="Beside --problem fpor|frop --target A: a review band under the automatic cut, as low as keeps it within "
         "this share of the rows (with --confidence, its share's upper bound); predict writes a decision column "
         "positive/review/negative (docs/operating-points.md#review-band).",
     )
-    max_alert_rate: float | None = alert_budget_option("max_alert_rate")
-    max_alerts: int | None = alert_budget_option("max_alerts")
-    per_rows: int | None = alert_budget_option("per_rows")
+    max_alert_rate: float | None = alert_budget_option("max_alert_rate", estimator=True)
+    max_alerts: int | None = alert_budget_option("max_alerts", estimator=True)
+    per_rows: int | None = alert_budget_option("per_rows", estimator=True)
     adjust: bool | None = option(
         None,
         "--adjust/--no-adjust",

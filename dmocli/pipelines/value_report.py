@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dmocli.operating_point.calibration import Calibration, probability
-from dmocli.operating_point.gain import VALUE_LEVEL, ValueAt, value_where
+from dmocli.operating_point.gain import VALUE_LEVEL, ValueAt, squares_at_cuts, value_at_cuts, value_where
 from dmocli.operating_point.heldout import HeldOutCurve
 
 DEFAULT_PROBABILITY = 0.5  # the model's default cut: flag where the calibrated probability is at least a half
@@ -63,6 +63,17 @@ def default_cut(scores: np.ndarray, calibration: Calibration | None) -> tuple[np
     return probability(scores, calibration) >= DEFAULT_PROBABILITY, rule
 
 
+def at_cut(curve: HeldOutCurve, threshold: float) -> ValueAt:
+    """The value at the threshold as the search computed it (gain.value_at_cuts' cumulative sum over the curve's
+    gains from the highest score down, and squares_at_cuts' for the interval), so the operating point's `objective`
+    and `at_threshold.per_row` are the same number to the last digit, not a direct sum that rounds differently."""
+    index = int(curve.scores.size - curve.first_at(threshold))  # the distinct scores the cut flags, from the top
+    rows = curve.n_pos + curve.n_neg
+    counts = curve.positives.astype(np.int64) + curve.negatives
+    flagged = int(counts[curve.scores.size - index :].sum())
+    return ValueAt.of(float(value_at_cuts(curve)[index]), float(squares_at_cuts(curve)[index]), rows, flagged)
+
+
 def value_section(curve: HeldOutCurve, threshold: float, calibration: Calibration | None) -> ValueSection | None:
     """The section of a curve that keeps gains (None for one without: no --problem value)."""
     gains = curve.gains
@@ -80,7 +91,7 @@ def value_section(curve: HeldOutCurve, threshold: float, calibration: Calibratio
         gain=curve.gain.text,
         split=curve.split,
         rows=rows,
-        at_threshold=at(curve.scores >= np.float32(threshold)),
+        at_threshold=at_cut(curve, threshold),
         at_default_cut=at(default),
         default_cut=rule,
         flag_nothing=at(np.zeros(curve.scores.size, dtype=bool)),

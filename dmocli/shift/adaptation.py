@@ -1,7 +1,8 @@
 """A threshold moved to a new positive rate, from the model's stored held-out curve alone (issue 35): FPOR's target
 mapped to the curve's own rate and searched exactly (certified, with a confidence, for the population or for N new
 rows), OFBS's best F-beta on the curve reweighted to the rate, FROP's cut kept (recall does not move under label
-shift). `dmo threshold --adapt` and `--prior` call `adapt_threshold` (use/adapt.py).
+shift), VALUE's best expected value per row at the rate (shift/value.py). `dmo threshold --adapt` and `--prior` call
+`adapt_threshold` (use/adapt.py).
 
 Decisions are `logit >= threshold`, compared as the model file compares them.
 """
@@ -15,11 +16,13 @@ import numpy as np
 from dmocli.errors import DmoError
 from dmocli.operating_point.adapted_sample import best_certified_cut, recall_passes
 from dmocli.operating_point.bounds import clopper_pearson_lower
+from dmocli.operating_point.gain import value_under_rate
 from dmocli.operating_point.heldout import HeldOutCurve
-from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, Problem
+from dmocli.operating_point.problems import OFBS_HAS_NO_BOUND, VALUE_HAS_NO_BOUND, Problem
 from dmocli.operating_point.search import search_curve
 from dmocli.shift.at_rate import checked_rate
 from dmocli.shift.expected import adapted_curve, expected_at
+from dmocli.shift.value import value_at_rate
 
 _RATE_FLOOR = 1e-9  # rates are taken in [_RATE_FLOOR, 1 - _RATE_FLOOR] where odds are formed
 
@@ -37,9 +40,10 @@ class AdaptedThreshold:
     rate_used : float
         The rate the cut was chosen for: new_rate, or under an FPOR certificate the rate interval's low end.
     feasible : bool or None
-        Whether the cut meets the target (with `confidence`: certifiably); None for OFBS.
+        Whether the cut meets the target (with `confidence`: certifiably); None for OFBS and VALUE.
     at_old, at_new : dict
-        Expected precision, recall and f_beta at new_rate at the old and the new threshold.
+        Expected precision, recall and f_beta at new_rate at the old and the new threshold (VALUE: and the
+        expected value per row, `value_per_row`).
     certificate, note : str or None
         How a confidence was made to hold; what happened (FROP: the threshold does not move).
     new_rows : int or None
@@ -82,6 +86,9 @@ def adapt_threshold(
     - OFBS: F-beta at rate r is not a monotone map of the training one; the exact scan over every cut of
       adapted_curve picks the best (ties to the higher threshold, as search.py). No confidence: there is no
       constraint to bound.
+    - VALUE: the value per row at rate r is r A + (1 - r) B at every cut, A and B the positives' and the
+      negatives' mean gain there (shift/value.py); the exact scan over every cut of the stored curve's gains picks
+      the best (ties to the higher threshold, as search.py). No confidence: there is no constraint to bound.
     - FROP: recall does not depend on the rate and precision at r is a monotone map of precision at pi, so the
       best cut is the same: the threshold is returned unchanged, and the note says so.
 
@@ -113,12 +120,19 @@ def adapt_threshold(
     AdaptedThreshold
     """
     new_rate = checked_rate(new_rate)
-    if confidence is not None and problem.kind == "ofbs":
-        raise DmoError(OFBS_HAS_NO_BOUND)
+    if confidence is not None and problem.kind in ("ofbs", "value"):
+        raise DmoError(OFBS_HAS_NO_BOUND if problem.kind == "ofbs" else VALUE_HAS_NO_BOUND)
+    if problem.kind not in _CUTS:  # alerts: a budget of flagged rows, which no positive rate moves (use/adapt.py)
+        raise DmoError(f"--adapt and --prior move fpor, frop, ofbs and value cuts; a {problem.kind} cut has no rate")
     if threshold is None:
         threshold = search_curve(curve.score_curve(), problem, confidence).threshold
     asked = _Adaptation(curve, problem, new_rate, confidence, rate_interval, new_rows, threshold)
-    cut = {"fpor": _fpor_cut, "frop": _frop_cut, "ofbs": _ofbs_cut}[problem.kind](asked)
+    cut = _CUTS[problem.kind](asked)
+    at_old = expected_at(curve, threshold, new_rate, problem.beta)
+    at_new = expected_at(curve, cut.threshold, new_rate, problem.beta)
+    if problem.kind == "value":
+        at_old["value_per_row"] = value_at_rate(curve, threshold, new_rate)
+        at_new["value_per_row"] = value_at_rate(curve, cut.threshold, new_rate)
     return AdaptedThreshold(
         problem=problem.to_dict(),
         threshold=float(cut.threshold),
@@ -126,11 +140,11 @@ def adapt_threshold(
         new_rate=new_rate,
         rate_used=cut.rate_used,
         feasible=cut.feasible,
-        at_old=expected_at(curve, threshold, new_rate, problem.beta),
-        at_new=expected_at(curve, cut.threshold, new_rate, problem.beta),
+        at_old=at_old,
+        at_new=at_new,
         certificate=cut.certificate,
         note=cut.note,
-        new_rows=new_rows if confidence is not None and problem.kind != "ofbs" else None,
+        new_rows=new_rows if confidence is not None and problem.kind in ("fpor", "frop") else None,
     )
 
 
@@ -166,6 +180,15 @@ def _ofbs_cut(asked: _Adaptation) -> _Cut:
     tp, fp = np.concatenate(([0.0], weighted.tp)), np.concatenate(([0.0], weighted.fp))
     best = int(np.argmax(asked.problem.objective(tp, fp, weighted.n_pos)))
     return _Cut(weighted.cut_threshold(best - 1), None, asked.new_rate)
+
+
+def _value_cut(asked: _Adaptation) -> _Cut:
+    """VALUE at the new rate: the cut of the stored curve whose expected value per row at the rate is the highest
+    (gain.value_under_rate over the curve's gain sums; np.argmax takes the first best, the highest threshold)."""
+    scored = asked.curve.score_curve()
+    best = int(np.argmax(value_under_rate(scored, asked.new_rate)))
+    note = f"the adapted cut maximizes the expected value per row at the positive rate {asked.new_rate:.4g}"
+    return _Cut(scored.cut_threshold(best - 1), None, asked.new_rate, note=note)
 
 
 def _fpor_cut(asked: _Adaptation) -> _Cut:
@@ -231,6 +254,9 @@ def _new_sample_cut(
         scored, target=problem.target, mapped_target=mapped.target, rate_low=rate_low, new_rows=new_rows, error=error
     )
     return (closest.threshold, False) if best is None else (scored.cut_threshold(best), True)
+
+
+_CUTS = {"fpor": _fpor_cut, "frop": _frop_cut, "ofbs": _ofbs_cut, "value": _value_cut}
 
 
 def _training_target(target: float, rate: float, training_rate: float) -> float:

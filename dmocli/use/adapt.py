@@ -52,6 +52,14 @@ from dmocli.use.results.threshold import AdaptResult
 # file says whether its threshold is the held-out curve's cut or the share of NEW that cut was expected to flag.
 INFO_KEYS = ("new_rate", "training_rate", "old_threshold", "carried", "expected_share", "curve_threshold")
 
+# Why a model kept within an alert budget is not adapted: the budget bounds the share of rows flagged, which a new
+# positive rate moves in a way only the new rows' own scores show (and with a certificate, only about held-out rows),
+# so a cut moved for the rate alone would keep neither the problem's promise nor the budget's certificate.
+ALERT_BUDGET_HAS_NO_RATE = (
+    "--adapt and --prior do not move a model kept within an alert budget (the share it flags at a new rate is not "
+    "the held-out one); watch it with dmo monitor MODEL NEW, and re-target with dmo threshold MODEL --max-alert-rate R"
+)
+
 
 def adapt_to_rate(
     model_path: str | Path,
@@ -76,7 +84,10 @@ def adapt_to_rate(
     outputs.refuse_misnamed_model(output)
     model, curve = _adaptable(model_path)
     recertify = recertified(
-        model.decision.certificate, confidence, no_confidence=no_confidence, bounded=model.problem.kind != "ofbs"
+        model.decision.certificate,
+        confidence,
+        no_confidence=no_confidence,
+        bounded=model.problem.kind not in ("ofbs", "value"),
     )
     confidence = recertify.confidence
     rate, interval, source, logits = _certifiable_rate(model, curve, recertify, new_data=new_data, prior=prior)
@@ -135,9 +146,10 @@ def adapt_to_rate(
 
 
 def _notes(adapted: AdaptedThreshold, model: DmoModel) -> list[str]:
-    """The adapted point's own note, and the review band the model had, dropped: a new rate moves the automatic
-    cut alone."""
-    return ([adapted.note] if adapted.note else []) + band_dropped(model.decision, MOVED_ALONE)
+    """The adapted point's own note (a value model's says what its cut maximizes, in the report's lines, not as a
+    warning), and the review band the model had, dropped: a new rate moves the automatic cut alone."""
+    note = adapted.note if adapted.note and model.problem.kind != "value" else None
+    return ([note] if note else []) + band_dropped(model.decision, MOVED_ALONE)
 
 
 def _adaptable(model_path: str | Path) -> tuple[DmoModel, HeldOutCurve]:
@@ -146,6 +158,8 @@ def _adaptable(model_path: str | Path) -> tuple[DmoModel, HeldOutCurve]:
     model = load_model(model_path)
     if not model.binary or model.problem is None:
         raise DmoError("--adapt and --prior apply to binary models; this model is multi-class")
+    if model.problem.kind == "alerts" or model.info.get("alert_budget") is not None:
+        raise DmoError(ALERT_BUDGET_HAS_NO_RATE)
     return model, model.stored_heldout(model_path)
 
 

@@ -18,6 +18,7 @@ from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
 from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.operating_point.alert_budget import AlertBudget
 from dmocli.operating_point.gain import VALUE_LEVEL, GainMatrix
 from dmocli.options import check_given
 from dmocli.pipelines.saving import refuse_with_report
@@ -44,7 +45,7 @@ from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.band import RealizedBand
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
 from dmocli.use.results.evaluation import DecisionValue, EvaluateResult, GateFailed, RealizedValue
-from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_gate
+from dmocli.use.verdicts import Gate, gate_line, judge_class_gate, judge_with_budget
 
 
 def evaluate(
@@ -181,7 +182,16 @@ def _judge(model: DmoModel, split: BinarySplit | MulticlassSplit, confidence: fl
     """The gate on DATA's split: a binary model's target, or a multi-class model's class floors."""
     if isinstance(split, MulticlassSplit):
         return judge_class_gate(split, model.class_problem, confidence)
-    return judge_gate(split, model.problem, confidence)
+    return judge_with_budget(split, model.problem, confidence, _budget_share(model))
+
+
+def _budget_share(model: DmoModel) -> float | None:
+    """The share of rows a model kept within an alert budget may flag (None: no budget)."""
+    try:
+        budget = AlertBudget.from_info(model.info.get("alert_budget"))
+    except ValueError as exc:  # load checks what it can; a budget that does not read is the file's fault
+        raise DmoError(f"the model file's alert budget cannot be read ({exc}); retrain it") from exc
+    return None if budget is None else budget.share
 
 
 def _plot_if_asked(
@@ -223,8 +233,8 @@ def _evaluation_result(
     """The evaluate result: the model's own fields, DATA's levels and drift warnings, the split and the gate's
     verdict (with a warning where the model has no target for the gate to check)."""
     described = sources.describe(data)
-    unchecked = [gate_line(verdict, described)] if verdict is not None and verdict.passed is None else []
     value, value_warnings = _realized_value(model, scored, described)
+    unchecked = [_unchecked_line(verdict, described, value)] if verdict is not None and verdict.passed is None else []
     binary = isinstance(split, BinarySplit)  # the figures' data: a binary split's curve, reliability, histogram
     return EvaluateResult(
         envelope=Envelope.of("evaluate"),
@@ -253,6 +263,17 @@ def _evaluation_result(
         gate=verdict,
         value=value,
         review_band=RealizedBand.of(model, scored.logits, scored.y),
+    )
+
+
+def _unchecked_line(verdict: Gate, described: str, value: RealizedValue | None) -> str:
+    """The gate's line where it checked nothing; a value model's says what it reports instead: the value realized."""
+    line = gate_line(verdict, described)
+    if value is None:
+        return line
+    at = value.at_threshold
+    return (
+        f"{line}; the value it realizes under --problem value's gains: {at.per_row:.4g} per row (total {at.total:.6g})"
     )
 
 

@@ -13,12 +13,25 @@ from pathlib import Path
 
 import numpy as np
 
+from dmocli.errors import DmoError
 from dmocli.models.importance import feature_importance
 from dmocli.models.modelfile import DmoModel, load_stored_model
+from dmocli.operating_point.alert_budget import AlertBudget, BudgetReport
+from dmocli.operating_point.gain import CELLS
 from dmocli.prep.features import Preprocessor
 from dmocli.use.recertify import DROPPED
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
-from dmocli.use.results.info import Adapted, FeatureColumn, Features, Importance, InfoResult, ReviewBand, Training
+from dmocli.use.results.info import (
+    Adapted,
+    BudgetInfo,
+    FeatureColumn,
+    Features,
+    GainInfo,
+    Importance,
+    InfoResult,
+    ReviewBand,
+    Training,
+)
 
 
 def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
@@ -44,6 +57,8 @@ def model_info(path: str | Path, *, features: bool = False) -> InfoResult:
         threshold_probability=None if threshold is None else float(model.probability(np.asarray([threshold]))[0]),
         decision_rule=meta.get("decision_rule"),
         review_band=_review_band(model),
+        gain=_gain(model),
+        alert_budget=_alert_budget(model),
         adapted=None if adapted is None else Adapted.of(adapted),
         model_selection=info.get("model_selection"),  # dmo train --model auto: the candidates and the one kept
         features=_features(model.preprocessor),
@@ -79,6 +94,35 @@ def _review_band(model: DmoModel) -> ReviewBand | None:
         volume=stored["volume"],
         volume_bound=stored["volume_bound"],
     )
+
+
+def _gain(model: DmoModel) -> GainInfo | None:
+    """A `--problem value` model's gain matrix and the columns its held-out curve keeps the sums of."""
+    curve = model.heldout
+    if curve is None or curve.gain is None or curve.column_sums is None:
+        return None
+    cells = dict(zip(CELLS, (cell.text for cell in curve.gain.cells)))
+    return GainInfo(gain=curve.gain.text, cells=cells, columns=list(curve.column_sums.columns))
+
+
+def _alert_budget(model: DmoModel) -> BudgetInfo | None:
+    """The model's alert budget with its certificate, as the train report gave it: the held-out rows the threshold
+    flags on the stored curve, certified at the file's confidence for the sample it names (None: no budget; a
+    file whose curve is not on the model's scale keeps the budget alone, refused as unreadable)."""
+    try:
+        budget = AlertBudget.from_info(model.info.get("alert_budget"))
+    except ValueError as exc:
+        raise DmoError(f"the model file's alert budget cannot be read ({exc}); retrain it") from exc
+    curve = model.heldout
+    if budget is None or curve is None or model.threshold is None:
+        return None
+    tp, fp = curve.counts_at(model.threshold)
+    confidence = model.info.get("confidence")
+    new_rows = model.info.get("new_rows") if confidence is not None else None
+    section = BudgetReport(
+        budget=budget, flagged=tp + fp, rows=curve.n_pos + curve.n_neg, confidence=confidence, new_rows=new_rows
+    ).to_dict()["alert_budget"]
+    return BudgetInfo(**section)
 
 
 def _size(model: DmoModel) -> dict[str, int]:

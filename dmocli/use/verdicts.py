@@ -15,14 +15,19 @@ clear evidence, not on chance alone. A multi-class model trained for per-class f
 class's recall or precision floor) is gated on every floor alike: the point rule fails when any class is below its
 floor; the upper-bound rule when any class's bound is, each bound at 1 - (1 - C) / m over the m floors (Bonferroni,
 so a model meeting every floor fails with probability at most 1 - C, as a binary one does). OFBS (binary, or a
-multi-class macro F-beta) has no target, so the gate checks nothing and says so. docs/report-schema.md (evaluate)
-documents the `gate` object; docs/monitoring.md monitor's.
+multi-class macro F-beta) has no target, so the gate checks nothing and says so (a `--problem value` model's line
+says so too; its realized value is in the report). A model kept within an alert budget is gated on the share of the
+rows its threshold flags, which needs no label: by default the share must be at most the budget; with a confidence C
+the gate fails only when the rows rule the budget out, the share's one-sided Clopper-Pearson lower bound at C above
+it (`lower_bound`), as monitor's gate judges each section's alerts. Beside a target, the budget's verdict is the
+gate's `alert_budget` and both must pass; alone (or beside ofbs or value) it is the gate. docs/report-schema.md
+(evaluate) documents the `gate` object; docs/monitoring.md monitor's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,7 +49,7 @@ FLOOR_TOLERANCE = 1e-12  # evaluate: a class exactly at its floor meets it (as P
 # monitor: the positive rate drifts past the limit when it moved by this factor or more, either way, and its interval
 # excludes the reference rate: far and surely, as a feature's PSI >= PSI_LIMIT and significant (docs/monitoring.md).
 RATE_DRIFT_FACTOR = 1.25
-RATE_DEPENDENT = ("fpor", "ofbs")  # FROP's threshold is the same at any rate: its recall does not move
+RATE_DEPENDENT = ("fpor", "ofbs", "value")  # FROP's threshold is the same at any rate: its recall does not move
 PSI_LIMIT = PSI_MAJOR  # monitor: a feature drifts past the limit from the industry's "major drift" on...
 DRIFT_ALPHA = 0.01  # ...where its chi-square test is significant at this family-wise level (Bonferroni)
 
@@ -77,6 +82,7 @@ class BinaryFigures(Protocol):
     fp: int
     fn: int
     n_pos: int
+    n: int  # every row of the split: an alert budget's share is of them
 
     def measured(self, metric: str) -> tuple[float, list[float] | None]: ...
 
@@ -101,6 +107,24 @@ class ClassFigures(Protocol):
 
 
 @dataclass(frozen=True)
+class BudgetGate:
+    """An alert budget's verdict on the rows (judge_budget): the share flagged against the budget's share, by the
+    point rule or its one-sided lower bound (`lower_bound`); evaluate's `gate` itself for a model with no target,
+    its `alert_budget` beside one."""
+
+    rule: str  # point or lower_bound
+    metric: str  # flagged_share
+    value: float
+    interval: list[float] | None
+    target: float  # the budget's share
+    confidence: float | None
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Gate:
     """evaluate's `gate` object (docs/report-schema.md), its keys in the order it shows them."""
 
@@ -113,9 +137,13 @@ class Gate:
     passed: bool | None = None
     failing_class: Any = None  # multi-class: the class the figures above are of (the furthest below its floor)
     classes: list[dict[str, Any]] | None = None  # multi-class: each floored class's figures and verdict
+    alert_budget: BudgetGate | None = None  # a target beside an alert budget: the budget's verdict (key absent: none)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.alert_budget is None:  # no budget beside a target: the key stays out, as reports before budgets
+            del out["alert_budget"]
+        return out
 
 
 def judge_gate(split: BinaryFigures, problem: Problem | None, confidence: float | None) -> Gate:
@@ -133,6 +161,35 @@ def judge_gate(split: BinaryFigures, problem: Problem | None, confidence: float 
     lower = float(clopper_pearson_lower(successes, successes + failures, confidence))
     upper = float(clopper_pearson_upper(successes, successes + failures, confidence))
     return Gate("upper_bound", **measured, interval=[lower, upper], passed=not upper < problem.target)
+
+
+def judge_with_budget(
+    split: BinaryFigures, problem: Problem | None, confidence: float | None, budget: float | None
+) -> Gate:
+    """judge_gate, and for a model kept within an alert budget (`budget`: the share of rows it may flag) the
+    budget's verdict too: the gate itself where the problem has no target, else the target's gate with the
+    budget's as its `alert_budget`, passed only where both pass."""
+    target = judge_gate(split, problem, confidence)
+    if budget is None:
+        return target
+    flagged = judge_budget(split.tp + split.fp, split.n, budget, confidence)
+    if target.rule == "none":
+        return Gate(**asdict(flagged))
+    return replace(target, passed=bool(target.passed and flagged.passed), alert_budget=flagged)
+
+
+def judge_budget(flagged: int, rows: int, budget: float, confidence: float | None) -> BudgetGate:
+    """The share of `rows` the threshold flags against an alert budget: `point`, the share at most the budget
+    (its two-sided Clopper-Pearson interval at REPORT_LEVEL shown); with `confidence`, `lower_bound`, failing only
+    where the share's one-sided lower bound at `confidence` is above the budget."""
+    share = flagged / rows if rows else 0.0
+    measured = {"metric": "flagged_share", "value": share, "target": budget, "confidence": confidence}
+    if confidence is None:
+        interval = list(clopper_pearson_interval(flagged, rows, REPORT_LEVEL)) if rows else None
+        return BudgetGate("point", **measured, interval=interval, passed=bool(share <= budget + FLOOR_TOLERANCE))
+    lower = float(clopper_pearson_lower(flagged, rows, confidence))
+    upper = float(clopper_pearson_upper(flagged, rows, confidence))
+    return BudgetGate("lower_bound", **measured, interval=[lower, upper], passed=not lower > budget)
 
 
 def judge_class_gate(split: ClassFigures, problem: ClassProblem | None, confidence: float | None) -> Gate:
@@ -181,25 +238,52 @@ def gate_line(gate: Gate, data: str) -> str:
     """What the gate found, in one line: the metric, its value and interval, the target and the verdict (a
     failure also says what to do); for a multi-class model, of the class furthest below its floor."""
     if gate.rule == "none":
-        return f"gate: nothing to check on {data}: the model's problem has no target (fpor and frop have one)"
+        return f"gate: nothing to check on {data}: the model has no target (fpor and frop have one) nor alert budget"
+    line = _verdict_line(gate, data)
+    if gate.alert_budget is not None:
+        line += f"; {_verdict_line(gate.alert_budget, data)}"
+    if gate.passed:
+        return f"gate passed: {line}"
+    return f"gate failed: {line}; {ALERTS_ADVICE if _only_budget_failed(gate) else EVALUATE_ADVICE}"
+
+
+def _only_budget_failed(gate: Gate) -> bool:
+    """Whether the budget alone failed (its advice then: re-target within it), not a target."""
+    if gate.metric == "flagged_share":
+        return True
+    return gate.alert_budget is not None and gate.alert_budget.passed is False and _target_passed(gate)
+
+
+def _target_passed(gate: Gate) -> bool:
+    """A target's own verdict beside a budget: the gate's passed was both together, so it is read from the figures
+    again (the point rule or the upper bound, as judge_gate decided it)."""
+    if gate.rule == "point":
+        return gate.value is not None and gate.value >= gate.target - FLOOR_TOLERANCE
+    return gate.interval is not None and not gate.interval[1] < gate.target
+
+
+def _verdict_line(gate: Gate | BudgetGate, data: str) -> str:
+    """One gate's figures and verdict, without the passed/failed head or the advice."""
     interval = gate.interval
+    if gate.metric == "flagged_share":
+        measured, verdict = f"flagged share {gate.value:.4f} on {data}", "is within" if gate.passed else "is over"
+        if gate.rule == "point":
+            shown = "" if interval is None else f" ({REPORT_LEVEL:.0%} interval [{interval[0]:.4f}, {interval[1]:.4f}])"
+            return f"{measured}{shown} {verdict} the alert budget {gate.target:g}"
+        shown = f" (one-sided bounds at {gate.confidence:g}: [{interval[0]:.4f}, {interval[1]:.4f}])"
+        return f"{measured}{shown}: its lower bound {verdict} the alert budget {gate.target:g}"
     measured, target = f"{gate.metric} {gate.value:.4f} on {data}", f"{gate.target:g}"
     if gate.classes:
         below = sum(not entry["passed"] for entry in gate.classes)
         others = f" (and {below - 1} more class(es) below their floor)" if below > 1 else ""
         measured = f"class {gate.failing_class!r}'s {measured}{others}"
         target = f"{target} (its floor; {len(gate.classes)} class floor(s) gated)"
+    passed = gate.passed if gate.alert_budget is None else _target_passed(gate)
     if gate.rule == "point":
         shown = "" if interval is None else f" ({REPORT_LEVEL:.0%} interval [{interval[0]:.3f}, {interval[1]:.3f}])"
-        verdict = "meets" if gate.passed else "is below"
-        line = f"{measured}{shown} {verdict} the target {target}"
-    else:
-        shown = f" (one-sided bounds at {_bound_level(gate):g}: [{interval[0]:.3f}, {interval[1]:.3f}])"
-        verdict = "reaches" if gate.passed else "is below"
-        line = f"{measured}{shown}: its upper bound {verdict} the target {target}"
-    if gate.passed:
-        return f"gate passed: {line}"
-    return f"gate failed: {line}; {EVALUATE_ADVICE}"
+        return f"{measured}{shown} {'meets' if passed else 'is below'} the target {target}"
+    shown = f" (one-sided bounds at {_bound_level(gate):g}: [{interval[0]:.3f}, {interval[1]:.3f}])"
+    return f"{measured}{shown}: its upper bound {'reaches' if passed else 'is below'} the target {target}"
 
 
 def _bound_level(gate: Gate) -> float:

@@ -199,6 +199,49 @@ class ReviewBand(ReportRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class GainInfo(ReportRecord):
+    """A `--problem value` model's gain matrix (its held-out curve keeps it): the canonical text, each cell's gain
+    per row, and the columns whose sums the curve keeps (any matrix over them can re-target it)."""
+
+    gain: str
+    cells: dict[str, str]  # tp, fp, fn, tn: a number, a column, -column or number*column
+    columns: list[str]
+
+    def line(self) -> str:
+        cells = "  ".join(f"{cell} {text}" for cell, text in self.cells.items())
+        kept = ", ".join(self.columns) or "none"
+        return f"gain matrix (value per row): {cells}; the held-out curve keeps the sums of: {kept}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetInfo(ReportRecord):
+    """A model kept within an alert budget: the train report's `alert_budget` section (operating_point/
+    alert_budget.py:BudgetReport) at the model's threshold, read again off the held-out curve its file keeps: the
+    budget, the held-out rows the cut flags, the certified bound of their share with the file's confidence, and
+    the alerts the next period is expected to bring."""
+
+    max_alert_rate: float
+    max_alerts: int | None
+    per_rows: int | None
+    rows: int
+    flagged: int
+    flagged_share: float
+    confidence: float | None
+    certified_rows: int | None
+    certified_share: float | None
+    within: bool
+    period_rows: int
+    expected_alerts: float
+    alerts_interval: list[int]
+    budget_alerts: int
+
+    def line(self) -> str:
+        from dmocli.operating_point.alert_budget import summary_line  # the train summary's own line
+
+        return summary_line(self.to_dict())
+
+
+@dataclass(frozen=True, kw_only=True)
 class InfoResult(ReportRecord):
     """The info report (its `to_dict`), and the lines `dmo info` prints (`lines`)."""
 
@@ -215,6 +258,8 @@ class InfoResult(ReportRecord):
     threshold_probability: float | None
     decision_rule: str
     review_band: ReviewBand | None = omitted()  # --review-budget's band, where the model has one
+    gain: GainInfo | None = omitted()  # --problem value's gain matrix, where the model has one
+    alert_budget: BudgetInfo | None = omitted()  # the alert budget and its certificate, where the model has one
     adapted: Adapted | None
     model_selection: dict[str, Any] | None  # train --model auto's section, as the file stores it
     features: Features
@@ -238,6 +283,7 @@ class InfoResult(ReportRecord):
             )
         if self.review_band is not None:
             lines.append(self.review_band.line())
+        lines += [section.line() for section in (self.gain, self.alert_budget) if section is not None]
         if self.adapted is not None:
             lines.append(self.adapted.line())
         if self.model_selection is not None:
@@ -264,6 +310,9 @@ class InfoResult(ReportRecord):
             problem += f", target {self.problem.target:g}"
         if self.confidence is not None:
             sample = "the population value" if self.new_rows is None else f"on {self.new_rows:,} new rows"
+            if self.alert_budget is not None and self.problem.target is None:  # the budget is what is certified
+                rows = self.alert_budget.certified_rows
+                sample = "the population's flagged share" if rows is None else f"the alerts of the next {rows:,} rows"
             problem += f" at confidence {self.confidence:g} ({sample})"
             if self.certified is False:
                 problem += "; NOT certified: the closest threshold was kept (--allow-infeasible)"

@@ -163,14 +163,19 @@ def offsets_text(point: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Expected(ReportRecord):
-    """The metrics expected at the new positive rate at one threshold (shift/at_rate.py:shifted_metrics)."""
+    """The metrics expected at the new positive rate at one threshold (shift/at_rate.py:shifted_metrics), and for a
+    --problem value model the value per row expected there (shift/value.py)."""
 
     precision: float
     recall: float
     f_beta: float
+    value_per_row: float | None = omitted()
 
     def line(self, where: str) -> str:
-        return f"  expected {where}: precision {self.precision:.4f}  recall {self.recall:.4f}  F {self.f_beta:.4f}"
+        value = "" if self.value_per_row is None else f"  value per row {self.value_per_row:.4g}"
+        return (
+            f"  expected {where}: precision {self.precision:.4f}  recall {self.recall:.4f}  F {self.f_beta:.4f}" + value
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
