@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,23 +27,27 @@ MISSING_CELL = "—"  # a figure not measured (no labels, too few rows): shown a
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;
-max-width:62rem;padding:0 1rem 3rem;color:#1b1b1b;background:#fff;line-height:1.45}
+max-width:84rem;padding:0 1rem 3rem;color:#1b1b1b;background:#fff;line-height:1.45}p{max-width:62rem}
 header{border-bottom:2px solid #1f4e79;margin-bottom:1rem}
 h1{font-size:1.6rem;margin:1rem 0 .4rem}h2{font-size:1.25rem;margin:2rem 0 .5rem;color:#1f4e79}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;font-size:.9rem;margin:.5rem 0 1rem}
 dl.facts dt{font-weight:600}dl.facts dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace}
 nav ol{columns:2;font-size:.9rem;padding-left:1.2rem}
 figure.plot{margin:1rem 0 .3rem}figure.plot svg{max-width:100%;height:auto;display:block}
+div.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,30rem),1fr));gap:0 2rem;
+align-items:start}div.pair{min-width:0}
 figcaption{font-weight:600;font-size:.95rem;margin-top:.2rem}
-table.numbers{border-collapse:collapse;font-size:.8rem;margin:.3rem 0 1.2rem;font-variant-numeric:tabular-nums}
+table.numbers{border-collapse:collapse;font-size:.8rem;margin:.3rem 0 1.2rem;font-variant-numeric:tabular-nums;
+display:block;overflow-x:auto;width:max-content;max-width:100%}
 table.numbers caption{text-align:left;font-weight:600;padding:.2rem 0;caption-side:top}
-table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:right}
-table.numbers th{background:#eef2f7}table.long{display:block;max-height:24rem;overflow:auto;width:max-content;
-max-width:100%}table.long thead th{position:sticky;top:0}
-table.numbers td:first-child,table.numbers th:first-child{text-align:left}
+table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:left;vertical-align:top}
+table.numbers th{background:#eef2f7}table.numbers .num{text-align:right;white-space:nowrap}
+table.numbers td:first-child{white-space:nowrap}table.long{max-height:24rem;overflow:auto}
+table.long thead th{position:sticky;top:0}
 details{margin:.3rem 0 1rem}summary{cursor:pointer;font-size:.9rem;color:#1f4e79}
 p.met{color:#1a6b2a;font-weight:600}p.missed{color:#a4161a;font-weight:600}p.note{color:#555;font-size:.9rem}
-@media print{nav{display:none}details{display:block}table.long{max-height:none;overflow:visible}}
+@media print{nav{display:none}details{display:block}table.long{max-height:none;overflow:visible}
+div.figures{display:block}}
 """
 
 
@@ -57,11 +62,18 @@ class Table:
     rows: Sequence[Sequence[Any]]
 
     def html(self) -> str:
-        """`<table class="numbers">` with its caption and column headings (`<th scope="col">`)."""
-        head = "".join(f'<th scope="col">{_text(column)}</th>' for column in self.columns)
+        """`<table class="numbers">` with its caption and column headings (`<th scope="col">`); the columns of
+        numbers right-aligned (class `num`), the columns of text (a period, a reason) left-aligned."""
+        numeric = [_numeric(row[k] for row in self.rows) for k in range(len(self.columns))]
+        head = "".join(
+            f'<th scope="col"{_NUM if numeric[k] else ""}>{_text(column)}</th>' for k, column in enumerate(self.columns)
+        )
         kind = "numbers long" if len(self.rows) > LONG_TABLE else "numbers"
         body = "".join(
-            "<tr>" + "".join(f"<td>{_text(cell_text(cell))}</td>" for cell in row) + "</tr>\n" for row in self.rows
+            "<tr>"
+            + "".join(f"<td{_NUM if numeric[k] else ''}>{_text(cell_text(cell))}</td>" for k, cell in enumerate(row))
+            + "</tr>\n"
+            for row in self.rows
         )
         return (
             f'<table class="{kind}"><caption>{_text(self.caption)}</caption>\n'
@@ -125,6 +137,13 @@ class Page:
         self._parts.append(figure.html())
         return self
 
+    def figures(self, *figures: Figure) -> Page:
+        """Figures side by side where the window is wide enough (a CSS grid, one column on a narrow window or in
+        print), each still followed by its table."""
+        pairs = "".join(f'<div class="pair">\n{figure.html()}</div>\n' for figure in figures)
+        self._parts.append(f'<div class="figures">\n{pairs}</div>\n')
+        return self
+
     def table(self, table: Table) -> Page:
         """A table on its own (the options, a data summary)."""
         self._parts.append(table.html())
@@ -160,6 +179,23 @@ def cell_text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
+
+
+_NUM = ' class="num"'
+_NUMBER = re.compile(r"^[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?(?: \*)?$")  # 1,095  -0.25  3e-05  0.2591 *
+
+
+def _numeric(cells: Iterable[Any]) -> bool:
+    """Whether a column is of numbers: every cell given is one (a missing cell, shown as a dash, counts as either;
+    yes/no is text); a column of no cell at all is not."""
+    found = False
+    for cell in cells:
+        if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+            continue
+        if isinstance(cell, bool) or not _NUMBER.match(cell_text(cell)):
+            return False
+        found = True
+    return found
 
 
 def _text(value: str) -> str:

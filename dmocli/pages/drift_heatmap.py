@@ -91,9 +91,10 @@ def _draw(values: np.ndarray, names: list[str], periods: Sequence[str], marks: l
     ax.set_yticks(range(rows), names, fontsize=7 if rows > 30 else 8)
     ax.set_xlabel("period")
     ax.set_ylabel("feature (most drifted first)")
-    ax.set_title(f"PSI of every feature against the training profile (x: past the gate's limit {PSI_LIMIT:g})")
-    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, extend="max")
-    bar.set_label(f"PSI (the line: the gate's limit {PSI_LIMIT:g})")
+    # the title on two short lines and the bar's label short: on one line they ran into each other on a narrow map
+    ax.set_title(f"PSI of every feature against the training profile\n(x: past the gate's limit {PSI_LIMIT:g})")
+    bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03, extend="max")
+    bar.set_label(f"PSI (line: limit {PSI_LIMIT:g})")
     bar.ax.axhline(PSI_LIMIT, color="black", linewidth=2)
     return fig
 

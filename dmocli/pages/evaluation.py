@@ -152,18 +152,16 @@ def _binary(page: Page, report: Mapping[str, Any], split: Mapping[str, Any]) -> 
         return
     curve = Curve.of(figures, split)
     page.section("Precision and recall", anchor="curves")
-    page.figure(pr_curve_figure(curve, split, report))
-    page.figure(threshold_figure(curve, split, report))
+    page.figures(pr_curve_figure(curve, split, report), threshold_figure(curve, split, report))
     page.section("Probabilities and scores", anchor="scores-section")
-    page.figure(reliability_figure(figures, split))
-    page.figure(histogram_figure(figures, split))
+    page.figures(reliability_figure(figures, split), histogram_figure(figures, split))
 
 
 def _multiclass(page: Page, report: Mapping[str, Any], split: Mapping[str, Any]) -> None:
     page.section("Per class", anchor="classes")
-    page.figure(_class_figure(report, split))
     names = [str(name) for name in split["classes"]]
-    page.figure(matrix_figure(split["confusion_matrix"], names, anchor="confusion", title="Confusion matrix"))
+    matrix = matrix_figure(split["confusion_matrix"], names, anchor="confusion", title="Confusion matrix")
+    page.figures(_class_figure(report, split), matrix)
 
 
 def _class_figure(report: Mapping[str, Any], split: Mapping[str, Any]) -> Figure:

@@ -22,11 +22,12 @@ import numpy as np
 from dmocli.errors import DmoError
 from dmocli.pages.document import Figure, Page, Table
 from dmocli.pages.drift_heatmap import drift_heatmap
-from dmocli.pages.svg import new_figure
+from dmocli.pages.svg import BLUE, BLUISH_GREEN, DARK_GREY, VERMILLION, new_figure
 from dmocli.use import history
 from dmocli.use.history import reasons_of
 
-ESTIMATE_COLOUR, REALIZED_COLOUR, REFERENCE_COLOUR, TARGET_COLOUR = "#1f4e79", "#d35400", "#555555", "#a4161a"
+ESTIMATE_COLOUR, COVARIATE_COLOUR, REALIZED_COLOUR = BLUE, BLUISH_GREEN, VERMILLION
+REFERENCE_COLOUR = TARGET_COLOUR = DARK_GREY
 Interval = tuple[float | None, float | None]
 
 
@@ -42,6 +43,9 @@ class Period:
     rate_interval: Interval = (None, None)
     reference_rate: float | None = None
     estimated: Mapping[str, tuple[float | None, Interval]] = field(default_factory=dict)
+    covariate: Mapping[str, tuple[float | None, Interval]] = field(default_factory=dict)  # a history keeps none
+    covariate_rate: float | None = None  # the rate under covariate shift: the rows' mean calibrated probability
+    assumptions_agree: bool | None = None  # whether the label-shift and covariate-shift estimates of the rate agree
     realized_rows: int | None = None
     realized_rate: float | None = None
     realized: Mapping[str, tuple[float | None, Interval]] = field(default_factory=dict)
@@ -137,8 +141,12 @@ def _reports_written(written: Sequence[str | None]) -> str:
 
 
 def _report_period(section: Mapping[str, Any], name: str, reference: float, reasons: list[str]) -> Period:
-    rate, shift = section["positive_rate"], section["label_shift"]
-    realized, drift_map = section.get("realized"), section.get("drift_map") or {}
+    rate, shift, covariate = section["positive_rate"], section["label_shift"], section.get("covariate_shift")
+    realized, drift_map, assumptions = (
+        section.get("realized"),
+        section.get("drift_map") or {},
+        section.get("assumptions"),
+    )
     return Period(
         name=name,
         rows=section["rows"],
@@ -146,10 +154,13 @@ def _report_period(section: Mapping[str, Any], name: str, reference: float, reas
         rate=rate["estimate"],
         rate_interval=tuple(rate["interval"] or (None, None)),
         reference_rate=reference,
-        estimated={metric: (shift[metric], tuple(shift[f"{metric}_interval"] or (None, None))) for metric in METRICS},
+        estimated=_estimates(shift),
+        covariate={} if covariate is None else _estimates(covariate),
+        covariate_rate=_covariate_rate(covariate, section["rows"]),
+        assumptions_agree=None if assumptions is None else assumptions["agree"],
         realized_rows=None if realized is None else realized["rows"],
         realized_rate=None if realized is None else realized["positive_rate"],
-        realized={} if realized is None else _realized(realized),
+        realized={} if realized is None else _estimates(realized),
         psi=drift_map.get("psi"),
         past_limit=tuple(drift_map.get("past_limit") or ()),
         unseen_rows=drift_map.get("unseen_rows") or {},
@@ -162,8 +173,15 @@ def _report_period(section: Mapping[str, Any], name: str, reference: float, reas
 METRICS = ("precision", "recall")
 
 
-def _realized(realized: Mapping[str, Any]) -> dict[str, tuple[float | None, Interval]]:
-    return {metric: (realized[metric], tuple(realized[f"{metric}_interval"] or (None, None))) for metric in METRICS}
+def _covariate_rate(covariate: Mapping[str, Any] | None, rows: int) -> float | None:
+    """The positive rate the covariate-shift estimate expects: its expected positives (true positives and false
+    negatives, each row counted by its calibrated probability) over the rows."""
+    return None if covariate is None or not rows else (covariate["tp"] + covariate["fn"]) / rows
+
+
+def _estimates(found: Mapping[str, Any]) -> dict[str, tuple[float | None, Interval]]:
+    """Precision and recall, each with its interval, of a report's estimate or realized figures."""
+    return {metric: (found[metric], tuple(found[f"{metric}_interval"] or (None, None))) for metric in METRICS}
 
 
 def of_history(rows: Sequence[Mapping[str, Any]], path: str) -> Monitoring:
@@ -229,6 +247,7 @@ def monitoring_page(monitoring: Monitoring) -> str:
     page.section("The gate, period by period", anchor="gate")
     _gate(page, periods)
     page.section("Positive rate", anchor="rate")
+    _assumptions(page, periods)
     page.figure(_rate_figure(periods, monitoring))
     page.section("Precision and recall", anchor="metrics")
     for metric in METRICS:
@@ -317,42 +336,90 @@ def _axes_periods(ax, periods: Sequence[Period]) -> np.ndarray:
     return x
 
 
+def _legend_below(fig, ax) -> None:
+    """The legend under the figure, outside the axes: inside, it covered the first periods' points."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 2), fontsize=8, frameon=False)
+
+
 def _rate_figure(periods: Sequence[Period], monitoring: Monitoring) -> Figure:
-    fig, ax = new_figure(min(4.5 + 0.18 * len(periods), 14.0), 4.0)
+    fig, ax = new_figure(min(5.0 + 0.18 * len(periods), 14.0), 4.6)
     x = _axes_periods(ax, periods)
     estimate = _values(periods, lambda p: (p.rate, p.rate_interval))
-    _series(ax, x - 0.08, estimate, fmt="o-", color=ESTIMATE_COLOUR, label="estimated (interval)")
+    _series(ax, x - 0.12, estimate, fmt="o-", color=ESTIMATE_COLOUR, label="estimated under label shift (interval)")
+    covariate = np.asarray([np.nan if p.covariate_rate is None else p.covariate_rate for p in periods])
+    if not np.isnan(covariate).all():
+        ax.plot(x, covariate, "^--", color=COVARIATE_COLOUR, label="estimated under covariate shift")
     realized = _values(periods, lambda p: (p.realized_rate, (None, None)))
     if not np.isnan(realized[0]).all():
-        ax.plot(x + 0.08, realized[0], "s", color=REALIZED_COLOUR, label="realized (labeled rows)")
+        ax.plot(x + 0.12, realized[0], "s", color=REALIZED_COLOUR, label="realized (labeled rows)")
     reference = np.asarray([np.nan if p.reference_rate is None else p.reference_rate for p in periods])
     if not np.isnan(reference).all():
         ax.step(x, reference, where="mid", color=REFERENCE_COLOUR, linestyle="--", label="reference (training) rate")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("positive rate (share of rows)")
     ax.set_title("Estimated positive rate against the training rate")
-    ax.legend(loc="best", fontsize=8)
+    _legend_below(fig, ax)
     rows = [
-        [p.name, p.rows, p.rate, *p.rate_interval, p.reference_rate, p.realized_rows, p.realized_rate] for p in periods
+        [
+            p.name,
+            p.rows,
+            p.rate,
+            *p.rate_interval,
+            p.covariate_rate,
+            p.assumptions_agree,
+            p.reference_rate,
+            p.realized_rows,
+            p.realized_rate,
+        ]
+        for p in periods
     ]
     table = Table(
-        "Each period's estimated positive rate with its interval, the reference rate, and the realized rate",
-        ["period", "rows", "estimated", "low", "high", "reference rate", "labeled rows", "realized"],
+        "Each period's estimated positive rate under label shift with its interval, under covariate shift (the mean "
+        "calibrated probability), whether the two assumptions agree, the reference rate, and the realized rate",
+        ["period", "rows", "label shift", "low", "high", "covariate shift", "agree", "reference rate", "labeled rows",
+         "realized"],
         rows,
-    )
-    alt = f"The estimated positive rate of {len(periods)} period(s) with intervals, against the reference rate" + (
+    )  # fmt: skip
+    alt = f"The estimated positive rate of {len(periods)} period(s) with intervals, under label shift and under "
+    alt += "covariate shift, against the reference rate" + (
         "" if monitoring.training_rate is None else f" {monitoring.training_rate:.4f}"
     )
     return Figure.of(fig, anchor="positive-rate", title="Positive rate by period", alt=alt, table=table)
 
 
+def _assumptions(page: Page, periods: Sequence[Period]) -> None:
+    """Whether the label-shift and the covariate-shift estimates agree, in words: where they do not, the data
+    contradict at least one assumption and neither estimate should be trusted without labels."""
+    judged = [p for p in periods if p.assumptions_agree is not None]
+    if not judged:
+        return
+    apart = [p for p in judged if not p.assumptions_agree]
+    words = (
+        "Two estimates, two assumptions: under label shift the positive rate moves and the scores of each class stay "
+        "as in training (the stored curve); under covariate shift the rows move and the calibrated probabilities "
+        f"stay right. They agree on {len(judged) - len(apart)} of {len(judged)} period(s)"
+    )
+    if not apart:
+        page.text(words + ".", css_class="met")
+        return
+    names = ", ".join(p.name for p in apart[:10]) + (" ..." if len(apart) > 10 else "")
+    page.text(
+        f"{words}; they disagree on {names}: the data contradict at least one assumption there, so trust neither "
+        "estimate of precision or recall without labels.",
+        css_class="missed",
+    )
+
+
 def _metric_figure(periods: Sequence[Period], metric: str, monitoring: Monitoring) -> Figure:
-    fig, ax = new_figure(min(4.5 + 0.18 * len(periods), 14.0), 3.8)
+    fig, ax = new_figure(min(5.0 + 0.18 * len(periods), 14.0), 4.4)
     x = _axes_periods(ax, periods)
-    estimated = _values(periods, lambda p: p.estimated.get(metric, (None, (None, None))))
-    realized = _values(periods, lambda p: p.realized.get(metric, (None, (None, None))))
-    _series(ax, x - 0.08, estimated, fmt="o-", color=ESTIMATE_COLOUR, label="estimated under label shift")
-    _series(ax, x + 0.08, realized, fmt="s", color=REALIZED_COLOUR, label="realized (labeled rows)")
+    estimated = _values(periods, lambda p: p.estimated.get(metric, _NONE))
+    covariate = _values(periods, lambda p: p.covariate.get(metric, _NONE))
+    realized = _values(periods, lambda p: p.realized.get(metric, _NONE))
+    _series(ax, x - 0.12, estimated, fmt="o-", color=ESTIMATE_COLOUR, label="estimated under label shift")
+    _series(ax, x, covariate, fmt="^--", color=COVARIATE_COLOUR, label="estimated under covariate shift")
+    _series(ax, x + 0.12, realized, fmt="s", color=REALIZED_COLOUR, label="realized (labeled rows)")
     constrained = {"fpor": "precision", "frop": "recall"}.get(monitoring.problem or "")
     if constrained == metric and monitoring.target is not None:
         ax.axhline(
@@ -361,15 +428,30 @@ def _metric_figure(periods: Sequence[Period], metric: str, monitoring: Monitorin
     ax.set_ylim(0, 1.02)
     ax.set_ylabel(metric)
     ax.set_title(f"Estimated and realized {metric} at the model's threshold")
-    ax.legend(loc="lower left", fontsize=8)
-    rows = [[p.name, *_flat(p.estimated.get(metric)), *_flat(p.realized.get(metric))] for p in periods]
+    _legend_below(fig, ax)
+    rows = [
+        [
+            p.name,
+            *_flat(p.estimated.get(metric)),
+            *_flat(p.covariate.get(metric)),
+            p.assumptions_agree,
+            *_flat(p.realized.get(metric)),
+        ]
+        for p in periods
+    ]
     table = Table(
-        f"Each period's {metric}: estimated under label shift and realized on labeled rows, with intervals",
-        ["period", "estimated", "low", "high", "realized", "realized low", "realized high"],
+        f"Each period's {metric}: estimated under label shift and under covariate shift, whether the two assumptions "
+        "agree, and realized on labeled rows, with intervals",
+        ["period", "label shift", "low", "high", "covariate shift", "low", "high", "agree", "realized",
+         "realized low", "realized high"],
         rows,
-    )
-    alt = f"Estimated {metric} of {len(periods)} period(s) with intervals, realized beside where labels arrived"
+    )  # fmt: skip
+    alt = f"Estimated {metric} of {len(periods)} period(s) with intervals, under label shift and under covariate "
+    alt += "shift, realized beside where labels arrived"
     return Figure.of(fig, anchor=f"{metric}-by-period", title=f"{metric.capitalize()} by period", alt=alt, table=table)
+
+
+_NONE: tuple[None, Interval] = (None, (None, None))
 
 
 def _flat(figure: tuple[float | None, Interval] | None) -> list[float | None]:

@@ -17,10 +17,10 @@ import numpy as np
 
 from dmocli.operating_point.bounds import clopper_pearson_interval
 from dmocli.pages.document import Figure, Table
-from dmocli.pages.svg import new_figure
+from dmocli.pages.svg import BLUE, CUT_STYLE, DARK_GREY, GREY, REDDISH_PURPLE, SKY_BLUE, VERMILLION, new_figure
 
-CURVE_COLOUR, POINT_COLOUR, TARGET_COLOUR, BAND_COLOUR = "#1f4e79", "#c0392b", "#555555", "#9dc3e6"
-NEGATIVE_COLOUR, POSITIVE_COLOUR = "#7f7f7f", "#d35400"
+CURVE_COLOUR, POINT_COLOUR, TARGET_COLOUR, BAND_COLOUR = BLUE, "black", DARK_GREY, SKY_BLUE
+NEGATIVE_COLOUR, POSITIVE_COLOUR, F_BETA_COLOUR = GREY, VERMILLION, REDDISH_PURPLE
 
 
 @dataclass(frozen=True)
@@ -149,9 +149,9 @@ def threshold_figure(curve: Curve, split: Mapping[str, Any], problem: Mapping[st
     beta = f"F{curve.beta:g}"
     ax.plot(curve.probability, curve.precision, color=CURVE_COLOUR, label="precision")
     ax.plot(curve.probability, curve.recall, color=POSITIVE_COLOUR, label="recall")
-    ax.plot(curve.probability, curve.f_beta, color=NEGATIVE_COLOUR, linestyle="-.", label=beta)
+    ax.plot(curve.probability, curve.f_beta, color=F_BETA_COLOUR, linestyle="-.", label=beta)
     cut = float(split["threshold_probability"])
-    ax.axvline(cut, color=POINT_COLOUR, linewidth=1.2, label=f"the model's cut ({cut:.3f})", gid="operating-cut")
+    ax.axvline(cut, **CUT_STYLE, label=f"the model's cut ({cut:.3f})", gid="operating-cut")
     target = problem.get("target")
     if target is not None:
         ax.axhline(target, color=TARGET_COLOUR, linestyle="--", linewidth=1, label=f"target {target:g}")
@@ -219,7 +219,7 @@ def histogram_figure(figures: Mapping[str, Any], split: Mapping[str, Any]) -> Fi
     ax.stairs(negatives, edges, color=NEGATIVE_COLOUR, fill=True, alpha=0.45, label="negative rows")
     ax.stairs(positives, edges, color=POSITIVE_COLOUR, fill=True, alpha=0.55, label="positive rows")
     threshold = float(split["threshold"])
-    ax.axvline(threshold, color=POINT_COLOUR, linewidth=1.2, label=f"the model's cut ({threshold:.3g})")
+    ax.axvline(threshold, **CUT_STYLE, label=f"the model's cut ({threshold:.3g})")
     ax.set(xlabel="score (logit)", ylabel="rows")
     ax.set_title("Scores per class")
     ax.legend(loc="upper right", fontsize=8)

@@ -24,6 +24,12 @@ _ROOT = re.compile(r"<svg\b([^>]*)>")
 # matplotlib numbers its groups per figure (figure_1, axes_1, line2d_1, ...): on a page of several figures those
 # ids would repeat, so they are dropped; an id set with set_gid (no trailing _N) is kept
 _AUTO_ID = re.compile(r' id="[A-Za-z][A-Za-z0-9.]*_\d+"')
+# Okabe and Ito's colour-blind-safe palette ("Color Universal Design"): the figures use these, black and grey only,
+# each with one meaning on every page (blue the curve or the estimate, vermillion the positive rows, recall or the
+# realized figure, bluish green the covariate-shift estimate), and the model's cut is always a dashed black line
+BLUE, VERMILLION, SKY_BLUE, BLUISH_GREEN, REDDISH_PURPLE = "#0072B2", "#D55E00", "#56B4E9", "#009E73", "#CC79A7"
+GREY, DARK_GREY = "#999999", "#555555"
+CUT_STYLE = {"color": "black", "linestyle": "--", "linewidth": 1.5}
 _RC = {"svg.fonttype": "none", "svg.image_inline": True, "font.family": "DejaVu Sans", "font.size": 9}
 
 

@@ -138,7 +138,7 @@ def made_words(report: Mapping[str, Any], *, from_model: bool) -> str:
     train report's `written_at`, the model file's time of writing; a model file keeps no date (its bytes are the
     same for the same training: a date inside would break that), so its page says so."""
     if from_model:
-        return "not kept: a model file stores no date (its bytes are reproducible); the train report's written_at has it"
+        return "not kept: a model file stores no date (its bytes are reproducible); its train report's written_at does"
     written = report.get("written_at")
     return f"model file and report written {written}" if written else "not recorded (no model file was written)"
 
@@ -171,8 +171,7 @@ def _binary(page: Page, report: Mapping[str, Any], split_name: str, split: Mappi
         )
         return
     curve = Curve.of(figures, split)
-    page.figure(certified_pr_figure(curve, split, report))
-    page.figure(threshold_figure(curve, split, report))
+    page.figures(certified_pr_figure(curve, split, report), threshold_figure(curve, split, report))
     page.section("Calibration and scores", anchor="calibration")
     calibration = report.get("calibration") or {}
     if calibration:
@@ -181,8 +180,8 @@ def _binary(page: Page, report: Mapping[str, Any], split_name: str, split: Mappi
             f"{calibration.get('intercept', 0):.4g})) was fitted on the {calibration.get('fitted_on', 'held-out')} "
             "rows."
         )
-    page.figure(reliability_pair_figure(figures, float(split.get("interval_level") or 0.95)))
-    page.figure(histogram_figure(figures, split))
+    level = float(split.get("interval_level") or 0.95)
+    page.figures(reliability_pair_figure(figures, level), histogram_figure(figures, split))
 
 
 def _binary_words(report: Mapping[str, Any], split_name: str, split: Mapping[str, Any]) -> list[tuple[str, str | None]]:

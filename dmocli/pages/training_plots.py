@@ -15,9 +15,9 @@ from matplotlib.patches import Patch
 from dmocli.operating_point.bounds import clopper_pearson_interval
 from dmocli.pages.document import Figure, Table
 from dmocli.pages.score_plots import CURVE_COLOUR, NEGATIVE_COLOUR, POINT_COLOUR, POSITIVE_COLOUR, TARGET_COLOUR, Curve
-from dmocli.pages.svg import new_figure
+from dmocli.pages.svg import REDDISH_PURPLE, new_figure
 
-BOUND_COLOUR = "#6a3d9a"
+BOUND_COLOUR = REDDISH_PURPLE
 METRIC_OF = {"fpor": "precision", "frop": "recall"}
 
 

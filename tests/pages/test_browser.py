@@ -194,6 +194,17 @@ def test_the_page_shows_the_same_without_javascript(kind: str, seen: Callable[[s
     assert off.screenshot == on.screenshot
 
 
+@pytest.mark.parametrize("kind", ["training", "evaluation"])
+def test_two_figures_stand_side_by_side_on_a_wide_window(kind: str, seen: Callable[[str, bool], Sight]) -> None:
+    """The curve and the metrics against the threshold, the reliability diagram and the scores: each pair on one
+    row in a window as wide as the browser check's (1280 px), the first on the left, so the page is about half as
+    tall as one figure under another made it."""
+    boxes = {figure["id"]: figure["box"] for figure in seen(kind, False).facts["figures"]}
+    for left, right in (("pr-curve", "metrics-threshold"), ("reliability", "scores")):
+        (x_left, y_left, width, _), (x_right, y_right, *_) = boxes[left], boxes[right]
+        assert abs(y_left - y_right) < 1 and x_left + width <= x_right, (left, boxes[left], right, boxes[right])
+
+
 def hand_page() -> str:
     """A small training page built with the page's own parts: a curve with the operating point and its table."""
     from dmocli.pages.document import Figure, Page, Table

@@ -18,6 +18,7 @@ from dmocli import TrainOptions, train
 from dmocli.models.modelfile import load_model
 from dmocli.pages.document import cell_text
 from dmocli.pages.evaluation import evaluation_page
+from dmocli.pages.svg import BLUE, BLUISH_GREEN, DARK_GREY, GREY, REDDISH_PURPLE, SKY_BLUE, VERMILLION
 from dmocli.use.history import model_sha256
 
 
@@ -92,13 +93,33 @@ def test_the_page_says_the_verdict_and_carries_its_figures_and_tables(binary: Pa
     assert len(re.findall(r'</figure>\n<table class="numbers[ a-z]*">', page)) == len(figures)
     assert page.count('role="img"') == len(figures) and page.count("<title id=") == len(figures)
     # the operating point's row of the curve's table holds the split's own figures
-    row = f"<tr><td>operating point</td><td>{cell_text(split['threshold'])}</td><td>{cell_text(split['precision'])}"
+    # (a column of numbers right-aligned, class "num"; a column of text not)
+    num = '<td class="num">'
+    row = f"<tr><td>operating point</td>{num}{cell_text(split['threshold'])}</td>{num}{cell_text(split['precision'])}"
     assert row in page
-    counts = f"<td>{split['tn']}</td><td>{split['fp']}</td></tr>"
+    counts = f"{num}{split['tn']}</td>{num}{split['fp']}</td></tr>"
     assert counts in page  # the confusion matrix's negative row
     for fact in (report["model"], report["data"], report["dmocli_version"]):
         assert f"<dd>{fact}</dd>" in page
     assert "http://" not in page.replace("http://www.w3.org/", "") and "https://" not in page and "<script" not in page
+
+
+def test_the_figures_keep_to_a_colour_blind_safe_palette_and_the_cut_is_dashed_black(binary: Path, dmo) -> None:
+    """Every line and marker is one of Okabe and Ito's colours, black or a grey (the red cut beside the orange recall
+    line could not be told apart), the model's cut a dashed black line; the figures sit two by two in a grid, each
+    still followed by its table."""
+    _, _, page = _evaluate(dmo, binary, "holdout.parquet", "colours")
+    strokes = set(re.findall(r"stroke: (#[0-9a-f]{6})", page))
+    allowed = {BLUE, VERMILLION, SKY_BLUE, BLUISH_GREEN, REDDISH_PURPLE, GREY, DARK_GREY, "#000000", "#cccccc"}
+    assert strokes and strokes <= {colour.lower() for colour in allowed}, strokes
+    fills = set(re.findall(r"fill: (#[0-9a-f]{6})", page)) - {"#ffffff", "#1f77b4"}  # white; an errorbar cap's
+    assert fills <= {colour.lower() for colour in allowed}, fills
+    cut = re.search(r'<g id="operating-cut">\s*<path [^>]*style="([^"]*)"', page).group(1)
+    assert "stroke-dasharray" in cut and "stroke: #000000" in cut
+    grids = re.findall(r'<div class="figures">\n(.*?)\n</div>\n</div>', page, re.DOTALL)
+    assert len(grids) == 2
+    pairs = [re.findall(r'<div class="pair">\n<figure class="plot" id="([^"]+)">', grid) for grid in grids]
+    assert pairs == [["pr-curve", "metrics-threshold"], ["reliability", "scores"]]
 
 
 def test_a_failed_gate_writes_its_page_saying_so(binary: Path, dmo) -> None:
@@ -135,4 +156,5 @@ def test_a_multiclass_model_gets_per_class_figures(tmp_path: Path, dmo) -> None:
     assert "figures" not in report and page == evaluation_page(report)
     assert re.findall(r'<figure class="plot" id="([^"]+)">', page) == ["per-class", "confusion"]
     for name, recall in zip(report["classes"], report["splits"]["data"]["per_class"]["recall"]):
-        assert f"<tr><td>{name}</td>" in page and f"<td>{cell_text(recall)}</td>" in page
+        assert re.search(f'<tr><td( class="num")?>{re.escape(str(name))}</td>', page)
+        assert f'<td class="num">{cell_text(recall)}</td>' in page

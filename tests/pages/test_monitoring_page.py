@@ -20,7 +20,9 @@ import pytest
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
 from dmocli.pages.document import cell_text
-from dmocli.pages.monitoring import monitoring_input, monitoring_page, of_reports
+from dmocli.pages.drift_heatmap import _draw
+from dmocli.pages.monitoring import _legend_below, monitoring_input, monitoring_page, of_reports
+from dmocli.pages.svg import new_figure
 from dmocli.pages.write import PAGE_SIZE_LIMIT
 from dmocli.report import dumps
 from dmocli.use import history
@@ -98,7 +100,10 @@ def test_every_feature_and_week_drift_unseen_levels_and_verdicts_are_shown(run: 
     assert [chunk["chunk"] for chunk in chunks] == [f"2026-{m:02d}-{d:02d}" for m, d in _mondays()]
     assert '<body data-page="monitoring">' in page
     drift = re.search(r'<figure class="plot" id="drift">.*?<tbody>\n(.*?)</tbody>', page, re.DOTALL).group(1)
-    cells = {row[0]: row[1:] for row in (re.findall(r"<td>([^<]*)</td>", line) for line in drift.splitlines())}
+    cells = {
+        row[0]: row[1:]
+        for row in (re.findall(r'<td(?: class="num")?>([^<]*)</td>', line) for line in drift.splitlines())
+    }
     features = ["f0", "f1", "f2", "f3", "shop"]
     assert set(features) <= set(cells)
     past = 0
@@ -113,23 +118,73 @@ def test_every_feature_and_week_drift_unseen_levels_and_verdicts_are_shown(run: 
     unseen = [chunk["drift_map"]["unseen_rows"].get("shop", 0) for chunk in chunks]
     assert unseen[:8] == [0] * 8 and all(count > 0 for count in unseen[8:])
     for chunk, count in zip(chunks, unseen):
-        assert f"<tr><td>{chunk['chunk']}</td><td>{count}</td></tr>" in page
+        assert f'<tr><td>{chunk["chunk"]}</td><td class="num">{count}</td></tr>' in page
     # every week's verdict and every reason of it
     for chunk in chunks:
         where = f"chunk {chunk['chunk']}: "
         mine = [reason[len(where) :] for reason in report["gate"]["reasons"] if reason.startswith(where)]
         verdict = "failed" if mine else "passed"
-        assert f"<tr><td>{chunk['chunk']}</td><td>{chunk['rows']}</td><td>{verdict}</td>" in page
+        # the period and the verdict are text (left-aligned), the rows a number (right-aligned)
+        assert f'<tr><td>{chunk["chunk"]}</td><td class="num">{chunk["rows"]}</td><td>{verdict}</td>' in page
         for reason in mine:
             assert html.escape(reason, quote=False) in page
+    headings = '<th scope="col">period</th><th scope="col" class="num">rows</th><th scope="col">verdict</th>'
+    assert headings + '<th scope="col">reasons</th>' in page  # only the rows' column is right-aligned
     # the rate and the metrics, estimated with intervals and realized beside
     for chunk in chunks:
         rate = chunk["positive_rate"]
-        assert f"<td>{cell_text(rate['estimate'])}</td><td>{cell_text(rate['interval'][0])}</td>" in page
-        assert f"<td>{cell_text(chunk['realized']['precision'])}</td>" in page
+        num = '<td class="num">'
+        assert f"{num}{cell_text(rate['estimate'])}</td>{num}{cell_text(rate['interval'][0])}</td>" in page
+        assert f"{num}{cell_text(chunk['realized']['precision'])}</td>" in page
     assert re.findall(r'<figure class="plot" id="([^"]+)">', page) == [
         "positive-rate", "precision-by-period", "recall-by-period", "drift",
     ]  # fmt: skip
+
+
+def test_the_covariate_shift_estimate_stands_beside_the_label_shift_one(run: Path, dmo) -> None:
+    """Both estimates the report keeps, in each metric's figure and table, with whether the two assumptions agree;
+    the rate under covariate shift (the expected positives over the rows) in the rate's; and the periods where the
+    assumptions disagree named in words."""
+    report, page = _monitor(dmo, run, "assumptions")
+    num = '<td class="num">'
+    for chunk in report["chunks"]:
+        agree = "yes" if chunk["assumptions"]["agree"] else "no"
+        for metric in ("precision", "recall"):
+            label, covariate = chunk["label_shift"], chunk["covariate_shift"]
+            row = f"<tr><td>{chunk['chunk']}</td>{num}{cell_text(label[metric])}</td>"
+            row += "".join(f"{num}{cell_text(v)}</td>" for v in label[f"{metric}_interval"])
+            row += f"{num}{cell_text(covariate[metric])}</td>"
+            row += "".join(f"{num}{cell_text(v)}</td>" for v in covariate[f"{metric}_interval"]) + f"<td>{agree}</td>"
+            assert row in page, (metric, chunk["chunk"])
+        expected = (chunk["covariate_shift"]["tp"] + chunk["covariate_shift"]["fn"]) / chunk["rows"]
+        assert f"{num}{cell_text(expected)}</td><td>{agree}</td>" in page  # the rate's table
+    assert page.count("estimated under covariate shift") >= 3  # the rate's and each metric's legend
+    apart = [chunk["chunk"] for chunk in report["chunks"] if not chunk["assumptions"]["agree"]]
+    agreed = len(report["chunks"]) - len(apart)
+    assert f"They agree on {agreed} of {len(report['chunks'])} period(s)" in page
+    if apart:
+        assert f"they disagree on {', '.join(apart[:10])}" in page
+
+
+def test_the_heat_maps_title_bar_and_legends_do_not_run_into_each_other() -> None:
+    """On a map of 12 periods the title stays clear of the colour bar and the bar's label inside the figure (a
+    one-line title ran into the bar, and the label was cut); a period figure's legend sits below its axes, where it
+    covers no point."""
+    names, periods = ["channel", "amount", "age", "score", "noise"], [f"2026-01-{d:02d}" for d in range(1, 13)]
+    fig = _draw(np.random.default_rng(0).uniform(0, 1, (5, 12)), names, periods, [(3, 1)])
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax, bar = fig.axes
+    label = bar.yaxis.label.get_window_extent(renderer)
+    assert not ax.title.get_window_extent(renderer).overlaps(bar.get_tightbbox(renderer))
+    assert fig.bbox.x0 <= label.x0 and label.x1 <= fig.bbox.x1 and fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
+    fig, ax = new_figure(6.0, 4.0)
+    ax.plot(range(12), np.linspace(0.1, 0.9, 12), "o-", label="estimated under label shift")
+    ax.plot(range(12), np.linspace(0.2, 0.8, 12), "s", label="realized (labeled rows)")
+    _legend_below(fig, ax)
+    fig.draw_without_rendering()
+    (legend,) = fig.legends
+    assert legend.get_window_extent(fig._get_renderer()).y1 <= ax.get_window_extent(fig._get_renderer()).y0
 
 
 def _mondays() -> list[tuple[int, int]]:
