@@ -88,6 +88,7 @@ COMMANDS = {
     "threshold linear": lambda p: ["threshold", p["linear"], "--problem", "fpor", "--target", "0.4", "-o", "t.st"],
     "threshold gbdt": lambda p: ["threshold", p["gbdt"], "--problem", "frop", "--target", "0.6", "-o", "g.st"],
     "predict linear": lambda p: ["predict", p["linear"], p["binary"], "-o", "p.csv"],
+    "predict linear --explain": lambda p: ["predict", p["linear"], p["binary"], "--explain", "2", "-o", "x.csv"],
     "predict linear 3-class": lambda p: ["predict", p["linear-3-class"], p["classes"], "-o", "c.csv"],
     "predict gbdt": lambda p: ["predict", p["gbdt"], p["binary"], "-o", "g.parquet"],
     "evaluate linear": lambda p: ["evaluate", p["linear"], p["binary"]],
