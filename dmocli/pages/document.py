@@ -40,9 +40,10 @@ figcaption{font-weight:600;font-size:.95rem;margin-top:.2rem}
 table.numbers{border-collapse:collapse;font-size:.8rem;margin:.3rem 0 1.2rem;font-variant-numeric:tabular-nums;
 display:block;overflow-x:auto;width:max-content;max-width:100%}
 table.numbers caption{text-align:left;font-weight:600;padding:.2rem 0;caption-side:top}
-table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:left;vertical-align:top}
-table.numbers th{background:#eef2f7}table.numbers .num{text-align:right;white-space:nowrap}
-table.numbers td:first-child{white-space:nowrap}table.long{max-height:24rem;overflow:auto}
+table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:right;
+white-space:nowrap;vertical-align:top}table.numbers th{background:#eef2f7}
+table.numbers .txt{text-align:left;white-space:normal}table.numbers td.txt:first-child{white-space:nowrap}
+table.long{max-height:24rem;overflow:auto}
 table.long thead th{position:sticky;top:0}
 details{margin:.3rem 0 1rem}summary{cursor:pointer;font-size:.9rem;color:#1f4e79}
 p.met{color:#1a6b2a;font-weight:600}p.missed{color:#a4161a;font-weight:600}p.note{color:#555;font-size:.9rem}
@@ -63,15 +64,16 @@ class Table:
 
     def html(self) -> str:
         """`<table class="numbers">` with its caption and column headings (`<th scope="col">`); the columns of
-        numbers right-aligned (class `num`), the columns of text (a period, a reason) left-aligned."""
-        numeric = [_numeric(row[k] for row in self.rows) for k in range(len(self.columns))]
+        numbers right-aligned, the columns of text (a period, a reason: class `txt`, the fewer cells in the large
+        tables, a heat map's) left-aligned."""
+        text = [not _numeric(row[k] for row in self.rows) for k in range(len(self.columns))]
         head = "".join(
-            f'<th scope="col"{_NUM if numeric[k] else ""}>{_text(column)}</th>' for k, column in enumerate(self.columns)
+            f'<th scope="col"{_TXT if text[k] else ""}>{_text(column)}</th>' for k, column in enumerate(self.columns)
         )
         kind = "numbers long" if len(self.rows) > LONG_TABLE else "numbers"
         body = "".join(
             "<tr>"
-            + "".join(f"<td{_NUM if numeric[k] else ''}>{_text(cell_text(cell))}</td>" for k, cell in enumerate(row))
+            + "".join(f"<td{_TXT if text[k] else ''}>{_text(cell_text(cell))}</td>" for k, cell in enumerate(row))
             + "</tr>\n"
             for row in self.rows
         )
@@ -181,7 +183,7 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
-_NUM = ' class="num"'
+_TXT = ' class="txt"'
 _NUMBER = re.compile(r"^[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?(?: \*)?$")  # 1,095  -0.25  3e-05  0.2591 *
 
 

@@ -93,9 +93,10 @@ def test_the_page_says_the_verdict_and_carries_its_figures_and_tables(binary: Pa
     assert len(re.findall(r'</figure>\n<table class="numbers[ a-z]*">', page)) == len(figures)
     assert page.count('role="img"') == len(figures) and page.count("<title id=") == len(figures)
     # the operating point's row of the curve's table holds the split's own figures
-    # (a column of numbers right-aligned, class "num"; a column of text not)
-    num = '<td class="num">'
-    row = f"<tr><td>operating point</td>{num}{cell_text(split['threshold'])}</td>{num}{cell_text(split['precision'])}"
+    # (a column of numbers right-aligned; a column of text left-aligned, class "txt")
+    num = "<td>"
+    row = '<tr><td class="txt">operating point</td>'
+    row += f"{num}{cell_text(split['threshold'])}</td>{num}{cell_text(split['precision'])}"
     assert row in page
     counts = f"{num}{split['tn']}</td>{num}{split['fp']}</td></tr>"
     assert counts in page  # the confusion matrix's negative row
@@ -156,5 +157,5 @@ def test_a_multiclass_model_gets_per_class_figures(tmp_path: Path, dmo) -> None:
     assert "figures" not in report and page == evaluation_page(report)
     assert re.findall(r'<figure class="plot" id="([^"]+)">', page) == ["per-class", "confusion"]
     for name, recall in zip(report["classes"], report["splits"]["data"]["per_class"]["recall"]):
-        assert re.search(f'<tr><td( class="num")?>{re.escape(str(name))}</td>', page)
-        assert f'<td class="num">{cell_text(recall)}</td>' in page
+        assert re.search(f'<tr><td( class="txt")?>{re.escape(str(name))}</td>', page)
+        assert f"<td>{cell_text(recall)}</td>" in page

@@ -102,7 +102,7 @@ def test_every_feature_and_week_drift_unseen_levels_and_verdicts_are_shown(run: 
     drift = re.search(r'<figure class="plot" id="drift">.*?<tbody>\n(.*?)</tbody>', page, re.DOTALL).group(1)
     cells = {
         row[0]: row[1:]
-        for row in (re.findall(r'<td(?: class="num")?>([^<]*)</td>', line) for line in drift.splitlines())
+        for row in (re.findall(r'<td(?: class="txt")?>([^<]*)</td>', line) for line in drift.splitlines())
     }
     features = ["f0", "f1", "f2", "f3", "shop"]
     assert set(features) <= set(cells)
@@ -118,22 +118,24 @@ def test_every_feature_and_week_drift_unseen_levels_and_verdicts_are_shown(run: 
     unseen = [chunk["drift_map"]["unseen_rows"].get("shop", 0) for chunk in chunks]
     assert unseen[:8] == [0] * 8 and all(count > 0 for count in unseen[8:])
     for chunk, count in zip(chunks, unseen):
-        assert f'<tr><td>{chunk["chunk"]}</td><td class="num">{count}</td></tr>' in page
+        assert f'<tr><td class="txt">{chunk["chunk"]}</td><td>{count}</td></tr>' in page
     # every week's verdict and every reason of it
     for chunk in chunks:
         where = f"chunk {chunk['chunk']}: "
         mine = [reason[len(where) :] for reason in report["gate"]["reasons"] if reason.startswith(where)]
         verdict = "failed" if mine else "passed"
         # the period and the verdict are text (left-aligned), the rows a number (right-aligned)
-        assert f'<tr><td>{chunk["chunk"]}</td><td class="num">{chunk["rows"]}</td><td>{verdict}</td>' in page
+        txt = '<td class="txt">'
+        assert f"<tr>{txt}{chunk['chunk']}</td><td>{chunk['rows']}</td>{txt}{verdict}</td>" in page
         for reason in mine:
             assert html.escape(reason, quote=False) in page
-    headings = '<th scope="col">period</th><th scope="col" class="num">rows</th><th scope="col">verdict</th>'
-    assert headings + '<th scope="col">reasons</th>' in page  # only the rows' column is right-aligned
+    text = '<th scope="col" class="txt">'
+    headings = f'{text}period</th><th scope="col">rows</th>{text}verdict</th>{text}reasons</th>'
+    assert headings in page  # only the rows' column is right-aligned
     # the rate and the metrics, estimated with intervals and realized beside
     for chunk in chunks:
         rate = chunk["positive_rate"]
-        num = '<td class="num">'
+        num = "<td>"
         assert f"{num}{cell_text(rate['estimate'])}</td>{num}{cell_text(rate['interval'][0])}</td>" in page
         assert f"{num}{cell_text(chunk['realized']['precision'])}</td>" in page
     assert re.findall(r'<figure class="plot" id="([^"]+)">', page) == [
@@ -146,18 +148,19 @@ def test_the_covariate_shift_estimate_stands_beside_the_label_shift_one(run: Pat
     the rate under covariate shift (the expected positives over the rows) in the rate's; and the periods where the
     assumptions disagree named in words."""
     report, page = _monitor(dmo, run, "assumptions")
-    num = '<td class="num">'
+    num = "<td>"
     for chunk in report["chunks"]:
         agree = "yes" if chunk["assumptions"]["agree"] else "no"
         for metric in ("precision", "recall"):
             label, covariate = chunk["label_shift"], chunk["covariate_shift"]
-            row = f"<tr><td>{chunk['chunk']}</td>{num}{cell_text(label[metric])}</td>"
+            row = f'<tr><td class="txt">{chunk["chunk"]}</td>{num}{cell_text(label[metric])}</td>'
             row += "".join(f"{num}{cell_text(v)}</td>" for v in label[f"{metric}_interval"])
             row += f"{num}{cell_text(covariate[metric])}</td>"
-            row += "".join(f"{num}{cell_text(v)}</td>" for v in covariate[f"{metric}_interval"]) + f"<td>{agree}</td>"
+            row += "".join(f"{num}{cell_text(v)}</td>" for v in covariate[f"{metric}_interval"])
+            row += f'<td class="txt">{agree}</td>'
             assert row in page, (metric, chunk["chunk"])
         expected = (chunk["covariate_shift"]["tp"] + chunk["covariate_shift"]["fn"]) / chunk["rows"]
-        assert f"{num}{cell_text(expected)}</td><td>{agree}</td>" in page  # the rate's table
+        assert f'{num}{cell_text(expected)}</td><td class="txt">{agree}</td>' in page  # the rate's table
     assert page.count("estimated under covariate shift") >= 3  # the rate's and each metric's legend
     apart = [chunk["chunk"] for chunk in report["chunks"] if not chunk["assumptions"]["agree"]]
     agreed = len(report["chunks"]) - len(apart)
@@ -233,4 +236,4 @@ def test_two_hundred_features_over_fifty_two_weeks_stay_under_the_size_limit(tmp
     page = monitoring_page(of_reports([json.loads(dumps(result.to_dict()))]))
     size = len(page.encode("utf-8"))
     assert size < PAGE_SIZE_LIMIT, size
-    assert page.count("<tr><td>f") >= features  # every feature's row in the heat map's table
+    assert page.count('<tr><td class="txt">f') >= features  # every feature's row in the heat map's table

@@ -130,7 +130,7 @@ def test_a_200_feature_page_stays_under_the_size_limit(tmp_path: Path, dmo) -> N
     size = (tmp_path / "wide.html").stat().st_size
     assert size < PAGE_SIZE_LIMIT, size
     page = (tmp_path / "wide.html").read_text(encoding="utf-8")
-    assert page.count("<td>f1") >= 1 and f"The {IMPORTANCE_TOP} most important feature columns" in page
+    assert page.count('<td class="txt">f1') >= 1 and f"The {IMPORTANCE_TOP} most important feature columns" in page
 
 
 def test_a_multiclass_page_shows_each_class_against_its_floor(tmp_path: Path, dmo) -> None:
@@ -146,5 +146,5 @@ def test_a_multiclass_page_shows_each_class_against_its_floor(tmp_path: Path, dm
     assert page.count('id="floor-') == len(report["classes"])  # each class's floor drawn
     for entry in report["class_operating_point"]["per_class"]:
         assert re.search(
-            f'<td( class="num")?>{re.escape(str(entry["class"]))}</td><td class="num">{entry["offset"]:.6g}</td>', page
+            f'<td( class="txt")?>{re.escape(str(entry["class"]))}</td><td>{entry["offset"]:.6g}</td>', page
         )
