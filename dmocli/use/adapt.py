@@ -83,12 +83,8 @@ def adapt_to_rate(
     outputs.check_outputs({"-o": output, "--report": report_path}, {"NEW": new_data} if new_data is not None else {})
     outputs.refuse_misnamed_model(output)
     model, curve = _adaptable(model_path)
-    recertify = recertified(
-        model.decision.certificate,
-        confidence,
-        no_confidence=no_confidence,
-        bounded=model.problem.kind not in ("ofbs", "value"),
-    )
+    bounded = model.problem.kind not in ("ofbs", "value")  # no constraint to certify: MODEL's certificate dropped
+    recertify = recertified(model.decision.certificate, confidence, no_confidence=no_confidence, bounded=bounded)
     confidence = recertify.confidence
     rate, interval, source, logits = _certifiable_rate(model, curve, recertify, new_data=new_data, prior=prior)
     sample = certified_rows(new_rows, confidence, model.decision.certificate.new_rows)  # the model's own, by default

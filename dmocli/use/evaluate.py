@@ -138,7 +138,10 @@ def evaluation(
     )
     if history is not None:
         scores = (scored.logits, scored.y)
-        record_evaluate(history, model, model_path, scores, data=data, time_col=time_col, every=every, engine=engine)
+        value = None if result.value is None else result.value.at_threshold.per_row
+        record_evaluate(
+            history, model, model_path, scores, data=data, time_col=time_col, every=every, engine=engine, value=value
+        )
     result = replace(result, written_at=written_now())  # a refused gate's report is written too
     if verdict is not None and verdict.passed is False:
         refuse_with_report(GateFailed(result), result.to_dict(), report_path, started)
@@ -272,9 +275,7 @@ def _unchecked_line(verdict: Gate, described: str, value: RealizedValue | None) 
     if value is None:
         return line
     at = value.at_threshold
-    return (
-        f"{line}; the value it realizes under --problem value's gains: {at.per_row:.4g} per row (total {at.total:.6g})"
-    )
+    return f"{line}; the value it realizes under its gain matrix: {at.per_row:.4g} per row (total {at.total:.6g})"
 
 
 def _gain(model: DmoModel) -> GainMatrix | None:

@@ -57,6 +57,9 @@ ESTIMATE_COLUMNS = (
     ("estimated_at", UTC_TIME),
     *ADDED_COLUMNS,
 )
+# Realized columns added after schema version 1 was first written, read as empty (null) from a file without them:
+# the value per row a --problem value model's threshold realized on the period's labeled rows (dmo evaluate).
+ADDED_REALIZED_COLUMNS = (("realized_value", pa.float64()),)
 REALIZED_COLUMNS = (
     ("realized_rows", pa.int64()),
     ("realized_rate", pa.float64()),
@@ -64,6 +67,7 @@ REALIZED_COLUMNS = (
     ("realized_f_beta", pa.float64()),
     ("realized_source", pa.string()),
     ("realized_at", UTC_TIME),
+    *ADDED_REALIZED_COLUMNS,
 )
 IDENTITY_COLUMNS = (
     ("schema_version", pa.int32()),
@@ -120,7 +124,7 @@ def read(path: str | Path) -> pa.Table:
             f"--history {path} is not a readable parquet file ({str(exc).splitlines()[0][:120]}); restore it or give "
             "a new path"
         ) from None
-    for name, kind in ADDED_COLUMNS:
+    for name, kind in (*ADDED_COLUMNS, *ADDED_REALIZED_COLUMNS):
         if name not in table.schema.names:
             table = table.append_column(name, pa.nulls(len(table), kind))
     missing = [name for name in SCHEMA.names if name not in table.schema.names]
@@ -235,10 +239,13 @@ def _monitor_row(section: MonitorSection, period: str, cut: Cut, reasons: list[s
     return row | (_realized_columns(section.realized, MONITOR) if section.realized else {})
 
 
-def evaluate_row(period: str, cut: Cut, realized: Realized) -> dict[str, Any]:
-    """One period's history row from `dmo evaluate`: its realized figures alone."""
-    return {"period": period, "period_start": cut.start(period), "every": cut.every} | _realized_columns(
-        realized, EVALUATE
+def evaluate_row(period: str, cut: Cut, realized: Realized, *, value: float | None = None) -> dict[str, Any]:
+    """One period's history row from `dmo evaluate`: its realized figures alone (and a value model's realized value
+    per row, `value`)."""
+    return (
+        {"period": period, "period_start": cut.start(period), "every": cut.every}
+        | _realized_columns(realized, EVALUATE)
+        | {"realized_value": value}
     )
 
 
@@ -337,10 +344,12 @@ def record_evaluate(
     time_col: str | None = None,
     every: str | None = None,
     engine: Any = None,
+    value: float | None = None,
 ) -> None:
     """`dmo evaluate --history`: DATA's realized metrics written into the model's history, as one period `all`
-    (from the evaluation's own scores, `scored`: logits and labels) or, with --every, per period (one more pass over
-    DATA, cut as monitor cuts NEW: use/monitor_read.py)."""
+    (from the evaluation's own scores, `scored`: logits and labels; a value model's realized value per row on them,
+    `value`, in `realized_value`) or, with --every, per period (one more pass over DATA, cut as monitor cuts NEW:
+    use/monitor_read.py; that pass reads no gain column, so a period's `realized_value` stays empty)."""
     from dmocli.use.monitor_read import read_sections
 
     if not isinstance(model_path, (str, Path)) or not Path(model_path).is_file():
@@ -349,7 +358,7 @@ def record_evaluate(
         raise DmoError("--history keeps a binary model's figures; this model is multi-class")
     cut = Cut.of(every=every)
     if every is None:
-        rows = [evaluate_row(WHOLE, cut, Realized.at_threshold(model, *scored))]
+        rows = [evaluate_row(WHOLE, cut, Realized.at_threshold(model, *scored), value=value)]
     else:
         periods = Periods.of(time_col, every, model.preprocessor.derive)
         read = read_sections(model, data, chunk_col=None, chunk_size=None, engine=engine, periods=periods)

@@ -289,9 +289,10 @@ class ChunkSection(ReportRecord):
     def line(self) -> str:
         rate, shift = self.section.positive_rate, self.section.label_shift
         small = "  (too small to tell: not gated)" if self.section.too_small else ""
+        value = "" if self.section.value is None else f"  value per row {self.section.value.per_row:.4g}"
         return (
             f"  chunk {self.chunk}: rows {self.section.rows}  rate {rate.estimate:.4f}  precision "
-            f"{shift.precision:.4f}  recall {shift.recall:.4f}{small}"
+            f"{shift.precision:.4f}  recall {shift.recall:.4f}{value}{small}"
         )
 
 
