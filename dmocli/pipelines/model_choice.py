@@ -206,9 +206,10 @@ def summary_line(report: dict[str, Any]) -> str:
     """`dmo train`'s line for the choice: the kept kind, its out-of-fold objective at the target, the others'."""
     selection = report["model_selection"]
     chosen = selection["chosen"]
-    metric = {"fpor": "recall", "frop": "precision"}.get(report["problem"], f"F{report['beta']:g}")
+    metric = {"fpor": "recall", "frop": "precision", "alerts": "recall"}.get(report["problem"], f"F{report['beta']:g}")
     bound = {"fpor": "precision", "frop": "recall"}.get(report["problem"])
     at = f" at {bound} >= {report['target']:g}" if bound is not None else ""
+    at += " within the alert budget" if "alert_budget" in report else ""  # the budget narrows every candidate's cuts
     by_kind = {candidate["model"]: candidate for candidate in selection["candidates"]}
     others = "; ".join(f"{kind} {_figure(by_kind[kind], metric, '')}" for kind in by_kind if kind != chosen)
     level = selection["confidence_per_candidate"]

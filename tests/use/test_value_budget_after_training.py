@@ -220,3 +220,15 @@ def test_dmo_classifier_takes_the_decision_options(root: Path) -> None:
     assert budget.report_["problem"] == "alerts" and budget.report_["alert_budget"]["flagged_share"] <= 0.05
     band = DmoClassifier(problem="fpor", target=0.6, review_budget=0.1, val_frac=0.3, seed=0).fit(frame, labels)
     assert band.model_.review_threshold is not None and band.model_.review_threshold < band.threshold_
+
+
+def test_model_auto_within_a_budget_names_the_objective_it_chose_by(root: Path) -> None:
+    """--model auto compares the candidates' out-of-fold objective: within a budget alone, the recall."""
+    from dmocli.pipelines.model_choice import summary_line
+
+    frame = pd.read_parquet(root / "train.parquet")
+    _, report = train(frame, TrainOptions(model="auto", max_alert_rate=0.1, cv=3, seed=0))
+    chosen = {c["model"]: c for c in report["model_selection"]["candidates"]}[report["model_selection"]["chosen"]]
+    assert report["problem"] == "alerts" and chosen["objective"] == pytest.approx(report["operating_point"]["recall"])
+    line = summary_line(report)
+    assert f"(out-of-fold recall {chosen['objective']:.2f} within the alert budget; " in line and " F1 " not in line
