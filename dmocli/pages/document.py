@@ -42,7 +42,7 @@ display:block;overflow-x:auto;width:max-content;max-width:100%}
 table.numbers caption{text-align:left;font-weight:600;padding:.2rem 0;caption-side:top}
 table.numbers th,table.numbers td{border:1px solid #c8c8c8;padding:.15rem .45rem;text-align:right;
 white-space:nowrap;vertical-align:top}table.numbers th{background:#eef2f7}
-table.numbers .txt{text-align:left;white-space:normal}table.numbers td.txt:first-child{white-space:nowrap}
+table.numbers .txt{text-align:left}table.numbers td.prose{white-space:normal;min-width:20rem}
 table.long{max-height:24rem;overflow:auto}
 table.long thead th{position:sticky;top:0}
 details{margin:.3rem 0 1rem}summary{cursor:pointer;font-size:.9rem;color:#1f4e79}
@@ -70,11 +70,14 @@ class Table:
         head = "".join(
             f'<th scope="col"{_TXT if text[k] else ""}>{_text(column)}</th>' for k, column in enumerate(self.columns)
         )
+        # a column of sentences (a gate's reasons) wraps; every other cell keeps to one line (a period, a bin)
+        kinds = [
+            _PROSE if text[k] and any(len(cell_text(row[k])) > PROSE for row in self.rows) else _TXT if text[k] else ""
+            for k in range(len(self.columns))
+        ]
         kind = "numbers long" if len(self.rows) > LONG_TABLE else "numbers"
         body = "".join(
-            "<tr>"
-            + "".join(f"<td{_TXT if text[k] else ''}>{_text(cell_text(cell))}</td>" for k, cell in enumerate(row))
-            + "</tr>\n"
+            "<tr>" + "".join(f"<td{kinds[k]}>{_text(cell_text(cell))}</td>" for k, cell in enumerate(row)) + "</tr>\n"
             for row in self.rows
         )
         return (
@@ -183,7 +186,8 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
-_TXT = ' class="txt"'
+_TXT, _PROSE = ' class="txt"', ' class="txt prose"'
+PROSE = 60  # a text cell longer than this makes its column wrap
 _NUMBER = re.compile(r"^[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?(?: \*)?$")  # 1,095  -0.25  3e-05  0.2591 *
 
 

@@ -132,6 +132,7 @@ def test_every_feature_and_week_drift_unseen_levels_and_verdicts_are_shown(run: 
     text = '<th scope="col" class="txt">'
     headings = f'{text}period</th><th scope="col">rows</th>{text}verdict</th>{text}reasons</th>'
     assert headings in page  # only the rows' column is right-aligned
+    assert '<td class="txt prose">the ' in page  # the reasons, sentences, wrap; the period and the verdict do not
     # the rate and the metrics, estimated with intervals and realized beside
     for chunk in chunks:
         rate = chunk["positive_rate"]
