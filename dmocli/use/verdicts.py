@@ -238,7 +238,7 @@ def gate_line(gate: Gate, data: str) -> str:
     """What the gate found, in one line: the metric, its value and interval, the target and the verdict (a
     failure also says what to do); for a multi-class model, of the class furthest below its floor."""
     if gate.rule == "none":
-        return f"gate: nothing to check on {data}: the model has no target (fpor and frop have one) nor alert budget"
+        return f"gate: nothing to check on {data}: the model's problem has no target (fpor and frop have one)"
     line = _verdict_line(gate, data)
     if gate.alert_budget is not None:
         line += f"; {_verdict_line(gate.alert_budget, data)}"
