@@ -79,6 +79,22 @@ def text_array(values: list[str]) -> pa.Array:
     )
 
 
+def float_array(values: np.ndarray) -> pa.Array:
+    """A float64 array of numpy values, built from their buffer: `pa.array` imports pandas to look at its input,
+    which the numpy streaming path does not load (tests/solvers/online/test_fofo_cli.py)."""
+    data = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), data.size, [None, pa.py_buffer(data)])
+
+
+def picked_text(levels: list[str], picked: np.ndarray) -> pa.Array:
+    """`levels[picked]` as a string array, null where `picked` is `len(levels)` (no level), without pandas."""
+    valid = np.asarray(picked) < len(levels)
+    positions = np.where(valid, picked, 0).astype(np.int32)
+    buffers = [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(positions)]
+    index = pa.Array.from_buffers(pa.int32(), valid.size, buffers, null_count=int(valid.size - np.count_nonzero(valid)))
+    return pc.take(text_array(list(levels) or [""]), index)
+
+
 def repeated(value: Any, kind: pa.DataType, n: int) -> pa.Array:
     """`value` n times as an array of `kind` (int64 or string; None gives nulls): a partition column."""
     if value is None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dmocli.data.arrow_numpy import float_array, picked_text
 from dmocli.models.explain import METHODS, column_groups, contributions, explained_columns, linear_weights
 from dmocli.models.modelfile import DmoModel
 
@@ -113,12 +114,12 @@ def reference_sample(model: DmoModel, rows: int = REFERENCE_ROWS, seed: int = RE
         binned = profile.numeric[name]
         edges, counts = np.asarray(binned.edges, dtype=np.float64), np.asarray(binned.counts, dtype=np.float64)
         if not edges.size or counts.sum() == 0:
-            columns[name] = pa.array(np.full(rows, pre.mean[j]))
+            columns[name] = float_array(np.full(rows, pre.mean[j]))
             continue
         picked = rng.choice(len(counts), size=rows, p=counts / counts.sum())
         low = edges[np.clip(picked - 1, 0, len(edges) - 1)]
         high = edges[np.clip(picked, 0, len(edges) - 1)]
-        columns[name] = pa.array(low + rng.random(rows) * (high - low))
+        columns[name] = float_array(low + rng.random(rows) * (high - low))
     for name in pre.categorical:
         levels = profile.categorical[name]
         cells = np.asarray([*levels.counts, levels.other + levels.unseen + levels.missing], dtype=np.float64)
@@ -126,6 +127,5 @@ def reference_sample(model: DmoModel, rows: int = REFERENCE_ROWS, seed: int = RE
             columns[name] = pa.nulls(rows, pa.string())
             continue
         picked = rng.choice(len(cells), size=rows, p=cells / cells.sum())
-        named = np.asarray([*levels.levels, None], dtype=object)[picked]
-        columns[name] = pa.array(named, pa.string())
+        columns[name] = picked_text(list(levels.levels), picked)
     return pa.table(columns)
