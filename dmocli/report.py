@@ -37,7 +37,7 @@ from dmocli.version import __version__
 if TYPE_CHECKING:
     from dmocli.prep.labels import LabelSpec
 
-SCHEMA_VERSION = "1.8"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
+SCHEMA_VERSION = "1.9"  # the `version` of dmocli/schema/report.schema.json (tests check that they agree)
 
 
 def written_now() -> str:
