@@ -17,7 +17,7 @@ from dmocli.command_options import EvaluateOptions
 from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
-from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.models.modelfile import DmoModel, file_sha256, load_model
 from dmocli.operating_point.alert_budget import AlertBudget
 from dmocli.operating_point.gain import VALUE_LEVEL, GainMatrix
 from dmocli.options import check_given
@@ -40,7 +40,7 @@ from dmocli.report import (
 )
 from dmocli.report_figures import ScoreFigures
 from dmocli.scoring.accumulators import LabeledColumns, labeled_scores
-from dmocli.use.history import model_sha256, record_evaluate
+from dmocli.use.history import record_evaluate
 from dmocli.use.model_input import ModelLike, model_name, opened
 from dmocli.use.results.band import RealizedBand
 from dmocli.use.results.common import Envelope, LabelFields, LevelFields, ProblemFields
@@ -242,7 +242,7 @@ def _evaluation_result(
     return EvaluateResult(
         envelope=Envelope.of("evaluate"),
         model=model_name(model_path),
-        model_sha256=None if model_path is None else model_sha256(model_path),
+        model_sha256=None if model_path is None else file_sha256(model_path),
         data=described,
         engine=engine.name,
         solver=model.solver,

@@ -15,7 +15,6 @@ series. The columns are documented in docs/monitoring.md#history.
 from __future__ import annotations
 
 import datetime
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pyarrow as pa
 
 from dmocli.data import outputs
 from dmocli.errors import DmoError
-from dmocli.models.modelfile import DmoModel
+from dmocli.models.modelfile import DmoModel, file_sha256
 from dmocli.prep.periods import MISSING_TIME, Periods
 from dmocli.use.results.monitor import MonitorResult, MonitorSection, Realized
 from dmocli.version import __version__
@@ -103,15 +102,6 @@ class Cut:
         return datetime.date.fromisoformat(period) if self.periodic else None
 
 
-def model_sha256(path: str | Path) -> str:
-    """The model file's identity: the sha256 of its bytes (a re-thresholded file is another model)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read(path: str | Path) -> pa.Table:
     """A history file, checked: a parquet table of this module's columns at a schema version this dmo reads. A
     truncated or foreign file is refused in one line rather than overwritten."""
@@ -182,7 +172,7 @@ def _identity(row: dict[str, Any], sha256: str, now: datetime.datetime) -> dict[
 
 def record_monitor(path: str | Path, result: MonitorResult, model_path: str | Path, cut: Cut) -> None:
     """`dmo monitor --history`: the run's periods written into the model's history."""
-    append(path, monitor_rows(result, cut), kind=MONITOR, sha256=model_sha256(model_path))
+    append(path, monitor_rows(result, cut), kind=MONITOR, sha256=file_sha256(model_path))
 
 
 def monitor_rows(result: MonitorResult, cut: Cut) -> list[dict[str, Any]]:
@@ -274,7 +264,7 @@ def shown(path: str | Path | None, model_path: str | Path) -> dict[str, Any]:
     if not Path(path).exists():
         raise DmoError(f"--history {path} does not exist; dmo monitor MODEL NEW --history {path} starts one")
     rows = read(path).to_pylist()
-    sha256 = model_sha256(model_path)
+    sha256 = file_sha256(model_path)
     _refuse_other_model(path, {row["model_sha256"] for row in rows}, sha256)
     periods = [{key: _plain(value) for key, value in row.items()} for row in rows]
     return {"history": str(path), "model": str(model_path), "model_sha256": sha256, "periods": periods}
@@ -370,4 +360,4 @@ def record_evaluate(
                 rows.append(
                     evaluate_row(chunk.name, cut, Realized.at_threshold(model, logits[labeled], labels[labeled]))
                 )
-    append(path, rows, kind=EVALUATE, sha256=model_sha256(model_path))
+    append(path, rows, kind=EVALUATE, sha256=file_sha256(model_path))

@@ -35,7 +35,7 @@ from scipy.special import ndtri  # the normal quantile (scipy.stats takes about 
 from dmocli.data import outputs, sources
 from dmocli.engines.choice import LOCAL, EngineChoice
 from dmocli.errors import DmoError
-from dmocli.models.modelfile import DmoModel, load_model
+from dmocli.models.modelfile import DmoModel, file_sha256, load_model
 from dmocli.operating_point.alert_budget import AlertBudget, period_alerts
 from dmocli.operating_point.bounds import REPORT_LEVEL, clopper_pearson_interval
 from dmocli.operating_point.calibration import probability
@@ -48,7 +48,7 @@ from dmocli.shift.drift_stats import FeatureDrift, compare, is_evidence
 from dmocli.shift.expected import metrics_under_covariate_shift, metrics_under_label_shift
 from dmocli.shift.prevalence import estimate_prevalence
 from dmocli.shift.value import expected_value, value_at_rate
-from dmocli.use.history import Cut, model_sha256, record_monitor
+from dmocli.use.history import Cut, record_monitor
 from dmocli.use.monitor_read import Section, read_sections
 from dmocli.use.results.band import ReviewVolume
 from dmocli.use.results.common import Envelope, LabelFields, ProblemFields
@@ -126,7 +126,7 @@ def monitor(
     result = MonitorResult(
         envelope=Envelope.of("monitor"),
         model=str(model_path),
-        model_sha256=model_sha256(model_path),
+        model_sha256=file_sha256(model_path),
         data=sources.describe(data),
         engine=engine.name,
         labels=LabelFields.of(model.labels),

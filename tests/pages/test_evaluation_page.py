@@ -15,11 +15,10 @@ import pytest
 from conftest import make_binary_frame, make_gaussian_classes
 
 from dmocli import TrainOptions, train
-from dmocli.models.modelfile import load_model
+from dmocli.models.modelfile import file_sha256, load_model
 from dmocli.pages.document import cell_text
 from dmocli.pages.evaluation import evaluation_page
 from dmocli.pages.svg import BLUE, BLUISH_GREEN, DARK_GREY, GREY, REDDISH_PURPLE, SKY_BLUE, VERMILLION
-from dmocli.use.history import model_sha256
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def test_the_runs_page_is_the_page_of_its_report_and_the_same_run_after_run(bina
     # random ids)
     assert f"report written {report['written_at']}" in page.split("</header>")[0]
     assert page == second.replace(again["written_at"], report["written_at"])
-    assert report["model_sha256"] == model_sha256(binary / "m.st") and report["model_sha256"] in page
+    assert report["model_sha256"] == file_sha256(binary / "m.st") and report["model_sha256"] in page
     assert report["figures"] == again["figures"]
 
 

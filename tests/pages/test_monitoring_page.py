@@ -19,6 +19,7 @@ import pytest
 
 from dmocli import TrainOptions, train
 from dmocli.errors import DmoError
+from dmocli.models.modelfile import file_sha256
 from dmocli.pages.document import cell_text
 from dmocli.pages.drift_heatmap import _draw
 from dmocli.pages.monitoring import _legend_below, monitoring_input, monitoring_page, of_reports
@@ -26,7 +27,6 @@ from dmocli.pages.svg import new_figure
 from dmocli.pages.write import PAGE_SIZE_LIMIT
 from dmocli.report import dumps
 from dmocli.use import history
-from dmocli.use.history import model_sha256
 from dmocli.use.monitor import monitor
 
 WEEKS = 12
@@ -79,7 +79,7 @@ def test_the_runs_page_is_the_page_of_its_report_and_of_its_history(run: Path, d
     # run after run: the same bytes but the report's time of writing (the one date on the page, never the clock's)
     assert f"report written {report['written_at']}" in page.split("</header>")[0]
     assert page == second.replace(again["written_at"], report["written_at"])
-    assert report["model_sha256"] == model_sha256(run / "m.st") and report["model_sha256"] in page
+    assert report["model_sha256"] == file_sha256(run / "m.st") and report["model_sha256"] in page
     code, _, err = dmo("monitor", run / "m.st", "--history", run / "h.parquet", "--html", run / "history.html")
     assert code == 0, err
     from_history = monitoring_input([run / "h.parquet"])

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_binary_frame
 
-from dmocli.use import history
+from dmocli.models.modelfile import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_monitor_appends_one_row_a_period_and_again_the_same_rows(dmo, made, tmp
         assert row["rows"] == chunk["rows"] and row["rate"] == chunk["positive_rate"]["estimate"]
         assert [row["precision_low"], row["precision_high"]] == chunk["label_shift"]["precision_interval"]
         assert row["top_drift_feature"] == chunk["drift"][0]["name"] and row["realized_rows"] is None
-        assert row["model_sha256"] == history.model_sha256(made / "m.st") and row["every"] == "month"
+        assert row["model_sha256"] == file_sha256(made / "m.st") and row["every"] == "month"
     code, _, err = dmo("monitor", made / "m.st", made / "new.parquet", *PERIODS, "--history", h)
     assert code == 0, err
     assert rows_of(h) == first  # the same periods replaced, never doubled
