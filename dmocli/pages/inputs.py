@@ -71,5 +71,10 @@ def _report_page(path: Path, report: Mapping[str, Any]) -> str:
 
 
 def _model_page(path: Path) -> str:
-    model = load_model(path)  # not a model file: its one-line DmoError
+    try:
+        model = load_model(path)
+    except DmoError as exc:  # a table or another file given by mistake: say what a page is made from
+        if type(exc) is not DmoError:
+            raise
+        raise DmoError(f"{exc}; dmo report takes {TAKES}") from None
     return training_page({"model": str(path)}, model, model_sha256=file_sha256(path))

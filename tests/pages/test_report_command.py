@@ -73,7 +73,8 @@ def test_a_json_cut_short_or_not_a_report_is_refused(files: Path, dmo) -> None:
 
 def test_a_file_that_is_no_model_or_is_missing_is_refused(files: Path, dmo) -> None:
     (files / "table.csv").write_text("a,b\n1,2\n")
-    assert "not a readable dmo model file" in _refused(dmo, files / "table.csv", files / "out.html")
+    refused = _refused(dmo, files / "table.csv", files / "out.html")
+    assert "not a readable dmo model file" in refused and "dmo report takes" in refused and "history" in refused
     assert "no such file" in _refused(dmo, files / "nowhere.json", files / "out.html")
 
 
