@@ -40,8 +40,16 @@ def page_for(paths: Sequence[str | Path]) -> str:
         return monitoring_page(monitoring_input(inputs))
     path = inputs[0]
     if path.suffix.lower() == ".json":
-        return _report_page(path, read_report(path))
+        return _report_page(read_report(path), source=str(path))
     return _model_page(path)
+
+
+def report_page(report: Mapping[str, Any]) -> str:
+    """The page of the report a train, evaluate or monitor run writes (`--html`), drawn from the report as written
+    to JSON and read back, so that `dmo report` on that JSON gives the same bytes."""
+    from dmocli.report import dumps
+
+    return _report_page(json.loads(dumps(report)), source=f"the report of dmo {report['command']}")
 
 
 def read_report(path: Path) -> Mapping[str, Any]:
@@ -59,7 +67,7 @@ def read_report(path: Path) -> Mapping[str, Any]:
     return report
 
 
-def _report_page(path: Path, report: Mapping[str, Any]) -> str:
+def _report_page(report: Mapping[str, Any], *, source: str) -> str:
     command = report["command"]
     if command == "train":
         return training_page(report, None, model_sha256=None)
@@ -67,7 +75,7 @@ def _report_page(path: Path, report: Mapping[str, Any]) -> str:
         return evaluation_page(report)
     if command == "monitor":
         return monitoring_page(of_reports([report]))
-    raise DmoError(f"{path} is the report of dmo {command}, which has no page; give {TAKES}")
+    raise DmoError(f"{source} is the report of dmo {command}, which has no page; give {TAKES}")
 
 
 def _model_page(path: Path) -> str:

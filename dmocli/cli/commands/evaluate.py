@@ -5,11 +5,11 @@ the evaluation page (dmocli/pages/evaluation.py) from the report, as `dmo report
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from dmocli.cli.commands.shared import engine_choice, strictness
+from dmocli.cli.commands.shared import engine_choice, strictness, write_report_page
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit
 from dmocli.command_options import EvaluateOptions
@@ -59,22 +59,8 @@ def evaluate(
             history=options.history,
         )
     except GateFailed as failed:  # the figures and the verdict, as a pass prints them; then the one-line message
-        _page(html, failed.report)  # a failed gate's page is the one a reviewer opens
+        write_report_page(html, failed.report)  # a failed gate's page is the one a reviewer opens
         emit(failed.report, as_json, failed.result.lines())
         raise
-    _page(html, result.to_dict())
+    write_report_page(html, result.to_dict())
     emit(result.to_dict(), as_json, result.lines())
-
-
-def _page(path: Path | None, report: dict[str, Any]) -> None:
-    """--html: the page of the report as written to JSON and read back, so `dmo report` on that JSON gives the same
-    bytes."""
-    if path is None:
-        return
-    import json
-
-    from dmocli.pages.evaluation import evaluation_page
-    from dmocli.pages.write import write_page
-    from dmocli.report import dumps
-
-    write_page(evaluation_page(json.loads(dumps(report))), path)

@@ -5,11 +5,11 @@ monitoring page (dmocli/pages/monitoring.py) of the run's report, or without NEW
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from dmocli.cli.commands.shared import engine_choice
+from dmocli.cli.commands.shared import engine_choice, write_report_page
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit
 from dmocli.command_options import MonitorOptions
@@ -74,22 +74,8 @@ def monitor(
             history=options.history,
         )
     except MonitorGateFailed as failed:  # the figures and every reason, as a pass prints them; then the message
-        _page(html, failed.report)
+        write_report_page(html, failed.report)
         emit(failed.report, as_json, failed.result.lines())
         raise
-    _page(html, result.to_dict())
+    write_report_page(html, result.to_dict())
     emit(result.to_dict(), as_json, result.lines())
-
-
-def _page(path: Path | None, report: dict[str, Any]) -> None:
-    """--html: the page of the report as written to JSON and read back, so `dmo report` on that JSON gives the same
-    bytes."""
-    if path is None:
-        return
-    import json
-
-    from dmocli.pages.monitoring import monitoring_page, of_reports
-    from dmocli.pages.write import write_page
-    from dmocli.report import dumps
-
-    write_page(monitoring_page(of_reports([json.loads(dumps(report))])), path)

@@ -22,3 +22,14 @@ def strictness(options: Any) -> dict[str, Any]:
         "strict": options.strict or options.max_unseen is not None,
         "max_unseen": DEFAULT_MAX_UNSEEN if options.max_unseen is None else options.max_unseen,
     }
+
+
+def write_report_page(html: Any, report: dict[str, Any]) -> None:
+    """--html of train, evaluate and monitor: the page of the run's report (pages/inputs.py report_page), written
+    atomically; nothing without --html. The pages load matplotlib, so they are imported only when asked for."""
+    if html is None:
+        return
+    from dmocli.pages.inputs import report_page
+    from dmocli.pages.write import write_page
+
+    write_page(report_page(report), html)

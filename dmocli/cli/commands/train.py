@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import typer
 
+from dmocli.cli.commands.shared import write_report_page
 from dmocli.cli.declared import takes_options
 from dmocli.cli.output import emit, report_on_refusal
 from dmocli.cli.report_lines import outlook_line, split_lines, value_line
@@ -51,8 +52,7 @@ def train(
         _, result = run_train(data, opts, output=output, report_path=report)
     if torchrun.secondary():  # under torchrun, process 0 prints for the group
         return
-    if html is not None:
-        _page(html, result)
+    write_report_page(html, result)
     header = [f"model: {result['model']}  (solver {result['solver']}, {result['wall_seconds']:.1f} s)"]
     if result.get("threshold") is not None:
         header.append(f"threshold (logit): {result['threshold']:.6g}")
@@ -83,18 +83,6 @@ def _check_page(html: Path, outputs: dict[str, Path | None], inputs: dict[str, A
 
     check_outputs({"--html": html, **outputs}, inputs)
     refuse_misnamed_page(html, "--html")
-
-
-def _page(html: Path, report: dict[str, Any]) -> None:
-    """--html: the training page of the report as written to JSON and read back, so `dmo report` on that JSON
-    draws the same bytes; renamed into place with the model and the report (data/outputs.py outputs_together)."""
-    import json
-
-    from dmocli.pages.training import training_page
-    from dmocli.pages.write import write_page
-    from dmocli.report import dumps
-
-    write_page(training_page(json.loads(dumps(report)), None, model_sha256=None), html)
 
 
 def _model_choice_line(report: dict[str, Any]) -> list[str]:
