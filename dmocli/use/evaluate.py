@@ -140,7 +140,16 @@ def evaluation(
         scores = (scored.logits, scored.y)
         value = None if result.value is None else result.value.at_threshold.per_row
         record_evaluate(
-            history, model, model_path, scores, data=data, time_col=time_col, every=every, engine=engine, value=value
+            history,
+            model,
+            model_path,
+            scores,
+            data=data,
+            time_col=time_col,
+            every=every,
+            engine=engine,
+            value=value,
+            sha256=result.model_sha256,
         )
     result = replace(result, written_at=written_now())  # a refused gate's report is written too
     if verdict is not None and verdict.passed is False:

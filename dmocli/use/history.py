@@ -170,9 +170,10 @@ def _identity(row: dict[str, Any], sha256: str, now: datetime.datetime) -> dict[
     }
 
 
-def record_monitor(path: str | Path, result: MonitorResult, model_path: str | Path, cut: Cut) -> None:
-    """`dmo monitor --history`: the run's periods written into the model's history."""
-    append(path, monitor_rows(result, cut), kind=MONITOR, sha256=file_sha256(model_path))
+def record_monitor(path: str | Path, result: MonitorResult, cut: Cut) -> None:
+    """`dmo monitor --history`: the run's periods written into the history of the model file the result names by
+    its sha256."""
+    append(path, monitor_rows(result, cut), kind=MONITOR, sha256=result.model_sha256)
 
 
 def monitor_rows(result: MonitorResult, cut: Cut) -> list[dict[str, Any]]:
@@ -335,11 +336,13 @@ def record_evaluate(
     every: str | None = None,
     engine: Any = None,
     value: float | None = None,
+    sha256: str | None,
 ) -> None:
     """`dmo evaluate --history`: DATA's realized metrics written into the model's history, as one period `all`
     (from the evaluation's own scores, `scored`: logits and labels; a value model's realized value per row on them,
     `value`, in `realized_value`) or, with --every, per period (one more pass over DATA, cut as monitor cuts NEW:
-    use/monitor_read.py; that pass reads no gain column, so a period's `realized_value` stays empty)."""
+    use/monitor_read.py; that pass reads no gain column, so a period's `realized_value` stays empty). `sha256` is
+    the model file's, as the evaluation's report states it (None only without a model file, refused here)."""
     from dmocli.use.monitor_read import read_sections
 
     if not isinstance(model_path, (str, Path)) or not Path(model_path).is_file():
@@ -360,4 +363,4 @@ def record_evaluate(
                 rows.append(
                     evaluate_row(chunk.name, cut, Realized.at_threshold(model, logits[labeled], labels[labeled]))
                 )
-    append(path, rows, kind=EVALUATE, sha256=file_sha256(model_path))
+    append(path, rows, kind=EVALUATE, sha256=sha256)

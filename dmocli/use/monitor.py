@@ -146,7 +146,7 @@ def monitor(
     )
     result = replace(result, written_at=written_now(), wall_seconds=time.perf_counter() - started)
     if history is not None:
-        record_monitor(history, result, model_path, Cut.of(every=every, chunk_col=chunk_col))
+        record_monitor(history, result, Cut.of(every=every, chunk_col=chunk_col))
     if gate and reasons:
         refuse_with_report(MonitorGateFailed(gate_message(reasons), result), result.to_dict(), report_path, started)
     if report_path is not None:
